@@ -1,0 +1,155 @@
+"""What every artifact script shares: finding an experiment's runs, claims, writing outputs.
+
+An artifact script (one per figure or table, named after its make target) reads the runs an
+experiment's sweep recorded and writes two files that the figures and the report read:
+
+    results/<profile>/tables/<target>.csv    the tidy table
+    results/<profile>/tables/<target>.json   title, source, claims with verdicts, notes, skipped
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from run import matrix as mx
+from run import store
+
+REFERENCE_DIR = Path(__file__).resolve().parent.parent / "reference" / "paper"
+HOLDS, FAILS, UNMEASURED = "holds", "does not hold", "not measured"
+
+
+class AnalysisError(RuntimeError):
+    """Something an artifact needs is missing; the message says what to run."""
+
+
+def sweep_record(exp_id: str, profile: str) -> dict[str, Any]:
+    path = store.sweeps_dir(profile) / f"{exp_id}.json"
+    if not path.is_file():
+        target = mx.load_matrix()["experiments"][exp_id]["target"]
+        raise AnalysisError(
+            f"{exp_id} has not been run for profile '{profile}' ({path} missing): "
+            f"run `make {target} PROFILE={profile}`"
+        )
+    return store.read_json(path)
+
+
+def experiment_runs(exp_id: str, profile: str) -> tuple[pd.DataFrame, list[dict[str, Any]]]:
+    """One row per run the sweep recorded: spec fields, then summary fields. And skipped cells."""
+    record = sweep_record(exp_id, profile)
+    rows = []
+    for entry in record["runs"]:
+        d = store.run_dir(profile, entry["run"])
+        if not (d / store.SUMMARY).is_file():
+            raise AnalysisError(f"run {entry['run']} is listed by the {exp_id} sweep but missing")
+        row: dict[str, Any] = dict(store.read_json(d / store.SPEC))
+        row.update({k: v for k, v in store.read_json(d / store.SUMMARY).items() if k != "runtime"})
+        row["run"] = entry["run"]
+        rows.append(row)
+    return pd.DataFrame(rows), record.get("skipped", [])
+
+
+def epochs_of(run: str, profile: str) -> list[dict[str, Any]]:
+    return store.read_jsonl(store.run_dir(profile, run) / store.EPOCHS)
+
+
+def paper_table(name: str) -> pd.DataFrame:
+    return pd.read_csv(REFERENCE_DIR / name)
+
+
+def claim(cid: str, text: str, criterion: str, verdict: str, evidence: str) -> dict[str, str]:
+    assert verdict in (HOLDS, FAILS, UNMEASURED), verdict
+    return {"id": cid, "claim": text, "criterion": criterion, "verdict": verdict, "evidence": evidence}
+
+
+def judged(ok: bool | None) -> str:
+    return UNMEASURED if ok is None else (HOLDS if ok else FAILS)
+
+
+def on_gpu(df: pd.DataFrame) -> bool:
+    return bool(len(df)) and "device" in df and bool((df["device"].fillna("cpu") != "cpu").any())
+
+
+def ok_runs(df: pd.DataFrame) -> pd.DataFrame:
+    return df[df["status"] == "ok"] if len(df) else df
+
+
+def pct(x: float) -> str:
+    return f"{x:.1f} %"
+
+
+def write_artifact(
+    target: str,
+    profile: str,
+    table: pd.DataFrame,
+    *,
+    experiments: list[str],
+    claims: list[dict[str, str]],
+    notes: list[str],
+    paper_csv: str | None,
+    skipped: list[dict[str, Any]],
+    figure: bool,
+) -> Path:
+    matrix = mx.load_matrix()
+    entry = matrix["experiments"][experiments[0]]
+    out = store.tables_dir(profile) / f"{target}.csv"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    store.write_text_atomic(out, table.to_csv(index=False))
+    meta = {
+        "target": target,
+        "profile": profile,
+        "experiments": experiments,
+        "title": entry["title"],
+        "source": entry["source"],
+        "columns": list(table.columns),
+        "claims": claims,
+        "notes": notes,
+        "paper_csv": paper_csv,
+        "skipped": skipped,
+        "figure": figure,
+        "generated": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+    }
+    store.write_json_atomic(out.with_suffix(".json"), meta)
+    return out
+
+
+def main_for(build: Callable[[str], Path], doc: str | None) -> None:
+    """Command line shared by the artifact scripts: `--profile P`, one error line on failure."""
+    ap = argparse.ArgumentParser(description=doc)
+    ap.add_argument("--profile", required=True)
+    args = ap.parse_args()
+    try:
+        out = build(args.profile)
+    except AnalysisError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        sys.exit(2)
+    print(f"wrote {out}")
+
+
+def speedups(df: pd.DataFrame, by: list[str], time_col: str = "total_time_s") -> pd.DataFrame:
+    """Add speed-up vs the 1-GPU run of the same group and efficiency = speed-up / GPUs.
+
+    The 1-GPU run of a strategy is the shared ddp_ds run (one rank does the same work under
+    every strategy), so for V1 the baseline is looked up without the strategy column.
+    """
+    df = df.copy()
+    base_keys = [k for k in by if k != "strategy"]
+    ones = df[(df["gpus"] == 1) & (df["status"] == "ok")]
+    base = {tuple(r[k] for k in base_keys): r[time_col] for _, r in ones.iterrows()}
+    df["speedup_vs_1gpu"] = [
+        (base.get(tuple(r[k] for k in base_keys)) / r[time_col])
+        if r["status"] == "ok" and base.get(tuple(r[k] for k in base_keys))
+        else None
+        for _, r in df.iterrows()
+    ]
+    df["efficiency_pct"] = [
+        (100.0 * s / g) if s is not None and s == s else None
+        for s, g in zip(df["speedup_vs_1gpu"], df["gpus"], strict=True)
+    ]
+    return df

@@ -1,0 +1,121 @@
+"""Profile readers (nsys SQLite exports, torch.profiler Chrome traces) and the tidy metrics table.
+
+Typical use:
+
+    from analysis.profiles import metrics_table, by_metric, METRICS
+    df = metrics_table("llm-fsdp-2gpu", ["rank0.sqlite", "rank1.sqlite"])
+    by_metric(df)  # one row per (run, rank, source, metric)
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Sequence
+from pathlib import Path
+
+import pandas as pd
+
+from .metrics import (
+    COLUMNS,
+    METRICS,
+    ProfileError,
+    RankProfile,
+    by_metric,
+    concat_frames,
+    profile_frame,
+    read_metrics_csv,
+    write_csv_atomic,
+)
+from .nsys_sqlite import SQLITE_MAGIC, read_nsys_sqlite
+from .torch_trace import GZIP_MAGIC, read_torch_trace
+
+__all__ = [
+    "COLUMNS",
+    "METRICS",
+    "ProfileError",
+    "RankProfile",
+    "by_metric",
+    "detect_source",
+    "load_profiles",
+    "metrics_table",
+    "rank_from_path",
+    "read_metrics_csv",
+    "read_nsys_sqlite",
+    "read_profile",
+    "read_torch_trace",
+    "write_csv_atomic",
+]
+
+_RANK = re.compile(r"(?<![a-z])rank[_-]?(\d+)", re.IGNORECASE)
+_NSYS_REPORT_SUFFIXES = (".nsys-rep", ".qdrep")
+
+
+def detect_source(path: str | os.PathLike[str]) -> str:
+    """Return "nsys" or "torch" from the file's first bytes (names lie; contents do not)."""
+    path = Path(path)
+    if path.suffix in _NSYS_REPORT_SUFFIXES:
+        raise ProfileError(
+            path, "nsys report, not an export: run `nsys export --type sqlite` on it first"
+        )
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(len(SQLITE_MAGIC))
+    except FileNotFoundError as exc:
+        raise ProfileError(path, "file not found") from exc
+    except OSError as exc:
+        raise ProfileError(path, f"cannot read file ({exc.strerror or exc})") from exc
+    if head.startswith(SQLITE_MAGIC):
+        return "nsys"
+    if head.startswith(GZIP_MAGIC) or head.lstrip()[:1] in (b"{", b"["):
+        return "torch"
+    if not head:
+        raise ProfileError(path, "empty file")
+    raise ProfileError(path, "unknown format: neither an nsys SQLite export nor a JSON trace")
+
+
+def read_profile(path: str | os.PathLike[str], cpu_ops: bool = True) -> RankProfile:
+    """Read one profile file of either kind; raises ProfileError on bad input."""
+    if detect_source(path) == "nsys":
+        return read_nsys_sqlite(path)
+    return read_torch_trace(path, cpu_ops=cpu_ops)
+
+
+def rank_from_path(path: str | os.PathLike[str]) -> int | None:
+    """Rank written in the file name or, failing that, in a parent folder (rank0/, rank_1/)."""
+    path = Path(path)
+    for part in [path.name, *(p.name for p in path.parents)]:
+        found = _RANK.findall(part)
+        if found:
+            return int(found[-1])
+    return None
+
+
+def load_profiles(
+    paths: Sequence[str | os.PathLike[str]], cpu_ops: bool = True
+) -> list[tuple[int, RankProfile]]:
+    """Read files and give each a rank: recorded in the trace, else in its path, else by order.
+
+    Two files of the same source claiming one rank raise ProfileError (it would double count).
+    """
+    profiles = [read_profile(p, cpu_ops=cpu_ops) for p in paths]
+    claimed: list[int | None] = []
+    for path, prof in zip(paths, profiles, strict=True):
+        claimed.append(prof.rank_hint if prof.rank_hint is not None else rank_from_path(path))
+    taken = {r for r in claimed if r is not None}
+    spare = (r for r in range(len(paths) + len(taken)) if r not in taken)
+    ranks = [r if r is not None else next(spare) for r in claimed]
+    seen: dict[tuple[str, int], str | os.PathLike[str]] = {}
+    for path, prof, rank in zip(paths, profiles, ranks, strict=True):
+        if (prof.source, rank) in seen:
+            other = seen[(prof.source, rank)]
+            raise ProfileError(path, f"rank {rank} ({prof.source}) already given by {other}")
+        seen[(prof.source, rank)] = path
+    return list(zip(ranks, profiles, strict=True))
+
+
+def metrics_table(
+    run: str, paths: Sequence[str | os.PathLike[str]], cpu_ops: bool = True
+) -> pd.DataFrame:
+    """The tidy metrics table (COLUMNS) for one run, one profile file per rank."""
+    return concat_frames(profile_frame(run, r, p) for r, p in load_profiles(paths, cpu_ops))

@@ -1,0 +1,113 @@
+"""Turn profiles made elsewhere into the tidy metrics CSV and say where the time went."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import textwrap
+from collections.abc import Sequence
+
+import pandas as pd
+
+from . import load_profiles
+from .metrics import (
+    COLUMNS,
+    CPU_PREFIX,
+    METRICS,
+    ProfileError,
+    RankProfile,
+    by_metric,
+    concat_frames,
+    profile_frame,
+    write_csv_atomic,
+)
+
+_EPILOG = f"""\
+input files (one per rank; the kind is detected from the content):
+  nsys      SQLite from `nsys export --type sqlite report.nsys-rep`
+  torch     torch.profiler Chrome trace, *.pt.trace.json or *.pt.trace.json.gz
+rank of each file: the rank recorded in a torch trace (distributedInfo), else "rankN" in the
+file or folder name (rank0.sqlite, rank_1/trace.json), else the order on the command line.
+
+output CSV columns: {", ".join(COLUMNS)}
+  metric   normalised name, one of:
+{textwrap.fill(", ".join(METRICS), 96, initial_indent=" " * 11, subsequent_indent=" " * 11)}
+           torch traces also give "{CPU_PREFIX}<op>" rows (inclusive CPU time) unless --no-cpu-ops
+  share    total_s / profiled wall time of that rank (summed durations of concurrent calls can
+           exceed it); bytes only on memcpy rows.
+  A metric a profile cannot contain (CPU-only run, no NCCL) has no row: "not measured".
+
+exit status: 0 written; 1 a file could not be read (one line on stderr, no CSV written); 2 usage.
+
+example:
+  python -m analysis.profiles.cli --run llm-fsdp --out metrics.csv rank0.sqlite rank1.sqlite
+"""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The CLI's argument parser (kept separate so tests and docs can inspect it)."""
+    parser = argparse.ArgumentParser(
+        prog="python -m analysis.profiles.cli",
+        description="Read nsys SQLite exports and/or torch.profiler traces of one run (one file "
+        "per rank), write the tidy metrics CSV, and print a summary of where the time went.",
+        epilog=_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("files", nargs="+", metavar="FILE", help="profile file, one per rank")
+    parser.add_argument("--run", required=True, help="run name written in the `run` column")
+    parser.add_argument("--out", required=True, help="metrics CSV to write (atomically)")
+    parser.add_argument(
+        "--top", type=int, default=8, help="CPU ops per rank in the summary (default 8)"
+    )
+    parser.add_argument(
+        "--no-cpu-ops", action="store_true", help='leave out the "cpu:<op>" rows of torch traces'
+    )
+    return parser
+
+
+def summary(df: pd.DataFrame, profiles: Sequence[tuple[int, RankProfile]], top: int) -> str:
+    """Short text per rank: wall time, the paper's metrics, the top CPU ops, what is absent."""
+    grouped = by_metric(df)
+    lines = []
+    for rank, prof in sorted(profiles, key=lambda rp: (rp[0], rp[1].source)):
+        lines.append(
+            f"rank {rank} [{prof.source}] {prof.path}: wall {prof.wall_s:.3f} s ({prof.wall_from})"
+        )
+        mine = grouped[(grouped["rank"] == rank) & (grouped["source"] == prof.source)]
+        mine = mine.sort_values("total_s", ascending=False, kind="mergesort")
+        paper = mine[mine["metric"].isin(list(METRICS))]
+        cpu = mine[mine["metric"].str.startswith(CPU_PREFIX)].head(top)
+        for _, row in pd.concat([paper, cpu]).iterrows():
+            name = row["metric"] if len(row["metric"]) <= 40 else row["metric"][:37] + "..."
+            extra = "" if pd.isna(row["bytes"]) else f"  {row['bytes'] / 1e6:.1f} MB"
+            lines.append(
+                f"  {name:<40} {row['total_s']:10.4g} s {row['share']:8.2%}"
+                f" {row['calls']:>9} calls{extra}"
+            )
+        absent = [m for m in METRICS if m not in set(mine["metric"])]
+        if absent:
+            lines.append(f"  not measured: {', '.join(absent)}")
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point; returns the exit status."""
+    args = build_parser().parse_args(argv)
+    try:
+        profiles = load_profiles(args.files, cpu_ops=not args.no_cpu_ops)
+    except ProfileError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    df = concat_frames(profile_frame(args.run, rank, prof) for rank, prof in profiles)
+    try:
+        write_csv_atomic(df, args.out)
+    except OSError as exc:
+        print(f"error: {args.out}: cannot write ({exc.strerror or exc})", file=sys.stderr)
+        return 1
+    print(summary(df, profiles, args.top))
+    print(f"wrote {len(df)} rows to {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

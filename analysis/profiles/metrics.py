@@ -1,0 +1,225 @@
+"""The tidy profiler-metrics table shared by the nsys and torch.profiler readers.
+
+One row per (run, rank, source, raw name). `metric` is the normalised name from METRICS so that
+an nsys `cudaLaunchKernel_v7000` and a torch `cudaLaunchKernel` land in the same bucket; the raw
+name stays in `raw_name`. Sum rows over `metric` (see `by_metric`) for one number per metric.
+
+A metric a profile cannot contain (no GPU, no NCCL) gets no row at all: downstream code reports
+"not measured on this hardware" instead of a misleading zero.
+
+`share` = total_s / profiled wall time of that rank. It is 0..1 for anything that runs one call
+at a time; durations of calls overlapping on several threads or streams are summed, so such a
+metric can exceed 1 (kept as measured, not clipped).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import uuid
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+
+COLUMNS = ["run", "rank", "source", "metric", "raw_name", "calls", "total_s", "bytes", "share"]
+SOURCES = ("nsys", "torch")
+
+# Normalised metric name -> what the paper (J Table 1) calls it. Other code imports this.
+METRICS: dict[str, str] = {
+    "cudaLaunchKernel": "cudaLaunchKernel",
+    "cudaStreamSynchronize": "cudaStreamSynchronize",
+    "cudaEventSynchronize": "cudaEventSynchronize",
+    "cudaEventDestroy": "cudaEventDestroy",
+    "cudaMemcpyAsync": "cudaMemcpyAsync",
+    "memcpy_htod": "CUDA memcpy Host-to-Device",
+    "memcpy_dtoh": "CUDA memcpy Device-to-Host",
+    "memcpy_dtod": "CUDA memcpy Device-to-Device",
+    "nccl_allgather_ring_ll": "ncclDevKernel_AllGather_RING_LL",
+    "nccl_broadcast": "ncclDevKernel_Broadcast",
+    "nccl_other": "other NCCL kernels (ncclDevKernel_* / ncclKernel_*)",
+}
+RUNTIME_METRICS = frozenset(m for m in METRICS if m.startswith("cuda"))
+MEMCPY_METRICS = ("memcpy_htod", "memcpy_dtoh", "memcpy_dtod")
+NCCL_METRICS = ("nccl_allgather_ring_ll", "nccl_broadcast", "nccl_other")
+# Optional CPU-side aggregates from torch traces are named "cpu:<op name>" (inclusive time).
+CPU_PREFIX = "cpu:"
+
+# Copy-kind labels as the different nsys versions and kineto spell them.
+_MEMCPY_LABELS = {
+    "htod": "memcpy_htod",
+    "host-to-device": "memcpy_htod",
+    "hosttodevice": "memcpy_htod",
+    "dtoh": "memcpy_dtoh",
+    "device-to-host": "memcpy_dtoh",
+    "devicetohost": "memcpy_dtoh",
+    "dtod": "memcpy_dtod",
+    "device-to-device": "memcpy_dtod",
+    "devicetodevice": "memcpy_dtod",
+}
+# CUPTI_ACTIVITY_MEMCPY_KIND ids, used only when a file lacks ENUM_CUDA_MEMCPY_OPER.
+CUPTI_COPY_KIND = {1: "HtoD", 2: "DtoH", 8: "DtoD"}
+
+# cudaLaunchKernel_v7000, cudaMemcpyAsync_ptsz_v7000: API version / per-thread-stream suffixes.
+_RUNTIME_SUFFIX = re.compile(r"(?:_v\d+)$")
+_PTS_SUFFIX = re.compile(r"_(?:ptsz|ptds)$")
+# RING_LL must not match RING_LL128; older NCCL appends _Sum_int8_t etc.
+_ALLGATHER_LL = re.compile(r"^nccl(?:Dev)?Kernel_AllGather_RING_LL(?:$|_)")
+_BROADCAST = re.compile(r"^nccl(?:Dev)?Kernel_Broadcast(?:$|_)")
+_NCCL = re.compile(r"^nccl(?:Dev)?Kernel_")
+
+
+class ProfileError(Exception):
+    """A profile file that cannot be read; the message is one line naming file and problem."""
+
+    def __init__(self, path: str | os.PathLike[str], problem: str) -> None:
+        self.path = str(path)
+        self.problem = problem
+        super().__init__(f"{self.path}: {problem}")
+
+
+@dataclass
+class Row:
+    """One aggregated raw name inside a profile (before run/rank/share are attached)."""
+
+    metric: str
+    raw_name: str
+    calls: int
+    total_s: float
+    bytes: int | None = None
+
+
+@dataclass
+class RankProfile:
+    """What a reader found in one file: aggregated rows plus the profiled wall time."""
+
+    path: str
+    source: str
+    wall_s: float
+    wall_from: str  # which table/field gave wall_s, for the summary and for debugging
+    rows: list[Row] = field(default_factory=list)
+    rank_hint: int | None = None  # rank recorded inside the file (torch distributedInfo)
+
+
+def runtime_metric(raw: str) -> str | None:
+    """Normalised metric for a CUDA runtime API name, or None if the paper does not read it."""
+    name = _PTS_SUFFIX.sub("", _RUNTIME_SUFFIX.sub("", raw.strip()))
+    return name if name in RUNTIME_METRICS else None
+
+
+def memcpy_metric(label: str) -> str | None:
+    """Normalised metric for a copy-kind label: "HtoD", "Host-to-Device", "Memcpy HtoD (...)"."""
+    text = label.strip().lower()
+    for prefix in ("[cuda memcpy ", "cuda memcpy ", "memcpy "):
+        if text.startswith(prefix):
+            text = text[len(prefix) :]
+    text = text.split(" (")[0].rstrip("]").strip()
+    return _MEMCPY_LABELS.get(text)
+
+
+def kernel_base_name(raw: str) -> str:
+    """`void ncclDevKernel_X<...>(args)` -> `ncclDevKernel_X`: demangled names carry signatures."""
+    name = raw.strip()
+    if name.startswith("void "):
+        name = name[5:]
+    for stop in ("(", "<"):
+        cut = name.find(stop)
+        if cut > 0:
+            name = name[:cut]
+    return name.strip()
+
+
+def nccl_metric(kernel_name: str) -> str | None:
+    """Normalised metric for an NCCL kernel, or None for any non-NCCL kernel."""
+    base = kernel_base_name(kernel_name)
+    if _ALLGATHER_LL.match(base):
+        return "nccl_allgather_ring_ll"
+    if _BROADCAST.match(base):
+        return "nccl_broadcast"
+    if _NCCL.match(base):
+        return "nccl_other"
+    return None
+
+
+def profile_frame(run: str, rank: int, profile: RankProfile) -> pd.DataFrame:
+    """The tidy rows of one rank's profile, sorted by time spent."""
+    records = [
+        {
+            "run": run,
+            "rank": rank,
+            "source": profile.source,
+            "metric": r.metric,
+            "raw_name": r.raw_name,
+            "calls": r.calls,
+            "total_s": r.total_s,
+            "bytes": r.bytes,
+            "share": r.total_s / profile.wall_s if profile.wall_s > 0 else float("nan"),
+        }
+        for r in profile.rows
+    ]
+    return _typed(pd.DataFrame.from_records(records, columns=COLUMNS))
+
+
+def concat_frames(frames: Iterable[pd.DataFrame]) -> pd.DataFrame:
+    """Stack per-rank frames into one table with stable dtypes (also when there are none)."""
+    frames = [f for f in frames if len(f)]
+    if not frames:
+        return _typed(pd.DataFrame(columns=COLUMNS))
+    out = pd.concat(frames, ignore_index=True)
+    keys = ["run", "rank", "source", "total_s", "metric", "raw_name"]
+    out = out.sort_values(keys, ascending=[1, 1, 1, 0, 1, 1], kind="mergesort")
+    return _typed(out)
+
+
+def by_metric(df: pd.DataFrame) -> pd.DataFrame:
+    """One row per (run, rank, source, metric): raw-name variants summed."""
+    keys = ["run", "rank", "source", "metric"]
+    if df.empty:
+        return df.drop(columns=["raw_name"]).reset_index(drop=True)
+    agg = df.groupby(keys, as_index=False, sort=True).agg(
+        calls=("calls", "sum"),
+        total_s=("total_s", "sum"),
+        bytes=("bytes", lambda s: s.sum() if s.notna().any() else pd.NA),
+        share=("share", "sum"),
+    )
+    agg["bytes"] = agg["bytes"].astype("Int64")
+    return agg
+
+
+def read_metrics_csv(path: str | os.PathLike[str]) -> pd.DataFrame:
+    """Load a metrics CSV written by `write_csv_atomic` with the table's dtypes."""
+    return _typed(pd.read_csv(path))
+
+
+def write_csv_atomic(df: pd.DataFrame, path: str | os.PathLike[str]) -> Path:
+    """Write CSV through a temp file in the same folder, then os.replace: never half a file."""
+    dest = Path(path)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    # Own unique name opened with "x" (not mkstemp) so the file gets the umask's usual mode.
+    tmp = dest.with_name(f".{dest.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
+    try:
+        with open(tmp, "x", newline="") as fh:
+            df.to_csv(fh, index=False)
+        os.replace(tmp, dest)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    return dest
+
+
+def _typed(df: pd.DataFrame) -> pd.DataFrame:
+    df = df.reset_index(drop=True)
+    return df.astype(
+        {
+            "run": "string",
+            "rank": "int64",
+            "source": "string",
+            "metric": "string",
+            "raw_name": "string",
+            "calls": "int64",
+            "total_s": "float64",
+            "bytes": "Int64",
+            "share": "float64",
+        }
+    )[COLUMNS]

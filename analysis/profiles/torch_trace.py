@@ -1,0 +1,278 @@
+"""Read a torch.profiler / kineto Chrome trace (*.pt.trace.json[.gz]) into aggregated metric rows.
+
+The trace is parsed incrementally: the file is read in chunks and each element of the
+"traceEvents" array is decoded on its own with json.JSONDecoder.raw_decode, so memory holds one
+chunk plus one row per distinct event name, whatever the file size (multi-GB traces are common).
+
+Event categories used (kineto names; times are microseconds):
+    cuda_runtime / cuda_driver   host API calls: cudaLaunchKernel, cudaStreamSynchronize, ...
+    kernel                       GPU kernels, incl. ncclDevKernel_AllGather_RING_LL(...)
+    gpu_memcpy                   "Memcpy HtoD (Pageable -> Device)" with args.bytes
+    cpu_op / user_annotation     CPU ops and record_function ranges (optional "cpu:" rows)
+A CPU-only trace has no CUDA categories, so it yields no CUDA rows (absent, not zero).
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+import json
+import os
+import re
+import zlib
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, TextIO
+
+from .metrics import (
+    CPU_PREFIX,
+    ProfileError,
+    RankProfile,
+    Row,
+    memcpy_metric,
+    nccl_metric,
+    runtime_metric,
+)
+
+GZIP_MAGIC = b"\x1f\x8b"
+_CHUNK_CHARS = 1 << 22  # 4 Mi characters per read
+_MAX_PENDING = 16 << 20  # one JSON element larger than this is treated as corrupt input
+_WS = re.compile(r"[ \t\n\r]*")
+_SEP = re.compile(r"[ \t\n\r]*([,\]])[ \t\n\r]*")
+_STEP = re.compile(r"^(ProfilerStep)#\d+$")  # one name per step otherwise
+_US_PER_S = 1e6
+
+# Aggregation keys: (kind, raw name). kind selects the metric mapping applied at the end.
+_KIND_BY_CAT = {
+    "cuda_runtime": "runtime",
+    "cuda_driver": "runtime",
+    "kernel": "kernel",
+    "gpu_memcpy": "memcpy",
+    "cpu_op": "cpu",
+    "user_annotation": "cpu",
+}
+
+
+def read_torch_trace(path: str | os.PathLike[str], cpu_ops: bool = True) -> RankProfile:
+    """Aggregate one Chrome trace; `cpu_ops` adds inclusive-time "cpu:<op>" rows.
+
+    Raises ProfileError naming the file for a missing, truncated or non-trace file.
+    """
+    path = Path(path)
+    try:
+        with _open_text(path) as fh:
+            return _aggregate(path, _JsonStream(fh, path), cpu_ops)
+    except FileNotFoundError as exc:
+        raise ProfileError(path, "file not found") from exc
+    except (EOFError, gzip.BadGzipFile, zlib.error) as exc:
+        raise ProfileError(path, f"truncated or corrupt gzip stream ({exc})") from exc
+    except UnicodeDecodeError as exc:
+        raise ProfileError(path, f"not UTF-8 text at byte {exc.start}; not a JSON trace") from exc
+    except OSError as exc:
+        raise ProfileError(path, f"cannot read file ({exc.strerror or exc})") from exc
+
+
+def _open_text(path: Path) -> TextIO:
+    with open(path, "rb") as fh:
+        magic = fh.read(2)
+    if magic == GZIP_MAGIC:
+        return io.TextIOWrapper(gzip.open(path, "rb"), encoding="utf-8")
+    return open(path, encoding="utf-8")
+
+
+class _JsonStream:
+    """Minimal pull parser: enough JSON structure to walk {"...": ..., "traceEvents": [...]}."""
+
+    def __init__(self, fh: TextIO, path: Path) -> None:
+        self.fh, self.path = fh, path
+        self.buf, self.pos, self.consumed, self.eof = "", 0, 0, False
+        self.decoder = json.JSONDecoder()
+
+    def _fill(self) -> bool:
+        if self.eof:
+            return False
+        data = self.fh.read(_CHUNK_CHARS)
+        if not data:
+            self.eof = True
+            return False
+        # Drop what was parsed so the buffer stays about one chunk long.
+        self.consumed += self.pos
+        self.buf = self.buf[self.pos :] + data
+        self.pos = 0
+        return True
+
+    def _fail(self, problem: str) -> ProfileError:
+        return ProfileError(self.path, f"{problem} at character {self.consumed + self.pos}")
+
+    def next_char(self) -> str:
+        """Consume and return the next non-whitespace character ('' at end of file)."""
+        while True:
+            self.pos = _WS.match(self.buf, self.pos).end()
+            if self.pos < len(self.buf):
+                ch = self.buf[self.pos]
+                self.pos += 1
+                return ch
+            if not self._fill():
+                return ""
+
+    def peek_char(self) -> str:
+        ch = self.next_char()
+        if ch:
+            self.pos -= 1
+        return ch
+
+    def value(self) -> Any:
+        """Decode one JSON value, reading more input while it is incomplete."""
+        self.peek_char()
+        while True:
+            try:
+                obj, end = self.decoder.raw_decode(self.buf, self.pos)
+            except json.JSONDecodeError as exc:
+                if len(self.buf) - self.pos > _MAX_PENDING or not self._fill():
+                    raise self._fail(f"{self._why(exc)} JSON ({exc.msg})") from None
+                continue
+            # A number that ends exactly at the buffer end may continue in the next chunk.
+            if end == len(self.buf) and not self.eof and self._fill():
+                continue
+            self.pos = end
+            return obj
+
+    def _why(self, exc: json.JSONDecodeError) -> str:
+        """Say "truncated" when the input just stops at EOF, "invalid" when bad text follows."""
+        if not self.eof:
+            return "invalid"
+        if exc.msg.startswith("Unterminated string") or exc.pos >= len(self.buf.rstrip()):
+            return "truncated"
+        return "invalid"
+
+    def events(self) -> Iterator[Any]:
+        """Yield the elements of the array whose '[' was just consumed."""
+        if self.peek_char() == "]":
+            self.next_char()
+            return
+        scan, sep = self.decoder.scan_once, _SEP
+        while True:
+            # Fast path: element and separator both inside the buffer (all but ~1 per chunk).
+            buf = self.buf
+            try:
+                obj, end = scan(buf, self.pos)
+                m = sep.match(buf, end)
+            except (StopIteration, json.JSONDecodeError):
+                m = None
+            if m is not None and (m.end() < len(buf) or self.eof):
+                self.pos = m.end()
+                yield obj
+                if m.group(1) == "]":
+                    return
+                continue
+            # Slow path: the element or the separator runs past the buffer end (or is invalid).
+            obj = self.value()
+            ch = self.next_char()
+            if ch not in (",", "]"):
+                raise self._fail("truncated JSON" if not ch else f"invalid JSON (found {ch!r})")
+            yield obj
+            if ch == "]":
+                return
+            self.peek_char()
+
+
+def _walk(stream: _JsonStream, meta: dict[str, Any]) -> Iterator[Any]:
+    """Events of a {"traceEvents": [...]} object or of a bare Chrome-trace array."""
+    first = stream.next_char()
+    if first == "[":
+        meta["has_events"] = True
+        yield from stream.events()
+        return
+    if first != "{":
+        raise stream._fail("not a JSON Chrome trace (expected '{' or '[')")
+    while True:
+        ch = stream.next_char()
+        if ch == "}":
+            return
+        if ch != '"':
+            raise stream._fail("truncated JSON" if not ch else "invalid JSON object")
+        stream.pos -= 1
+        key = stream.value()
+        if stream.next_char() != ":":
+            raise stream._fail("invalid JSON (expected ':')")
+        if key == "traceEvents":
+            if stream.next_char() != "[":
+                raise stream._fail("traceEvents is not an array")
+            meta["has_events"] = True
+            yield from stream.events()
+        else:
+            meta[key] = stream.value()  # small metadata such as distributedInfo
+        ch = stream.next_char()
+        if ch == "}":
+            return
+        if ch != ",":
+            raise stream._fail("truncated JSON" if not ch else "invalid JSON object")
+
+
+def _aggregate(path: Path, stream: _JsonStream, cpu_ops: bool) -> RankProfile:
+    acc: dict[tuple[str, str], list] = {}  # (kind, name) -> [calls, total_us, bytes]
+    lo, hi = float("inf"), float("-inf")
+    meta: dict[str, Any] = {}
+    kinds = _KIND_BY_CAT if cpu_ops else {k: v for k, v in _KIND_BY_CAT.items() if v != "cpu"}
+    try:
+        for ev in _walk(stream, meta):
+            if not isinstance(ev, dict) or ev.get("ph") != "X":
+                continue
+            ts = ev.get("ts")
+            if ts is None:
+                continue
+            dur = ev.get("dur") or 0
+            if ts < lo:
+                lo = ts
+            if ts + dur > hi:
+                hi = ts + dur
+            kind = kinds.get(ev.get("cat"))
+            if kind is None:
+                continue
+            key = (kind, ev.get("name", ""))
+            slot = acc.get(key)
+            if slot is None:
+                slot = acc[key] = [0, 0.0, 0]
+            slot[0] += 1
+            slot[1] += dur
+            if kind == "memcpy":
+                slot[2] += int((ev.get("args") or {}).get("bytes", 0) or 0)
+    except (TypeError, ValueError, AttributeError) as exc:
+        # e.g. "ts": "abc" or "args": [] -- a JSON file, but not a Chrome trace we can trust
+        raise stream._fail(f"malformed trace event ({exc})") from None
+    if not meta.get("has_events"):
+        raise ProfileError(path, "JSON without a traceEvents array (not a Chrome trace)")
+    wall_s = (hi - lo) / _US_PER_S if hi >= lo else 0.0
+    return RankProfile(str(path), "torch", wall_s, "trace span", _rows(acc), _rank_hint(meta))
+
+
+def _rows(acc: dict[tuple[str, str], list]) -> list[Row]:
+    merged: dict[tuple[str, str], Row] = {}
+    for (kind, raw), (calls, total_us, nbytes) in acc.items():
+        if kind == "runtime":
+            metric = runtime_metric(raw)
+        elif kind == "kernel":
+            metric = nccl_metric(raw)
+        elif kind == "memcpy":
+            metric = memcpy_metric(raw)
+        else:
+            raw = _STEP.sub(r"\1", raw)
+            metric = CPU_PREFIX + raw
+        if metric is None:
+            continue
+        row = merged.get((metric, raw))
+        if row is None:
+            merged[(metric, raw)] = Row(
+                metric, raw, calls, total_us / _US_PER_S, nbytes if kind == "memcpy" else None
+            )
+        else:  # ProfilerStep#1, #2 ... collapse into one row
+            row.calls += calls
+            row.total_s += total_us / _US_PER_S
+    return list(merged.values())
+
+
+def _rank_hint(meta: dict[str, Any]) -> int | None:
+    info = meta.get("distributedInfo")
+    if isinstance(info, dict) and isinstance(info.get("rank"), int):
+        return info["rank"]
+    return None

@@ -1,0 +1,51 @@
+"""Shared by the figure scripts: read an artifact's CSV and JSON, save PNG and PDF."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import pandas as pd  # noqa: E402
+
+from run import store  # noqa: E402
+
+FIGURES_DIR = Path(__file__).resolve().parents[1] / "out" / "figures"
+
+
+def load(target: str, profile: str) -> tuple[pd.DataFrame, dict]:
+    csv = store.tables_dir(profile) / f"{target}.csv"
+    if not csv.is_file():
+        raise FileNotFoundError(f"{csv} missing: run `make {target} PROFILE={profile}` first")
+    return pd.read_csv(csv), json.loads(csv.with_suffix(".json").read_text())
+
+
+def save(fig: plt.Figure, target: str) -> Path:
+    FIGURES_DIR.mkdir(parents=True, exist_ok=True)
+    png = FIGURES_DIR / f"{target}.png"
+    fig.savefig(png, dpi=130, bbox_inches="tight")
+    fig.savefig(png.with_suffix(".pdf"), bbox_inches="tight")
+    plt.close(fig)
+    return png
+
+
+def subtitle(meta: dict) -> str:
+    return f"{meta['source']} | measured, profile '{meta['profile']}'"
+
+
+def main_for(draw: Callable[[pd.DataFrame, dict], plt.Figure], target: str) -> None:
+    ap = argparse.ArgumentParser(description=f"Draw {target} from its CSV.")
+    ap.add_argument("--profile", required=True)
+    args = ap.parse_args()
+    try:
+        df, meta = load(target, args.profile)
+    except FileNotFoundError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        sys.exit(2)
+    print(f"wrote {save(draw(df, meta), target)}")

@@ -1,0 +1,99 @@
+"""Benchmark: images/s of the real training loop against the same loop fed from memory.
+
+    python -m run.bench_vision [--sizes 32 64] [--steps 30] [--batch-size 32]
+
+Both loops run the same model, optimiser and precision (fp32) on one device (a GPU if visible).
+The real loop reads MNIST-format files through the Scenario A DataLoader (resize, 3 channels,
+normalise on the CPU); the synthetic loop reuses tensors already on the device, so it shows how
+fast training could go if the data pipeline cost nothing. Their ratio is the share of that ceiling
+the real pipeline reaches. Warm-up steps are excluded from both timings.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import sys
+import time
+
+import torch
+import torch.nn.functional as F
+from torch.utils.data import DataLoader, Subset
+
+from run import vision_spec
+from run.tvcompat import import_torchvision
+from run.vision import scenario_a_transform
+
+WARMUP = 3
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def timed_loop(model, opt, batches, device: torch.device, steps: int) -> float:  # noqa: ANN001
+    """Images per second over `steps` steps after WARMUP untimed ones."""
+    images = 0
+    t0 = 0.0
+    for i, (x, y) in enumerate(itertools.islice(batches, steps + WARMUP)):
+        if i == WARMUP:
+            _sync(device)
+            t0 = time.perf_counter()
+        x = x.to(device, non_blocking=True)
+        y = y.to(device, non_blocking=True)
+        loss = F.cross_entropy(model(x), y)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        if i >= WARMUP:
+            images += y.numel()
+    _sync(device)
+    return images / (time.perf_counter() - t0)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--sizes", type=int, nargs="+", default=None, help="default: 32 64 (CPU), 100 500 (GPU)")
+    ap.add_argument("--steps", type=int, default=30)
+    ap.add_argument("--batch-size", type=int, default=32)
+    ap.add_argument("--num-workers", type=int, default=None, help="default: 0 (CPU), 4 (GPU)")
+    ap.add_argument("--dataset", choices=["digits", "mnist"], default=None)
+    args = ap.parse_args(argv)
+
+    cuda = torch.cuda.is_available()
+    device = torch.device("cuda" if cuda else "cpu")
+    sizes = args.sizes or ([100, 500] if cuda else [32, 64])
+    workers = args.num_workers if args.num_workers is not None else (4 if cuda else 0)
+    dataset = args.dataset or ("mnist" if cuda else "digits")
+    n_images = args.batch_size * (args.steps + WARMUP)
+    spec = {"dataset": dataset, "train_images": n_images, "test_images": 1}
+    try:
+        vision_spec.preflight([spec])
+    except FileNotFoundError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    tv = import_torchvision()
+    root = str(vision_spec.data_root(dataset))
+    print(f"bench-vision: MobileNetV2 fp32 on {device} ({torch.get_num_threads()} CPU threads), "
+          f"batch {args.batch_size}, {args.steps} timed steps after {WARMUP} warm-up, "
+          f"{workers} loader workers, data '{dataset}'")
+    print(f"{'size':>6} {'real img/s':>12} {'synthetic img/s':>16} {'real/synthetic':>15}")
+    for size in sizes:
+        torch.manual_seed(0)
+        model = tv.models.mobilenet_v2(num_classes=10).to(device)
+        opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+        ds = Subset(tv.datasets.MNIST(root, train=True, transform=scenario_a_transform(size)),
+                    range(n_images))
+        loader = DataLoader(ds, batch_size=args.batch_size, shuffle=True, num_workers=workers,
+                            pin_memory=cuda, drop_last=True)
+        real = timed_loop(model, opt, iter(loader), device, args.steps)
+        x = torch.randn(args.batch_size, 3, size, size, device=device)
+        y = torch.randint(0, 10, (args.batch_size,), device=device)
+        synthetic = timed_loop(model, opt, itertools.repeat((x, y)), device, args.steps)
+        print(f"{size:>5}px {real:>12.1f} {synthetic:>16.1f} {real / synthetic:>15.2f}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,195 @@
+"""Model files: the tiny llama3 we build and save, its tokenizer, and the real Llama3-8B folder.
+
+Everything generated lands under data/llm/ (gitignored; LLM_DATA_ROOT moves it), is written
+atomically and is deterministic, so a fresh clone makes the same files on first use:
+
+    data/llm/tiny/tokenizer.model        tiktoken BPE file: the 256 single bytes, ranks 0..255
+    data/llm/tiny/special_tokens.json    the llama3 special tokens at ids 256.. (HF added_tokens)
+    data/llm/tiny/model.pt               random tiny llama3 weights in torchtune's key format
+    data/llm/tiny/meta.json              the architecture and seed that produced them
+
+The real model comes from LLAMA3_DIR (e.g. a Meta-Llama-3-8B-Instruct download): either Meta's
+`original/consolidated.00.pth` or the Hugging Face `model-0000N-of-00004.safetensors` layout, and
+`original/tokenizer.model`. With `weights: random` no checkpoint is read (see weights.py); the
+tokenizer then comes from LLAMA3_TOKENIZER, LLAMA3_DIR, or falls back to the byte tokenizer.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import fcntl
+import json
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from run.store import write_json_atomic, write_text_atomic
+
+REPO = Path(__file__).resolve().parents[2]
+
+# The architecture of the tiny llama3. Sized for 2 CPU cores (a step of batch 2 takes a fraction
+# of a second) and for the quantisation methods: QLoRA's NF4 needs every quantised weight's element
+# count divisible by 64 x 256 (its block and scaler-block sizes), which holds for 128 x 128 and
+# 128 x 512 but not for grouped-query k/v projections of 128 x 64, hence num_kv_heads = num_heads.
+# QAT's int4 weight groups must divide each linear layer's input width (128 or 512): the launcher
+# sets the QAT group size to QAT_TINY_GROUPSIZE for the tiny model (256 for Llama3-8B).
+TINY_ARCH: dict[str, Any] = {
+    "vocab_size": 512,
+    "num_layers": 2,
+    "num_heads": 4,
+    "num_kv_heads": 4,
+    "embed_dim": 128,
+    "max_seq_len": 1024,
+}
+QAT_TINY_GROUPSIZE = 32
+TINY_SEED = 1234
+TINY_MAX_SEQ_LEN = 768  # tokenizer truncation for the tiny model (bytes; no generated row is longer)
+
+# The 13 llama3 special tokens torchtune's Llama3Tokenizer looks up, placed right after the bytes.
+SPECIAL_TOKENS = (
+    "<|begin_of_text|>",
+    "<|end_of_text|>",
+    "<|reserved_special_token_0|>",
+    "<|reserved_special_token_1|>",
+    "<|finetune_right_pad_id|>",
+    "<|step_id|>",
+    "<|start_header_id|>",
+    "<|end_header_id|>",
+    "<|eom_id|>",
+    "<|eot_id|>",
+    "<|python_tag|>",
+    "<|image|>",
+    "<|video|>",
+)
+
+
+class AssetError(ValueError):
+    """A model, tokenizer or data file that is missing or unusable; the message is one line."""
+
+
+def data_root() -> Path:
+    return Path(os.environ.get("LLM_DATA_ROOT", REPO / "data" / "llm"))
+
+
+def tiny_dir() -> Path:
+    return data_root() / "tiny"
+
+
+@contextlib.contextmanager
+def locked(name: str = ".lock") -> Iterator[None]:
+    """Serialise generation between processes (two ranks, or two sweeps started by make -j)."""
+    root = data_root()
+    root.mkdir(parents=True, exist_ok=True)
+    with open(root / name, "w") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+# ---------------------------------------------------------------- byte tokenizer
+def byte_tokenizer_files(folder: Path) -> tuple[Path, Path]:
+    """Write (once) a llama3-compatible tokenizer whose vocabulary is the 256 bytes.
+
+    Every text round-trips; one token per byte, so sequences are about 4x longer than with
+    Llama3's 128k BPE vocabulary. Good enough for the tiny model, labelled wherever it is used.
+    """
+    model = folder / "tokenizer.model"
+    special = folder / "special_tokens.json"
+    if not model.is_file():
+        lines = [f"{base64.b64encode(bytes([i])).decode()} {i}" for i in range(256)]
+        write_text_atomic(model, "\n".join(lines) + "\n")
+    if not special.is_file():
+        added = [{"id": 256 + i, "content": tok} for i, tok in enumerate(SPECIAL_TOKENS)]
+        write_json_atomic(special, {"added_tokens": added})
+    return model, special
+
+
+# ---------------------------------------------------------------- tiny model
+def ensure_tiny() -> Path:
+    """Build and save the tiny llama3 (random weights, fixed seed) if it is not there yet."""
+    folder = tiny_dir()
+    model_file = folder / "model.pt"
+    meta_file = folder / "meta.json"
+    with locked():
+        byte_tokenizer_files(folder)
+        want = {"arch": TINY_ARCH, "seed": TINY_SEED, "format": "torchtune"}
+        if model_file.is_file() and meta_file.is_file():
+            if json.loads(meta_file.read_text()) == want:
+                return folder
+        import torch
+
+        from run.llm.tiny import tiny_llama3
+
+        torch.manual_seed(TINY_SEED)
+        model = tiny_llama3()
+        state = {k: v.detach().clone() for k, v in model.state_dict().items()}
+        tmp = model_file.with_suffix(".pt.tmp")
+        torch.save(state, tmp)
+        os.replace(tmp, model_file)
+        write_json_atomic(meta_file, want)
+    return folder
+
+
+# ---------------------------------------------------------------- real model
+def llama3_dir() -> Path | None:
+    value = os.environ.get("LLAMA3_DIR")
+    return Path(value).expanduser() if value else None
+
+
+def real_checkpointer(folder: Path) -> dict[str, Any]:
+    """The torchtune checkpointer block for a Llama3-8B folder, or AssetError saying what is off."""
+    if not folder.is_dir():
+        raise AssetError(f"LLAMA3_DIR={folder} is not a folder")
+    meta = folder / "original" / "consolidated.00.pth"
+    if not meta.is_file() and (folder / "consolidated.00.pth").is_file():
+        meta = folder / "consolidated.00.pth"
+    if meta.is_file():
+        return {
+            "_component_": "torchtune.training.FullModelMetaCheckpointer",
+            "checkpoint_dir": str(meta.parent),
+            "checkpoint_files": [meta.name],
+            "model_type": "LLAMA3",
+        }
+    shards = sorted(p.name for p in folder.glob("model-*-of-*.safetensors"))
+    if shards and (folder / "config.json").is_file():
+        return {
+            "_component_": "torchtune.training.FullModelHFCheckpointer",
+            "checkpoint_dir": str(folder),
+            "checkpoint_files": shards,
+            "model_type": "LLAMA3",
+        }
+    raise AssetError(
+        f"no Llama3-8B checkpoint in LLAMA3_DIR={folder}: expected original/consolidated.00.pth "
+        "or model-0000N-of-00004.safetensors with config.json"
+    )
+
+
+def real_tokenizer(folder: Path) -> Path:
+    for candidate in (folder / "original" / "tokenizer.model", folder / "tokenizer.model"):
+        if candidate.is_file():
+            return candidate
+    raise AssetError(f"no tokenizer.model in LLAMA3_DIR={folder} (looked in original/ and the top)")
+
+
+def random_mode_tokenizer() -> tuple[Path, Path | None, str]:
+    """The tokenizer for `weights: random`: (path, special_tokens_path, kind).
+
+    Llama3's own tokenizer.model gives realistic sequence lengths; it is taken from
+    LLAMA3_TOKENIZER or LLAMA3_DIR. Without either, the byte tokenizer stands in and the run's
+    summary says so (tokenizer "bytes").
+    """
+    value = os.environ.get("LLAMA3_TOKENIZER")
+    if value:
+        path = Path(value).expanduser()
+        if not path.is_file():
+            raise AssetError(f"LLAMA3_TOKENIZER={path} is not a file")
+        return path, None, "llama3"
+    folder = llama3_dir()
+    if folder is not None:
+        return real_tokenizer(folder), None, "llama3"
+    model, special = byte_tokenizer_files(data_root() / "bytes_tokenizer")
+    return model, special, "bytes"

@@ -1,0 +1,120 @@
+"""torchtune's installed recipes, loaded by path and extended (never copied, never edited).
+
+The recipes ship in site-packages as `recipes/<name>.py` beside the torchtune package, in a
+folder whose __init__ refuses imports on purpose; `tune run` finds them by that path too. Each file
+defines one recipe class; `extended(name)` returns a subclass of it with ProjectRecipeMixin, which
+adds only what the experiments need:
+
+- pin_memory (L2): the recipes build their DataLoader without it. After the recipe's own
+  `_setup_data` we rebuild the loader from the same dataset, sampler, batch size, collate function
+  and drop_last, with `pin_memory` from the config (our key `pin_memory`).
+- Timing: the metric logger (metrics.py) is started and stopped around `train()`; on CUDA the peak
+  memory counters are reset first, as the distributed recipes already do, so that the single-device
+  recipes' first-step peak does not include model loading.
+- Checkpoints: the fine-tuned weights are not a result of these experiments (an 8B merged
+  checkpoint is 32 GB per run), so `save_checkpoint` is skipped unless `save_final_checkpoint`.
+- Data set size: rows and tokens of the training set (template subsets) for the summary.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+# (method, distributed) -> torchtune recipe file
+RECIPES: dict[tuple[str, bool], str] = {
+    ("lora", False): "lora_finetune_single_device",
+    ("lora", True): "lora_finetune_distributed",
+    ("qlora", False): "lora_finetune_single_device",
+    ("dpo", False): "lora_dpo_single_device",
+    ("dpo", True): "lora_dpo_distributed",
+    ("qat", True): "qat_distributed",
+}
+# Recipe class defined in each file.
+CLASSES = {
+    "lora_finetune_single_device": "LoRAFinetuneRecipeSingleDevice",
+    "lora_finetune_distributed": "LoRAFinetuneRecipeDistributed",
+    "lora_dpo_single_device": "LoRADPORecipeSingleDevice",
+    "lora_dpo_distributed": "LoRADPORecipeDistributed",
+    "qat_distributed": "QATRecipeDistributed",
+}
+
+
+def recipe_name(method: str, gpus: int) -> str | None:
+    return RECIPES.get((method, gpus > 1))
+
+
+def recipes_dir() -> Path:
+    import torchtune
+
+    return Path(torchtune.__file__).resolve().parent.parent / "recipes"
+
+
+def load_recipe_module(name: str) -> ModuleType:
+    path = recipes_dir() / f"{name}.py"
+    if not path.is_file():
+        raise FileNotFoundError(f"torchtune recipe file not found: {path}")
+    spec = importlib.util.spec_from_file_location(f"torchtune_recipes.{name}", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+class ProjectRecipeMixin:
+    """Placed before the torchtune recipe class in the MRO; see the module docstring."""
+
+    def __init__(self, cfg: Any) -> None:
+        super().__init__(cfg)  # type: ignore[call-arg]
+        self._pin_memory = bool(cfg.get("pin_memory", False))
+        self._save_final_checkpoint = bool(cfg.get("save_final_checkpoint", False))
+        self._want_dataset_stats = bool(cfg.get("dataset_stats", False))
+        self.dataset_stats: dict[str, Any] = {}
+
+    def _setup_data(self, *args: Any, **kwargs: Any) -> Any:
+        out = super()._setup_data(*args, **kwargs)  # type: ignore[misc]
+        # lora_finetune_* return the loader; lora_dpo_* return (sampler, loader)
+        loader = out[1] if isinstance(out, tuple) else out
+        if self._pin_memory:
+            loader = type(loader)(
+                dataset=loader.dataset,
+                batch_size=loader.batch_size,
+                sampler=loader.sampler,
+                collate_fn=loader.collate_fn,
+                drop_last=loader.drop_last,
+                num_workers=loader.num_workers,
+                pin_memory=True,
+            )
+        self.dataset_stats = {"dataset_rows": len(loader.dataset), "batches_per_epoch": len(loader)}
+        if self._want_dataset_stats:
+            from run.llm.data import count_tokens
+
+            self.dataset_stats["dataset_tokens"] = count_tokens(loader.dataset)
+        self.dataset_stats["pin_memory_effective"] = bool(loader.pin_memory)
+        return (out[0], loader) if isinstance(out, tuple) else loader
+
+    def save_checkpoint(self, *args: Any, **kwargs: Any) -> None:
+        if self._save_final_checkpoint:
+            super().save_checkpoint(*args, **kwargs)  # type: ignore[misc]
+
+    def train(self) -> None:
+        import torch
+
+        if torch.cuda.is_available():
+            torch.cuda.reset_peak_memory_stats()
+        logger = getattr(self, "_metric_logger", None)  # rank 0 only in distributed recipes
+        if logger is not None and hasattr(logger, "start"):
+            logger.start()
+        try:
+            super().train()  # type: ignore[misc]
+        finally:
+            if logger is not None and hasattr(logger, "stop"):
+                logger.stop()
+
+
+def extended(name: str) -> type:
+    module = load_recipe_module(name)
+    base = getattr(module, CLASSES[name])
+    return type(f"Project{base.__name__}", (ProjectRecipeMixin, base), {"__module__": __name__})

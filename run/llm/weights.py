@@ -1,0 +1,97 @@
+"""The `random` weights mode: Llama3-8B's architecture with random weights, no checkpoint read.
+
+`RandomWeightsCheckpointer` stands in the config's `checkpointer:` block. Its `load_checkpoint`
+returns `{"model": RandomStateDict}`: the base model's keys, shapes and dtypes (taken from the
+builder instantiated on the meta device, so nothing is allocated for that) whose tensors are made
+when the recipe reads them: norm scales 1, every other weight N(0, std), each from a generator
+seeded by (seed, key), so two ranks or two runs see the same weights. The recipe then loads them
+through its own path, exactly as it loads a real checkpoint (QLoRA quantises them to NF4, FSDP
+shards them), so time and memory are the real ones; the loss is meaningless, and summaries say
+`weights: random`.
+
+Tensors are made on the CPU for single-device recipes (one process) and on the rank's GPU for the
+distributed ones, so that 4 ranks do not each hold a 32 GB fp32 copy in host memory.
+"""
+
+from __future__ import annotations
+
+import os
+import zlib
+from collections.abc import Iterator, MutableMapping
+from typing import Any
+
+import torch
+
+from torchtune.config._utils import _get_component_from_path
+
+
+class RandomStateDict(MutableMapping):
+    def __init__(self, shapes: dict[str, tuple[torch.Size, torch.dtype]], seed: int, std: float):
+        self._shapes = shapes
+        self._made: dict[str, torch.Tensor] = {}
+        self._seed = seed
+        self._std = std
+        distributed = int(os.environ.get("WORLD_SIZE", "1")) > 1
+        if distributed and torch.cuda.is_available():
+            self._device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
+        else:
+            self._device = torch.device("cpu")
+
+    def _make(self, key: str) -> torch.Tensor:
+        shape, dtype = self._shapes[key]
+        if key.endswith("norm.scale"):
+            return torch.ones(shape, dtype=dtype, device=self._device)
+        gen = torch.Generator(device=self._device)
+        gen.manual_seed(self._seed * 1_000_003 + zlib.crc32(key.encode()))
+        out = torch.empty(shape, dtype=dtype, device=self._device)
+        return out.normal_(0.0, self._std, generator=gen)
+
+    def __getitem__(self, key: str) -> torch.Tensor:
+        if key not in self._made:
+            if key not in self._shapes:
+                raise KeyError(key)
+            return self._make(key)
+        return self._made[key]
+
+    def __setitem__(self, key: str, value: torch.Tensor) -> None:
+        self._made[key] = value
+
+    def __delitem__(self, key: str) -> None:
+        self._made.pop(key, None)
+        self._shapes.pop(key)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._shapes)
+
+    def __len__(self) -> int:
+        return len(self._shapes)
+
+
+def base_shapes(builder: str) -> dict[str, tuple[torch.Size, torch.dtype]]:
+    with torch.device("meta"):
+        model = _get_component_from_path(builder)()
+    return {k: (v.shape, v.dtype) for k, v in model.state_dict().items()}
+
+
+class RandomWeightsCheckpointer:
+    """A torchtune checkpointer that loads random weights of `base_model` (a builder path)."""
+
+    def __init__(
+        self,
+        base_model: str = "torchtune.models.llama3.llama3_8b",
+        seed: int = 0,
+        std: float = 0.02,
+        dtype: str = "fp32",
+        **_: Any,  # output_dir, model_type, should_load_recipe_state: accepted, unused
+    ):
+        self.base_model = base_model
+        self.seed = seed
+        self.std = std
+        self.dtype = {"fp32": torch.float32, "bf16": torch.bfloat16}[dtype]
+
+    def load_checkpoint(self) -> dict[str, Any]:
+        shapes = {k: (s, self.dtype) for k, (s, _) in base_shapes(self.base_model).items()}
+        return {"model": RandomStateDict(shapes, self.seed, self.std)}
+
+    def save_checkpoint(self, *args: Any, **kwargs: Any) -> None:
+        raise RuntimeError("random weights are not saved (save_final_checkpoint must stay off)")

@@ -1,0 +1,355 @@
+"""One LLM fine-tuning run: torchtune's own recipe, configured from a run spec.
+
+    python -m run.llm_tune --run-dir DIR                                  # 1 device
+    torchrun --standalone --nproc_per_node 2 -m run.llm_tune --run-dir DIR  # 2 GPUs / gloo ranks
+
+DIR/spec.json holds the run spec (run/llm_spec.py; the sweep writes it, run.llm_spec.launch_command
+gives the command). Top to bottom:
+
+1. check the spec and the machine; build or find the model, tokenizer and data files
+   (`prepare`). Bad input stops here with one line `error: ...` and exit status 2, before anything
+   is written into DIR.
+2. build the torchtune config: configs/llm/<method>_<single_device|distributed>.yaml (the paper's
+   values) with the spec's sizes, model, tokenizer, checkpointer, data set and our metric logger;
+   save it as DIR/torchtune_config.yaml (rank 0) and print it and the command.
+3. without CUDA, install the CPU shims (run/llm/compat.py); with several ranks, init the process
+   group (gloo on CPU, torchtune's "cuda:nccl,cpu:gloo" on GPUs).
+4. load torchtune's installed recipe file by path, subclass its recipe class with our extension
+   (run/llm/recipes.py: pin_memory, timing, no checkpoint save), and run setup/train/cleanup as the
+   recipe's own recipe_main does.
+5. rank 0 writes DIR/summary.json last (run/llm/metrics.py computes its numbers from what the
+   recipe logged). A CUDA out-of-memory error is caught and recorded as status "oom" (exit 3).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shlex
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from run import llm_spec, store
+from run.llm import TORCH_TRACE_DIR, TORCHTUNE_CONFIG, TORCHTUNE_OUTPUT_DIR
+from run.llm import assets, data
+from run.llm.assets import AssetError
+
+REPO = Path(__file__).resolve().parent.parent
+CONFIG_DIR = REPO / "configs" / "llm"
+OOM_MARKERS = ("CUDA out of memory", "CUBLAS_STATUS_ALLOC_FAILED", "out of memory")
+
+
+class SpecError(ValueError):
+    """The spec cannot run as given (one line)."""
+
+
+def config_file(method: str, gpus: int) -> Path:
+    mode = "distributed" if gpus > 1 else "single_device"
+    return CONFIG_DIR / f"{method}_{mode}.yaml"
+
+
+def tokenizer_block(model: str, weights: str, dataset: str) -> tuple[dict[str, Any], str]:
+    """The `tokenizer:` block and the tokenizer's kind (bytes or llama3)."""
+    block: dict[str, Any] = {"_component_": "torchtune.models.llama3.llama3_tokenizer"}
+    if model == "tiny":
+        folder = assets.ensure_tiny()
+        path, special = assets.byte_tokenizer_files(folder)
+        block.update(path=str(path), special_tokens_path=str(special))
+        block["max_seq_len"] = assets.TINY_MAX_SEQ_LEN
+        kind = "bytes"
+    elif weights == "real":
+        folder = assets.llama3_dir()
+        if folder is None:
+            raise AssetError("weights 'real' need LLAMA3_DIR (the Llama3-8B folder)")
+        block.update(path=str(assets.real_tokenizer(folder)), max_seq_len=None)
+        kind = "llama3"
+    else:
+        path, special, kind = assets.random_mode_tokenizer()
+        block.update(path=str(path), max_seq_len=None)
+        if special is not None:
+            block["special_tokens_path"] = str(special)
+    template = data.parent_of(dataset).prompt_template
+    if template:
+        block["prompt_template"] = template
+    return block, kind
+
+
+def checkpointer_block(spec: dict[str, Any], run_dir: Path | None) -> dict[str, Any]:
+    out_dir = str((run_dir or Path("/tmp")) / TORCHTUNE_OUTPUT_DIR)
+    if spec["model"] == "tiny":
+        folder = assets.ensure_tiny()
+        block = {
+            "_component_": "torchtune.training.FullModelTorchTuneCheckpointer",
+            "checkpoint_dir": str(folder),
+            "checkpoint_files": ["model.pt"],
+            "model_type": "LLAMA3",
+        }
+    elif spec["weights"] == "real":
+        folder = assets.llama3_dir()
+        if folder is None:
+            raise AssetError("weights 'real' need LLAMA3_DIR (the Llama3-8B folder)")
+        block = assets.real_checkpointer(folder)
+    else:
+        block = {
+            "_component_": "run.llm.weights.RandomWeightsCheckpointer",
+            "base_model": "torchtune.models.llama3.llama3_8b",
+            "seed": spec["seed"],
+            "dtype": spec["dtype"],
+        }
+    block.update(recipe_checkpoint=None, output_dir=out_dir)
+    return block
+
+
+def profiler_block(spec: dict[str, Any], run_dir: Path | None, cuda: bool) -> dict[str, Any]:
+    off = {"_component_": "torchtune.training.setup_torch_profiler", "enabled": False}
+    if spec["profiler"] != "torch":
+        return off  # none, or nsys (which wraps the whole command instead)
+    from run.llm.metrics import timing_warmup
+
+    horizon = spec["max_steps"] or 10**9
+    wait = timing_warmup(spec["warmup_steps"], horizon)
+    need = wait + 1 + 2
+    if spec["max_steps"] and need > spec["max_steps"]:
+        raise SpecError(
+            f"profiler schedule needs {need} steps (wait {wait}, warm-up 1, active 2), "
+            f"max_steps is {spec['max_steps']}"
+        )
+    return {
+        **off,
+        "enabled": True,
+        "output_dir": str((run_dir or Path("/tmp")) / TORCH_TRACE_DIR),
+        "cpu": True,
+        "cuda": cuda,
+        "profile_memory": False,
+        "with_stack": False,
+        "record_shapes": True,
+        "with_flops": False,
+        "wait_steps": wait,
+        "warmup_steps": 1,
+        "active_steps": 2,
+        "num_cycles": 1,
+    }
+
+
+def build_config(
+    spec: dict[str, Any], run_dir: Path | None, cuda: bool
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The full torchtune config of a run (plain dict) and facts about it for the summary;
+    makes any missing asset or data file."""
+    from run.llm.recipes import recipe_name
+    from run.llm.tiny import TINY_FOR
+
+    if recipe_name(spec["method"], spec["gpus"]) is None:
+        raise SpecError(llm_spec.unsupported_reason(spec) or f"no recipe for {spec['method']}")
+    cfg = yaml.safe_load(config_file(spec["method"], spec["gpus"]).read_text())
+    cfg["output_dir"] = str((run_dir or Path("/tmp")) / TORCHTUNE_OUTPUT_DIR)
+    cfg["device"] = "cuda" if cuda else "cpu"
+    cfg["dtype"] = spec["dtype"]
+    cfg["seed"] = spec["seed"]
+    cfg["shuffle"] = spec["shuffle"]
+    cfg["batch_size"] = spec["batch_size"]
+    cfg["epochs"] = spec["epochs"]
+    cfg["max_steps_per_epoch"] = spec["max_steps"] or None
+    cfg["gradient_accumulation_steps"] = spec["gradient_accumulation_steps"]
+    cfg["enable_activation_checkpointing"] = spec["activation_checkpointing"]
+    cfg["optimizer"]["lr"] = spec["lr"]
+    if "lr_scheduler" in cfg:
+        cfg["lr_scheduler"]["num_warmup_steps"] = spec["warmup_steps"]
+    if spec["model"] == "tiny":
+        cfg["model"]["_component_"] = TINY_FOR[cfg["model"]["_component_"]]
+        if "quantizer" in cfg:
+            cfg["quantizer"]["groupsize"] = assets.QAT_TINY_GROUPSIZE
+    cfg["tokenizer"], tokenizer_kind = tokenizer_block(
+        spec["model"], spec["weights"], spec["dataset"]
+    )
+    cfg["checkpointer"] = checkpointer_block(spec, run_dir)
+    cfg["dataset"] = data.dataset_config(
+        spec["dataset"], spec["method"], spec["model"], spec["template_rows"]
+    )
+    cfg["metric_logger"] = {
+        "_component_": "run.llm.metrics.RunMetricLogger",
+        "run_dir": str(run_dir or "/tmp"),
+        "warmup_steps": spec["warmup_steps"],
+        "world_size": spec["gpus"],
+    }
+    cfg["log_peak_memory_stats"] = True
+    cfg["profiler"] = profiler_block(spec, run_dir, cuda)
+    cfg["pin_memory"] = spec["pin_memory"]
+    cfg["save_final_checkpoint"] = False
+    cfg["dataset_stats"] = spec["dataset"] in llm_spec.TEMPLATE_DATASETS
+    return cfg, {"tokenizer": tokenizer_kind}
+
+
+def prepare(
+    spec: dict[str, Any], run_dir: Path | None = None, cuda: bool = False
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Check a spec and make everything it needs: (torchtune config, facts), or a one-line
+    SpecError/AssetError."""
+    try:
+        llm_spec.validate(spec)
+    except ValueError as exc:
+        raise SpecError(str(exc)) from exc
+    spec = llm_spec.canonical(spec)
+    reason = llm_spec.unsupported_reason(spec)
+    if reason:
+        raise SpecError(reason)
+    return build_config(spec, run_dir, cuda)
+
+
+def device_check(spec: dict[str, Any], world: int, cuda: bool) -> None:
+    if spec["gpus"] != world:
+        raise SpecError(
+            f"spec asks for {spec['gpus']} rank(s) but {world} were started: launch with "
+            f"run.llm_spec.launch_command (torchrun --nproc_per_node {spec['gpus']})"
+        )
+    if cuda:
+        import torch
+
+        if spec["gpus"] > torch.cuda.device_count():
+            raise SpecError(f"spec asks for {spec['gpus']} GPUs, {torch.cuda.device_count()} visible")
+
+
+def is_oom(exc: BaseException) -> bool:
+    import torch
+
+    return isinstance(exc, torch.OutOfMemoryError) or (
+        isinstance(exc, RuntimeError) and any(m in str(exc) for m in OOM_MARKERS)
+    )
+
+
+def one_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0] if text else ''}"[:500]
+
+
+def run_recipe(
+    spec: dict[str, Any], cfg_dict: dict[str, Any], facts: dict[str, Any], run_dir: Path, cuda: bool
+) -> int:
+    import torch
+    from omegaconf import OmegaConf
+    from torchtune import config as tt_config
+
+    from run.llm import compat
+    from run.llm.metrics import host_peak_rss_bytes
+    from run.llm.recipes import extended, recipe_name
+
+    t_wall = time.perf_counter()
+    rank = int(os.environ.get("RANK", "0"))
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    shims = compat.apply(cuda)
+    if shims and rank == 0:
+        print(f"[llm_tune] CPU shims active: {', '.join(shims)}", flush=True)
+    if world > 1:
+        torch.distributed.init_process_group(backend=compat.process_group_backend(cuda))
+    name = recipe_name(spec["method"], spec["gpus"])
+    cls = extended(name)
+    cfg = OmegaConf.create(cfg_dict)
+    tt_config.log_config(recipe_name=cls.__name__, cfg=cfg)
+
+    status, error = "ok", None
+    recipe = None
+    t_train0 = time.perf_counter()
+    try:
+        recipe = cls(cfg=cfg)
+        recipe.setup(cfg=cfg)
+        t_train0 = time.perf_counter()
+        recipe.train()
+        recipe.cleanup()
+    except Exception as exc:
+        if not is_oom(exc):
+            raise
+        status, error = "oom", one_line(exc)
+        print(f"[llm_tune] rank {rank}: out of memory: {error}", file=sys.stderr, flush=True)
+    logger = getattr(recipe, "_metric_logger", None)
+    if rank != 0 and status == "ok":
+        return 0
+    numbers = logger.summary() if logger is not None else {}
+    stats = dict(getattr(recipe, "dataset_stats", {}) or {})
+    steps_per_epoch = None
+    if stats.get("batches_per_epoch") is not None:
+        steps_per_epoch = stats["batches_per_epoch"] // spec["gradient_accumulation_steps"]
+    train_time = getattr(logger, "train_time_s", None)
+    if train_time is None:
+        train_time = time.perf_counter() - t_train0
+    full_epoch = bool(steps_per_epoch) and numbers.get("steps") == steps_per_epoch
+    epoch_time = None
+    if full_epoch:
+        epoch_time = train_time
+    elif numbers.get("s_per_it") and steps_per_epoch:
+        epoch_time = numbers["s_per_it"] * steps_per_epoch
+    summary: dict[str, Any] = {
+        "name": llm_spec.run_name(spec),
+        "status": status,
+        "error": error,
+        "recipe": name,
+        "world_size": world,
+        "device": "cuda" if cuda else "cpu",
+        "weights": spec["weights"],
+        "tokenizer": facts.get("tokenizer"),
+        "total_time_s": train_time,
+        "wall_time_s": time.perf_counter() - t_wall,
+        "steps_per_epoch": steps_per_epoch,
+        "epoch_time_s": epoch_time,
+        "epoch_time_projected": not full_epoch if epoch_time is not None else None,
+        "cpu_shims": shims,
+        **numbers,
+        **stats,
+    }
+    if cuda:
+        summary["memory_kind"] = "gpu_active"
+        summary["peak_memory_bytes"] = numbers.get("peak_memory_active_bytes")
+    else:
+        summary["memory_kind"] = "host_peak_rss"
+        summary["peak_memory_bytes"] = host_peak_rss_bytes()
+    if status == "oom" and (run_dir / store.SUMMARY).exists():
+        return 3  # another rank recorded the OOM first
+    store.write_json_atomic(run_dir / store.SUMMARY, summary)
+    print(
+        f"[llm_tune] {status}: {numbers.get('steps')} steps, s/it {numbers.get('s_per_it')}, "
+        f"loss {numbers.get('first_loss')} -> {numbers.get('final_loss')}",
+        flush=True,
+    )
+    return 3 if status == "oom" else 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--run-dir", required=True, type=Path, help="run folder holding spec.json")
+    ap.add_argument("--spec", type=Path, help="spec file (default: RUN_DIR/spec.json)")
+    args = ap.parse_args(argv)
+    rank = int(os.environ.get("RANK", "0"))
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    run_dir: Path = args.run_dir.resolve()
+    spec_path = args.spec or run_dir / store.SPEC
+    try:
+        if not spec_path.is_file():
+            raise SpecError(f"no spec file at {spec_path}")
+        try:
+            spec = json.loads(spec_path.read_text())
+        except json.JSONDecodeError as exc:
+            raise SpecError(f"spec file {spec_path} is not valid JSON: {exc.msg}") from exc
+        import torch
+
+        cuda = torch.cuda.is_available()
+        cfg, facts = prepare(spec, run_dir, cuda)
+        spec = llm_spec.canonical(spec)
+        device_check(spec, world, cuda)
+    except (SpecError, AssetError) as exc:
+        if rank == 0:
+            print(f"error: {exc}", file=sys.stderr, flush=True)
+        return 2
+    if rank == 0:
+        store.write_text_atomic(run_dir / TORCHTUNE_CONFIG, yaml.safe_dump(cfg, sort_keys=False))
+        launched = shlex.join(getattr(sys, "orig_argv", sys.argv))
+        print(f"[llm_tune] rank 0 of {world}: {launched}", flush=True)
+        print(f"[llm_tune] config: {run_dir / TORCHTUNE_CONFIG}", flush=True)
+    return run_recipe(spec, cfg, facts, run_dir, cuda)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

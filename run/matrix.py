@@ -1,0 +1,178 @@
+"""Expand experiments/matrix.yaml into validated run specs.
+
+    python -m run.matrix --profile smoke            # list every run of every experiment
+    python -m run.matrix --profile smoke --exp V3   # the runs of one experiment
+    python -m run.matrix --check                    # validate every entry of every profile
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import os
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from run import llm_spec, vision_spec
+
+# Tests point MATRIX_FILE at a small matrix of their own; everyone else uses the real one.
+MATRIX_FILE = Path(
+    os.environ.get("MATRIX_FILE", Path(__file__).resolve().parent.parent / "experiments" / "matrix.yaml")
+)
+WORKLOADS = {"vision": vision_spec, "llm": llm_spec}
+FROM_PROFILE = "from-profile"
+
+
+class MatrixError(ValueError):
+    """A matrix entry, profile or experiment id that cannot be used."""
+
+
+@dataclass(frozen=True)
+class Experiment:
+    id: str
+    title: str
+    source: str
+    target: str
+    workload: str
+    specs: tuple[dict[str, Any], ...] = field(default_factory=tuple)
+
+    @property
+    def run_names(self) -> list[str]:
+        return [run_name(s) for s in self.specs]
+
+
+def load_matrix(path: Path | None = None) -> dict[str, Any]:
+    with open(path or MATRIX_FILE) as fh:
+        return yaml.safe_load(fh)
+
+
+def profiles(matrix: dict[str, Any] | None = None) -> list[str]:
+    return list((matrix or load_matrix())["profiles"])
+
+
+def _per_profile(value: Any, profile: str, known: list[str]) -> Any:
+    """A value may be given per profile as {smoke: .., quick: .., paper: ..}."""
+    if isinstance(value, dict) and value and set(value) <= set(known):
+        if profile not in value:
+            raise MatrixError(f"value {value} has no entry for profile '{profile}'")
+        return value[profile]
+    return value
+
+
+def run_name(spec: dict[str, Any]) -> str:
+    return WORKLOADS[spec["workload"]].run_name(spec)
+
+
+def expand(exp_id: str, profile: str, matrix: dict[str, Any] | None = None) -> Experiment:
+    """All resolved, validated, canonical specs of one experiment under one profile."""
+    matrix = matrix or load_matrix()
+    known = profiles(matrix)
+    if profile not in known:
+        raise MatrixError(f"unknown profile '{profile}' (known: {', '.join(known)})")
+    exps = matrix["experiments"]
+    if exp_id not in exps:
+        raise MatrixError(f"unknown experiment '{exp_id}' (known: {', '.join(exps)})")
+    entry = exps[exp_id]
+    workload = entry["workload"]
+    if workload not in WORKLOADS:
+        raise MatrixError(f"{exp_id}: unknown workload '{workload}'")
+    mod = WORKLOADS[workload]
+    prof = matrix["profiles"][profile]
+
+    base = dict(mod.DEFAULTS)
+    base.update(prof.get(workload, {}))
+    base["workload"] = workload
+    for key, value in (entry.get("fixed") or {}).items():
+        base[key] = _per_profile(value, profile, known)
+        if base[key] == FROM_PROFILE:
+            base[key] = prof[key]
+
+    axes = []
+    for key, values in (entry.get("vary") or {}).items():
+        values = _per_profile(values, profile, known)
+        if values == FROM_PROFILE:
+            values = prof[key]
+        if not isinstance(values, list) or not values:
+            raise MatrixError(f"{exp_id}: axis '{key}' must be a non-empty list, got {values!r}")
+        axes.append([(key, v) for v in values])
+
+    specs: dict[str, dict[str, Any]] = {}
+    for combo in itertools.product(*axes):
+        spec = dict(base)
+        spec.update(combo)
+        try:
+            mod.validate(spec)
+        except ValueError as exc:
+            raise MatrixError(f"{exp_id} ({profile}): {exc}") from exc
+        spec = mod.canonical(spec)
+        specs.setdefault(run_name(spec), spec)
+    return Experiment(
+        id=exp_id,
+        title=entry["title"],
+        source=entry["source"],
+        target=entry["target"],
+        workload=workload,
+        specs=tuple(specs.values()),
+    )
+
+
+def experiments_for_target(target: str, matrix: dict[str, Any] | None = None) -> list[str]:
+    matrix = matrix or load_matrix()
+    ids = [k for k, e in matrix["experiments"].items() if e["target"] == target]
+    if not ids:
+        targets = sorted(e["target"] for e in matrix["experiments"].values())
+        raise MatrixError(f"unknown target '{target}' (known: {', '.join(targets)})")
+    return ids
+
+
+def check_all(matrix: dict[str, Any] | None = None) -> tuple[int, int]:
+    """Validate every experiment under every profile. Returns (entries checked, specs checked).
+
+    Also checks that a run name never stands for two different specs within a profile, which is
+    what lets experiments share identical runs by name.
+    """
+    matrix = matrix or load_matrix()
+    entries = specs_checked = 0
+    for profile in profiles(matrix):
+        by_name: dict[str, dict[str, Any]] = {}
+        for exp_id in matrix["experiments"]:
+            exp = expand(exp_id, profile, matrix)
+            entries += 1
+            for spec in exp.specs:
+                name = run_name(spec)
+                if name in by_name and by_name[name] != spec:
+                    raise MatrixError(f"run name {name} stands for two different specs ({profile})")
+                by_name[name] = spec
+                specs_checked += 1
+    return entries, specs_checked
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--profile", default="smoke")
+    ap.add_argument("--exp", action="append", help="experiment id (repeatable); default all")
+    ap.add_argument("--check", action="store_true")
+    args = ap.parse_args(argv)
+    try:
+        if args.check:
+            entries, n = check_all()
+            print(f"matrix OK: {entries} experiment entries, {n} run specs checked")
+            return 0
+        matrix = load_matrix()
+        for exp_id in args.exp or list(matrix["experiments"]):
+            exp = expand(exp_id, args.profile, matrix)
+            print(f"{exp.id} [{exp.target}] {exp.title}: {len(exp.specs)} runs")
+            for name in exp.run_names:
+                print(f"  {name}")
+    except MatrixError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

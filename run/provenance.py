@@ -1,0 +1,77 @@
+"""Provenance stored beside every result: code version, library versions, hardware, command."""
+
+from __future__ import annotations
+
+import datetime as dt
+import subprocess
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+PACKAGES = (
+    "torch",
+    "torchvision",
+    "torchtune",
+    "torchao",
+    "torchdata",
+    "nvidia-dali-cuda120",
+    "bitsandbytes",
+    "numpy",
+    "pandas",
+)
+
+
+def git_state() -> dict[str, Any]:
+    def git(*args: str) -> str | None:
+        try:
+            out = subprocess.run(
+                ["git", *args], cwd=REPO, capture_output=True, text=True, timeout=10, check=False
+            )
+        except (OSError, subprocess.TimeoutExpired):
+            return None
+        return out.stdout.strip() if out.returncode == 0 else None
+
+    sha = git("rev-parse", "HEAD")
+    dirty = git("status", "--porcelain", "--untracked-files=no")
+    return {"sha": sha, "dirty": bool(dirty) if dirty is not None else None}
+
+
+def versions() -> dict[str, str | None]:
+    found: dict[str, str | None] = {}
+    for pkg in PACKAGES:
+        try:
+            found[pkg] = metadata.version(pkg)
+        except metadata.PackageNotFoundError:
+            found[pkg] = None
+    return found
+
+
+def torch_build() -> dict[str, Any]:
+    """CUDA and NCCL versions as torch was built with them (imported lazily: it is slow)."""
+    import torch
+
+    nccl = None
+    if torch.cuda.is_available():
+        try:
+            nccl = ".".join(map(str, torch.cuda.nccl.version()))
+        except Exception:  # noqa: BLE001 - NCCL may be absent from a build; record that as None
+            nccl = None
+    return {
+        "torch": torch.__version__,
+        "cuda": torch.version.cuda,
+        "cudnn": torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None,
+        "nccl": nccl,
+        "cuda_available": torch.cuda.is_available(),
+    }
+
+
+def collect(spec: dict[str, Any], command: list[str], hardware: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        "git": git_state(),
+        "versions": versions(),
+        "hardware": hardware,
+        "command": command,
+        "spec": spec,
+    }

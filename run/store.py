@@ -1,0 +1,149 @@
+"""The run store: one folder per run, named after its setup, complete or absent.
+
+Layout (all paths are constants here so that `analysis/` imports them instead of re-deriving):
+
+    results/<profile>/runs/<run-name>/      a finished run (ok, failed, oom or unsupported)
+        spec.json          the full resolved spec
+        provenance.json    git SHA, versions, hardware probe, launch command
+        summary.json       written last; its presence is what makes the run count
+        epochs.jsonl       vision: one JSON object per epoch
+        steps.jsonl        llm: one JSON object per logged step
+        log.txt            stdout and stderr of the launch
+    results/<profile>/runs/.staging/<run-name>/   a run in progress; moved into place when done
+    results/<profile>/sweeps/<EXP>.json      what a sweep of one experiment found (incl. skipped cells)
+    results/<profile>/tables/<target>.csv    tidy tables for figures and the report
+
+A run is written into `.staging/` and renamed into `runs/` in one `os.replace`, so a killed sweep
+leaves nothing half-written where the analysis looks.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+RESULTS_ROOT = Path(os.environ.get("RESULTS_DIR", "results"))
+
+SPEC = "spec.json"
+PROVENANCE = "provenance.json"
+SUMMARY = "summary.json"
+EPOCHS = "epochs.jsonl"
+STEPS = "steps.jsonl"
+LOG = "log.txt"
+STAGING = ".staging"
+
+# Run outcomes. "unsupported" marks cells the paper itself could not run (e.g. QLoRA distributed).
+STATUSES = ("ok", "failed", "oom", "unsupported")
+
+
+def profile_dir(profile: str, root: Path | None = None) -> Path:
+    return (root or RESULTS_ROOT) / profile
+
+
+def runs_dir(profile: str, root: Path | None = None) -> Path:
+    return profile_dir(profile, root) / "runs"
+
+
+def run_dir(profile: str, name: str, root: Path | None = None) -> Path:
+    return runs_dir(profile, root) / name
+
+
+def staging_dir(profile: str, name: str, root: Path | None = None) -> Path:
+    return runs_dir(profile, root) / STAGING / name
+
+
+def tables_dir(profile: str, root: Path | None = None) -> Path:
+    return profile_dir(profile, root) / "tables"
+
+
+def sweeps_dir(profile: str, root: Path | None = None) -> Path:
+    return profile_dir(profile, root) / "sweeps"
+
+
+def is_finished(profile: str, name: str, root: Path | None = None) -> bool:
+    return (run_dir(profile, name, root) / SUMMARY).is_file()
+
+
+def write_json_atomic(path: Path, obj: Any) -> None:
+    """Write JSON so that readers see either the old file or the whole new one."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as fh:
+            json.dump(obj, fh, indent=2, sort_keys=True, default=str)
+            fh.write("\n")
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def write_text_atomic(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as fh:
+            fh.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def append_jsonl(path: Path, obj: dict[str, Any]) -> None:
+    with open(path, "a") as fh:
+        fh.write(json.dumps(obj, sort_keys=True, default=str) + "\n")
+
+
+def read_json(path: Path) -> Any:
+    with open(path) as fh:
+        return json.load(fh)
+
+
+def read_jsonl(path: Path) -> list[dict[str, Any]]:
+    if not path.is_file():
+        return []
+    with open(path) as fh:
+        return [json.loads(line) for line in fh if line.strip()]
+
+
+def start_staging(profile: str, name: str, root: Path | None = None) -> Path:
+    """A clean staging folder for a run; leftovers of a killed attempt are discarded."""
+    stage = staging_dir(profile, name, root)
+    if stage.exists():
+        shutil.rmtree(stage)
+    stage.mkdir(parents=True)
+    return stage
+
+
+def publish(stage: Path, profile: str, name: str, root: Path | None = None) -> Path:
+    """Move a staged run (which must hold its summary) into place in one rename."""
+    if not (stage / SUMMARY).is_file():
+        raise RuntimeError(f"refusing to publish {stage}: no {SUMMARY}")
+    final = run_dir(profile, name, root)
+    if final.exists():
+        shutil.rmtree(final)
+    final.parent.mkdir(parents=True, exist_ok=True)
+    os.replace(stage, final)
+    return final
+
+
+def load_runs(profile: str, root: Path | None = None) -> list[dict[str, Any]]:
+    """Every finished run of a profile: its summary merged with its spec (spec keys prefixed)."""
+    out = []
+    base = runs_dir(profile, root)
+    if not base.is_dir():
+        return out
+    for d in sorted(base.iterdir()):
+        if d.name.startswith(".") or not (d / SUMMARY).is_file():
+            continue
+        row = dict(read_json(d / SUMMARY))
+        for k, v in read_json(d / SPEC).items():
+            row[f"spec.{k}"] = v
+        row["run_dir"] = str(d)
+        out.append(row)
+    return out

@@ -1,0 +1,291 @@
+"""Vision workload: torchvision MobileNetV2 trained on MNIST (Scenario A) under DDP.
+
+The sweep launches every run as (the exact command is the first line of each run's log.txt):
+
+    torchrun --standalone --nproc_per_node=N -m run.vision --spec RUN/spec.json --run-dir RUN
+
+gloo ranks on CPU, NCCL with one GPU per rank on a GPU node. Read top to bottom: set-up, data,
+model and precision, the training loop with its three strategies, evaluation, summary.
+
+Strategies (EXPERIMENTS.md):
+  ddp     every rank trains on the whole data set (N ranks do N times the work)
+  ddp_rr  every rank loads every batch but trains only on batches i with i % world == rank
+  ddp_ds  DistributedSampler: each rank loads and trains on its own shard only
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import resource
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+from torch.distributed.algorithms.join import Join
+from torch.nn.parallel import DistributedDataParallel as DDP
+from torch.utils.data import DataLoader, DistributedSampler, RandomSampler, Subset
+
+from run import provenance, store, vision_spec
+from run.tvcompat import import_torchvision
+
+T_START = time.monotonic()
+# MNIST's mean and std of the grey channel, repeated for the three channels MobileNetV2 takes.
+MNIST_MEAN, MNIST_STD = (0.1307,) * 3, (0.3081,) * 3
+
+
+def scenario_a_transform(size: int):  # noqa: ANN201 - a torchvision transform
+    """Upsample 28x28 grey to size x size on the CPU, make it 3-channel, normalise."""
+    transforms = import_torchvision().transforms
+    return transforms.Compose(
+        [
+            transforms.Resize((size, size)),
+            transforms.Grayscale(num_output_channels=3),
+            transforms.ToTensor(),
+            transforms.Normalize(MNIST_MEAN, MNIST_STD),
+        ]
+    )
+
+
+def make_sampler(strategy: str, dataset_len: int, world: int, rank: int, seed: int):  # noqa: ANN201
+    """The sampler each strategy's training loader draws from (same order on all ranks but DS)."""
+    if strategy == "ddp_ds":
+        return DistributedSampler(range(dataset_len), num_replicas=world, rank=rank, seed=seed)
+    return RandomSampler(range(dataset_len), generator=torch.Generator().manual_seed(seed))
+
+
+def set_epoch(sampler, epoch: int, seed: int) -> None:  # noqa: ANN001
+    if isinstance(sampler, DistributedSampler):
+        sampler.set_epoch(epoch)
+    else:
+        sampler.generator.manual_seed(seed + epoch)
+
+
+def keeps_batch(strategy: str, batch_index: int, world: int, rank: int) -> bool:
+    """Round robin trains on every world-th batch; the other strategies on all they load."""
+    return strategy != "ddp_rr" or batch_index % world == rank
+
+
+def rank_batches(
+    strategy: str, n: int, batch_size: int, world: int, rank: int, epoch: int = 0, seed: int = 0
+) -> list[list[int]]:
+    """The sample indices rank `rank` trains on in one epoch, batch by batch (used by the tests)."""
+    sampler = make_sampler(strategy, n, world, rank, seed)
+    set_epoch(sampler, epoch, seed)
+    order = list(sampler)
+    batches = [order[i : i + batch_size] for i in range(0, len(order), batch_size)]
+    return [b for i, b in enumerate(batches) if keeps_batch(strategy, i, world, rank)]
+
+
+def precision_setup(precision: str, device: torch.device):  # noqa: ANN201
+    """(model dtype, autocast context factory, GradScaler or None, label of what really ran)."""
+    if precision == "fp64":
+        return torch.float64, contextlib.nullcontext, None, "fp64"
+    if precision == "fp32":
+        return torch.float32, contextlib.nullcontext, None, "fp32"
+    if precision == "bf16" or (precision == "fp16" and device.type == "cpu"):
+        # fp16 autocast is of no use on a CPU; bf16 autocast is its CPU stand-in, labelled so.
+        label = "bf16-autocast" if precision == "bf16" else "bf16-autocast (fp16 on CPU)"
+        return (
+            torch.float32,
+            lambda: torch.autocast(device.type, dtype=torch.bfloat16),
+            None,
+            label,
+        )
+    if precision == "fp16":
+        return (
+            torch.float32,
+            lambda: torch.autocast(device.type, dtype=torch.float16),
+            torch.amp.GradScaler(device.type),
+            "fp16-autocast+gradscaler",
+        )
+    raise ValueError(f"unknown precision {precision!r}")
+
+
+def data_sets(spec: dict[str, Any]) -> tuple[Subset, Subset]:
+    datasets = import_torchvision().datasets
+    root = vision_spec.data_root(spec["dataset"])
+    tf = scenario_a_transform(spec["image_size"])
+    train = datasets.MNIST(str(root), train=True, download=False, transform=tf)
+    test = datasets.MNIST(str(root), train=False, download=False, transform=tf)
+    if len(train) < spec["train_images"] or len(test) < spec["test_images"]:
+        raise ValueError(
+            f"{root} holds {len(train)}/{len(test)} train/test images; the spec needs "
+            f"{spec['train_images']}/{spec['test_images']}"
+        )
+    return Subset(train, range(spec["train_images"])), Subset(test, range(spec["test_images"]))
+
+
+def peak_memory(device: torch.device) -> tuple[int, str]:
+    if device.type == "cuda":
+        return torch.cuda.max_memory_allocated(device), "gpu_max_allocated"
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024, "host_peak_rss"
+
+
+def all_sum(values: list[float], device: torch.device, op=dist.ReduceOp.SUM) -> list[float]:  # noqa: ANN001
+    t = torch.tensor(values, dtype=torch.float64, device=device)
+    dist.all_reduce(t, op=op)
+    return t.tolist()
+
+
+def evaluate(model, loader, device, spec, dtype, autocast) -> float:  # noqa: ANN001
+    """Test accuracy in percent over all ranks' shards (on the plain module: no DDP syncs)."""
+    model.eval()
+    correct = total = 0
+    with torch.no_grad():
+        for x, y in loader:
+            x = x.to(device, dtype=dtype, non_blocking=spec["pin_memory"])
+            if spec["channels_last"]:
+                x = x.contiguous(memory_format=torch.channels_last)
+            y = y.to(device, non_blocking=spec["pin_memory"])
+            with autocast():
+                pred = model(x).argmax(1)
+            correct += int((pred == y).sum())
+            total += y.numel()
+    model.train()
+    c, t = all_sum([correct, total], device)
+    return 100.0 * c / max(t, 1)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--spec", type=Path, required=True, help="resolved run spec (JSON)")
+    ap.add_argument("--run-dir", type=Path, required=True, help="where epochs and summary go")
+    args = ap.parse_args(argv)
+    spec = store.read_json(args.spec)
+    vision_spec.validate(spec)
+    if spec["scenario"] != "A" or spec["loader"] != "torch" or spec["numa"] != "none":
+        raise NotImplementedError(
+            "Scenario B, the DALI loader and NUMA binding (V8-V11) are not implemented yet"
+        )
+
+    # --- set-up: one process per rank, NCCL on GPUs, gloo on CPU --------------------------------
+    cuda = torch.cuda.is_available()
+    dist.init_process_group("nccl" if cuda else "gloo")
+    rank, world = dist.get_rank(), dist.get_world_size()
+    local_rank = int(os.environ.get("LOCAL_RANK", 0))
+    if cuda:
+        device = torch.device("cuda", local_rank)
+        torch.cuda.set_device(device)
+    else:
+        device = torch.device("cpu")
+        local_world = int(os.environ.get("LOCAL_WORLD_SIZE", world))
+        torch.set_num_threads(max(1, (os.cpu_count() or 1) // local_world))
+    if rank == 0:
+        print(f"[vision] {vision_spec.run_name(spec)}: world={world} device={device.type}", flush=True)
+    torch.manual_seed(spec["seed"])
+
+    # --- data: MNIST files (real or the embedded digits), Scenario A transforms ------------------
+    train_set, test_set = data_sets(spec)
+    sampler = make_sampler(spec["strategy"], len(train_set), world, rank, spec["seed"])
+    loader_kw = dict(
+        batch_size=spec["batch_size"],
+        num_workers=spec["num_workers"],
+        pin_memory=spec["pin_memory"],
+        persistent_workers=spec["num_workers"] > 0,
+    )
+    train_loader = DataLoader(train_set, sampler=sampler, **loader_kw)
+    # Evaluation is sharded the same way for every strategy: rank r scores test images r, r+W, ...
+    test_loader = DataLoader(Subset(test_set, range(rank, len(test_set), world)), **loader_kw)
+
+    # --- model and precision ---------------------------------------------------------------------
+    dtype, autocast, scaler, precision_label = precision_setup(spec["precision"], device)
+    model = import_torchvision().models.mobilenet_v2(num_classes=10)
+    model = model.to(device=device, dtype=dtype)
+    if spec["channels_last"]:
+        model = model.to(memory_format=torch.channels_last)
+    ddp = DDP(model, device_ids=[local_rank] if cuda else None)
+    opt = torch.optim.Adam(ddp.parameters(), lr=spec["lr"])
+    setup_s = time.monotonic() - T_START
+
+    # --- training loop -----------------------------------------------------------------------------
+    epochs_file = args.run_dir / store.EPOCHS
+    t_loop = time.monotonic()
+    accuracy = float("nan")
+    for epoch in range(spec["epochs"]):
+        set_epoch(sampler, epoch, spec["seed"])
+        if cuda:
+            torch.cuda.synchronize()
+        t0 = time.monotonic()
+        loss_sum, images = 0.0, 0
+        # Join lets ranks that run out of batches early (round robin) shadow the others' allreduces.
+        with Join([ddp]):
+            for i, (x, y) in enumerate(train_loader):
+                if not keeps_batch(spec["strategy"], i, world, rank):
+                    continue
+                x = x.to(device, dtype=dtype, non_blocking=spec["pin_memory"])
+                if spec["channels_last"]:
+                    x = x.contiguous(memory_format=torch.channels_last)
+                y = y.to(device, non_blocking=spec["pin_memory"])
+                with autocast():
+                    loss = F.cross_entropy(ddp(x), y)
+                opt.zero_grad(set_to_none=True)
+                if scaler is not None:
+                    scaler.scale(loss).backward()
+                    scaler.step(opt)
+                    scaler.update()
+                else:
+                    loss.backward()
+                    opt.step()
+                loss_sum += float(loss.detach()) * y.numel()
+                images += y.numel()
+        if cuda:
+            torch.cuda.synchronize()
+        train_s = time.monotonic() - t0
+        t1 = time.monotonic()
+        accuracy = evaluate(model, test_loader, device, spec, dtype, autocast)
+        eval_s = time.monotonic() - t1
+        total_loss, total_images = all_sum([loss_sum, images], device)
+        (slowest_train_s,) = all_sum([train_s], device, op=dist.ReduceOp.MAX)
+        if rank == 0:
+            row = {
+                "epoch": epoch + 1,
+                "train_time_s": round(slowest_train_s, 4),
+                "eval_time_s": round(eval_s, 4),
+                "images": int(total_images),
+                "images_per_s": round(total_images / slowest_train_s, 2),
+                "train_loss": total_loss / max(total_images, 1),
+                "test_accuracy_pct": round(accuracy, 3),
+            }
+            store.append_jsonl(epochs_file, row)
+            print(f"[vision] epoch {row}", flush=True)
+    loop_s = time.monotonic() - t_loop
+
+    # --- summary: written last, atomically; its presence marks the run as finished ---------------
+    mem, mem_kind = peak_memory(device)
+    (peak,) = all_sum([mem], device, op=dist.ReduceOp.MAX)
+    if rank == 0:
+        epochs = store.read_jsonl(epochs_file)
+        store.write_json_atomic(
+            args.run_dir / store.SUMMARY,
+            {
+                "name": vision_spec.run_name(spec),
+                "status": "ok",
+                "error": None,
+                "total_time_s": round(loop_s, 3),
+                "setup_time_s": round(setup_s, 3),
+                "train_time_s": round(sum(e["train_time_s"] for e in epochs), 3),
+                "final_test_accuracy_pct": round(accuracy, 3),
+                "final_train_loss": epochs[-1]["train_loss"] if epochs else None,
+                "images_per_s": round(
+                    sum(e["images"] for e in epochs) / sum(e["train_time_s"] for e in epochs), 2
+                ),
+                "peak_memory_bytes": int(peak),
+                "memory_kind": mem_kind,
+                "precision_effective": precision_label,
+                "world_size": world,
+                "device": torch.cuda.get_device_name(device) if cuda else "cpu",
+                "runtime": provenance.torch_build(),
+            },
+        )
+    dist.destroy_process_group()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,155 @@
+"""What a vision run spec may hold, how it is checked, and how its run is named."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+STRATEGIES = ("ddp", "ddp_rr", "ddp_ds")
+PRECISIONS = ("fp64", "fp32", "fp16", "bf16")
+PROFILERS = ("none", "auto", "torch", "nsys")
+
+DEFAULTS: dict[str, Any] = {
+    "workload": "vision",
+    "dataset": "digits",
+    "scenario": "A",
+    "train_images": 512,
+    "test_images": 256,
+    "epochs": 2,
+    "batch_size": 32,
+    "lr": 0.001,
+    "num_workers": 0,
+    "seed": 0,
+    "image_size": 48,
+    "strategy": "ddp_ds",
+    "precision": "fp32",
+    "pin_memory": False,
+    "channels_last": False,
+    "loader": "torch",
+    "numa": "none",
+    "gpus": 1,
+    "profiler": "none",
+}
+
+CHOICES: dict[str, tuple[Any, ...]] = {
+    "workload": ("vision",),
+    "dataset": ("digits", "mnist"),
+    "scenario": ("A", "B"),
+    "strategy": STRATEGIES,
+    "precision": PRECISIONS,
+    "pin_memory": (False, True),
+    "channels_last": (False, True),
+    "loader": ("torch", "dali"),
+    "numa": ("none", "gpu-socket"),
+    "profiler": PROFILERS,
+}
+POSITIVE_INTS = ("train_images", "test_images", "epochs", "batch_size", "image_size", "gpus")
+
+
+def validate(spec: dict[str, Any]) -> None:
+    """Raise ValueError naming the first key that is unknown, missing or out of range."""
+    unknown = set(spec) - set(DEFAULTS)
+    if unknown:
+        raise ValueError(f"unknown vision spec key(s): {', '.join(sorted(unknown))}")
+    missing = set(DEFAULTS) - set(spec)
+    if missing:
+        raise ValueError(f"missing vision spec key(s): {', '.join(sorted(missing))}")
+    for key, allowed in CHOICES.items():
+        if spec[key] not in allowed:
+            raise ValueError(f"{key}={spec[key]!r} is not one of {', '.join(map(str, allowed))}")
+    for key in POSITIVE_INTS:
+        if not isinstance(spec[key], int) or isinstance(spec[key], bool) or spec[key] < 1:
+            raise ValueError(f"{key}={spec[key]!r} must be a positive integer")
+    if not isinstance(spec["num_workers"], int) or spec["num_workers"] < 0:
+        raise ValueError(f"num_workers={spec['num_workers']!r} must be an integer >= 0")
+    if not isinstance(spec["lr"], (int, float)) or spec["lr"] <= 0:
+        raise ValueError(f"lr={spec['lr']!r} must be a positive number")
+
+
+def canonical(spec: dict[str, Any]) -> dict[str, Any]:
+    """One spec per distinct piece of work.
+
+    With one rank the three strategies do exactly the same work (every batch, on one GPU), so the
+    1-GPU cell is one shared run, named ddp_ds, that serves as every strategy's baseline.
+    """
+    spec = dict(spec)
+    if spec["gpus"] == 1:
+        spec["strategy"] = "ddp_ds"
+    return spec
+
+
+def run_name(spec: dict[str, Any]) -> str:
+    parts = [
+        "mnv2",
+        spec["precision"],
+        spec["strategy"],
+        f"{spec['gpus']}gpu",
+        f"{spec['image_size']}px",
+        "pin" if spec["pin_memory"] else "nopin",
+        f"e{spec['epochs']}",
+    ]
+    if spec["scenario"] != "A":
+        parts.append(f"scen{spec['scenario']}")
+    if spec["loader"] != "torch":
+        parts.append(spec["loader"])
+    if spec["channels_last"]:
+        parts.append("nhwc")
+    if spec["numa"] != "none":
+        parts.append(f"numa_{spec['numa']}")
+    if spec["profiler"] != "none":
+        parts.append(f"prof_{spec['profiler']}")
+    return "-".join(parts)
+
+
+def data_root(dataset: str) -> Path:
+    """Where a data set's MNIST-format files live (`<root>/MNIST/raw/...`)."""
+    if dataset == "digits":
+        return Path(os.environ.get("DIGITS_DIR", "data/digits"))
+    return Path(os.environ.get("MNIST_DIR", "data/mnist"))
+
+
+def preflight(specs: list[dict[str, Any]]) -> None:
+    """Before any run starts: make the embedded data set, or insist the real one is there."""
+    from run import digits
+
+    for dataset in sorted({s["dataset"] for s in specs}):
+        need = [s for s in specs if s["dataset"] == dataset]
+        n_train = max(s["train_images"] for s in need)
+        n_test = max(s["test_images"] for s in need)
+        root = data_root(dataset)
+        if dataset == "digits":
+            digits.generate(root, max(n_train, 4096), max(n_test, 1024))
+            continue
+        try:
+            have = digits.existing_counts(root)
+        except ValueError as exc:
+            raise FileNotFoundError(f"MNIST at {root} is corrupt: {exc}") from exc
+        if have is None:
+            raise FileNotFoundError(
+                f"MNIST not found under {digits.raw_dir(root)}: run `make data-mnist` (needs the "
+                "network) or point MNIST_DIR at a folder holding MNIST/raw/*-ubyte"
+            )
+        if have["train"] < n_train or have["test"] < n_test:
+            raise FileNotFoundError(
+                f"MNIST under {root} has {have['train']}/{have['test']} images, "
+                f"runs need {n_train}/{n_test}"
+            )
+
+
+def launch_command(spec: dict[str, Any], run_dir: Path, info: dict[str, Any]) -> list[str]:
+    """torchrun with one process per GPU (or gloo rank on CPU)."""
+    torchrun = Path(sys.executable).with_name("torchrun")
+    launcher = [str(torchrun)] if torchrun.exists() else [sys.executable, "-m", "torch.distributed.run"]
+    return [
+        *launcher,
+        "--standalone",
+        f"--nproc_per_node={spec['gpus']}",
+        "-m",
+        "run.vision",
+        "--spec",
+        str(run_dir / "spec.json"),
+        "--run-dir",
+        str(run_dir),
+    ]

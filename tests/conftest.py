@@ -1,0 +1,77 @@
+"""Shared fixtures. Tests never touch the network or the real results folder."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from run import matrix as mx  # noqa: E402
+from run import store  # noqa: E402
+
+# A matrix of the real shape, small enough for CI: profile "test" with 2 ranks at most.
+TINY_VISION = {
+    "dataset": "digits",
+    "train_images": 64,
+    "test_images": 32,
+    "epochs": 1,
+    "batch_size": 16,
+    "lr": 0.002,
+    "num_workers": 0,
+    "seed": 0,
+    "image_size": 32,
+}
+
+
+def tiny_matrix() -> dict:
+    real = mx.load_matrix(mx.MATRIX_FILE)
+    vision = {k: v for k, v in real["experiments"].items() if v["workload"] == "vision"}
+    return {
+        "profiles": {
+            "test": {"description": "tests", "gpus": [1, 2], "vision": dict(TINY_VISION), "llm": {}},
+        },
+        "experiments": {
+            k: {
+                **v,
+                "fixed": {
+                    fk: (fv.get("smoke") if isinstance(fv, dict) else fv)
+                    for fk, fv in (v.get("fixed") or {}).items()
+                },
+                "vary": {
+                    vk: (vv.get("smoke") if isinstance(vv, dict) else vv)
+                    for vk, vv in (v.get("vary") or {}).items()
+                },
+            }
+            for k, v in vision.items()
+            if k in ("V1", "V2", "V3", "V4", "V7")
+        },
+    }
+
+
+@pytest.fixture
+def sandbox(tmp_path, monkeypatch):
+    """Results, data and matrix in a temporary folder, for this process and its children."""
+    matrix_file = tmp_path / "matrix.yaml"
+    m = tiny_matrix()
+    for e in m["experiments"].values():
+        e["fixed"].pop("image_size", None)
+        e["fixed"].pop("train_images", None)
+        e["fixed"].pop("epochs", None)
+        if "image_size" in e["vary"]:
+            e["vary"]["image_size"] = [32, 40]
+    matrix_file.write_text(yaml.safe_dump(m))
+    monkeypatch.setattr(mx, "MATRIX_FILE", matrix_file)
+    monkeypatch.setattr(store, "RESULTS_ROOT", tmp_path / "results")
+    monkeypatch.setenv("MATRIX_FILE", str(matrix_file))
+    monkeypatch.setenv("RESULTS_DIR", str(tmp_path / "results"))
+    monkeypatch.setenv("DIGITS_DIR", str(REPO / "data" / "digits"))
+    monkeypatch.setenv("MNIST_DIR", str(tmp_path / "no-mnist"))
+    monkeypatch.setenv("PYTHONPATH", str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    monkeypatch.delenv("PROFILER", raising=False)
+    return tmp_path

@@ -1,0 +1,120 @@
+"""Builders for small profiles in the real on-disk formats (nsys SQLite export, kineto JSON).
+
+A plain module (not conftest) so test files can import it by a name no other folder uses.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import sqlite3
+from pathlib import Path
+
+from analysis.profiles.synth import MEMCPY_OPER, NSYS_SCHEMA
+
+GOLDEN = Path(__file__).parent / "golden"
+
+
+def make_nsys(
+    path: Path,
+    runtime: list[tuple[str, int, int]],
+    kernels: list[tuple[str, int, int]] = (),
+    memcpy: list[tuple[int, int, int, int]] = (),
+    short_labels: bool = False,
+    details: tuple[int, int] | None = None,
+) -> Path:
+    """SQLite file with the nsys export tables.
+
+    runtime: (API name, start ns, end ns); kernels: (short name, start, end);
+    memcpy: (copyKind id, start, end, bytes); details: ANALYSIS_DETAILS (startTime, stopTime).
+    """
+    con = sqlite3.connect(path)
+    con.executescript(NSYS_SCHEMA)
+    strings: dict[str, int] = {}
+
+    def sid(text: str) -> int:
+        return strings.setdefault(text, len(strings) + 1)
+
+    con.executemany(
+        "INSERT INTO ENUM_CUDA_MEMCPY_OPER VALUES (?, ?, ?)",
+        [(i, n, short if short_labels else long) for i, n, long, short in MEMCPY_OPER],
+    )
+    con.executemany(
+        "INSERT INTO CUPTI_ACTIVITY_KIND_RUNTIME VALUES (?, ?, 1, 281474993487889, ?, ?, 0, NULL)",
+        [(s, e, i, sid(n)) for i, (n, s, e) in enumerate(runtime)],
+    )
+    con.executemany(
+        "INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL VALUES (?, ?, 0, 1, NULL, 7, ?, 281474993487872, "
+        "?, ?, NULL, 1, 0, 32, 8, 1, 1, 256, 1, 1, 0, 0, 0, 0, ?, 0, NULL, 0)",
+        [
+            (s, e, i, sid(f"{n}(ncclDevComm *, unsigned long, ncclWork *)"), sid(n), i)
+            for i, (n, s, e) in enumerate(kernels)
+        ],
+    )
+    con.executemany(
+        "INSERT INTO CUPTI_ACTIVITY_KIND_MEMCPY VALUES (?, ?, 0, 1, NULL, 7, ?, 281474993487872, "
+        "?, ?, NULL, 1, 2, 0, 1, 0, 1, 0, NULL, NULL)",
+        [(s, e, i, b, k) for i, (k, s, e, b) in enumerate(memcpy)],
+    )
+    con.executemany("INSERT INTO StringIds VALUES (?, ?)", [(i, s) for s, i in strings.items()])
+    if details:
+        lo, hi = details
+        con.execute("INSERT INTO ANALYSIS_DETAILS VALUES (0, ?, ?, ?)", (hi - lo, lo, hi))
+    con.commit()
+    con.close()
+    return path
+
+
+def kineto_event(cat: str, name: str, ts: float, dur: float, **args: object) -> dict:
+    """One complete ("X") event as kineto writes it."""
+    pid, tid = (0, 7) if cat in ("kernel", "gpu_memcpy") else (1234, 1234)
+    return {"ph": "X", "cat": cat, "name": name, "pid": pid, "tid": tid, "ts": ts, "dur": dur,
+            "args": args}  # fmt: skip
+
+
+def write_trace(path: Path, events: list[dict], **meta: object) -> Path:
+    """Kineto-like JSON (gzip when the name ends in .gz), pretty-printed like torch writes it."""
+    doc = {"schemaVersion": 1, "deviceProperties": [], **meta, "traceEvents": events,
+           "traceName": str(path)}  # fmt: skip
+    text = json.dumps(doc, indent=2)
+    if path.suffix == ".gz":
+        path.write_bytes(gzip.compress(text.encode()))
+    else:
+        path.write_text(text)
+    return path
+
+
+def gpu_trace_events() -> list[dict]:
+    """Events of a GPU trace: runtime calls, NCCL kernels, memcpy of every kind (times in us)."""
+    ev = kineto_event
+    return [
+        {"ph": "M", "name": "process_name", "ts": 0, "pid": 0, "tid": 0, "args": {"name": "gpu"}},
+        ev("Trace", "PyTorch Profiler (0)", 1000.0, 10000.0),
+        ev("cuda_runtime", "cudaLaunchKernel", 1100.0, 5.0, correlation=1),
+        ev("cuda_runtime", "cudaLaunchKernel", 1200.0, 7.0, correlation=2),
+        ev("cuda_runtime", "cudaStreamSynchronize", 1300.0, 400.0),
+        ev("cuda_runtime", "cudaEventSynchronize", 1800.0, 100.0),
+        ev("cuda_runtime", "cudaEventDestroy", 1950.0, 2.0),
+        ev("cuda_runtime", "cudaMemcpyAsync", 2000.0, 20.0),
+        ev("cuda_runtime", "cudaMalloc", 2100.0, 30.0),
+        ev("cuda_driver", "cuLaunchKernel", 2200.0, 4.0),
+        ev("kernel", "ncclDevKernel_AllGather_RING_LL(ncclDevComm*, unsigned long, ncclWork*)",
+           3000.0, 250.0),
+        ev("kernel", "ncclDevKernel_AllGather_RING_LL(ncclDevComm*, unsigned long, ncclWork*)",
+           4000.0, 150.0),
+        ev("kernel", "ncclDevKernel_Broadcast_RING_LL(ncclDevComm*, unsigned long, ncclWork*)",
+           5000.0, 80.0),
+        ev("kernel", "ncclDevKernel_AllGather_RING_LL128(ncclDevComm*, unsigned long, ncclWork*)",
+           6000.0, 60.0),
+        ev("kernel", "void at::native::vectorized_elementwise_kernel<4>(int)", 7000.0, 9.0),
+        ev("gpu_memcpy", "Memcpy HtoD (Pageable -> Device)", 8000.0, 12.0, bytes=602112),
+        ev("gpu_memcpy", "Memcpy HtoD (Pinned -> Device)", 8100.0, 6.0, bytes=1000),
+        ev("gpu_memcpy", "Memcpy DtoH (Device -> Pageable)", 8200.0, 3.0, bytes=4),
+        ev("gpu_memcpy", "Memcpy DtoD (Device -> Device)", 8300.0, 2.0, bytes=2048),
+        ev("gpu_memset", "Memset (Device)", 8400.0, 1.0, bytes=64),
+        ev("cpu_op", "aten::mm", 1050.0, 300.0),
+        ev("user_annotation", "ProfilerStep#1", 1000.0, 5000.0),
+        ev("user_annotation", "ProfilerStep#2", 6000.0, 4000.0),
+        {"ph": "s", "id": 1, "pid": 1234, "tid": 1234, "ts": 1100.0, "cat": "ac2g", "name": "ac2g"},
+        {"ph": "i", "s": "t", "name": "Iteration Start", "pid": 1234, "tid": 1234, "ts": 1000.0},
+    ]  # fmt: skip

@@ -1,0 +1,80 @@
+"""The command line: CSV written atomically, a summary, one stderr line and exit 1 on bad input."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from profile_builders import make_nsys, write_trace
+
+from analysis.profiles import read_metrics_csv, write_csv_atomic
+from analysis.profiles.cli import main
+
+REPO = Path(__file__).resolve().parents[2]
+RT = [("cudaLaunchKernel_v7000", 0, 1_000), ("cudaStreamSynchronize_v3020", 1_000, 9_000)]
+
+
+def test_cli_writes_csv_and_summary(tmp_path: Path, gpu_events, capsys) -> None:
+    a = make_nsys(tmp_path / "rank0.sqlite", RT, [("ncclDevKernel_Broadcast_RING_LL", 0, 50)])
+    b = write_trace(tmp_path / "rank0.pt.trace.json", gpu_events)
+    out = tmp_path / "res" / "metrics.csv"
+    assert main(["--run", "demo", "--out", str(out), str(a), str(b)]) == 0
+    df = read_metrics_csv(out)
+    assert set(df["source"]) == {"nsys", "torch"} and set(df["run"]) == {"demo"}
+    text = capsys.readouterr().out
+    assert "rank 0 [nsys]" in text and "rank 0 [torch]" in text
+    assert "cudaStreamSynchronize" in text
+    assert "not measured: " in text and "memcpy_htod" in text  # nsys file had no memcpy
+    assert not list(out.parent.glob(".*tmp"))
+
+
+def test_cli_bad_file_one_line_exit_1(tmp_path: Path) -> None:
+    good = make_nsys(tmp_path / "rank0.sqlite", RT)
+    bad = tmp_path / "rank1.pt.trace.json"
+    bad.write_text('{"traceEvents": [{"ph": "X", "ts": 1')
+    out = tmp_path / "metrics.csv"
+    out.write_text("previous,content\n")  # an older result must survive a failed run
+    proc = subprocess.run(
+        [sys.executable, "-m", "analysis.profiles.cli", "--run", "x", "--out", str(out),
+         str(good), str(bad)],
+        cwd=REPO, capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 1
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and str(bad) in lines[0] and "truncated JSON" in lines[0]
+    assert out.read_text() == "previous,content\n"
+    assert {p.name for p in tmp_path.iterdir()} == {"metrics.csv", bad.name, good.name}
+
+
+def test_cli_missing_file(tmp_path: Path, capsys) -> None:
+    out = tmp_path / "m.csv"
+    assert main(["--run", "x", "--out", str(out), str(tmp_path / "gone.sqlite")]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "gone.sqlite: file not found" in err[0]
+    assert not out.exists()
+
+
+def test_cli_help(capsys) -> None:
+    with pytest.raises(SystemExit) as info:
+        main(["--help"])
+    assert info.value.code == 0
+    text = capsys.readouterr().out
+    assert "nsys export --type sqlite" in text and "nccl_allgather_ring_ll" in text
+
+
+def test_write_csv_atomic_failure_leaves_old_file(tmp_path: Path, monkeypatch) -> None:
+    out = tmp_path / "m.csv"
+    out.write_text("old\n")
+
+    def broken(self, fh, **kwargs) -> None:
+        fh.write("half a row")
+        raise OSError("disk full")
+
+    monkeypatch.setattr(pd.DataFrame, "to_csv", broken)
+    with pytest.raises(OSError, match="disk full"):
+        write_csv_atomic(pd.DataFrame({"a": [1]}), out)
+    assert out.read_text() == "old\n"
+    assert [p.name for p in tmp_path.iterdir()] == ["m.csv"]

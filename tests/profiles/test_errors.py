@@ -1,0 +1,108 @@
+"""Bad input: one ProfileError that names the file and the problem, never a traceback soup."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import sqlite3
+from pathlib import Path
+
+import pytest
+from profile_builders import make_nsys, write_trace
+
+from analysis.profiles import ProfileError, load_profiles, read_nsys_sqlite, read_profile
+
+
+def _one_line_error(path: Path, needle: str) -> ProfileError:
+    with pytest.raises(ProfileError) as info:
+        read_profile(path)
+    msg = str(info.value)
+    assert str(path) in msg and "\n" not in msg
+    assert needle in msg, msg
+    return info.value
+
+
+def test_missing_file(tmp_path: Path) -> None:
+    _one_line_error(tmp_path / "nope.sqlite", "file not found")
+    with pytest.raises(ProfileError, match="file not found"):
+        read_nsys_sqlite(tmp_path / "nope.sqlite")
+
+
+def test_empty_and_unknown(tmp_path: Path) -> None:
+    (tmp_path / "e.json").write_bytes(b"")
+    _one_line_error(tmp_path / "e.json", "empty file")
+    (tmp_path / "x.bin").write_bytes(b"\x00\x01garbage")
+    _one_line_error(tmp_path / "x.bin", "unknown format")
+    (tmp_path / "r.nsys-rep").write_bytes(b"whatever")
+    _one_line_error(tmp_path / "r.nsys-rep", "nsys export --type sqlite")
+
+
+def test_truncated_json(tmp_path: Path, gpu_events: list[dict]) -> None:
+    full = write_trace(tmp_path / "full.json", gpu_events).read_text()
+    for cut in (len(full) // 2, len(full) - 3, 40):
+        bad = tmp_path / f"cut{cut}.pt.trace.json"
+        bad.write_text(full[:cut])
+        _one_line_error(bad, "truncated JSON")
+
+
+def test_truncated_gzip(tmp_path: Path, gpu_events: list[dict]) -> None:
+    data = write_trace(tmp_path / "full.json.gz", gpu_events).read_bytes()
+    bad = tmp_path / "cut.pt.trace.json.gz"
+    bad.write_bytes(data[: len(data) // 2])
+    _one_line_error(bad, "gzip")
+    # gzip intact, JSON inside cut short
+    text = json.dumps({"traceEvents": gpu_events})
+    inner = tmp_path / "inner.json.gz"
+    inner.write_bytes(gzip.compress(text[:-30].encode()))
+    _one_line_error(inner, "truncated JSON")
+
+
+def test_invalid_json_and_not_a_trace(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"traceEvents": [{"ph": "X", "ts": 1, "dur": 2}, {"ph": oops}]}')
+    _one_line_error(bad, "invalid JSON")
+    other = tmp_path / "config.json"
+    other.write_text('{"lr": 0.1, "epochs": 3}')
+    _one_line_error(other, "without a traceEvents array")
+    weird = tmp_path / "weird.json"
+    weird.write_text('{"traceEvents": [{"ph": "X", "ts": "late", "dur": 2}]}')
+    _one_line_error(weird, "malformed trace event")
+
+
+def test_corrupt_sqlite(tmp_path: Path) -> None:
+    good = make_nsys(tmp_path / "good.sqlite", [("cudaLaunchKernel_v7000", 0, 10)] * 3000)
+    data = good.read_bytes()
+    # SQLite header intact, pages overwritten with garbage.
+    smashed = tmp_path / "smashed.sqlite"
+    smashed.write_bytes(data[:100] + b"\xff" * (len(data) - 100))
+    _one_line_error(smashed, "SQLite")
+    # Cut in half: the page table points past the end of the file.
+    cut = tmp_path / "cut.sqlite"
+    cut.write_bytes(data[: len(data) // 2])
+    _one_line_error(cut, "SQLite")
+    # Not SQLite at all, with a .sqlite name.
+    text = tmp_path / "text.sqlite"
+    text.write_text("hello")
+    _one_line_error(text, "unknown format")
+    with pytest.raises(ProfileError, match="not a SQLite file"):
+        read_nsys_sqlite(text)
+
+
+def test_sqlite_of_another_schema(tmp_path: Path) -> None:
+    other = tmp_path / "app.sqlite"
+    with sqlite3.connect(other) as con:
+        con.execute("CREATE TABLE users (id INTEGER, name TEXT)")
+    _one_line_error(other, "another schema")
+    # Right table name, wrong columns.
+    odd = tmp_path / "odd.sqlite"
+    with sqlite3.connect(odd) as con:
+        con.execute("CREATE TABLE StringIds (id INTEGER, value TEXT)")
+        con.execute("CREATE TABLE CUPTI_ACTIVITY_KIND_RUNTIME (t0 INTEGER, t1 INTEGER)")
+    _one_line_error(odd, "CUPTI_ACTIVITY_KIND_RUNTIME lacks")
+
+
+def test_duplicate_rank(tmp_path: Path) -> None:
+    a = make_nsys(tmp_path / "a_rank0.sqlite", [("cudaLaunchKernel_v7000", 0, 10)])
+    b = make_nsys(tmp_path / "b_rank0.sqlite", [("cudaLaunchKernel_v7000", 0, 10)])
+    with pytest.raises(ProfileError, match="rank 0 .* already given by"):
+        load_profiles([a, b])

@@ -1,0 +1,128 @@
+"""nsys SQLite reader against hand-built exports with exactly known totals."""
+
+from __future__ import annotations
+
+import math
+import sqlite3
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from profile_builders import GOLDEN, make_nsys
+
+from analysis.profiles import by_metric, metrics_table, read_metrics_csv, read_nsys_sqlite
+
+RUNTIME = [
+    ("cudaLaunchKernel_v7000", 1_000, 2_000),
+    ("cudaLaunchKernel_v7000", 3_000, 5_000),
+    ("cudaLaunchKernel_v7000", 6_000, 9_000),
+    ("cudaLaunchKernel_ptsz_v7000", 9_000, 9_700),
+    ("cudaStreamSynchronize_v3020", 10_000, 20_000),
+    ("cudaEventSynchronize_v3020", 20_000, 20_500),
+    ("cudaEventSynchronize_v3020", 21_000, 22_500),
+    ("cudaEventDestroy_v3020", 23_000, 23_100),
+    ("cudaMemcpyAsync_v3020", 24_000, 28_000),
+    ("cudaMemcpyAsync_v3020", 30_000, 36_000),
+    ("cudaMalloc_v3020", 40_000, 90_000),  # not a paper metric: no row
+]
+KERNELS = [
+    ("ncclDevKernel_AllGather_RING_LL", 100_000, 120_000),
+    ("ncclDevKernel_AllGather_RING_LL", 130_000, 160_000),
+    ("ncclDevKernel_AllGather_RING_LL128", 160_000, 165_000),  # LL128 is not LL
+    ("ncclDevKernel_Broadcast_RING_LL", 170_000, 178_000),
+    ("ncclDevKernel_Broadcast_RING_SIMPLE", 180_000, 182_000),
+    ("ncclKernel_AllReduce_RING_LL_Sum_float", 190_000, 194_000),
+    ("sm90_xmma_gemm_bf16bf16_bf16f32", 200_000, 300_000),  # not NCCL: no row
+]
+MEMCPY = [  # (copyKind, start, end, bytes): every kind nsys knows
+    (1, 300_000, 300_100, 1_000),
+    (1, 301_000, 301_200, 3_000),
+    (2, 302_000, 302_050, 500),
+    (8, 303_000, 303_040, 4_096),
+    (10, 304_000, 304_030, 8_192),  # peer-to-peer: not a paper metric
+    (9, 305_000, 305_010, 16),  # host-to-host: not a paper metric
+    (3, 306_000, 306_010, 16),
+    (0, 307_000, 307_010, 16),
+]
+
+
+@pytest.fixture
+def two_ranks(tmp_path: Path) -> list[Path]:
+    """rank0: new labels + ANALYSIS_DETAILS (1 ms); rank1: old labels, wall from activity."""
+    r0 = make_nsys(tmp_path / "job_rank0.sqlite", RUNTIME, KERNELS, MEMCPY, details=(0, 1_000_000))
+    # rank1: same events, shifted and scaled, with old-style "HtoD" labels.
+    r1 = make_nsys(
+        tmp_path / "job_rank1.sqlite",
+        [(n, 500 + 2 * s, 500 + 2 * e) for n, s, e in RUNTIME],
+        [(n, 500 + 2 * s, 500 + 2 * e) for n, s, e in KERNELS],
+        [(k, 500 + 2 * s, 500 + 2 * e, b) for k, s, e, b in MEMCPY],
+        short_labels=True,
+    )
+    return [r0, r1]
+
+
+def test_golden_two_ranks(two_ranks: list[Path]) -> None:
+    df = metrics_table("golden", two_ranks)
+    golden = read_metrics_csv(GOLDEN / "nsys_two_ranks.csv")
+    pd.testing.assert_frame_equal(df, golden, check_exact=False, rtol=1e-12)
+
+
+def test_exact_values_rank0(two_ranks: list[Path]) -> None:
+    df = by_metric(metrics_table("golden", two_ranks))
+    r0 = df[df["rank"] == 0].set_index("metric")
+    expect = {  # metric: (calls, total ns, bytes)
+        "cudaLaunchKernel": (4, 1_000 + 2_000 + 3_000 + 700, None),
+        "cudaStreamSynchronize": (1, 10_000, None),
+        "cudaEventSynchronize": (2, 2_000, None),
+        "cudaEventDestroy": (1, 100, None),
+        "cudaMemcpyAsync": (2, 10_000, None),
+        "nccl_allgather_ring_ll": (2, 50_000, None),
+        "nccl_broadcast": (2, 10_000, None),
+        "nccl_other": (2, 9_000, None),
+        "memcpy_htod": (2, 300, 4_000),
+        "memcpy_dtoh": (1, 50, 500),
+        "memcpy_dtod": (1, 40, 4_096),
+    }
+    assert set(r0.index) == set(expect)
+    for metric, (calls, total_ns, nbytes) in expect.items():
+        row = r0.loc[metric]
+        assert row["calls"] == calls, metric
+        assert math.isclose(row["total_s"], total_ns * 1e-9), metric
+        assert math.isclose(row["share"], total_ns / 1_000_000), metric  # ANALYSIS_DETAILS 1 ms
+        assert pd.isna(row["bytes"]) if nbytes is None else row["bytes"] == nbytes, metric
+
+
+def test_old_labels_and_activity_wall(two_ranks: list[Path]) -> None:
+    prof = read_nsys_sqlite(two_ranks[1])
+    # No ANALYSIS_DETAILS: span of all activity, first runtime start to last memcpy end.
+    assert prof.wall_from == "activity span"
+    assert prof.wall_s == pytest.approx((2 * 307_010 - 2 * 1_000) * 1e-9)
+    raw = {r.raw_name: r for r in prof.rows}
+    assert raw["CUDA memcpy HtoD"].metric == "memcpy_htod"
+    assert raw["CUDA memcpy HtoD"].bytes == 4_000
+    assert raw["CUDA memcpy DtoH"].metric == "memcpy_dtoh"
+    assert raw["CUDA memcpy DtoD"].metric == "memcpy_dtod"
+    assert raw["cudaLaunchKernel_v7000"].total_s == pytest.approx(2 * 6_000e-9)
+
+
+def test_without_enum_table_uses_cupti_ids(tmp_path: Path) -> None:
+    path = make_nsys(tmp_path / "r.sqlite", RUNTIME[:1], [], MEMCPY[:4])
+    with sqlite3.connect(path) as con:
+        con.execute("DROP TABLE ENUM_CUDA_MEMCPY_OPER")
+    metrics = {r.metric: r.bytes for r in read_nsys_sqlite(path).rows}
+    assert metrics == {
+        "cudaLaunchKernel": None,
+        "memcpy_htod": 4_000,
+        "memcpy_dtoh": 500,
+        "memcpy_dtod": 4_096,
+    }
+
+
+def test_export_without_cuda_tables_has_no_rows(tmp_path: Path) -> None:
+    """An nsys export made without CUDA tracing: valid, and every metric absent (not zero)."""
+    path = tmp_path / "cpu_only.sqlite"
+    with sqlite3.connect(path) as con:
+        con.execute("CREATE TABLE StringIds (id INTEGER NOT NULL PRIMARY KEY, value TEXT NOT NULL)")
+    prof = read_nsys_sqlite(path)
+    assert prof.rows == [] and prof.wall_s == 0
+    assert metrics_table("r", [path]).empty

@@ -1,0 +1,85 @@
+"""Every matrix entry validates without running; bad entries are refused with a clear message."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+
+from run import matrix as mx
+from run import vision_spec
+
+
+def test_every_entry_of_every_profile_validates():
+    real = mx.load_matrix(mx.MATRIX_FILE)
+    entries, specs = mx.check_all(real)
+    n_exp, n_prof = len(real["experiments"]), len(real["profiles"])
+    assert n_exp == 20  # V1..V11 and L1..L9 of EXPERIMENTS.md
+    assert n_prof == 3
+    assert entries == n_exp * n_prof
+    expected = sum(
+        len(mx.expand(e, p, real).specs) for p in real["profiles"] for e in real["experiments"]
+    )
+    assert specs == expected and specs > 200
+
+
+def test_experiment_ids_match_the_paper_list():
+    exps = mx.load_matrix(mx.MATRIX_FILE)["experiments"]
+    assert set(exps) == {f"V{i}" for i in range(1, 12)} | {f"L{i}" for i in range(1, 10)}
+    assert len({e["target"] for e in exps.values()}) == 20
+
+
+def test_paper_profile_has_the_papers_parameters():
+    real = mx.load_matrix(mx.MATRIX_FILE)
+    v3 = mx.expand("V3", "paper", real)
+    assert {s["precision"] for s in v3.specs} == {"fp64", "fp32", "fp16"}
+    assert {s["gpus"] for s in v3.specs} == {1, 2, 3, 4}
+    assert all(s["epochs"] == 20 and s["train_images"] == 60000 for s in v3.specs)
+    v2 = mx.expand("V2", "paper", real)
+    assert sorted({s["image_size"] for s in v2.specs}) == [100, 200, 300, 400, 500]
+    assert len(mx.expand("V1", "paper", real).specs) == 1 + 3 * 3  # 1-GPU run shared
+
+
+def test_identical_specs_are_shared_between_experiments():
+    real = mx.load_matrix(mx.MATRIX_FILE)
+    v3 = set(mx.expand("V3", "smoke", real).run_names)
+    v4 = set(mx.expand("V4", "smoke", real).run_names)
+    v7 = set(mx.expand("V7", "smoke", real).run_names)
+    assert v3 & v4 and v3 & v7 and v4 & v7
+
+
+def test_one_rank_strategies_collapse_to_one_run():
+    real = mx.load_matrix(mx.MATRIX_FILE)
+    names = mx.expand("V1", "smoke", real).run_names
+    assert sum("-1gpu-" in n for n in names) == 1
+
+
+@pytest.mark.parametrize(
+    "section,key,value,message",
+    [
+        ("vary", "precision", ["fp32", "fp8"], "precision='fp8'"),
+        ("fixed", "strategy", "zero", "strategy='zero'"),
+        ("vary", "gpus", [0, 1], "gpus=0"),
+        ("fixed", "colour", "red", "unknown vision spec key"),
+        ("vary", "pin_memory", [], "non-empty list"),
+    ],
+)
+def test_bad_entries_are_refused(section, key, value, message):
+    m = copy.deepcopy(mx.load_matrix(mx.MATRIX_FILE))
+    m["experiments"]["V3"][section][key] = value
+    with pytest.raises(mx.MatrixError, match=message):
+        mx.expand("V3", "smoke", m)
+
+
+def test_unknown_experiment_and_profile():
+    with pytest.raises(mx.MatrixError, match="unknown experiment 'V99'"):
+        mx.expand("V99", "smoke")
+    with pytest.raises(mx.MatrixError, match="unknown profile 'huge'"):
+        mx.expand("V1", "huge")
+    with pytest.raises(mx.MatrixError, match="unknown target"):
+        mx.experiments_for_target("fig-nothing")
+
+
+def test_run_name_spells_the_setup():
+    spec = dict(vision_spec.DEFAULTS, precision="fp16", strategy="ddp_ds", gpus=2, image_size=500)
+    assert vision_spec.run_name(spec) == "mnv2-fp16-ddp_ds-2gpu-500px-nopin-e2"

@@ -1,0 +1,103 @@
+"""The sweep: runs once, resumes after a kill, records failures, OOM and skipped cells."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from run import probe, store, sweep, vision_spec
+
+FAKE_SWEEP = Path(__file__).with_name("fake_sweep.py")
+sys.path.insert(0, str(FAKE_SWEEP.parent))
+import fake_sweep  # noqa: E402
+
+
+@pytest.fixture
+def fake(sandbox, monkeypatch):
+    launches = sandbox / "launches.txt"
+    launches.touch()
+    monkeypatch.setenv("FAKE_LAUNCHES", str(launches))
+    monkeypatch.setattr(vision_spec, "launch_command", fake_sweep.fake_launch)
+    return launches
+
+
+def launched(launches: Path) -> list[str]:
+    return launches.read_text().split()
+
+
+def test_sweep_runs_each_spec_once_and_shares_runs(fake):
+    sweep.sweep(["V3", "V4"], "test")
+    first = launched(fake)
+    assert len(first) == 8  # V3: 3 precisions x 2; V4 adds the 2 pinned runs
+    sweep.sweep(["V3", "V4", "V7"], "test")
+    again = launched(fake)[len(first):]
+    assert len(again) == 2  # V7 adds fp64 and fp16 pinned at 2 ranks; nothing else repeats
+    rec = store.read_json(store.sweeps_dir("test") / "V3.json")
+    assert len(rec["runs"]) == 6 and all(r["status"] == "ok" for r in rec["runs"])
+    assert not list((store.runs_dir("test") / store.STAGING).iterdir())
+    one = store.run_dir("test", rec["runs"][0]["run"])
+    assert {p.name for p in one.iterdir()} >= {"spec.json", "provenance.json", "summary.json", "log.txt"}
+    prov = store.read_json(one / "provenance.json")
+    assert prov["hardware"]["cpu_count"] and prov["versions"]["torch"] and prov["git"]["sha"] is not None
+    assert prov["spec"] == store.read_json(one / "spec.json")
+
+
+def test_failed_and_oom_runs_are_recorded_and_the_sweep_goes_on(fake, monkeypatch):
+    monkeypatch.setenv("FAKE_MODE", "fail:fp16")
+    sweep.sweep(["V3"], "test")
+    statuses = {r["run"]: r["status"] for r in store.read_json(store.sweeps_dir("test") / "V3.json")["runs"]}
+    assert sorted(statuses.values()).count("failed") == 2 and list(statuses.values()).count("ok") == 4
+    failed = next(n for n, s in statuses.items() if s == "failed")
+    summary = store.read_json(store.run_dir("test", failed) / "summary.json")
+    assert summary["error"] == "ValueError: synthetic failure for the test"
+    # A rerun keeps the recorded failure unless asked to retry it.
+    n = len(launched(fake))
+    sweep.sweep(["V3"], "test")
+    assert len(launched(fake)) == n
+    monkeypatch.setenv("FAKE_MODE", "oom:fp16")
+    sweep.sweep(["V3"], "test", retry_failed=True)
+    assert len(launched(fake)) == n + 2
+    assert store.read_json(store.run_dir("test", failed) / "summary.json")["status"] == "oom"
+
+
+def test_gpu_counts_beyond_the_machine_are_skipped_and_listed(fake, monkeypatch):
+    monkeypatch.setattr(probe, "max_ranks", lambda info: 1)
+    sweep.sweep(["V4"], "test")
+    rec = store.read_json(store.sweeps_dir("test") / "V4.json")
+    assert len(rec["runs"]) == 2 and len(rec["skipped"]) == 2
+    assert all("needs 2 ranks" in s["reason"] for s in rec["skipped"])
+    assert not any(store.is_finished("test", s["run"]) for s in rec["skipped"])
+
+
+def test_a_killed_sweep_resumes_with_only_the_missing_runs(fake, sandbox, monkeypatch):
+    monkeypatch.setenv("FAKE_MODE", "hang:fp16")
+    env = dict(os.environ)
+    proc = subprocess.Popen(
+        [sys.executable, str(FAKE_SWEEP), "--profile", "test", "--exp", "V3"],
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,
+        cwd=Path(__file__).resolve().parent.parent,
+    )
+    # Wait until the hanging fp16 run is reached (fp16 comes last), then kill the whole sweep.
+    deadline = time.time() + 120
+    while time.time() < deadline:
+        staged = list((store.runs_dir("test") / store.STAGING).glob("*fp16*"))
+        if staged and proc.poll() is None:
+            break
+        time.sleep(0.5)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    done_before = {p.name for p in store.runs_dir("test").iterdir() if not p.name.startswith(".")}
+    assert not (store.sweeps_dir("test") / "V3.json").exists()  # no record of a half sweep
+    assert all(store.is_finished("test", n) for n in done_before)  # nothing half-written
+    monkeypatch.setenv("FAKE_MODE", "ok")
+    before = len(launched(fake))
+    sweep.sweep(["V3"], "test")
+    new = launched(fake)[before:]
+    assert set(new).isdisjoint(done_before)
+    assert len(new) == 6 - len(done_before)
