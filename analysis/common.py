@@ -65,7 +65,13 @@ def paper_table(name: str) -> pd.DataFrame:
 
 def claim(cid: str, text: str, criterion: str, verdict: str, evidence: str) -> dict[str, str]:
     assert verdict in (HOLDS, FAILS, UNMEASURED), verdict
-    return {"id": cid, "claim": text, "criterion": criterion, "verdict": verdict, "evidence": evidence}
+    return {
+        "id": cid,
+        "claim": text,
+        "criterion": criterion,
+        "verdict": verdict,
+        "evidence": evidence,
+    }
 
 
 def judged(ok: bool | None) -> str:

@@ -13,7 +13,9 @@ TARGET, EXP = "fig-imagesize", "V2"
 
 def build_table(df: pd.DataFrame) -> pd.DataFrame:
     df = c.speedups(df, by=["image_size"]).sort_values(["image_size", "gpus"])
-    return df[["image_size", "gpus", "total_time_s", "speedup_vs_1gpu", "efficiency_pct", "status", "run"]]
+    return df[
+        ["image_size", "gpus", "total_time_s", "speedup_vs_1gpu", "efficiency_pct", "status", "run"]
+    ]
 
 
 def claims(t: pd.DataFrame) -> list[dict[str, str]]:
@@ -51,8 +53,15 @@ def build(profile: str) -> Path:
     df, skipped = c.experiment_runs(EXP, profile)
     table = build_table(df)
     return c.write_artifact(
-        TARGET, profile, table, experiments=[EXP], claims=claims(table), notes=[],
-        paper_csv=None, skipped=skipped, figure=True,
+        TARGET,
+        profile,
+        table,
+        experiments=[EXP],
+        claims=claims(table),
+        notes=[],
+        paper_csv=None,
+        skipped=skipped,
+        figure=True,
     )
 
 

@@ -53,7 +53,11 @@ def claims(t: pd.DataFrame) -> list[dict[str, str]]:
         if len(common):
             diffs.append(float(((on[common] - off[common]).abs() / off[common]).max()))
     cc = c.judged(max(diffs) <= 0.05) if diffs else c.UNMEASURED
-    ev_c = f"largest relative loss difference pinned vs unpinned: {max(diffs):.1%}" if diffs else "no pairs"
+    ev_c = (
+        f"largest relative loss difference pinned vs unpinned: {max(diffs):.1%}"
+        if diffs
+        else "no pairs"
+    )
     upto = min(3, int(t["epoch"].max()))
     acc = t[t["epoch"] == upto]["test_accuracy_pct"]
     d = c.judged(bool((acc >= 97).all()))
@@ -63,14 +67,26 @@ def claims(t: pd.DataFrame) -> list[dict[str, str]]:
 
 
 CLAIMS = [
-    ("V7a", "FP64 converges more slowly than FP32 and FP16",
-     "FP64's final training loss is above both FP32's and FP16's (pin_memory off)"),
-    ("V7b", "FP16 reaches a loss comparable to FP32",
-     "FP16's final training loss within 10 % of FP32's"),
-    ("V7c", "pin_memory does not change the loss curve",
-     "per-epoch loss pinned vs unpinned differs by at most 5 % for every precision"),
-    ("V7d", "2-3 epochs already give good accuracy",
-     "test accuracy after epoch 3 (or the last, if fewer) at least 97 % in every run"),
+    (
+        "V7a",
+        "FP64 converges more slowly than FP32 and FP16",
+        "FP64's final training loss is above both FP32's and FP16's (pin_memory off)",
+    ),
+    (
+        "V7b",
+        "FP16 reaches a loss comparable to FP32",
+        "FP16's final training loss within 10 % of FP32's",
+    ),
+    (
+        "V7c",
+        "pin_memory does not change the loss curve",
+        "per-epoch loss pinned vs unpinned differs by at most 5 % for every precision",
+    ),
+    (
+        "V7d",
+        "2-3 epochs already give good accuracy",
+        "test accuracy after epoch 3 (or the last, if fewer) at least 97 % in every run",
+    ),
 ]
 
 
@@ -78,8 +94,15 @@ def build(profile: str) -> Path:
     df, skipped = c.experiment_runs(EXP, profile)
     table = build_table(df, profile)
     return c.write_artifact(
-        TARGET, profile, table, experiments=[EXP], claims=claims(table), notes=[],
-        paper_csv=None, skipped=skipped, figure=True,
+        TARGET,
+        profile,
+        table,
+        experiments=[EXP],
+        claims=claims(table),
+        notes=[],
+        paper_csv=None,
+        skipped=skipped,
+        figure=True,
     )
 
 

@@ -22,7 +22,9 @@ def build_table(df: pd.DataFrame) -> pd.DataFrame:
     df = c.speedups(df, by=["strategy"])
     df["strategy_order"] = df["strategy"].map(STRATEGIES.index)
     df = df.sort_values(["strategy_order", "gpus"])
-    return df[["strategy", "gpus", "total_time_s", "speedup_vs_1gpu", "efficiency_pct", "status", "run"]]
+    return df[
+        ["strategy", "gpus", "total_time_s", "speedup_vs_1gpu", "efficiency_pct", "status", "run"]
+    ]
 
 
 def useful(speedup: float, gpus: int) -> bool:
@@ -77,8 +79,15 @@ def build(profile: str) -> Path:
             "all of them through intra-op threads, so extra ranks cannot add compute here."
         )
     return c.write_artifact(
-        TARGET, profile, table, experiments=[EXP], claims=claims(table), notes=notes,
-        paper_csv=None, skipped=skipped, figure=True,
+        TARGET,
+        profile,
+        table,
+        experiments=[EXP],
+        claims=claims(table),
+        notes=notes,
+        paper_csv=None,
+        skipped=skipped,
+        figure=True,
     )
 
 

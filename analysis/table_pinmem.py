@@ -45,9 +45,16 @@ def claims(t: pd.DataFrame, gpu: bool) -> list[dict[str, str]]:
     )
     ev = f"gain from pinning: {ev or 'no runs'} (paper: +29.8, +27.2, +23.1, +16.6 % on 1-4 GPUs)"
     why = "" if gpu else " Not measured: without a GPU there is no host-to-device copy to pin for."
-    a = c.judged(bool((gains["efficiency_vs_unpinned_pct"] >= 105).all()) if gpu and len(gains) else None)
+    a = c.judged(
+        bool((gains["efficiency_vs_unpinned_pct"] >= 105).all()) if gpu and len(gains) else None
+    )
     if gpu and len(gains) >= 2:
-        b = c.judged(bool(gains.iloc[-1]["efficiency_vs_unpinned_pct"] < gains.iloc[0]["efficiency_vs_unpinned_pct"]))
+        b = c.judged(
+            bool(
+                gains.iloc[-1]["efficiency_vs_unpinned_pct"]
+                < gains.iloc[0]["efficiency_vs_unpinned_pct"]
+            )
+        )
     else:
         b = c.UNMEASURED
     return [
@@ -72,10 +79,14 @@ def build(profile: str) -> Path:
     df, skipped = c.experiment_runs(EXP, profile)
     table = build_table(df)
     gpu = c.on_gpu(df)
-    notes = [] if gpu else [
-        "CPU run: pin_memory=True only warns without an accelerator, so pinned and unpinned runs "
-        "do the same work; their difference here is run-to-run noise."
-    ]
+    notes = (
+        []
+        if gpu
+        else [
+            "CPU run: pin_memory=True only warns without an accelerator, so pinned and unpinned runs "
+            "do the same work; their difference here is run-to-run noise."
+        ]
+    )
     return c.write_artifact(
         TARGET,
         profile,

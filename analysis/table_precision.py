@@ -64,9 +64,7 @@ def claims(t: pd.DataFrame) -> list[dict[str, str]]:
         )
     acc = ok.pivot_table(index="gpus", columns="precision", values="inference_accuracy_pct")
     if {"fp64", "fp32", "fp16"} <= set(acc.columns):
-        drops = [
-            acc.loc[g, "fp64"] - acc.loc[g, p] for g in acc.index for p in ("fp32", "fp16")
-        ]
+        drops = [acc.loc[g, "fp64"] - acc.loc[g, p] for g in acc.index for p in ("fp32", "fp16")]
         verdict = c.judged(max(drops) <= 1.0)
         ev = "; ".join(
             f"{g} GPU: " + "/".join(f"{acc.loc[g, p]:.1f}" for p in ORDER) for g in acc.index

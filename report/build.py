@@ -27,8 +27,16 @@ HERE = Path(__file__).resolve().parent
 OUT_DIR = HERE / "out"
 ANALYSIS_DIR = HERE.parent / "analysis"
 TEX_ESCAPES = {
-    "\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_",
-    "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}",
+    "\\": r"\textbackslash{}",
+    "&": r"\&",
+    "%": r"\%",
+    "$": r"\$",
+    "#": r"\#",
+    "_": r"\_",
+    "{": r"\{",
+    "}": r"\}",
+    "~": r"\textasciitilde{}",
+    "^": r"\textasciicircum{}",
 }
 
 
@@ -47,12 +55,17 @@ def fmt(value: Any) -> str:
 
 def table(df: pd.DataFrame, drop: tuple[str, ...] = ("run",)) -> dict[str, Any]:
     df = df[[c for c in df.columns if c not in drop]]
-    return {"columns": list(df.columns), "rows": [[fmt(v) for v in r] for r in df.itertuples(index=False)]}
+    return {
+        "columns": list(df.columns),
+        "rows": [[fmt(v) for v in r] for r in df.itertuples(index=False)],
+    }
 
 
 def hardware(profile: str) -> dict[str, Any] | None:
     """Provenance of the newest run of the profile: where the numbers came from."""
-    runs = sorted(store.runs_dir(profile).glob(f"*/{store.PROVENANCE}"), key=lambda p: p.stat().st_mtime)
+    runs = sorted(
+        store.runs_dir(profile).glob(f"*/{store.PROVENANCE}"), key=lambda p: p.stat().st_mtime
+    )
     if not runs:
         return None
     prov = store.read_json(runs[-1])
@@ -64,7 +77,9 @@ def hardware(profile: str) -> dict[str, Any] | None:
         "versions": {k: v for k, v in prov["versions"].items() if v},
         "runtime": runtime or {},
         "cpu": f"{hw['cpu_count']} x {hw['cpu_model']}",
-        "gpus": f"{hw['gpu_count']} x {hw['gpu_model']}" if hw["gpu_count"] else "none (gloo ranks on CPU)",
+        "gpus": f"{hw['gpu_count']} x {hw['gpu_model']}"
+        if hw["gpu_count"]
+        else "none (gloo ranks on CPU)",
         "numa_nodes": len(hw["numa_nodes"]),
         "numactl": hw["numactl"] or "not found",
         "nsys": hw["nsys"] or "not found",
@@ -81,7 +96,10 @@ def sections(profile: str) -> list[dict[str, Any]]:
     for target, exps in by_target.items():
         entry = matrix["experiments"][exps[0]]
         sec: dict[str, Any] = {
-            "target": target, "experiments": exps, "title": entry["title"], "source": entry["source"],
+            "target": target,
+            "experiments": exps,
+            "title": entry["title"],
+            "source": entry["source"],
         }
         meta_path = store.tables_dir(profile) / f"{target}.json"
         if meta_path.is_file():

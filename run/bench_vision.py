@@ -54,7 +54,9 @@ def timed_loop(model, opt, batches, device: torch.device, steps: int) -> float: 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    ap.add_argument("--sizes", type=int, nargs="+", default=None, help="default: 32 64 (CPU), 100 500 (GPU)")
+    ap.add_argument(
+        "--sizes", type=int, nargs="+", default=None, help="default: 32 64 (CPU), 100 500 (GPU)"
+    )
     ap.add_argument("--steps", type=int, default=30)
     ap.add_argument("--batch-size", type=int, default=32)
     ap.add_argument("--num-workers", type=int, default=None, help="default: 0 (CPU), 4 (GPU)")
@@ -75,18 +77,28 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     tv = import_torchvision()
     root = str(vision_spec.data_root(dataset))
-    print(f"bench-vision: MobileNetV2 fp32 on {device} ({torch.get_num_threads()} CPU threads), "
-          f"batch {args.batch_size}, {args.steps} timed steps after {WARMUP} warm-up, "
-          f"{workers} loader workers, data '{dataset}'")
+    print(
+        f"bench-vision: MobileNetV2 fp32 on {device} ({torch.get_num_threads()} CPU threads), "
+        f"batch {args.batch_size}, {args.steps} timed steps after {WARMUP} warm-up, "
+        f"{workers} loader workers, data '{dataset}'"
+    )
     print(f"{'size':>6} {'real img/s':>12} {'synthetic img/s':>16} {'real/synthetic':>15}")
     for size in sizes:
         torch.manual_seed(0)
         model = tv.models.mobilenet_v2(num_classes=10).to(device)
         opt = torch.optim.Adam(model.parameters(), lr=1e-3)
-        ds = Subset(tv.datasets.MNIST(root, train=True, transform=scenario_a_transform(size)),
-                    range(n_images))
-        loader = DataLoader(ds, batch_size=args.batch_size, shuffle=True, num_workers=workers,
-                            pin_memory=cuda, drop_last=True)
+        ds = Subset(
+            tv.datasets.MNIST(root, train=True, transform=scenario_a_transform(size)),
+            range(n_images),
+        )
+        loader = DataLoader(
+            ds,
+            batch_size=args.batch_size,
+            shuffle=True,
+            num_workers=workers,
+            pin_memory=cuda,
+            drop_last=True,
+        )
         real = timed_loop(model, opt, iter(loader), device, args.steps)
         x = torch.randn(args.batch_size, 3, size, size, device=device)
         y = torch.randint(0, 10, (args.batch_size,), device=device)

@@ -38,8 +38,15 @@ def render(digit: int, rng: np.random.Generator) -> np.ndarray:
     im = Image.new("L", (big, big), 0)
     draw = ImageDraw.Draw(im)
     stroke = int(rng.integers(1, 4))
-    draw.text((big / 2, big / 2), str(digit), fill=255, font=font, anchor="mm",
-              stroke_width=stroke, stroke_fill=255)
+    draw.text(
+        (big / 2, big / 2),
+        str(digit),
+        fill=255,
+        font=font,
+        anchor="mm",
+        stroke_width=stroke,
+        stroke_fill=255,
+    )
     angle = float(rng.uniform(-18, 18))
     shear = float(rng.uniform(-0.25, 0.25))
     dx, dy = rng.uniform(-4, 4, size=2)

@@ -142,7 +142,9 @@ def launch_command(spec: dict[str, Any], run_dir: Path, info: dict[str, Any]) ->
     else:
         torchrun = Path(sys.executable).with_name("torchrun")
         launcher = (
-            [str(torchrun)] if torchrun.exists() else [sys.executable, "-m", "torch.distributed.run"]
+            [str(torchrun)]
+            if torchrun.exists()
+            else [sys.executable, "-m", "torch.distributed.run"]
         )
         cmd = [*launcher, "--standalone", f"--nproc_per_node={spec['gpus']}", *entry]
     if spec["profiler"] == "nsys":

@@ -35,8 +35,7 @@ from typing import Any
 import yaml
 
 from run import llm_spec, store
-from run.llm import TORCH_TRACE_DIR, TORCHTUNE_CONFIG, TORCHTUNE_OUTPUT_DIR
-from run.llm import assets, data
+from run.llm import TORCH_TRACE_DIR, TORCHTUNE_CONFIG, TORCHTUNE_OUTPUT_DIR, assets, data
 from run.llm.assets import AssetError
 
 REPO = Path(__file__).resolve().parent.parent
@@ -211,7 +210,9 @@ def device_check(spec: dict[str, Any], world: int, cuda: bool) -> None:
         import torch
 
         if spec["gpus"] > torch.cuda.device_count():
-            raise SpecError(f"spec asks for {spec['gpus']} GPUs, {torch.cuda.device_count()} visible")
+            raise SpecError(
+                f"spec asks for {spec['gpus']} GPUs, {torch.cuda.device_count()} visible"
+            )
 
 
 def is_oom(exc: BaseException) -> bool:

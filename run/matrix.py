@@ -1,8 +1,8 @@
 """Expand experiments/matrix.yaml into validated run specs.
 
-    python -m run.matrix --profile smoke            # list every run of every experiment
-    python -m run.matrix --profile smoke --exp V3   # the runs of one experiment
-    python -m run.matrix --check                    # validate every entry of every profile
+python -m run.matrix --profile smoke            # list every run of every experiment
+python -m run.matrix --profile smoke --exp V3   # the runs of one experiment
+python -m run.matrix --check                    # validate every entry of every profile
 """
 
 from __future__ import annotations
@@ -21,7 +21,9 @@ from run import llm_spec, vision_spec
 
 # Tests point MATRIX_FILE at a small matrix of their own; everyone else uses the real one.
 MATRIX_FILE = Path(
-    os.environ.get("MATRIX_FILE", Path(__file__).resolve().parent.parent / "experiments" / "matrix.yaml")
+    os.environ.get(
+        "MATRIX_FILE", Path(__file__).resolve().parent.parent / "experiments" / "matrix.yaml"
+    )
 )
 WORKLOADS = {"vision": vision_spec, "llm": llm_spec}
 FROM_PROFILE = "from-profile"

@@ -1,7 +1,7 @@
 """Hardware probe: what this machine offers the experiments. Stored with every run.
 
-    python -m run.probe          # human-readable
-    python -m run.probe --json   # what provenance.json stores
+python -m run.probe          # human-readable
+python -m run.probe --json   # what provenance.json stores
 """
 
 from __future__ import annotations
@@ -111,7 +111,8 @@ def describe(info: dict[str, Any]) -> str:
     lines.append(f"cpu         {info['cpu_count']} x {info['cpu_model'] or 'unknown'}")
     numa = info["numa_nodes"]
     lines.append(
-        f"numa        {len(numa)} node(s): " + "; ".join(f"{n['node']}: cpus {n['cpus']}" for n in numa)
+        f"numa        {len(numa)} node(s): "
+        + "; ".join(f"{n['node']}: cpus {n['cpus']}" for n in numa)
     )
     if info["gpus"]:
         for g in info["gpus"]:

@@ -97,7 +97,9 @@ def execute(spec: dict[str, Any], profile: str, info: dict[str, Any]) -> dict[st
             text = (stage / store.LOG).read_text(errors="replace")
             oom = any(p in text for p in OOM_PATTERNS)
             error = (
-                f"timed out after {RUN_TIMEOUT_S} s" if rc is None else last_error_line(stage / store.LOG)
+                f"timed out after {RUN_TIMEOUT_S} s"
+                if rc is None
+                else last_error_line(stage / store.LOG)
             )
             summary = {
                 "name": name,
@@ -179,4 +181,3 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
-

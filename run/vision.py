@@ -177,7 +177,9 @@ def main(argv: list[str] | None = None) -> int:
         local_world = int(os.environ.get("LOCAL_WORLD_SIZE", world))
         torch.set_num_threads(max(1, (os.cpu_count() or 1) // local_world))
     if rank == 0:
-        print(f"[vision] {vision_spec.run_name(spec)}: world={world} device={device.type}", flush=True)
+        print(
+            f"[vision] {vision_spec.run_name(spec)}: world={world} device={device.type}", flush=True
+        )
     torch.manual_seed(spec["seed"])
 
     # --- data: MNIST files (real or the embedded digits), Scenario A transforms ------------------

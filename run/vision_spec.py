@@ -141,7 +141,9 @@ def preflight(specs: list[dict[str, Any]]) -> None:
 def launch_command(spec: dict[str, Any], run_dir: Path, info: dict[str, Any]) -> list[str]:
     """torchrun with one process per GPU (or gloo rank on CPU)."""
     torchrun = Path(sys.executable).with_name("torchrun")
-    launcher = [str(torchrun)] if torchrun.exists() else [sys.executable, "-m", "torch.distributed.run"]
+    launcher = (
+        [str(torchrun)] if torchrun.exists() else [sys.executable, "-m", "torch.distributed.run"]
+    )
     return [
         *launcher,
         "--standalone",

@@ -34,7 +34,12 @@ def tiny_matrix() -> dict:
     vision = {k: v for k, v in real["experiments"].items() if v["workload"] == "vision"}
     return {
         "profiles": {
-            "test": {"description": "tests", "gpus": [1, 2], "vision": dict(TINY_VISION), "llm": {}},
+            "test": {
+                "description": "tests",
+                "gpus": [1, 2],
+                "vision": dict(TINY_VISION),
+                "llm": {},
+            },
         },
         "experiments": {
             k: {

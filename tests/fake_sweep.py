@@ -10,7 +10,14 @@ FAKE = Path(__file__).with_name("fake_vision.py")
 
 
 def fake_launch(spec, run_dir, info):  # noqa: ANN001, ANN201
-    return [sys.executable, str(FAKE), "--spec", str(run_dir / "spec.json"), "--run-dir", str(run_dir)]
+    return [
+        sys.executable,
+        str(FAKE),
+        "--spec",
+        str(run_dir / "spec.json"),
+        "--run-dir",
+        str(run_dir),
+    ]
 
 
 def patch() -> None:

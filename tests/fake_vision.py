@@ -31,13 +31,26 @@ speed = 1 + 0.9 * (spec["gpus"] - 1) if spec["strategy"] == "ddp_ds" else 1.0
 pin = 0.8 if spec["pin_memory"] else 1.0
 total = 100.0 * factor * pin * (spec["image_size"] / 32) ** 2 / speed
 for e in range(spec["epochs"]):
-    row = {"epoch": e + 1, "train_time_s": total / spec["epochs"], "eval_time_s": 0.1,
-           "images": 64, "images_per_s": 1.0, "train_loss": 2.0 / (e + 1) * (1.1 if factor == 2 else 1),
-           "test_accuracy_pct": 98.5}
+    row = {
+        "epoch": e + 1,
+        "train_time_s": total / spec["epochs"],
+        "eval_time_s": 0.1,
+        "images": 64,
+        "images_per_s": 1.0,
+        "train_loss": 2.0 / (e + 1) * (1.1 if factor == 2 else 1),
+        "test_accuracy_pct": 98.5,
+    }
     with open(args.run_dir / "epochs.jsonl", "a") as fh:
         fh.write(json.dumps(row) + "\n")
-summary = {"name": args.run_dir.name, "status": "ok", "error": None, "total_time_s": total,
-           "final_test_accuracy_pct": 98.5, "precision_effective": spec["precision"],
-           "peak_memory_bytes": 1, "memory_kind": "gpu_max_allocated",
-           "device": os.environ.get("FAKE_DEVICE", "cpu")}
+summary = {
+    "name": args.run_dir.name,
+    "status": "ok",
+    "error": None,
+    "total_time_s": total,
+    "final_test_accuracy_pct": 98.5,
+    "precision_effective": spec["precision"],
+    "peak_memory_bytes": 1,
+    "memory_kind": "gpu_max_allocated",
+    "device": os.environ.get("FAKE_DEVICE", "cpu"),
+}
 (args.run_dir / "summary.json").write_text(json.dumps(summary))

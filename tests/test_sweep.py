@@ -36,23 +36,36 @@ def test_sweep_runs_each_spec_once_and_shares_runs(fake):
     first = launched(fake)
     assert len(first) == 8  # V3: 3 precisions x 2; V4 adds the 2 pinned runs
     sweep.sweep(["V3", "V4", "V7"], "test")
-    again = launched(fake)[len(first):]
+    again = launched(fake)[len(first) :]
     assert len(again) == 2  # V7 adds fp64 and fp16 pinned at 2 ranks; nothing else repeats
     rec = store.read_json(store.sweeps_dir("test") / "V3.json")
     assert len(rec["runs"]) == 6 and all(r["status"] == "ok" for r in rec["runs"])
     assert not list((store.runs_dir("test") / store.STAGING).iterdir())
     one = store.run_dir("test", rec["runs"][0]["run"])
-    assert {p.name for p in one.iterdir()} >= {"spec.json", "provenance.json", "summary.json", "log.txt"}
+    assert {p.name for p in one.iterdir()} >= {
+        "spec.json",
+        "provenance.json",
+        "summary.json",
+        "log.txt",
+    }
     prov = store.read_json(one / "provenance.json")
-    assert prov["hardware"]["cpu_count"] and prov["versions"]["torch"] and prov["git"]["sha"] is not None
+    assert (
+        prov["hardware"]["cpu_count"]
+        and prov["versions"]["torch"]
+        and prov["git"]["sha"] is not None
+    )
     assert prov["spec"] == store.read_json(one / "spec.json")
 
 
 def test_failed_and_oom_runs_are_recorded_and_the_sweep_goes_on(fake, monkeypatch):
     monkeypatch.setenv("FAKE_MODE", "fail:fp16")
     sweep.sweep(["V3"], "test")
-    statuses = {r["run"]: r["status"] for r in store.read_json(store.sweeps_dir("test") / "V3.json")["runs"]}
-    assert sorted(statuses.values()).count("failed") == 2 and list(statuses.values()).count("ok") == 4
+    statuses = {
+        r["run"]: r["status"] for r in store.read_json(store.sweeps_dir("test") / "V3.json")["runs"]
+    }
+    assert (
+        sorted(statuses.values()).count("failed") == 2 and list(statuses.values()).count("ok") == 4
+    )
     failed = next(n for n, s in statuses.items() if s == "failed")
     summary = store.read_json(store.run_dir("test", failed) / "summary.json")
     assert summary["error"] == "ValueError: synthetic failure for the test"
@@ -80,7 +93,10 @@ def test_a_killed_sweep_resumes_with_only_the_missing_runs(fake, sandbox, monkey
     env = dict(os.environ)
     proc = subprocess.Popen(
         [sys.executable, str(FAKE_SWEEP), "--profile", "test", "--exp", "V3"],
-        env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
         cwd=Path(__file__).resolve().parent.parent,
     )
     # Wait until the hanging fp16 run is reached (fp16 comes last), then kill the whole sweep.

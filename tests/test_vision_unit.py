@@ -79,7 +79,9 @@ def test_digits_are_mnist_files_that_torchvision_reads(tmp_path):
     digits.generate(again, 40, 10, seed=3)
     a = (digits.raw_dir(tmp_path) / "train-images-idx3-ubyte").read_bytes()
     assert a == (digits.raw_dir(again) / "train-images-idx3-ubyte").read_bytes()  # deterministic
-    labels = np.frombuffer((digits.raw_dir(tmp_path) / "train-labels-idx1-ubyte").read_bytes()[8:], np.uint8)
+    labels = np.frombuffer(
+        (digits.raw_dir(tmp_path) / "train-labels-idx1-ubyte").read_bytes()[8:], np.uint8
+    )
     assert len(set(labels.tolist())) > 5
 
 
@@ -91,8 +93,12 @@ def test_missing_and_corrupt_mnist_are_reported(tmp_path, monkeypatch):
     corrupt = tmp_path / "corrupt"
     raw = digits.raw_dir(corrupt)
     raw.mkdir(parents=True)
-    for name in ("train-images-idx3-ubyte", "train-labels-idx1-ubyte", "t10k-images-idx3-ubyte",
-                 "t10k-labels-idx1-ubyte"):
+    for name in (
+        "train-images-idx3-ubyte",
+        "train-labels-idx1-ubyte",
+        "t10k-images-idx3-ubyte",
+        "t10k-labels-idx1-ubyte",
+    ):
         (raw / name).write_bytes(b"garbage!")
     monkeypatch.setenv("MNIST_DIR", str(corrupt))
     with pytest.raises(FileNotFoundError, match="corrupt"):

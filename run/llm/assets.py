@@ -45,7 +45,9 @@ TINY_ARCH: dict[str, Any] = {
 }
 QAT_TINY_GROUPSIZE = 32
 TINY_SEED = 1234
-TINY_MAX_SEQ_LEN = 768  # tokenizer truncation for the tiny model (bytes; no generated row is longer)
+TINY_MAX_SEQ_LEN = (
+    768  # tokenizer truncation for the tiny model (bytes; no generated row is longer)
+)
 
 # The 13 llama3 special tokens torchtune's Llama3Tokenizer looks up, placed right after the bytes.
 SPECIAL_TOKENS = (

@@ -87,7 +87,11 @@ DATASETS: dict[str, DataSet] = {
 }
 # The journal's template subsets and their parent sets.
 TEMPLATES = {"instruct": "alpaca", "summary": "samsum", "error-correction": "grammar"}
-TEMPLATE_LABELS = {"instruct": "Instruct", "summary": "Summary", "error-correction": "Error Correction"}
+TEMPLATE_LABELS = {
+    "instruct": "Instruct",
+    "summary": "Summary",
+    "error-correction": "Error Correction",
+}
 
 
 def parent_of(dataset: str) -> DataSet:
@@ -350,7 +354,9 @@ def check_hf_available(ds: DataSet) -> None:
 # ---------------------------------------------------------------- template subsets
 def subset_indices(n_parent: int, rows: int, seed: int = SUBSET_SEED) -> list[int]:
     if rows > n_parent:
-        raise AssetError(f"a {rows}-row subset needs a parent with at least {rows} rows ({n_parent})")
+        raise AssetError(
+            f"a {rows}-row subset needs a parent with at least {rows} rows ({n_parent})"
+        )
     return sorted(random.Random(seed).sample(range(n_parent), rows))
 
 
@@ -414,7 +420,9 @@ def pairs_file(dataset: str, rows: int | None, source: str) -> Path:
         return path
     parent = TEMPLATES.get(dataset, dataset)
     if dataset in TEMPLATES:
-        base = read_jsonl(template_subset(dataset, int(rows or 0), source), DATASETS[parent].columns)
+        base = read_jsonl(
+            template_subset(dataset, int(rows or 0), source), DATASETS[parent].columns
+        )
     else:
         base = parent_rows(dataset, source)
     pairs = preference_pairs(parent, base)

@@ -21,7 +21,6 @@ from collections.abc import Iterator, MutableMapping
 from typing import Any
 
 import torch
-
 from torchtune.config._utils import _get_component_from_path
 
 
