@@ -8,45 +8,80 @@ SHELL := /bin/bash
 
 # Paper scale on a GPU node, CPU smoke scale elsewhere. Override: make all PROFILE=quick
 PROFILE ?= $(shell nvidia-smi -L >/dev/null 2>&1 && echo paper || echo smoke)
+# Which profiler the profiled experiments (V5, V6, L3, L4, L7, L9) use: auto = nsys when on the
+# PATH, else torch.profiler. Setting it applies it to every run of the targets you make.
+PROFILER ?=
 PYTHON ?= python3
+CONTAINER_ENGINE ?= $(shell command -v podman || command -v docker || echo podman)
 VENV ?= .venv
 PY := $(VENV)/bin/python
 VENV_STAMP := $(VENV)/.installed-$(shell cksum < requirements.txt | cut -d' ' -f1)
-RES := results/$(PROFILE)
+# Where runs, sweeps and tables go (run/store.py reads the same variable).
+RESULTS_DIR ?= results
+RES := $(RESULTS_DIR)/$(PROFILE)
 TABLES := $(RES)/tables
 SWEEPS := $(RES)/sweeps
 FIGS := report/out/figures
 export PYTHONPATH := $(CURDIR)
 export PYTHONUNBUFFERED := 1
+export PROFILER RESULTS_DIR
 
 # Sources whose change may change a run: a sweep re-checks its runs (finished ones are kept).
-RUN_SRC := experiments/matrix.yaml $(wildcard run/*.py)
+RUN_SRC := experiments/matrix.yaml $(wildcard run/*.py run/llm/*.py configs/llm/*.yaml)
+ANALYSIS_SRC := analysis/common.py $(wildcard analysis/profiles/*.py)
+# A PROFILER choice is part of what a sweep ran: the stamp changes only when the choice does.
+PROFILER_STAMP := $(RES)/.profiler
+ifneq ($(filter-out help clean clean-results venv lint format,$(or $(MAKECMDGOALS),help)),)
+$(shell mkdir -p $(RES) && (echo '$(PROFILER)' | cmp -s - $(PROFILER_STAMP) || echo '$(PROFILER)' > $(PROFILER_STAMP)))
+endif
 
-# target -> experiment, for every artifact this version implements.
-VISION_FIGS := fig-strategies fig-imagesize fig-loss
-VISION_TABLES := table-precision table-pinmem
+# Every artifact: make target -> experiment of experiments/matrix.yaml (EXPERIMENTS.md ids).
 exp_fig-strategies := V1
 exp_fig-imagesize := V2
 exp_table-precision := V3
 exp_table-pinmem := V4
+exp_fig-vision-metrics := V5
+exp_table-precision-profile := V6
 exp_fig-loss := V7
+exp_fig-datasets := L1
+exp_table-llm-pinmem := L2
+exp_fig-llm-api := L3
+exp_fig-llm-api-pinmem := L4
+exp_fig-templates := L5
+exp_fig-template-scaling := L6
+exp_fig-api-share := L7
+exp_fig-vram := L8
+exp_fig-transfers := L9
+# Not implemented yet (Scenario B, DALI, NUMA): fig-loaders V8, fig-timeline V9, fig-nhwc V10,
+# fig-numa V11. The report lists them as such.
 
-ARTIFACTS := $(VISION_FIGS) $(VISION_TABLES)
-FIG_FILES := $(VISION_FIGS:%=$(FIGS)/%.png)
+VISION_FIGS := fig-strategies fig-imagesize fig-loss fig-vision-metrics
+VISION_TABLES := table-precision table-pinmem table-precision-profile
+LLM_FIGS := fig-datasets fig-llm-api fig-llm-api-pinmem fig-templates fig-template-scaling \
+            fig-api-share fig-vram fig-transfers
+LLM_TABLES := table-llm-pinmem
+FIG_TARGETS := $(VISION_FIGS) $(LLM_FIGS)
+TABLE_TARGETS := $(VISION_TABLES) $(LLM_TABLES)
+ARTIFACTS := $(FIG_TARGETS) $(TABLE_TARGETS)
+FIG_FILES := $(FIG_TARGETS:%=$(FIGS)/%.png)
 TABLE_FILES := $(ARTIFACTS:%=$(TABLES)/%.csv)
 
--include mk/*.mk
-
-.PHONY: help all report test test-unit lint format probe venv clean clean-results bench-vision \
-        data-mnist matrix $(ARTIFACTS)
+.PHONY: help all vision llm report test test-unit test-gpu lint format probe venv matrix clean \
+        clean-results bench-vision bench-analysis bench-profiler data-mnist container sif slurm $(ARTIFACTS)
 
 help: ## show this help
-	@echo "Usage: make <target> [PROFILE=smoke|quick|paper] [PROFILER=none|auto|torch|nsys]"
+	@echo "Usage: make <target> [PROFILE=smoke|quick|paper] [PROFILER=auto|torch|nsys|none]"
 	@echo "PROFILE now: $(PROFILE)"
 	@grep -hE '^[a-zA-Z0-9_.-]+:.*## ' $(MAKEFILE_LIST) | \
 	  awk 'BEGIN {FS = ":.*## "}; {printf "  %-24s %s\n", $$1, $$2}'
 
 all: $(TABLE_FILES) $(FIG_FILES) ## run every experiment, build every table, figure and the report
+	@$(MAKE) --no-print-directory report
+
+vision: $(VISION_TABLES:%=$(TABLES)/%.csv) $(VISION_FIGS:%=$(TABLES)/%.csv) $(VISION_FIGS:%=$(FIGS)/%.png) ## only the vision experiments (V*), then the report
+	@$(MAKE) --no-print-directory report
+
+llm: $(LLM_TABLES:%=$(TABLES)/%.csv) $(LLM_FIGS:%=$(TABLES)/%.csv) $(LLM_FIGS:%=$(FIGS)/%.png) ## only the LLM experiments (L*), then the report
 	@$(MAKE) --no-print-directory report
 
 $(VENV_STAMP): requirements.txt
@@ -67,25 +102,36 @@ matrix: | $(VENV_STAMP) ## validate the experiment matrix and list the runs of P
 
 # One sweep per experiment; its record is written only once every run is dealt with, so a killed
 # make resumes here and the sweep repeats no finished run.
-$(SWEEPS)/%.json: $(RUN_SRC) | $(VENV_STAMP)
+$(SWEEPS)/%.json: $(RUN_SRC) $(PROFILER_STAMP) | $(VENV_STAMP)
 	@$(PY) -m run.probe
 	$(PY) -m run.sweep --profile $(PROFILE) --exp $*
 
 .SECONDEXPANSION:
-$(TABLES)/%.csv: $$(SWEEPS)/$$(exp_$$*).json analysis/$$(subst -,_,$$*).py analysis/common.py | $(VENV_STAMP)
+$(TABLES)/%.csv: $$(SWEEPS)/$$(exp_$$*).json analysis/$$(subst -,_,$$*).py $(ANALYSIS_SRC) | $(VENV_STAMP)
 	$(PY) -m analysis.$(subst -,_,$*) --profile $(PROFILE)
 
-$(FIGS)/%.png: $(TABLES)/%.csv report/figures/$$(subst -,_,$$*).py | $(VENV_STAMP)
+$(FIGS)/%.png: $(TABLES)/%.csv report/figures/$$(subst -,_,$$*).py report/figures/common.py | $(VENV_STAMP)
 	$(PY) -m report.figures.$(subst -,_,$*) --profile $(PROFILE)
 
 fig-strategies: ## V1  time and speed-up of DDP, DDP-RR, DDP-DS by GPU count (C Fig.1)
 fig-imagesize: ## V2  time and efficiency by image size and GPU count (C Fig.2, J Fig.2)
 table-precision: ## V3  FP64/FP32/FP16 time, accuracy, efficiency (Table 2)
 table-pinmem: ## V4  pin_memory off/on time, accuracy, efficiency (Table 3)
+fig-vision-metrics: ## V5  profiler metrics by image size, GPUs, pin_memory (C Fig.3, J Fig.3-4)
+table-precision-profile: ## V6  profiler metrics by precision (J 4.2.1)
 fig-loss: ## V7  training loss per epoch by precision and pin_memory (J Fig.5)
-$(VISION_FIGS): %: $(TABLES)/%.csv $(FIGS)/%.png
+fig-datasets: ## L1  LoRA s/it by dataset and GPU count (C Fig.4, J Fig.10)
+table-llm-pinmem: ## L2  LoRA s/it and time with pin_memory off/on (Table 5)
+fig-llm-api: ## L3  profiler metrics by dataset, LoRA, 1 GPU (C Fig.5, J Fig.11)
+fig-llm-api-pinmem: ## L4  profiler metrics by pin_memory, LoRA (C Fig.6, J Fig.12)
+fig-templates: ## L5  s/it by template and method: LoRA, QLoRA, DPO, QAT (J Fig.13)
+fig-template-scaling: ## L6  total tuning time by template, method, GPUs (J Fig.14)
+fig-api-share: ## L7  share of time in CUDA API calls by template and method (J Fig.15)
+fig-vram: ## L8  peak VRAM by template, method and GPUs (J Fig.16)
+fig-transfers: ## L9  bytes moved HtoD/DtoH/DtoD by template and method (J Fig.17)
+$(FIG_TARGETS): %: $(TABLES)/%.csv $(FIGS)/%.png
 	@$(MAKE) --no-print-directory report
-$(VISION_TABLES): %: $(TABLES)/%.csv
+$(TABLE_TARGETS): %: $(TABLES)/%.csv
 	@$(MAKE) --no-print-directory report
 
 report: | $(VENV_STAMP) ## render report/out/report.md and .tex from the results tables
@@ -93,6 +139,21 @@ report: | $(VENV_STAMP) ## render report/out/report.md and .tex from the results
 
 bench-vision: | $(VENV_STAMP) ## images/s: real training loop vs synthetic in-memory tensors
 	$(PY) -m run.bench_vision
+
+bench-analysis: | $(VENV_STAMP) ## profile parsers on >= 1 GB synthetic profiles: MB/s and peak memory
+	$(PY) -m run.bench_analysis
+
+bench-profiler: | $(VENV_STAMP) ## overhead of torch.profiler (and nsys if present) on the vision loop
+	$(PY) -m run.bench_profiler
+
+container: ## build the podman/docker image (pins: container/build.args, requirements.txt)
+	$(CONTAINER_ENGINE) build --build-arg-file container/build.args -t mgpu-artifact -f Containerfile .
+
+sif: ## build the Apptainer image artifact.sif (same pins)
+	apptainer build --build-arg-file container/build.args artifact.sif apptainer.def
+
+slurm: ## submit `make all` (PROFILE) to SLURM, in artifact.sif when it exists
+	PROFILE=$(PROFILE) sbatch run/slurm/artifact.sbatch all
 
 data-mnist: | $(VENV_STAMP) ## download real MNIST into data/mnist (needs the network)
 	$(PY) -c "from run.tvcompat import import_torchvision as t; t().datasets.MNIST('data/mnist', download=True)"
@@ -105,9 +166,15 @@ format: | $(VENV_STAMP) ## ruff format the code
 	$(VENV)/bin/ruff format .
 	$(VENV)/bin/ruff check --fix .
 
-test: lint | $(VENV_STAMP) ## run every test tier that this machine can run
+test: lint | $(VENV_STAMP) ## run every test tier this machine can run (GPU tests skip without GPUs)
 	$(PY) -m run.matrix --check
 	$(PY) -m pytest -q
+
+test-unit: | $(VENV_STAMP) ## only the fast CPU unit tests
+	$(PY) -m pytest -q -m "not integration and not gpu"
+
+test-gpu: | $(VENV_STAMP) ## only the GPU tier (needs CUDA GPUs)
+	$(PY) -m pytest -q -m gpu
 
 clean-results: ## delete results of PROFILE and the report (runs are lost)
 	rm -rf $(RES) report/out

@@ -159,3 +159,46 @@ def speedups(df: pd.DataFrame, by: list[str], time_col: str = "total_time_s") ->
         for s, g in zip(df["speedup_vs_1gpu"], df["gpus"], strict=True)
     ]
     return df
+
+
+# ---------------------------------------------------------------- LLM artifacts (L*)
+LLM_METHODS = ["lora", "qlora", "dpo", "qat"]
+LLM_METHOD_LABELS = {"lora": "LoRA", "qlora": "QLoRA", "dpo": "DPO", "qat": "QAT"}
+LLM_TEMPLATES = ["instruct", "summary", "error-correction"]
+LLM_TEMPLATE_LABELS = {
+    "instruct": "Instruct",
+    "summary": "Summary",
+    "error-correction": "Error Correction",
+}
+
+
+def llm_cpu_notes(df: pd.DataFrame) -> list[str]:
+    """What differs from the paper when LLM runs ran without a GPU, from the runs' own fields."""
+    if on_gpu(df) or not len(df):
+        return []
+    ok = ok_runs(df)
+    models = sorted(set(ok.get("model", pd.Series(dtype=str)).dropna()))
+    tokenizers = sorted(set(ok.get("tokenizer", pd.Series(dtype=str)).dropna()))
+    threads = ", ".join(
+        str(int(v)) for v in sorted(set(ok.get("cpu_threads_per_rank", pd.Series()).dropna()))
+    )
+    notes = [
+        f"CPU run: model {', '.join(models) or '?'} (not Llama3-8B), tokenizer "
+        f"{', '.join(tokenizers) or '?'}"
+        + (
+            " (one token per byte: sequences are about 4x longer than with Llama3's BPE)"
+            if "bytes" in tokenizers
+            else ""
+        )
+        + "; synthetic data sets of the paper's formats. Times show how the pipeline behaves, "
+        "not how an 8B model does on H100s.",
+        "CPU run: the 'GPUs' are gloo ranks (torchrun) on the machine's shared cores"
+        + (
+            f", {threads} intra-op thread(s) per rank (one core stands for one GPU)"
+            if threads
+            else ""
+        )
+        + "; torchtune's distributed recipes ran with CPU shims (run/llm/compat.py). Other jobs "
+        "on the same cores add noise to every time.",
+    ]
+    return notes

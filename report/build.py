@@ -106,6 +106,7 @@ def sections(profile: str) -> list[dict[str, Any]]:
             meta = json.loads(meta_path.read_text())
             sec.update(meta, built=True)
             sec["table"] = table(pd.read_csv(meta_path.with_suffix(".csv")))
+            sec["paper"] = None
             if meta.get("paper_csv"):
                 sec["paper"] = table(pd.read_csv(REFERENCE_DIR / meta["paper_csv"]))
             fig = OUT_DIR / "figures" / f"{target}.png"

@@ -148,18 +148,11 @@ def launch_command(spec: dict[str, Any], run_dir: Path, info: dict[str, Any]) ->
         )
         cmd = [*launcher, "--standalone", f"--nproc_per_node={spec['gpus']}", *entry]
     if spec["profiler"] == "nsys":
-        from run.llm import NSYS_REPORT
+        # nsys around every rank (torchrun --no-python nsys profile ... python -m run.llm_tune);
+        # the window is nsys's --duration (the recipe cannot open a cudaProfilerApi range).
+        from run import profiling
 
-        cmd = [
-            "nsys",
-            "profile",
-            "--output",
-            str(run_dir / NSYS_REPORT),
-            "--force-overwrite=true",
-            "--trace=cuda,nvtx,osrt",
-            "--sample=none",
-            *cmd,
-        ]
+        cmd = profiling.with_nsys(cmd, run_dir, capture_api=False)
     return cmd
 
 

@@ -12,8 +12,9 @@ gives the command). Top to bottom:
 2. build the torchtune config: configs/llm/<method>_<single_device|distributed>.yaml (the paper's
    values) with the spec's sizes, model, tokenizer, checkpointer, data set and our metric logger;
    save it as DIR/torchtune_config.yaml (rank 0) and print it and the command.
-3. without CUDA, install the CPU shims (run/llm/compat.py); with several ranks, init the process
-   group (gloo on CPU, torchtune's "cuda:nccl,cpu:gloo" on GPUs).
+3. without CUDA, install the CPU shims (run/llm/compat.py) and give each rank one intra-op thread
+   (LLM_CPU_THREADS overrides it); with several ranks, init the process group (gloo on CPU,
+   torchtune's "cuda:nccl,cpu:gloo" on GPUs).
 4. load torchtune's installed recipe file by path, subclass its recipe class with our extension
    (run/llm/recipes.py: pin_memory, timing, no checkpoint save), and run setup/train/cleanup as the
    recipe's own recipe_main does.
@@ -35,8 +36,9 @@ from typing import Any
 import yaml
 
 from run import llm_spec, store
-from run.llm import TORCH_TRACE_DIR, TORCHTUNE_CONFIG, TORCHTUNE_OUTPUT_DIR, assets, data
+from run.llm import TORCHTUNE_CONFIG, TORCHTUNE_OUTPUT_DIR, assets, data
 from run.llm.assets import AssetError
+from run.profiling import TORCH_TRACE_DIR, read_window
 
 REPO = Path(__file__).resolve().parent.parent
 CONFIG_DIR = REPO / "configs" / "llm"
@@ -105,18 +107,23 @@ def checkpointer_block(spec: dict[str, Any], run_dir: Path | None) -> dict[str, 
 
 
 def profiler_block(spec: dict[str, Any], run_dir: Path | None, cuda: bool) -> dict[str, Any]:
+    """torchtune's profiler block; its window (run/profiling.py) comes from RUN/profiling.json."""
     off = {"_component_": "torchtune.training.setup_torch_profiler", "enabled": False}
     if spec["profiler"] != "torch":
         return off  # none, or nsys (which wraps the whole command instead)
     from run.llm.metrics import timing_warmup
 
+    window = read_window(run_dir)
     horizon = spec["max_steps"] or 10**9
-    wait = timing_warmup(spec["warmup_steps"], horizon)
-    need = wait + 1 + 2
+    # The window opens after the steps the timings leave out, or later if the profile says so.
+    wait = max(timing_warmup(spec["warmup_steps"], horizon), window["wait_steps"])
+    warmup = window["warmup_steps"]
+    active = window["active_steps"] or max(horizon - wait - warmup, 1)
+    need = wait + warmup + active
     if spec["max_steps"] and need > spec["max_steps"]:
         raise SpecError(
-            f"profiler schedule needs {need} steps (wait {wait}, warm-up 1, active 2), "
-            f"max_steps is {spec['max_steps']}"
+            f"profiler schedule needs {need} steps (wait {wait}, warm-up {warmup}, "
+            f"active {active}), max_steps is {spec['max_steps']}"
         )
     return {
         **off,
@@ -129,8 +136,8 @@ def profiler_block(spec: dict[str, Any], run_dir: Path | None, cuda: bool) -> di
         "record_shapes": True,
         "with_flops": False,
         "wait_steps": wait,
-        "warmup_steps": 1,
-        "active_steps": 2,
+        "warmup_steps": warmup,
+        "active_steps": active,
         "num_cycles": 1,
     }
 
@@ -163,10 +170,11 @@ def build_config(
         cfg["model"]["_component_"] = TINY_FOR[cfg["model"]["_component_"]]
         if "quantizer" in cfg:
             cfg["quantizer"]["groupsize"] = assets.QAT_TINY_GROUPSIZE
+    # the checkpoint first: a wrong LLAMA3_DIR is reported as such, not as a missing tokenizer
+    cfg["checkpointer"] = checkpointer_block(spec, run_dir)
     cfg["tokenizer"], tokenizer_kind = tokenizer_block(
         spec["model"], spec["weights"], spec["dataset"]
     )
-    cfg["checkpointer"] = checkpointer_block(spec, run_dir)
     cfg["dataset"] = data.dataset_config(
         spec["dataset"], spec["method"], spec["model"], spec["template_rows"]
     )
@@ -245,6 +253,14 @@ def run_recipe(
     shims = compat.apply(cuda)
     if shims and rank == 0:
         print(f"[llm_tune] CPU shims active: {', '.join(shims)}", flush=True)
+    threads = None
+    if not cuda:
+        # A rank stands for one GPU, so it gets one core's worth of intra-op threads (torchrun
+        # sets OMP_NUM_THREADS=1 for several ranks anyway): n ranks have n times one rank's
+        # compute, as n GPUs do, and a 1-rank run does not slow down from oversubscribed threads
+        # when other jobs share the cores. LLM_CPU_THREADS overrides it.
+        threads = int(os.environ.get("LLM_CPU_THREADS", "1"))
+        torch.set_num_threads(threads)
     if world > 1:
         torch.distributed.init_process_group(backend=compat.process_group_backend(cuda))
     name = recipe_name(spec["method"], spec["gpus"])
@@ -298,6 +314,7 @@ def run_recipe(
         "epoch_time_s": epoch_time,
         "epoch_time_projected": not full_epoch if epoch_time is not None else None,
         "cpu_shims": shims,
+        "cpu_threads_per_rank": threads,
         **numbers,
         **stats,
     }

@@ -24,7 +24,7 @@ from typing import Any
 
 from run import matrix as mx
 from run import probe as hw
-from run import provenance, store
+from run import profiling, provenance, store
 
 # How long one run may take before it is stopped and recorded as failed (seconds; 0 = no limit).
 RUN_TIMEOUT_S = int(os.environ.get("RUN_TIMEOUT_S", "0"))
@@ -57,7 +57,30 @@ def last_error_line(log: Path) -> str:
 
 
 def launch_command(spec: dict[str, Any], stage: Path, info: dict[str, Any]) -> list[str]:
-    return mx.WORKLOADS[spec["workload"]].launch_command(spec, stage, info)
+    cmd = mx.WORKLOADS[spec["workload"]].launch_command(spec, stage, info)
+    if spec.get("profiler") == "nsys" and spec["workload"] == "vision":
+        # every rank under nsys; the vision loop opens/closes the capture range (cudaProfilerApi)
+        cmd = profiling.with_nsys(cmd, stage, capture_api=True)
+    return cmd
+
+
+def profile_metrics(spec: dict[str, Any], stage: Path, summary: dict[str, Any]) -> dict[str, Any]:
+    """A profiled run that finished: its traces -> RUN/profile_metrics.csv before publishing.
+
+    A trace that cannot be read makes the run `failed` with the reader's one-line error.
+    """
+    from analysis.profiles import ProfileError
+
+    if summary.get("status") != "ok" or spec.get("profiler") not in ("torch", "nsys"):
+        return summary
+    t0 = time.monotonic()
+    try:
+        out = profiling.collect_metrics(mx.run_name(spec), stage, spec["profiler"])
+    except ProfileError as exc:
+        return {**summary, "status": "failed", "error": f"profile: {exc}"}
+    summary = {**summary, "profile_metrics": out.name}
+    summary["profile_parse_s"] = round(time.monotonic() - t0, 3)
+    return summary
 
 
 def execute(spec: dict[str, Any], profile: str, info: dict[str, Any]) -> dict[str, Any]:
@@ -65,6 +88,9 @@ def execute(spec: dict[str, Any], profile: str, info: dict[str, Any]) -> dict[st
     name = mx.run_name(spec)
     stage = store.start_staging(profile, name)
     store.write_json_atomic(stage / store.SPEC, spec)
+    if spec.get("profiler", "none") != "none":
+        window = profiling.window_for(profile, spec["workload"], mx.load_matrix())
+        profiling.write_plan(stage, spec, window)
     mod = mx.WORKLOADS[spec["workload"]]
     reason = getattr(mod, "unsupported_reason", lambda s: None)(spec)
     if reason:
@@ -109,6 +135,7 @@ def execute(spec: dict[str, Any], profile: str, info: dict[str, Any]) -> dict[st
                 "total_time_s": None,
             }
         summary["launch_wall_s"] = round(wall, 3)
+        summary = profile_metrics(spec, stage, summary)
         store.write_json_atomic(stage / store.SUMMARY, summary)
         status = summary["status"]
         extra = f": {summary.get('error')}" if status != "ok" else ""
@@ -128,6 +155,11 @@ def sweep(exp_ids: list[str], profile: str, retry_failed: bool = False) -> int:
         raise mx.MatrixError(f"unknown PROFILER '{override}' (none, auto, torch, nsys)")
     matrix = mx.load_matrix()
     expanded = [mx.expand(e, profile, matrix) for e in exp_ids]
+    # The profiler choice is resolved for every spec before anything runs, so PROFILER=nsys
+    # without nsys stops here with one line, not halfway through a sweep.
+    for exp in expanded:
+        for spec in exp.specs:
+            resolve_profiler(spec, override, info)
     # Data sets are checked (or made) before anything runs: a missing one stops the sweep at once
     # instead of leaving a failed run per cell.
     for workload, mod in mx.WORKLOADS.items():
@@ -174,7 +206,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     try:
         return sweep(args.exp, args.profile, args.retry_failed)
-    except (mx.MatrixError, FileNotFoundError) as exc:
+    except (mx.MatrixError, profiling.ProfilingError, FileNotFoundError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
 

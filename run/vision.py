@@ -4,6 +4,10 @@ The sweep launches every run as (the exact command is the first line of each run
 
     torchrun --standalone --nproc_per_node=N -m run.vision --spec RUN/spec.json --run-dir RUN
 
+With `profiler: torch` each rank records a torch.profiler window (RUN/torch_traces/rankR...);
+with `profiler: nsys` the sweep starts every rank under `nsys profile` and the loop opens and
+closes its capture range. run/profiling.py holds both and the window; `none` is a no-op.
+
 gloo ranks on CPU, NCCL with one GPU per rank on a GPU node. Read top to bottom: set-up, data,
 model and precision, the training loop with its three strategies, evaluation, summary.
 
@@ -31,7 +35,7 @@ from torch.distributed.algorithms.join import Join
 from torch.nn.parallel import DistributedDataParallel as DDP
 from torch.utils.data import DataLoader, DistributedSampler, RandomSampler, Subset
 
-from run import provenance, store, vision_spec
+from run import profiling, provenance, store, vision_spec
 from run.tvcompat import import_torchvision
 
 T_START = time.monotonic()
@@ -205,57 +209,65 @@ def main(argv: list[str] | None = None) -> int:
     opt = torch.optim.Adam(ddp.parameters(), lr=spec["lr"])
     setup_s = time.monotonic() - T_START
 
+    # --- profiler: a no-op unless the spec asks for one; its window counts training steps --------
+    shard = world if spec["strategy"] == "ddp_ds" else 1
+    steps = profiling.steps_per_rank(len(train_set), shard, spec["batch_size"], spec["epochs"])
+    steps //= world if spec["strategy"] == "ddp_rr" else 1
+    prof = profiling.profiler_for(spec, args.run_dir, rank, steps)
+
     # --- training loop -----------------------------------------------------------------------------
     epochs_file = args.run_dir / store.EPOCHS
     t_loop = time.monotonic()
     accuracy = float("nan")
-    for epoch in range(spec["epochs"]):
-        set_epoch(sampler, epoch, spec["seed"])
-        if cuda:
-            torch.cuda.synchronize()
-        t0 = time.monotonic()
-        loss_sum, images = 0.0, 0
-        # Join lets ranks that run out of batches early (round robin) shadow the others' allreduces.
-        with Join([ddp]):
-            for i, (x, y) in enumerate(train_loader):
-                if not keeps_batch(spec["strategy"], i, world, rank):
-                    continue
-                x = x.to(device, dtype=dtype, non_blocking=spec["pin_memory"])
-                if spec["channels_last"]:
-                    x = x.contiguous(memory_format=torch.channels_last)
-                y = y.to(device, non_blocking=spec["pin_memory"])
-                with autocast():
-                    loss = F.cross_entropy(ddp(x), y)
-                opt.zero_grad(set_to_none=True)
-                if scaler is not None:
-                    scaler.scale(loss).backward()
-                    scaler.step(opt)
-                    scaler.update()
-                else:
-                    loss.backward()
-                    opt.step()
-                loss_sum += float(loss.detach()) * y.numel()
-                images += y.numel()
-        if cuda:
-            torch.cuda.synchronize()
-        train_s = time.monotonic() - t0
-        t1 = time.monotonic()
-        accuracy = evaluate(model, test_loader, device, spec, dtype, autocast)
-        eval_s = time.monotonic() - t1
-        total_loss, total_images = all_sum([loss_sum, images], device)
-        (slowest_train_s,) = all_sum([train_s], device, op=dist.ReduceOp.MAX)
-        if rank == 0:
-            row = {
-                "epoch": epoch + 1,
-                "train_time_s": round(slowest_train_s, 4),
-                "eval_time_s": round(eval_s, 4),
-                "images": int(total_images),
-                "images_per_s": round(total_images / slowest_train_s, 2),
-                "train_loss": total_loss / max(total_images, 1),
-                "test_accuracy_pct": round(accuracy, 3),
-            }
-            store.append_jsonl(epochs_file, row)
-            print(f"[vision] epoch {row}", flush=True)
+    with prof:  # writes this rank's trace on leaving if the window is still open
+        for epoch in range(spec["epochs"]):
+            set_epoch(sampler, epoch, spec["seed"])
+            if cuda:
+                torch.cuda.synchronize()
+            t0 = time.monotonic()
+            loss_sum, images = 0.0, 0
+            # Join lets ranks that run out of batches early (round robin) shadow the others' allreduces.
+            with Join([ddp]):
+                for i, (x, y) in enumerate(train_loader):
+                    if not keeps_batch(spec["strategy"], i, world, rank):
+                        continue
+                    x = x.to(device, dtype=dtype, non_blocking=spec["pin_memory"])
+                    if spec["channels_last"]:
+                        x = x.contiguous(memory_format=torch.channels_last)
+                    y = y.to(device, non_blocking=spec["pin_memory"])
+                    with autocast():
+                        loss = F.cross_entropy(ddp(x), y)
+                    opt.zero_grad(set_to_none=True)
+                    if scaler is not None:
+                        scaler.scale(loss).backward()
+                        scaler.step(opt)
+                        scaler.update()
+                    else:
+                        loss.backward()
+                        opt.step()
+                    loss_sum += float(loss.detach()) * y.numel()
+                    images += y.numel()
+                    prof.step()
+            if cuda:
+                torch.cuda.synchronize()
+            train_s = time.monotonic() - t0
+            t1 = time.monotonic()
+            accuracy = evaluate(model, test_loader, device, spec, dtype, autocast)
+            eval_s = time.monotonic() - t1
+            total_loss, total_images = all_sum([loss_sum, images], device)
+            (slowest_train_s,) = all_sum([train_s], device, op=dist.ReduceOp.MAX)
+            if rank == 0:
+                row = {
+                    "epoch": epoch + 1,
+                    "train_time_s": round(slowest_train_s, 4),
+                    "eval_time_s": round(eval_s, 4),
+                    "images": int(total_images),
+                    "images_per_s": round(total_images / slowest_train_s, 2),
+                    "train_loss": total_loss / max(total_images, 1),
+                    "test_accuracy_pct": round(accuracy, 3),
+                }
+                store.append_jsonl(epochs_file, row)
+                print(f"[vision] epoch {row}", flush=True)
     loop_s = time.monotonic() - t_loop
 
     # --- summary: written last, atomically; its presence marks the run as finished ---------------

@@ -62,6 +62,11 @@ def tiny_matrix() -> dict:
 @pytest.fixture
 def sandbox(tmp_path, monkeypatch):
     """Results, data and matrix in a temporary folder, for this process and its children."""
+    return sandbox_env(tmp_path, monkeypatch)
+
+
+def sandbox_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """What `sandbox` sets up, for fixtures of wider scope (pass a MonkeyPatch context)."""
     matrix_file = tmp_path / "matrix.yaml"
     m = tiny_matrix()
     for e in m["experiments"].values():

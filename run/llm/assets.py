@@ -171,6 +171,8 @@ def real_checkpointer(folder: Path) -> dict[str, Any]:
 
 
 def real_tokenizer(folder: Path) -> Path:
+    if not folder.is_dir():
+        raise AssetError(f"LLAMA3_DIR={folder} is not a folder")
     for candidate in (folder / "original" / "tokenizer.model", folder / "tokenizer.model"):
         if candidate.is_file():
             return candidate

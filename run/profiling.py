@@ -1,0 +1,377 @@
+"""Profiling as a config block with a no-op twin: which profiler, which window, where traces go.
+
+Choice (`profiler` in a spec; PROFILER=none|auto|torch|nsys on any make target overrides it, see
+run/sweep.py resolve_profiler): `none` profiles nothing; `torch` records torch.profiler Chrome
+traces per rank; `nsys` runs each rank under Nsight Systems; `auto` = nsys when it is on the PATH,
+else torch. The resolved choice is part of the run's name (`-prof_torch`, `-prof_nsys`).
+
+Window: the matrix profiles hold it as data (experiments/matrix.yaml, `profiling:` per workload):
+
+    wait_steps    training steps before the window opens (start-up and first-step costs excluded)
+    warmup_steps  steps recorded but discarded (the profiler's own warm-up)
+    active_steps  steps recorded; 0 = until the run ends
+    max_seconds   the window also closes after this many seconds of recording; 0 = no limit
+                  (the paper's LLM profiles cover the first 720 s)
+
+The sweep writes the window of a run into RUN/profiling.json before the launch; the run reads it.
+
+Files inside a run folder (analysis imports these names):
+
+    torch_traces/rank{R}.pt.trace.json.gz       vision, torch.profiler
+    torch_traces/iteration_N/*.pt.trace.json.gz llm, torchtune's profiler block
+    nsys/rank{R}.nsys-rep, nsys/rank{R}.sqlite  nsys report per rank and its SQLite export
+    profile_metrics.csv                         the tidy metrics table (analysis/profiles)
+
+The nsys command line (built by `nsys_command`) for a torchrun launch is
+
+    torchrun --standalone --nproc_per_node=N --no-python \\
+        nsys profile --trace=cuda,nvtx,osrt,cudnn,cublas --sample=none --cpuctxsw=none \\
+        --capture-range=cudaProfilerApi --capture-range-end=stop --force-overwrite=true \\
+        --output=RUN/nsys/rank%q{RANK} python -m run.vision ...
+
+so every rank writes its own report; the vision loop opens and closes the capture window with
+torch.cuda.profiler.start()/stop() (cudaProfilerApi). The LLM recipes cannot be edited, so their
+window is nsys's own `--duration=max_seconds` from the start instead.
+"""
+
+from __future__ import annotations
+
+import math
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from run import store
+
+TORCH_TRACE_DIR = "torch_traces"
+NSYS_DIR = "nsys"
+PROFILING_PLAN = "profiling.json"
+PROFILE_METRICS = "profile_metrics.csv"
+TORCH_TRACE_GLOB = "*.pt.trace.json*"
+NSYS_TRACES = "cuda,nvtx,osrt,cudnn,cublas"
+PROFILERS = ("none", "auto", "torch", "nsys")
+
+# Used when a run folder has no profiling.json (a run started by hand).
+DEFAULT_WINDOW: dict[str, int | float] = {
+    "wait_steps": 1,
+    "warmup_steps": 1,
+    "active_steps": 3,
+    "max_seconds": 0,
+}
+
+
+class ProfilingError(ValueError):
+    """A profiling window or choice that cannot work; the message is one line."""
+
+
+# --- the window ----------------------------------------------------------------------------------
+
+
+def check_window(window: dict[str, Any], steps: int | None = None) -> dict[str, Any]:
+    """Validate a window; with `steps` (steps the run will take), insist the window fits in it."""
+    unknown = set(window) - set(DEFAULT_WINDOW)
+    if unknown:
+        raise ProfilingError(f"unknown profiling window key(s): {', '.join(sorted(unknown))}")
+    out = {**DEFAULT_WINDOW, **window}
+    for key in ("wait_steps", "warmup_steps", "active_steps"):
+        if not isinstance(out[key], int) or isinstance(out[key], bool) or out[key] < 0:
+            raise ProfilingError(f"profiling {key}={out[key]!r} must be an integer >= 0")
+    if not isinstance(out["max_seconds"], (int, float)) or out["max_seconds"] < 0:
+        raise ProfilingError(f"profiling max_seconds={out['max_seconds']!r} must be >= 0")
+    if steps is not None and out["active_steps"]:
+        need = out["wait_steps"] + out["warmup_steps"] + out["active_steps"]
+        if need > steps:
+            raise ProfilingError(
+                f"profiling window needs {need} steps (wait {out['wait_steps']}, warm-up "
+                f"{out['warmup_steps']}, active {out['active_steps']}), the run has {steps}"
+            )
+    return out
+
+
+def window_for(profile: str, workload: str, matrix: dict[str, Any]) -> dict[str, Any]:
+    """The window a matrix profile sets for a workload (DEFAULT_WINDOW where it sets none)."""
+    block = (matrix["profiles"].get(profile, {}).get("profiling") or {}).get(workload) or {}
+    return check_window(block)
+
+
+def write_plan(run_dir: Path, spec: dict[str, Any], window: dict[str, Any]) -> None:
+    """What the run reads back: the resolved profiler and its window."""
+    store.write_json_atomic(run_dir / PROFILING_PLAN, {"profiler": spec["profiler"], **window})
+
+
+def read_window(run_dir: Path | None) -> dict[str, Any]:
+    """The window the sweep planned for this run (DEFAULT_WINDOW for a run started by hand)."""
+    path = run_dir / PROFILING_PLAN if run_dir is not None else None
+    if path is None or not path.is_file():
+        return dict(DEFAULT_WINDOW)
+    plan = store.read_json(path)
+    plan.pop("profiler", None)
+    return check_window(plan)
+
+
+# --- inside the training loop: a profiler per rank ----------------------------------------------
+
+
+class NoProfiler:
+    """The no-op twin: `with prof: ... prof.step()` costs nothing when profiling is off."""
+
+    kind = "none"
+
+    def __enter__(self) -> NoProfiler:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+    def step(self) -> None:
+        return None
+
+
+class _Windowed:
+    """Counts steps and says when the window opens and closes (shared by torch and nsys)."""
+
+    def __init__(self, window: dict[str, Any]) -> None:
+        self.window = window
+        self.steps = 0
+        self.t_open: float | None = None
+        self.closed = False
+
+    def _past_time_limit(self) -> bool:
+        limit = self.window["max_seconds"]
+        return bool(limit) and self.t_open is not None and time.monotonic() - self.t_open > limit
+
+    def _past_steps(self) -> bool:
+        w = self.window
+        last = w["wait_steps"] + w["warmup_steps"] + w["active_steps"]
+        return bool(w["active_steps"]) and self.steps >= last
+
+
+class TorchProfiler(_Windowed):
+    """torch.profiler with schedule(wait, warmup, active); one Chrome trace per rank."""
+
+    kind = "torch"
+
+    def __init__(self, window: dict[str, Any], trace_file: Path, cuda: bool) -> None:
+        super().__init__(window)
+        import torch.profiler as tp
+
+        self.trace_file = trace_file
+        self.stopped = False
+        activities = [tp.ProfilerActivity.CPU] + ([tp.ProfilerActivity.CUDA] if cuda else [])
+        active = window["active_steps"] or 10**9  # 0: record until the run ends
+        self.prof = tp.profile(
+            activities=activities,
+            schedule=tp.schedule(
+                wait=window["wait_steps"], warmup=window["warmup_steps"], active=active, repeat=1
+            ),
+            on_trace_ready=self._export,
+            record_shapes=False,
+            with_stack=False,
+        )
+
+    def _export(self, prof: Any) -> None:
+        self.trace_file.parent.mkdir(parents=True, exist_ok=True)
+        prof.export_chrome_trace(str(self.trace_file))  # .gz suffix: written gzipped
+        self.closed = True  # repeat=1: one window per run
+
+    def __enter__(self) -> TorchProfiler:
+        self.prof.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if not self.stopped:
+            self.prof.__exit__(*exc)  # a window still open is recorded up to here
+
+    def step(self) -> None:
+        if self.closed:
+            return
+        self.steps += 1
+        w = self.window
+        if self.t_open is None and self.steps >= w["wait_steps"] + w["warmup_steps"]:
+            self.t_open = time.monotonic()
+        if self._past_time_limit():
+            self.prof.stop()  # records the window so far and exports it
+            self.stopped = self.closed = True
+            return
+        self.prof.step()
+
+
+class NsysProfiler(_Windowed):
+    """Opens and closes nsys's capture range (cudaProfilerApi) around the window's steps.
+
+    nsys itself is started by the launch command (`nsys_command`); warm-up steps are simply not
+    captured. Each step is an NVTX range so the timeline shows step boundaries.
+    """
+
+    kind = "nsys"
+
+    def __init__(self, window: dict[str, Any]) -> None:
+        super().__init__(window)
+        import torch
+
+        self.cuda = torch.cuda
+        self.in_range = False
+
+    def __enter__(self) -> NsysProfiler:
+        if self.window["wait_steps"] + self.window["warmup_steps"] == 0:
+            self._open()
+        return self
+
+    def _open(self) -> None:
+        self.cuda.synchronize()
+        self.cuda.profiler.start()
+        self.t_open = time.monotonic()
+        self.cuda.nvtx.range_push(f"step {self.steps}")
+        self.in_range = True
+
+    def _close(self) -> None:
+        if self.in_range:
+            self.cuda.nvtx.range_pop()
+            self.in_range = False
+        self.cuda.synchronize()
+        self.cuda.profiler.stop()
+        self.closed = True
+
+    def __exit__(self, *exc: object) -> None:
+        if self.t_open is not None and not self.closed:
+            self._close()
+
+    def step(self) -> None:
+        if self.closed:
+            return
+        self.steps += 1
+        w = self.window
+        if self.t_open is None:
+            if self.steps >= w["wait_steps"] + w["warmup_steps"]:
+                self._open()
+            return
+        if self._past_steps() or self._past_time_limit():
+            self._close()
+            return
+        self.cuda.nvtx.range_pop()
+        self.cuda.nvtx.range_push(f"step {self.steps}")
+
+
+def profiler_for(
+    spec: dict[str, Any], run_dir: Path, rank: int, steps: int | None = None
+) -> NoProfiler | TorchProfiler | NsysProfiler:
+    """The profiler a rank uses: a no-op for `none`; the window comes from RUN/profiling.json."""
+    choice = spec.get("profiler", "none")
+    if choice == "none":
+        return NoProfiler()
+    if choice not in ("torch", "nsys"):
+        raise ProfilingError(f"profiler {choice!r} is not resolved (the sweep resolves 'auto')")
+    window = check_window(read_window(run_dir), steps)
+    import torch
+
+    if choice == "nsys":
+        if not torch.cuda.is_available():
+            raise ProfilingError("profiler nsys needs CUDA (use PROFILER=torch on a CPU)")
+        return NsysProfiler(window)
+    trace = run_dir / TORCH_TRACE_DIR / f"rank{rank}.pt.trace.json.gz"
+    return TorchProfiler(window, trace, torch.cuda.is_available())
+
+
+def steps_per_rank(n_images: int, world: int, batch_size: int, epochs: int) -> int:
+    """Training steps one rank takes (DistributedSampler shard, last batch kept)."""
+    return math.ceil(math.ceil(n_images / world) / batch_size) * epochs
+
+
+# --- the launch: nsys around each rank ------------------------------------------------------------
+
+
+def nsys_command(
+    launcher: list[str],
+    program: list[str],
+    run_dir: Path,
+    window: dict[str, Any],
+    capture_api: bool,
+) -> list[str]:
+    """Put `nsys profile` around `program` for every rank.
+
+    launcher: torchrun and its options (without the program), or [] for one process.
+    program:  the Python command of one rank, e.g. [python, -m, run.vision, ...].
+    capture_api: the program drives cudaProfilerApi start/stop (vision); otherwise the window is
+    nsys's --duration=max_seconds from the start (0: the whole run).
+    """
+    out = run_dir / NSYS_DIR / ("rank%q{RANK}" if launcher else "rank0")
+    nsys = [
+        "nsys",
+        "profile",
+        f"--trace={NSYS_TRACES}",
+        "--sample=none",
+        "--cpuctxsw=none",
+        "--force-overwrite=true",
+        f"--output={out}",
+    ]
+    if capture_api:
+        nsys[5:5] = ["--capture-range=cudaProfilerApi", "--capture-range-end=stop"]
+    elif window.get("max_seconds"):
+        nsys.insert(5, f"--duration={int(math.ceil(window['max_seconds']))}")
+    if launcher:
+        return [*launcher, "--no-python", *nsys, *program]
+    return [*nsys, *program]
+
+
+def with_nsys(cmd: list[str], run_dir: Path, capture_api: bool) -> list[str]:
+    """`nsys_command` for a finished launch command: torchrun's options stay the launcher, the
+    rest (`-m module ...`) becomes the per-rank program run by this Python."""
+    window = read_window(run_dir)
+    for i, arg in enumerate(cmd):
+        if arg.startswith("--nproc_per_node"):
+            cut = i + 1 if "=" in arg else i + 2
+            return nsys_command(
+                cmd[:cut], [sys.executable, *cmd[cut:]], run_dir, window, capture_api
+            )
+    return nsys_command([], cmd, run_dir, window, capture_api)
+
+
+# --- after the run: traces -> profile_metrics.csv ------------------------------------------------
+
+
+def export_nsys(report: Path, nsys: str = "nsys") -> Path:
+    """`nsys export --type sqlite` of one report; returns the .sqlite path."""
+    from analysis.profiles import ProfileError
+
+    out = report.with_suffix(".sqlite")
+    cmd = [
+        nsys,
+        "export",
+        "--type=sqlite",
+        "--force-overwrite=true",
+        f"--output={out}",
+        str(report),
+    ]
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    except OSError as exc:
+        raise ProfileError(report, f"cannot run nsys export ({exc.strerror or exc})") from exc
+    if proc.returncode != 0 or not out.is_file():
+        why = (proc.stderr or proc.stdout).strip().splitlines()
+        raise ProfileError(report, f"nsys export failed: {why[-1] if why else proc.returncode}")
+    return out
+
+
+def trace_files(run_dir: Path, profiler: str) -> list[Path]:
+    """The per-rank profile files of a finished run (nsys reports exported first)."""
+    if profiler == "nsys":
+        reports = sorted((run_dir / NSYS_DIR).glob("*.nsys-rep"))
+        if reports and shutil.which("nsys"):
+            return [export_nsys(r) for r in reports]
+        return sorted((run_dir / NSYS_DIR).glob("*.sqlite"))
+    return sorted((run_dir / TORCH_TRACE_DIR).rglob(TORCH_TRACE_GLOB))
+
+
+def collect_metrics(run: str, run_dir: Path, profiler: str) -> Path:
+    """Turn a run's traces into RUN/profile_metrics.csv; ProfileError (one line) on bad input."""
+    from analysis.profiles import ProfileError, metrics_table, write_csv_atomic
+
+    files = trace_files(run_dir, profiler)
+    where = run_dir / (NSYS_DIR if profiler == "nsys" else TORCH_TRACE_DIR)
+    if not files:
+        raise ProfileError(where, f"no {profiler} profile was written")
+    df = metrics_table(run, files)
+    return write_csv_atomic(df, run_dir / PROFILE_METRICS)

@@ -1,0 +1,290 @@
+"""LLM workload without running a recipe: matrix entries, data sets, DPO pairs, bad inputs."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+
+import pytest
+
+from run import llm_spec, llm_tune, store, sweep
+from run import matrix as mx
+from run.llm import data
+from run.llm.assets import AssetError
+from run.llm.metrics import summarize, timing_warmup
+
+LLM_EXPS = [f"L{i}" for i in range(1, 10)]
+
+
+@pytest.fixture
+def data_root(tmp_path, monkeypatch):
+    root = tmp_path / "llmdata"
+    monkeypatch.setenv("LLM_DATA_ROOT", str(root))
+    for var in ("LLAMA3_DIR", "LLAMA3_TOKENIZER", "LLM_DATASETS_DIR"):
+        monkeypatch.delenv(var, raising=False)
+    return root
+
+
+# ---------------------------------------------------------------- matrix
+def test_every_llm_entry_of_every_profile_validates(monkeypatch):
+    monkeypatch.delenv("LLAMA3_DIR", raising=False)
+    real = mx.load_matrix(mx.MATRIX_FILE)
+    assert [e for e in real["experiments"] if real["experiments"][e]["workload"] == "llm"] == (
+        LLM_EXPS
+    )
+    checked = 0
+    for p in real["profiles"]:
+        for e in LLM_EXPS:
+            for spec in mx.expand(e, p, real).specs:
+                llm_spec.validate(spec)  # canonical specs stay valid
+                assert spec["weights"] in ("tiny", "random")
+                checked += 1
+    assert checked > 250
+    mine = ("L1", "L2", "L5", "L6", "L8")
+    smoke = {e: len(mx.expand(e, "smoke", real).specs) for e in mine}
+    assert smoke == {"L1": 4 * 2, "L2": 2 * 2, "L5": 3 * 4 * 2, "L6": 3 * 2 * 2, "L8": 3 * 4 * 2}
+    paper = {e: len(mx.expand(e, "paper", real).specs) for e in mine}
+    assert paper == {"L1": 4 * 4, "L2": 2 * 4, "L5": 3 * 4 * 2, "L6": 3 * 2 * 4, "L8": 3 * 4 * 4}
+    smoke = {s["method"] for s in mx.expand("L5", "smoke", real).specs}
+    assert smoke == set(llm_spec.METHODS)  # every method stays in the smoke profile
+
+
+def test_template_runs_are_shared_between_l5_l6_l8():
+    real = mx.load_matrix(mx.MATRIX_FILE)
+    l5 = set(mx.expand("L5", "smoke", real).run_names)
+    assert set(mx.expand("L6", "smoke", real).run_names) <= l5
+    assert set(mx.expand("L8", "smoke", real).run_names) == l5
+    assert set(mx.expand("L2", "smoke", real).run_names) & set(
+        mx.expand("L1", "smoke", real).run_names
+    )
+
+
+@pytest.mark.parametrize(
+    "key,value,message",
+    [
+        ("method", "ppo", "method='ppo'"),
+        ("dataset", "wikitext", "dataset='wikitext'"),
+        ("gpus", 0, "gpus=0"),
+        ("lr", -1, "lr=-1"),
+        ("colour", "red", "unknown llm spec key"),
+    ],
+)
+def test_bad_llm_entries_are_refused(key, value, message):
+    m = copy.deepcopy(mx.load_matrix(mx.MATRIX_FILE))
+    m["experiments"]["L2"]["vary"][key] = [value]
+    with pytest.raises(mx.MatrixError, match=message):
+        mx.expand("L2", "smoke", m)
+
+
+def test_unsupported_cells_and_run_names(monkeypatch):
+    monkeypatch.delenv("LLAMA3_DIR", raising=False)
+    base = dict(llm_spec.DEFAULTS, dataset="summary", template_rows=500)
+    assert llm_spec.unsupported_reason({**base, "method": "qlora", "gpus": 2})
+    assert llm_spec.unsupported_reason({**base, "method": "qat", "gpus": 1})
+    for m in ("lora", "dpo"):
+        for g in (1, 4):
+            assert llm_spec.unsupported_reason({**base, "method": m, "gpus": g}) is None
+    assert llm_spec.run_name({**base, "model": "llama3_8b", "gpus": 4}) == (
+        "llama3_8b-lora-summary-r500-4gpu-nopin-random"
+    )
+    monkeypatch.setenv("LLAMA3_DIR", "/models/llama3")
+    assert llm_spec.run_name({**base, "model": "llama3_8b"}).endswith("-1gpu-nopin")
+
+
+# ---------------------------------------------------------------- data
+def test_template_subsets_are_deterministic(data_root, tmp_path, monkeypatch):
+    assert data.subset_indices(100, 10) == data.subset_indices(100, 10)
+    assert data.subset_indices(100, 10) == sorted(set(data.subset_indices(100, 10)))
+    assert data.subset_indices(100, 10) != data.subset_indices(100, 10, seed=1)
+    first = {t: data.template_subset(t, 12, "synthetic").read_bytes() for t in data.TEMPLATES}
+    monkeypatch.setenv("LLM_DATA_ROOT", str(tmp_path / "other"))
+    second = {t: data.template_subset(t, 12, "synthetic").read_bytes() for t in data.TEMPLATES}
+    assert first == second
+    rows = [json.loads(line) for line in first["summary"].decode().splitlines()]
+    parent = data.read_jsonl(data.synthetic_parent("samsum"))
+    assert len(rows) == 12 and all(r in parent for r in rows)
+    assert rows == [parent[i] for i in data.subset_indices(len(parent), 12)]  # parent order
+    with pytest.raises(AssetError, match="needs a parent with at least"):
+        data.subset_indices(5, 6)
+
+
+def test_preference_pairs_take_the_next_rows_answer():
+    rows = [{"input": f"bad {i}", "output": f"good {i}"} for i in range(3)]
+    pairs = data.preference_pairs("grammar", rows)
+    assert len(pairs) == 3
+    for i, p in enumerate(pairs):
+        assert p["chosen"][:-1] == p["rejected"][:-1]  # same prompt
+        assert p["chosen"][-1] == {"role": "assistant", "content": f"good {i}"}
+        assert p["rejected"][-1] == {"role": "assistant", "content": f"good {(i + 1) % 3}"}
+        assert p["chosen"][0]["role"] == "user" and f"bad {i}" in p["chosen"][0]["content"]
+
+
+def test_dpo_pairs_file_for_a_template_subset(data_root):
+    cfg = data.dataset_config("error-correction", "dpo", "tiny", 8)
+    assert cfg["_component_"] == "torchtune.datasets.preference_dataset"
+    pairs = data.read_jsonl(Path(cfg["data_files"]), ("chosen", "rejected"))
+    subset = data.read_jsonl(data.template_subset("error-correction", 8, "synthetic"))
+    assert len(pairs) == 8
+    assert [p["chosen"][-1]["content"] for p in pairs] == [r["output"] for r in subset]
+
+
+def test_malformed_data_files_name_the_line(tmp_path):
+    bad = tmp_path / "alpaca.jsonl"
+    bad.write_text('{"instruction": "a", "input": "", "output": "b"}\n{"instruction": \n')
+    with pytest.raises(AssetError, match="line 2"):
+        data.read_jsonl(bad, ("instruction", "input", "output"))
+    bad.write_text('{"instruction": "a", "output": "b"}\n')
+    with pytest.raises(AssetError, match="missing column.*input"):
+        data.read_jsonl(bad, ("instruction", "input", "output"))
+    bad.write_text("\n")
+    with pytest.raises(AssetError, match="no rows"):
+        data.read_jsonl(bad)
+
+
+# ---------------------------------------------------------------- metrics
+def test_summary_leaves_out_warmup_and_flags_bad_losses():
+    recs = [
+        {"time_s": 5.0, "loss": 3.0, "tokens_per_second_per_gpu": 10.0},
+        *({"time_s": 1.0, "loss": 2.0, "tokens_per_second_per_gpu": 20.0} for _ in range(7)),
+    ]
+    s = summarize(recs, warmup_steps=100, world_size=2)
+    assert timing_warmup(100, 8) == 2 and s["warmup_steps_excluded"] == 2
+    assert s["s_per_it"] == pytest.approx(1.0)
+    assert s["tokens_per_s"] == pytest.approx(40.0)
+    assert s["losses_finite"] and s["first_loss"] == 3.0
+    recs[3]["loss"] = "nan"
+    assert summarize(recs, 0, 1)["losses_finite"] is False
+
+
+# ---------------------------------------------------------------- bad inputs at launch
+def write_spec(run_dir: Path, **over) -> Path:
+    run_dir.mkdir(parents=True, exist_ok=True)
+    spec = {**llm_spec.DEFAULTS, "dataset": "error-correction", "template_rows": 8, **over}
+    (run_dir / store.SPEC).write_text(json.dumps(spec))
+    return run_dir
+
+
+def fails_cleanly(run_dir: Path, capsys, match: str) -> str:
+    before = sorted(p.name for p in run_dir.iterdir())
+    rc = llm_tune.main(["--run-dir", str(run_dir)])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2
+    assert len(err) == 1 and err[0].startswith("error: ") and match in err[0], err
+    assert sorted(p.name for p in run_dir.iterdir()) == before  # nothing half-written
+    return err[0]
+
+
+@pytest.mark.parametrize(
+    "over,match",
+    [
+        ({"method": "sft"}, "method='sft'"),
+        ({"dataset": "wikitext"}, "dataset='wikitext'"),
+        ({"method": "qlora", "gpus": 2}, "QLoRA runs on one device only"),
+        ({"method": "qat", "gpus": 1}, "QAT needs several devices"),
+        ({"method": "lora", "gpus": 2}, "spec asks for 2 rank(s) but 1 were started"),
+        ({"weights": "real"}, "does not apply to the tiny model"),
+    ],
+)
+def test_bad_specs_stop_with_one_line(tmp_path, data_root, capsys, over, match):
+    fails_cleanly(write_spec(tmp_path / "run", **over), capsys, match)
+
+
+def test_missing_checkpoint_folder(tmp_path, data_root, capsys, monkeypatch):
+    monkeypatch.setenv("LLAMA3_DIR", str(tmp_path / "no-such-model"))
+    run = write_spec(tmp_path / "run", model="llama3_8b", weights="real")
+    fails_cleanly(run, capsys, "is not a folder")
+    model = tmp_path / "model"
+    model.mkdir()
+    monkeypatch.setenv("LLAMA3_DIR", str(model))
+    fails_cleanly(run, capsys, "no Llama3-8B checkpoint in LLAMA3_DIR")
+    (model / "original").mkdir()
+    (model / "original" / "consolidated.00.pth").write_bytes(b"")  # found, never read here
+    fails_cleanly(run, capsys, "no tokenizer.model in LLAMA3_DIR")
+
+
+def test_missing_tokenizer_file(tmp_path, data_root, capsys, monkeypatch):
+    monkeypatch.setenv("LLAMA3_TOKENIZER", str(tmp_path / "tokenizer.model"))
+    run = write_spec(tmp_path / "run", model="llama3_8b", weights="random")
+    fails_cleanly(run, capsys, "LLAMA3_TOKENIZER=")
+
+
+def test_malformed_data_file_at_launch(tmp_path, data_root, capsys, monkeypatch):
+    folder = tmp_path / "datasets"
+    folder.mkdir()
+    (folder / "alpaca.jsonl").write_text(
+        '{"instruction": "x", "input": "", "output": "y"}\n{oops\n'
+    )
+    monkeypatch.setenv("LLM_DATASETS_DIR", str(folder))
+    run = write_spec(tmp_path / "run", model="llama3_8b", weights="random", dataset="alpaca")
+    fails_cleanly(run, capsys, "malformed data file")
+
+
+def test_missing_or_broken_spec_file(tmp_path, capsys):
+    run = tmp_path / "run"
+    run.mkdir()
+    assert llm_tune.main(["--run-dir", str(run)]) == 2
+    assert "no spec file" in capsys.readouterr().err
+    (run / store.SPEC).write_text("{not json")
+    assert llm_tune.main(["--run-dir", str(run)]) == 2
+    assert "not valid JSON" in capsys.readouterr().err
+    assert sorted(p.name for p in run.iterdir()) == [store.SPEC]
+
+
+def test_unsupported_cells_are_recorded_by_the_sweep(sandbox, data_root, monkeypatch):
+    m = yaml_matrix(sandbox)
+    m["experiments"] = {
+        "L5": {
+            "title": "t",
+            "source": "s",
+            "target": "fig-templates",
+            "workload": "llm",
+            "fixed": {"dataset": "summary"},
+            "vary": {"method": ["qlora", "qat"], "gpus": [1, 2]},
+        }
+    }
+    write_matrix(sandbox, m)
+    monkeypatch.setattr(sweep, "execute", counting(sweep.execute, launched := []))
+    monkeypatch.setattr(sweep.hw, "max_ranks", lambda info: 2)
+    sweep.sweep(["L5"], "test")
+    rec = store.read_json(store.sweeps_dir("test") / "L5.json")
+    by = {r["run"]: r["status"] for r in rec["runs"]}
+    assert len(by) == 4 and len(launched) == 4
+    unsupported = [n for n, s in by.items() if s == "unsupported"]
+    assert sorted(unsupported) == [
+        "tiny-qat-summary-r16-1gpu-nopin-s8",
+        "tiny-qlora-summary-r16-2gpu-nopin-s8",
+    ]
+    summary = store.read_json(store.run_dir("test", unsupported[0]) / store.SUMMARY)
+    assert "single-device QAT" in summary["error"] or "one device only" in summary["error"]
+
+
+def yaml_matrix(sandbox: Path) -> dict:
+    import yaml
+
+    m = yaml.safe_load((sandbox / "matrix.yaml").read_text())
+    m["profiles"]["test"]["llm"] = {"model": "tiny", "max_steps": 8, "template_rows": 16}
+    return m
+
+
+def write_matrix(sandbox: Path, m: dict) -> None:
+    import yaml
+
+    (sandbox / "matrix.yaml").write_text(yaml.safe_dump(m))
+
+
+def counting(fn, calls: list):  # noqa: ANN001, ANN201
+    """Wrap sweep.execute: supported cells are not launched here (recorded as a stub instead)."""
+
+    def wrapper(spec, profile, info):  # noqa: ANN001, ANN202
+        calls.append(spec)
+        if llm_spec.unsupported_reason(spec):
+            return fn(spec, profile, info)
+        name = mx.run_name(spec)
+        stage = store.start_staging(profile, name)
+        store.write_json_atomic(stage / store.SPEC, spec)
+        store.write_json_atomic(stage / store.SUMMARY, {"name": name, "status": "ok"})
+        store.publish(stage, profile, name)
+        return {"status": "ok"}
+
+    return wrapper
