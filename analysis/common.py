@@ -202,3 +202,23 @@ def llm_cpu_notes(df: pd.DataFrame) -> list[str]:
         "on the same cores add noise to every time.",
     ]
     return notes
+
+
+PAPER_TRAIN_IMAGES = 60_000
+
+
+def accuracy_comparable(df: pd.DataFrame) -> tuple[bool, str]:
+    """Whether test accuracies can be set against the paper's 98-99.5 %: only runs that trained
+    on the whole MNIST training set (the smoke profile trains on a few hundred images for 1-2
+    epochs, where MobileNetV2 is still near chance). Returns (comparable, why not)."""
+    ok = ok_runs(df)
+    if not len(ok):
+        return False, "no finished runs"
+    full = (ok["dataset"] == "mnist") & (ok["train_images"] >= PAPER_TRAIN_IMAGES)
+    if bool(full.all()):
+        return True, ""
+    n = int(ok["train_images"].min())
+    return False, (
+        f"not comparable: these runs trained on {n} {ok['dataset'].iloc[0]} images for "
+        f"{int(ok['epochs'].max())} epoch(s), the paper on {PAPER_TRAIN_IMAGES:,} MNIST images"
+    )

@@ -164,9 +164,11 @@ def claims(t: pd.DataFrame) -> list[dict[str, str]]:
     return out
 
 
-def token_note(t: pd.DataFrame) -> str | None:
+def token_note(df: pd.DataFrame) -> str | None:
     """Our template subsets beside the paper's, from the LoRA (SFT) runs' dataset_tokens."""
-    ok = c.ok_runs(t)
+    ok = c.ok_runs(df)
+    if "dataset_tokens" not in ok:
+        return None
     sft = ok[(ok["method"] == "lora") & ok["dataset_tokens"].notna()]
     if not len(sft):
         return None
@@ -191,7 +193,7 @@ def build(profile: str) -> Path:
     df, skipped = c.experiment_runs(EXP, profile)
     table = build_table(df)
     notes = c.llm_cpu_notes(df)
-    note = token_note(table)
+    note = token_note(df)
     if note:
         notes.append(note)
     unsupported = table[table["status"] == "unsupported"]

@@ -71,7 +71,7 @@ def _judge(t: pd.DataFrame) -> dict[str, tuple[bool | None, str]]:
             if (d, m, 1) in mem and (d, m, 2) in mem:
                 parts.append(
                     f"{c.LLM_TEMPLATE_LABELS[d]}: "
-                    + ", ".join(f"{g}: {mem[(d, m, g)]:.1f}" for g in gpus if (d, m, g) in mem)
+                    + ", ".join(f"{g}: {mem[(d, m, g)]:.2f}" for g in gpus if (d, m, g) in mem)
                     + " GiB"
                 )
                 up.append(mem[(d, m, 2)] / mem[(d, m, 1)])

@@ -40,7 +40,7 @@ def build_table(df: pd.DataFrame) -> pd.DataFrame:
     ]
 
 
-def claims(t: pd.DataFrame) -> list[dict[str, str]]:
+def claims(t: pd.DataFrame, comparable: tuple[bool, str] = (True, "")) -> list[dict[str, str]]:
     ok = c.ok_runs(t)
     out = []
     for cid, prec, text, paper in (
@@ -63,12 +63,15 @@ def claims(t: pd.DataFrame) -> list[dict[str, str]]:
             )
         )
     acc = ok.pivot_table(index="gpus", columns="precision", values="inference_accuracy_pct")
+    comparable, why = comparable
     if {"fp64", "fp32", "fp16"} <= set(acc.columns):
         drops = [acc.loc[g, "fp64"] - acc.loc[g, p] for g in acc.index for p in ("fp32", "fp16")]
-        verdict = c.judged(max(drops) <= 1.0)
+        verdict = c.judged(max(drops) <= 1.0) if comparable else c.UNMEASURED
         ev = "; ".join(
             f"{g} GPU: " + "/".join(f"{acc.loc[g, p]:.1f}" for p in ORDER) for g in acc.index
         )
+        if not comparable:
+            ev += f" ({why})"
     else:
         verdict, ev = c.UNMEASURED, "not every precision ran"
     out.append(
@@ -97,7 +100,7 @@ def build(profile: str) -> Path:
         profile,
         table,
         experiments=[EXP],
-        claims=claims(table),
+        claims=claims(table, c.accuracy_comparable(df)),
         notes=notes,
         paper_csv="table2_precision.csv",
         skipped=skipped,

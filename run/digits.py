@@ -71,7 +71,7 @@ def write_idx(path: Path, array: np.ndarray) -> None:
     header = struct.pack(">BBBB", 0, 0, 0x08, array.ndim) + struct.pack(
         f">{array.ndim}I", *array.shape
     )
-    tmp = path.with_suffix(".tmp")
+    tmp = path.with_suffix(f".{os.getpid()}.tmp")  # ranks may write the same set at once
     with open(tmp, "wb") as fh:
         fh.write(header)
         fh.write(np.ascontiguousarray(array, dtype=np.uint8).tobytes())

@@ -88,6 +88,8 @@ def probe() -> dict[str, Any]:
         "gpu_model": gpu_list[0]["name"] if gpu_list else None,
         "gpu_topology": _cmd(["nvidia-smi", "topo", "-m"]) if gpu_list else None,
         "numactl": shutil.which("numactl"),
+        # the NUMA distance matrix and memory per node, as numactl itself reports them
+        "numactl_hardware": _cmd(["numactl", "--hardware"]),
         "nsys": shutil.which("nsys"),
         "nsys_version": _cmd(["nsys", "--version"]),
         "slurm_job_id": os.environ.get("SLURM_JOB_ID"),

@@ -156,17 +156,45 @@ def evaluate(model, loader, device, spec, dtype, autocast) -> float:  # noqa: AN
     return 100.0 * c / max(t, 1)
 
 
+def check_inputs(spec_path: Path) -> dict[str, Any]:
+    """The run spec, checked against this launch and this machine before anything starts."""
+    if not spec_path.is_file():
+        raise FileNotFoundError(f"no spec file at {spec_path}")
+    try:
+        spec = store.read_json(spec_path)
+    except ValueError as exc:
+        raise ValueError(f"spec file {spec_path} is not valid JSON") from exc
+    vision_spec.validate(spec)
+    if spec["scenario"] != "A" or spec["loader"] != "torch" or spec["numa"] != "none":
+        raise ValueError(
+            "Scenario B, the DALI loader and NUMA binding (V8-V11) are not implemented yet"
+        )
+    world = int(os.environ.get("WORLD_SIZE", 1))
+    if spec["gpus"] != world:
+        raise ValueError(
+            f"the spec asks for {spec['gpus']} rank(s) but {world} were started "
+            f"(torchrun --nproc_per_node={spec['gpus']})"
+        )
+    if torch.cuda.is_available() and spec["gpus"] > torch.cuda.device_count():
+        raise ValueError(
+            f"the spec asks for {spec['gpus']} GPUs, {torch.cuda.device_count()} are visible"
+        )
+    vision_spec.preflight([spec])  # the data set: made (digits) or checked (MNIST)
+    return spec
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--spec", type=Path, required=True, help="resolved run spec (JSON)")
     ap.add_argument("--run-dir", type=Path, required=True, help="where epochs and summary go")
     args = ap.parse_args(argv)
-    spec = store.read_json(args.spec)
-    vision_spec.validate(spec)
-    if spec["scenario"] != "A" or spec["loader"] != "torch" or spec["numa"] != "none":
-        raise NotImplementedError(
-            "Scenario B, the DALI loader and NUMA binding (V8-V11) are not implemented yet"
-        )
+    try:
+        spec = check_inputs(args.spec)
+    except (ValueError, FileNotFoundError) as exc:
+        # Bad input: one line from rank 0, no process group, nothing written into the run folder.
+        if int(os.environ.get("RANK", 0)) == 0:
+            print(f"error: {exc}", file=sys.stderr, flush=True)
+        return 2
 
     # --- set-up: one process per rank, NCCL on GPUs, gloo on CPU --------------------------------
     cuda = torch.cuda.is_available()

@@ -27,6 +27,7 @@ from .metrics import CPU_PREFIX, METRICS, by_metric, concat_frames, read_metrics
 NOT_MEASURED = "not measured on this hardware"
 NOT_PROFILED = "not profiled (PROFILER=none)"
 PAPER, CPU = "paper metric", "cpu op"
+TOP_CPU = 3  # CPU ops shown by rank of inclusive time, beside the fixed stand-ins
 # CPU-side stand-ins a CPU torch.profiler trace does hold: (label, what it stands in for, op).
 CPU_PROXIES: list[tuple[str, str, re.Pattern[str]]] = [
     ("DataLoader next", "host data loading", re.compile(r"^enumerate\(DataLoader\)#.*__next__$")),
@@ -97,6 +98,14 @@ def table(
             rows.append({**head, **base, "source": source, "ranks": ranks, "kind": CPU,
                          "metric": got["metric"].iloc[0], "label": f"{label} ({stands_for})",
                          **_agg(mine[mine["metric"] == got["metric"].iloc[0]], ranks),
+                         "measured": True, "note": "CPU op, inclusive time"})  # fmt: skip
+        # and the top CPU ops by inclusive time, whatever they are (ProfilerStep is the window)
+        taken = {row["metric"] for row in rows if row["run"] == r["run"]}
+        top = cpu_rows[~cpu_rows["metric"].isin(taken | {CPU_PREFIX + "ProfilerStep"})]
+        for m in top.groupby("metric")["total_s"].sum().nlargest(TOP_CPU).index:
+            rows.append({**head, **base, "source": source, "ranks": ranks, "kind": CPU,
+                         "metric": m, "label": f"top CPU op: {m[len(CPU_PREFIX):][:40]}",
+                         **_agg(mine[mine["metric"] == m], ranks),
                          "measured": True, "note": "CPU op, inclusive time"})  # fmt: skip
     out = pd.DataFrame(rows)
     for col in COLUMNS:
