@@ -106,6 +106,10 @@ $(SWEEPS)/%.json: $(RUN_SRC) $(PROFILER_STAMP) | $(VENV_STAMP)
 	@$(PY) -m run.probe
 	$(PY) -m run.sweep --profile $(PROFILE) --exp $*
 
+# Reached only through pattern rules, these would be "intermediate" files that make deletes when
+# it exits; they are the record of what ran, so they stay.
+.PRECIOUS: $(SWEEPS)/%.json $(TABLES)/%.csv $(FIGS)/%.png
+
 .SECONDEXPANSION:
 $(TABLES)/%.csv: $$(SWEEPS)/$$(exp_$$*).json analysis/$$(subst -,_,$$*).py $(ANALYSIS_SRC) | $(VENV_STAMP)
 	$(PY) -m analysis.$(subst -,_,$*) --profile $(PROFILE)

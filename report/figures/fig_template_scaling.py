@@ -23,6 +23,7 @@ def draw(df: pd.DataFrame, meta: dict) -> plt.Figure:
             ax.plot(d["gpus"], d["tuning_time_s"], marker="o", label=m, color=colour)
         ax.set(title=t, xlabel="GPUs (ranks)", xticks=gpus)
         ax.grid(alpha=0.3)
+        ax.set_ylim(bottom=0)
     projected = bool(df["epoch_time_projected"].fillna(False).astype(bool).any())
     np.atleast_1d(axes)[0].set_ylabel(
         "tuning time, one epoch [s]" + (" (proj.)" if projected else "")

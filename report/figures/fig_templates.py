@@ -40,7 +40,7 @@ def draw(df: pd.DataFrame, meta: dict) -> plt.Figure:
                         color="dimgrey",
                     )
         ax.set_xticks(x, TEMPLATES)
-        ax.set_title(f"{g} GPU" + ("s" if g > 1 else "") + " (ranks)")
+        ax.set_title(f"{g} GPU" + ("s" if g > 1 else "") + " (ranks on CPU)")
         ax.grid(axis="y", alpha=0.3)
     axes[0].set_ylabel("mean iteration time [s/it]")
     axes[-1].legend(fontsize=8)

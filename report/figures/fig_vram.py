@@ -53,10 +53,11 @@ def draw(df: pd.DataFrame, meta: dict) -> plt.Figure:
         ax.set_title(m)
         ax.grid(axis="y", alpha=0.3)
     axes[0].set_ylabel(ylabel)
-    axes[-1].legend(title="GPUs (ranks)", fontsize=8)
+    handles, labels = axes[0].get_legend_handles_labels()
+    fig.legend(handles, labels, title="GPUs (ranks)", loc="center right", fontsize=8)
     what = "Peak host memory (CPU run: not VRAM)" if host else "Peak VRAM per GPU"
     fig.suptitle(f"{what} by template, method and GPUs\n{common.subtitle(meta)}", fontsize=10)
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0, 0.93, 1))
     return fig
 
 

@@ -14,6 +14,10 @@ adds only what the experiments need:
 - Checkpoints: the fine-tuned weights are not a result of these experiments (an 8B merged
   checkpoint is 32 GB per run), so `save_checkpoint` is skipped unless `save_final_checkpoint`.
 - Data set size: rows and tokens of the training set (template subsets) for the summary.
+- Profiler for the DPO recipes: lora_dpo_* in torchtune 0.6.1 ignore the config's `profiler:`
+  block. When it is enabled and the recipe has set up no profiler of its own, we build it from
+  the same block (torchtune.training.setup_torch_profiler) and step it after every optimizer step
+  on every rank, as the other recipes do at the end of each step.
 """
 
 from __future__ import annotations
@@ -95,6 +99,26 @@ class ProjectRecipeMixin:
         self.dataset_stats["pin_memory_effective"] = bool(loader.pin_memory)
         return (out[0], loader) if isinstance(out, tuple) else loader
 
+    def setup(self, cfg: Any) -> None:
+        super().setup(cfg)  # type: ignore[misc]
+        self._own_profiler = None
+        prof_cfg = cfg.get("profiler", None)
+        enabled = prof_cfg is not None and bool(prof_cfg.get("enabled", False))
+        optimizer = getattr(self, "_optimizer", None)
+        if enabled and not hasattr(self, "_profiler") and optimizer is not None:
+            from torchtune import config as tt_config
+
+            profiler, _ = tt_config.instantiate(prof_cfg)
+            self._own_profiler = profiler
+            step = optimizer.step
+
+            def step_and_profile(*args: Any, **kwargs: Any) -> Any:
+                out = step(*args, **kwargs)
+                profiler.step()
+                return out
+
+            optimizer.step = step_and_profile
+
     def save_checkpoint(self, *args: Any, **kwargs: Any) -> None:
         if self._save_final_checkpoint:
             super().save_checkpoint(*args, **kwargs)  # type: ignore[misc]
@@ -107,9 +131,14 @@ class ProjectRecipeMixin:
         logger = getattr(self, "_metric_logger", None)  # rank 0 only in distributed recipes
         if logger is not None and hasattr(logger, "start"):
             logger.start()
+        own = getattr(self, "_own_profiler", None)
+        if own is not None:
+            own.start()
         try:
             super().train()  # type: ignore[misc]
         finally:
+            if own is not None:
+                own.stop()
             if logger is not None and hasattr(logger, "stop"):
                 logger.stop()
 
