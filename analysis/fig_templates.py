@@ -28,8 +28,12 @@ def build_table(df: pd.DataFrame) -> pd.DataFrame:
     df["_t"] = df["dataset"].map(c.LLM_TEMPLATES.index)
     df["_m"] = df["method"].map(c.LLM_METHODS.index)
     df = df.sort_values(["gpus", "_m", "_t"])
+    for col in ("steps", "dataset_rows", "dataset_tokens"):
+        df[col] = pd.to_numeric(df[col]).astype("Int64")
+    # the first clause of the run's error ("QAT needs several devices"); summary.json keeps it all
     df["reason"] = [
-        e if s != "ok" else None for e, s in zip(df["error"], df["status"], strict=True)
+        str(e).split(":")[0] if s != "ok" and isinstance(e, str) else None
+        for e, s in zip(df["error"], df["status"], strict=True)
     ]
     return df[
         [

@@ -34,8 +34,10 @@ def build_table(df: pd.DataFrame) -> pd.DataFrame:
         b / GIB if s == "ok" and pd.notna(b) else None
         for b, s in zip(df["peak_memory_bytes"], df["status"], strict=True)
     ]
+    # the first clause of the run's error ("QAT needs several devices"); summary.json keeps it all
     df["reason"] = [
-        e if s != "ok" else None for e, s in zip(df["error"], df["status"], strict=True)
+        str(e).split(":")[0] if s != "ok" and isinstance(e, str) else None
+        for e, s in zip(df["error"], df["status"], strict=True)
     ]
     df["_t"] = df["dataset"].map(c.LLM_TEMPLATES.index)
     df["_m"] = df["method"].map(c.LLM_METHODS.index)

@@ -4,6 +4,7 @@ hold, fail or stay unmeasured depending on the numbers, tables with every cell, 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 import yaml
@@ -22,7 +23,7 @@ def llm_sandbox(sandbox):
     """The sandbox matrix with the real L1, L2, L5, L6, L8 entries added."""
     path = sandbox / "matrix.yaml"
     m = yaml.safe_load(path.read_text())
-    real = mx.load_matrix(mx.Path(__file__).resolve().parents[1] / "experiments" / "matrix.yaml")
+    real = mx.load_matrix(Path(__file__).resolve().parents[1] / "experiments" / "matrix.yaml")
     for e in ("L1", "L2", "L5", "L6", "L8"):
         m["experiments"][e] = real["experiments"][e]
     path.write_text(yaml.safe_dump(m))

@@ -61,6 +61,7 @@ def run_llm(tmp_path: Path, env: dict, method: str, gpus: int, **over) -> tuple[
     summary = store.read_json(run_dir / store.SUMMARY)
     steps = store.read_jsonl(run_dir / store.STEPS)
     assert (run_dir / "torchtune_config.yaml").is_file()
+    summary["_run_dir"] = str(run_dir)
     return summary, steps
 
 
@@ -90,7 +91,7 @@ def llm_spec_recipe(method: str, gpus: int) -> str:
     [
         ("lora", 1, {}),
         ("qlora", 1, {}),
-        ("dpo", 1, {}),
+        ("dpo", 1, {"profiler": "torch"}),  # our profiler extension of the DPO recipes
         ("lora", 2, {}),
         ("dpo", 2, {}),
         ("qat", 2, {"lr": 1e-3}),
@@ -104,3 +105,9 @@ def test_method_runs_and_learns(tmp_path, llm_env, method, gpus, over):
         assert summary["dataset_tokens"] > 0  # chosen + rejected sequences
     if gpus > 1:
         assert summary["cpu_shims"]  # the distributed recipes needed the CPU shims
+    if over.get("profiler") == "torch":
+        from run.llm import TORCH_TRACE_DIR
+
+        traces = Path(summary["_run_dir"]) / TORCH_TRACE_DIR
+        assert list(traces.glob("iteration_*/*.pt.trace.json.gz")), "no torch trace written"
+        assert list(traces.glob("iteration_*/rank0_key_averages.txt"))
