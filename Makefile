@@ -114,7 +114,7 @@ $(SWEEPS)/%.json: $(RUN_SRC) $(PROFILER_STAMP) | $(VENV_STAMP)
 $(TABLES)/%.csv: $$(SWEEPS)/$$(exp_$$*).json analysis/$$(subst -,_,$$*).py $(ANALYSIS_SRC) | $(VENV_STAMP)
 	$(PY) -m analysis.$(subst -,_,$*) --profile $(PROFILE)
 
-$(FIGS)/%.png: $(TABLES)/%.csv report/figures/$$(subst -,_,$$*).py report/figures/common.py | $(VENV_STAMP)
+$(FIGS)/%.png: $(TABLES)/%.csv report/figures/$$(subst -,_,$$*).py $(wildcard report/figures/*common.py) | $(VENV_STAMP)
 	$(PY) -m report.figures.$(subst -,_,$*) --profile $(PROFILE)
 
 fig-strategies: ## V1  time and speed-up of DDP, DDP-RR, DDP-DS by GPU count (C Fig.1)

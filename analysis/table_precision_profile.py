@@ -33,7 +33,9 @@ def build_table(runs: pd.DataFrame, tidy: pd.DataFrame) -> pd.DataFrame:
     quotes = paper_quotes()
     t["paper_s"] = [quotes.get((m, p)) for m, p in zip(t["metric"], t["precision"], strict=True)]
     t["precision_order"] = t["precision"].map(ORDER.index)
-    t = t.sort_values(["kind", "metric", "precision_order"], kind="mergesort")
+    t = t.sort_values(
+        ["kind", "metric", "precision_order"], ascending=[False, True, True], kind="mergesort"
+    )
     return t.drop(columns="precision_order")
 
 

@@ -372,6 +372,10 @@ def collect_metrics(run: str, run_dir: Path, profiler: str) -> Path:
     files = trace_files(run_dir, profiler)
     where = run_dir / (NSYS_DIR if profiler == "nsys" else TORCH_TRACE_DIR)
     if not files:
-        raise ProfileError(where, f"no {profiler} profile was written")
+        raise ProfileError(
+            where,
+            f"no {profiler} profile was written (the run ended before the window closed, or "
+            "its recipe ignores the profiler block: torchtune 0.6.1's lora_dpo_distributed does)",
+        )
     df = metrics_table(run, files)
     return write_csv_atomic(df, run_dir / PROFILE_METRICS)

@@ -106,7 +106,7 @@ def test_method_runs_and_learns(tmp_path, llm_env, method, gpus, over):
     if gpus > 1:
         assert summary["cpu_shims"]  # the distributed recipes needed the CPU shims
     if over.get("profiler") == "torch":
-        from run.llm import TORCH_TRACE_DIR
+        from run.profiling import TORCH_TRACE_DIR
 
         traces = Path(summary["_run_dir"]) / TORCH_TRACE_DIR
         assert list(traces.glob("iteration_*/*.pt.trace.json.gz")), "no torch trace written"

@@ -35,6 +35,7 @@ CPU_PROXIES: list[tuple[str, str, re.Pattern[str]]] = [
     ("aten::to", "dtype/device casts", re.compile(r"^aten::to$")),
     # the gloo work itself (runs on gloo's thread); c10d::allreduce_ is only its enqueue
     ("gloo allreduce", "NCCL allreduce stand-in", re.compile(r"^gloo:all_reduce$")),
+    ("gloo allgather", "NCCL AllGather stand-in (FSDP)", re.compile(r"^gloo:all_gather$")),
     ("gloo broadcast", "NCCL broadcast stand-in", re.compile(r"^gloo:broadcast$")),
     ("optimizer step", "optimizer", re.compile(r"^Optimizer\.step#")),
     ("forward", "model forward", re.compile(r"^(DistributedDataParallel|FullyShardedDataParallel|\w+)\.forward$")),

@@ -14,6 +14,5 @@ The entry point is run/llm_tune.py; run/llm_spec.py says what a run spec holds.
 
 # File names inside a run folder, beside run.store's (spec.json, summary.json, steps.jsonl, log.txt).
 TORCHTUNE_CONFIG = "torchtune_config.yaml"  # the exact config the recipe ran with
-TORCH_TRACE_DIR = "torch_traces"  # torchtune's profiler block writes iteration_N/ here
-NSYS_REPORT = "nsys/report"  # nsys profile --output (".nsys-rep" is appended by nsys)
+# Profiler outputs (torch traces, nsys reports) are named in run/profiling.py, for every workload.
 TORCHTUNE_OUTPUT_DIR = "torchtune"  # torchtune's own output_dir (checkpoints are not written)
