@@ -125,14 +125,16 @@ def sections(profile: str) -> list[dict[str, Any]]:
 
 def render(profile: str, out_dir: Path = OUT_DIR) -> list[Path]:
     secs = sections(profile)
+    hw = hardware(profile)
     verdicts = Counter(c["verdict"] for s in secs if s.get("built") for c in s["claims"])
     ctx = {
         "profile": profile,
         "profile_description": mx.load_matrix()["profiles"][profile]["description"].strip(),
-        "hardware": hardware(profile),
+        "hardware": hw,
         "sections": secs,
         "verdicts": dict(verdicts),
         "built": sum(1 for s in secs if s.get("built")),
+        "cpu_only": hw is not None and hw["gpus"].startswith("none"),
     }
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(HERE / "templates"),

@@ -89,6 +89,7 @@ def run_name(spec: dict[str, Any]) -> str:
         f"{spec['image_size']}px",
         "pin" if spec["pin_memory"] else "nopin",
         f"e{spec['epochs']}",
+        f"n{spec['train_images']}",
     ]
     if spec["scenario"] != "A":
         parts.append(f"scen{spec['scenario']}")

@@ -82,4 +82,4 @@ def test_unknown_experiment_and_profile():
 
 def test_run_name_spells_the_setup():
     spec = dict(vision_spec.DEFAULTS, precision="fp16", strategy="ddp_ds", gpus=2, image_size=500)
-    assert vision_spec.run_name(spec) == "mnv2-fp16-ddp_ds-2gpu-500px-nopin-e2"
+    assert vision_spec.run_name(spec) == "mnv2-fp16-ddp_ds-2gpu-500px-nopin-e2-n512"
