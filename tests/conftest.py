@@ -85,3 +85,12 @@ def sandbox_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("PYTHONPATH", str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     monkeypatch.delenv("PROFILER", raising=False)
     return tmp_path
+
+
+@pytest.fixture(scope="module")
+def module_sandbox(tmp_path_factory):
+    """`sandbox` for a whole test module: yields (folder, MonkeyPatch) for fixtures to extend."""
+    tmp = tmp_path_factory.mktemp("sandbox")
+    with pytest.MonkeyPatch.context() as mp:
+        sandbox_env(tmp, mp)
+        yield tmp, mp

@@ -14,7 +14,6 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from conftest import sandbox_env
 
 from analysis import common
 from report import build
@@ -33,34 +32,30 @@ VISION = {
 
 
 @pytest.fixture(scope="module")
-def built(tmp_path_factory):
+def built(module_sandbox):
     """One fake sweep of V1-V4, V7, its tables, figures and report, shared by the tests here."""
-    tmp = tmp_path_factory.mktemp("report")
-    with pytest.MonkeyPatch.context() as mp:
-        sandbox_env(tmp, mp)
-        launches = tmp / "launches.txt"
-        launches.touch()
-        mp.setenv("FAKE_LAUNCHES", str(launches))
-        # GPU-only claims (pin_memory) are judged only for runs on a GPU; the fake runs say so.
-        mp.setenv("FAKE_DEVICE", "NVIDIA H100 (fake)")
-        mp.setattr(vision_spec, "launch_command", fake_sweep.fake_launch)
-        sweep.sweep(list(VISION.values()), "test")
-        from report.figures import common as figcommon
+    tmp, mp = module_sandbox
+    launches = tmp / "launches.txt"
+    launches.touch()
+    mp.setenv("FAKE_LAUNCHES", str(launches))
+    # GPU-only claims (pin_memory) are judged only for runs on a GPU; the fake runs say so.
+    mp.setenv("FAKE_DEVICE", "NVIDIA H100 (fake)")
+    mp.setattr(vision_spec, "launch_command", fake_sweep.fake_launch)
+    sweep.sweep(list(VISION.values()), "test")
+    from report.figures import common as figcommon
 
-        mp.setattr(figcommon, "FIGURES_DIR", tmp / "out" / "figures")
-        for target in VISION:
-            module = target.replace("-", "_")
-            importlib.import_module(f"analysis.{module}").build("test")
-            if target.startswith("fig-"):
-                fig = importlib.import_module(f"report.figures.{module}")
-                df, meta = figcommon.load(target, "test")
-                figcommon.save(fig.draw(df, meta), target)
-        written = build.render("test", tmp / "out")
-        tables = {
-            p.stem: json.loads(p.read_text()) for p in store.tables_dir("test").glob("*.json")
-        }
-        csvs = {p.stem: pd.read_csv(p) for p in store.tables_dir("test").glob("*.csv")}
-        yield {p.suffix: p.read_text() for p in written}, tmp / "out", tables, csvs
+    mp.setattr(figcommon, "FIGURES_DIR", tmp / "out" / "figures")
+    for target in VISION:
+        module = target.replace("-", "_")
+        importlib.import_module(f"analysis.{module}").build("test")
+        if target.startswith("fig-"):
+            fig = importlib.import_module(f"report.figures.{module}")
+            df, meta = figcommon.load(target, "test")
+            figcommon.save(fig.draw(df, meta), target)
+    written = build.render("test", tmp / "out")
+    tables = {p.stem: json.loads(p.read_text()) for p in store.tables_dir("test").glob("*.json")}
+    csvs = {p.stem: pd.read_csv(p) for p in store.tables_dir("test").glob("*.csv")}
+    yield {p.suffix: p.read_text() for p in written}, tmp / "out", tables, csvs
 
 
 def verdicts(built, target: str) -> dict[str, str]:
