@@ -78,10 +78,10 @@ help: ## show this help
 all: $(TABLE_FILES) $(FIG_FILES) ## run every experiment, build every table, figure and the report
 	@$(MAKE) --no-print-directory report
 
-vision: $(VISION_TABLES:%=$(TABLES)/%.csv) $(VISION_FIGS:%=$(TABLES)/%.csv) $(VISION_FIGS:%=$(FIGS)/%.png) ## only the vision experiments (V*), then the report
+vision: $(VISION_TABLES:%=$(TABLES)/%.csv) $(VISION_FIGS:%=$(FIGS)/%.png) ## only the vision experiments (V*), then the report
 	@$(MAKE) --no-print-directory report
 
-llm: $(LLM_TABLES:%=$(TABLES)/%.csv) $(LLM_FIGS:%=$(TABLES)/%.csv) $(LLM_FIGS:%=$(FIGS)/%.png) ## only the LLM experiments (L*), then the report
+llm: $(LLM_TABLES:%=$(TABLES)/%.csv) $(LLM_FIGS:%=$(FIGS)/%.png) ## only the LLM experiments (L*), then the report
 	@$(MAKE) --no-print-directory report
 
 $(VENV_STAMP): requirements.txt

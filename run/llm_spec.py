@@ -140,13 +140,9 @@ def launch_command(spec: dict[str, Any], run_dir: Path, info: dict[str, Any]) ->
     if spec["gpus"] == 1:
         cmd = [sys.executable, *entry]
     else:
-        torchrun = Path(sys.executable).with_name("torchrun")
-        launcher = (
-            [str(torchrun)]
-            if torchrun.exists()
-            else [sys.executable, "-m", "torch.distributed.run"]
-        )
-        cmd = [*launcher, "--standalone", f"--nproc_per_node={spec['gpus']}", *entry]
+        from run.probe import torchrun
+
+        cmd = [*torchrun(), "--standalone", f"--nproc_per_node={spec['gpus']}", *entry]
     if spec["profiler"] == "nsys":
         # nsys around every rank (torchrun --no-python nsys profile ... python -m run.llm_tune);
         # the window is nsys's --duration (the recipe cannot open a cudaProfilerApi range).

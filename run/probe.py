@@ -96,6 +96,12 @@ def probe() -> dict[str, Any]:
     }
 
 
+def torchrun() -> list[str]:
+    """How to start torchrun with this Python: the venv's script, else the module."""
+    script = Path(sys.executable).with_name("torchrun")
+    return [str(script)] if script.exists() else [sys.executable, "-m", "torch.distributed.run"]
+
+
 def default_profile(info: dict[str, Any] | None = None) -> str:
     info = info or probe()
     return "paper" if info["gpu_count"] else "smoke"

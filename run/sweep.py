@@ -39,8 +39,7 @@ def resolve_profiler(spec: dict[str, Any], override: str | None, info: dict[str,
         choice = "nsys" if info.get("nsys") else "torch"
     if choice == "nsys" and not info.get("nsys"):
         raise mx.MatrixError("PROFILER=nsys but nsys is not on the PATH (try PROFILER=torch)")
-    if "profiler" in spec:
-        spec["profiler"] = choice
+    spec["profiler"] = choice
     return spec
 
 
@@ -57,11 +56,7 @@ def last_error_line(log: Path) -> str:
 
 
 def launch_command(spec: dict[str, Any], stage: Path, info: dict[str, Any]) -> list[str]:
-    cmd = mx.WORKLOADS[spec["workload"]].launch_command(spec, stage, info)
-    if spec.get("profiler") == "nsys" and spec["workload"] == "vision":
-        # every rank under nsys; the vision loop opens/closes the capture range (cudaProfilerApi)
-        cmd = profiling.with_nsys(cmd, stage, capture_api=True)
-    return cmd
+    return mx.WORKLOADS[spec["workload"]].launch_command(spec, stage, info)
 
 
 def profile_metrics(spec: dict[str, Any], stage: Path, summary: dict[str, Any]) -> dict[str, Any]:
@@ -83,13 +78,18 @@ def profile_metrics(spec: dict[str, Any], stage: Path, summary: dict[str, Any]) 
     return summary
 
 
-def execute(spec: dict[str, Any], profile: str, info: dict[str, Any]) -> dict[str, Any]:
+def execute(
+    spec: dict[str, Any],
+    profile: str,
+    info: dict[str, Any],
+    matrix: dict[str, Any] | None = None,
+) -> dict[str, Any]:
     """Run one spec into its staging folder and publish it. Returns its summary."""
     name = mx.run_name(spec)
     stage = store.start_staging(profile, name)
     store.write_json_atomic(stage / store.SPEC, spec)
     if spec.get("profiler", "none") != "none":
-        window = profiling.window_for(profile, spec["workload"], mx.load_matrix())
+        window = profiling.window_for(profile, spec["workload"], matrix or mx.load_matrix())
         profiling.write_plan(stage, spec, window)
     mod = mx.WORKLOADS[spec["workload"]]
     reason = getattr(mod, "unsupported_reason", lambda s: None)(spec)
@@ -157,9 +157,9 @@ def sweep(exp_ids: list[str], profile: str, retry_failed: bool = False) -> int:
     expanded = [mx.expand(e, profile, matrix) for e in exp_ids]
     # The profiler choice is resolved for every spec before anything runs, so PROFILER=nsys
     # without nsys stops here with one line, not halfway through a sweep.
-    for exp in expanded:
-        for spec in exp.specs:
-            resolve_profiler(spec, override, info)
+    resolved = {
+        exp.id: [resolve_profiler(s, override, info) for s in exp.specs] for exp in expanded
+    }
     # Data sets are checked (or made) before anything runs: a missing one stops the sweep at once
     # instead of leaving a failed run per cell.
     for workload, mod in mx.WORKLOADS.items():
@@ -169,8 +169,7 @@ def sweep(exp_ids: list[str], profile: str, retry_failed: bool = False) -> int:
     for exp in expanded:
         record: dict[str, Any] = {"experiment": exp.id, "target": exp.target, "profile": profile}
         ran, skipped = [], []
-        for spec in exp.specs:
-            spec = resolve_profiler(spec, override, info)
+        for spec in resolved[exp.id]:
             name = mx.run_name(spec)
             if spec["gpus"] > limit:
                 unit = "GPU(s)" if info["gpu_count"] else "CPU core(s) for gloo ranks"
@@ -183,7 +182,7 @@ def sweep(exp_ids: list[str], profile: str, retry_failed: bool = False) -> int:
                 if not (retry_failed and status == "failed"):
                     ran.append({"run": name, "status": status, "reused": True})
                     continue
-            summary = execute(spec, profile, info)
+            summary = execute(spec, profile, info, matrix)
             ran.append({"run": name, "status": summary["status"], "reused": False})
         record["runs"] = ran
         record["skipped"] = skipped

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -141,12 +140,10 @@ def preflight(specs: list[dict[str, Any]]) -> None:
 
 def launch_command(spec: dict[str, Any], run_dir: Path, info: dict[str, Any]) -> list[str]:
     """torchrun with one process per GPU (or gloo rank on CPU)."""
-    torchrun = Path(sys.executable).with_name("torchrun")
-    launcher = (
-        [str(torchrun)] if torchrun.exists() else [sys.executable, "-m", "torch.distributed.run"]
-    )
-    return [
-        *launcher,
+    from run.probe import torchrun
+
+    cmd = [
+        *torchrun(),
         "--standalone",
         f"--nproc_per_node={spec['gpus']}",
         "-m",
@@ -156,3 +153,9 @@ def launch_command(spec: dict[str, Any], run_dir: Path, info: dict[str, Any]) ->
         "--run-dir",
         str(run_dir),
     ]
+    if spec["profiler"] == "nsys":
+        from run import profiling
+
+        # every rank under nsys; the vision loop opens/closes the capture range (cudaProfilerApi)
+        cmd = profiling.with_nsys(cmd, run_dir, capture_api=True)
+    return cmd

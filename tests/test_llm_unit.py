@@ -276,10 +276,10 @@ def write_matrix(sandbox: Path, m: dict) -> None:
 def counting(fn, calls: list):  # noqa: ANN001, ANN201
     """Wrap sweep.execute: supported cells are not launched here (recorded as a stub instead)."""
 
-    def wrapper(spec, profile, info):  # noqa: ANN001, ANN202
+    def wrapper(spec, profile, info, *rest):  # noqa: ANN001, ANN202
         calls.append(spec)
         if llm_spec.unsupported_reason(spec):
-            return fn(spec, profile, info)
+            return fn(spec, profile, info, *rest)
         name = mx.run_name(spec)
         stage = store.start_staging(profile, name)
         store.write_json_atomic(stage / store.SPEC, spec)
