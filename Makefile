@@ -15,7 +15,12 @@ PYTHON ?= python3
 CONTAINER_ENGINE ?= $(shell command -v podman || command -v docker || echo podman)
 VENV ?= .venv
 PY := $(VENV)/bin/python
-VENV_STAMP := $(VENV)/.installed-$(shell cksum < requirements.txt | cut -d' ' -f1)
+# The torch build: empty = PyPI's (CUDA 13: NVIDIA driver 580 or newer); for an older driver a
+# PyTorch wheel index, e.g. TORCH_INDEX=https://download.pytorch.org/whl/cu126. The containers
+# take the same variable (container/build.args); pins stay in requirements.txt.
+TORCH_INDEX ?=
+export TORCH_INDEX
+VENV_STAMP := $(VENV)/$(shell bash container/install-python.sh --stamp)
 # Where runs, sweeps and tables go (run/store.py reads the same variable).
 RESULTS_DIR ?= results
 RES := $(RESULTS_DIR)/$(PROFILE)
@@ -67,7 +72,8 @@ FIG_FILES := $(FIG_TARGETS:%=$(FIGS)/%.png)
 TABLE_FILES := $(ARTIFACTS:%=$(TABLES)/%.csv)
 
 .PHONY: help all vision llm report test test-unit test-gpu lint format probe venv matrix clean \
-        clean-results bench-vision bench-analysis bench-profiler data-mnist container sif slurm $(ARTIFACTS)
+        clean-results bench-vision bench-analysis bench-profiler data-mnist container sif slurm \
+        plan plan-brief check-cuda gpu-check gpu-wheels $(ARTIFACTS)
 
 help: ## show this help
 	@echo "Usage: make <target> [PROFILE=smoke|quick|paper] [PROFILER=auto|torch|nsys|none]"
@@ -75,21 +81,29 @@ help: ## show this help
 	@grep -hE '^[a-zA-Z0-9_.-]+:.*## ' $(MAKEFILE_LIST) | \
 	  awk 'BEGIN {FS = ":.*## "}; {printf "  %-24s %s\n", $$1, $$2}'
 
-all: $(TABLE_FILES) $(FIG_FILES) ## run every experiment, build every table, figure and the report
+# The plan comes first: a serial make builds prerequisites left to right, so what the GPUs will
+# cost is on the terminal (and in a SLURM log) before the first run starts.
+all: check-cuda plan-brief $(TABLE_FILES) $(FIG_FILES) ## run every experiment, build every table, figure and the report
 	@$(MAKE) --no-print-directory report
 
-vision: $(VISION_TABLES:%=$(TABLES)/%.csv) $(VISION_FIGS:%=$(FIGS)/%.png) ## only the vision experiments (V*), then the report
+vision: check-cuda $(VISION_TABLES:%=$(TABLES)/%.csv) $(VISION_FIGS:%=$(FIGS)/%.png) ## only the vision experiments (V*), then the report
 	@$(MAKE) --no-print-directory report
 
-llm: $(LLM_TABLES:%=$(TABLES)/%.csv) $(LLM_FIGS:%=$(FIGS)/%.png) ## only the LLM experiments (L*), then the report
+llm: check-cuda $(LLM_TABLES:%=$(TABLES)/%.csv) $(LLM_FIGS:%=$(FIGS)/%.png) ## only the LLM experiments (L*), then the report
 	@$(MAKE) --no-print-directory report
 
-$(VENV_STAMP): requirements.txt
-	$(PYTHON) -m venv $(VENV)
-	$(VENV)/bin/pip install --quiet --upgrade pip
-	$(VENV)/bin/pip install --quiet -r requirements.txt
-	rm -f $(VENV)/.installed-*
-	touch $@
+plan: | $(VENV_STAMP) ## every run of PROFILE: state, estimated time, GPU-hours and wall time still to spend
+	@$(PY) -m run.plan --profile $(PROFILE)
+
+plan-brief: | $(VENV_STAMP)
+	@$(PY) -m run.plan --profile $(PROFILE) --brief
+
+# GPUs that the installed torch cannot use stop `make all` before any run, with one line.
+check-cuda: | $(VENV_STAMP)
+	@$(PY) -m run.probe --check-cuda
+
+$(VENV_STAMP): requirements.txt container/install-python.sh
+	PYTHON=$(PYTHON) bash container/install-python.sh $(VENV)
 
 venv: $(VENV_STAMP) ## create the virtual environment (pinned versions)
 
@@ -179,6 +193,20 @@ test-unit: | $(VENV_STAMP) ## only the fast CPU unit tests
 
 test-gpu: | $(VENV_STAMP) ## only the GPU tier (needs CUDA GPUs)
 	$(PY) -m pytest -q -m gpu
+
+# With PY=python3 (a Python that already has torch) no venv is made: a GPU node may have another
+# torch and no network. README "Checking a GPU node" lists what it needs beside torch.
+gpu-check: | $(if $(filter command line environment,$(origin PY)),,$(VENV_STAMP)) ## every GPU code path at tiny scale, one line per check (PY=python3: no venv)
+	$(PY) -m run.gpu_check
+
+# Wheels for a GPU node without network (Python 3.12 x86-64, as on the device machine): the
+# packages gpu-check needs beside torch, torchvision, pandas, PyYAML and jinja2.
+GPU_WHEELS := torchtune==0.6.1 torchao==0.15.0 torchdata==0.11.0 omegaconf==2.4.0 \
+              datasets==5.2.0 dill==0.4.1 multiprocess==0.70.19
+gpu-wheels: ## download the wheels gpu-check needs beside torch into .whl/ (for an offline node)
+	$(PYTHON) -m pip download --no-deps --only-binary=:all: --python-version 3.12 \
+	  --implementation cp --platform manylinux_2_28_x86_64 --platform manylinux2014_x86_64 \
+	  --platform any -d .whl $(GPU_WHEELS)
 
 clean-results: ## delete results of PROFILE and the report (runs are lost)
 	rm -rf $(RES) report/out

@@ -3,7 +3,10 @@
 Cells that torchtune 0.6.1 cannot run (QLoRA on several devices, QAT on one) are rows with status
 `unsupported`. The paper's template-subset sizes (reference/paper/template_subsets.csv) are shown
 beside; our subsets' token counts come from the runs' summaries (`dataset_tokens`, counted by the
-recipe extension over the training set as the model sees it).
+recipe extension over the training set as the model sees it). Since time follows size (L5d), a
+second table, <target>-tokens.csv, sets our counts per template and tokenizer against the paper's
+(per row when our subsets are smaller than its 500 rows) and a note per template says whether they
+are within 15 % or by how much they differ.
 """
 
 from __future__ import annotations
@@ -13,8 +16,10 @@ from pathlib import Path
 import pandas as pd
 
 from analysis import common as c
+from run import store
 
 TARGET, EXP = "fig-templates", "L5"
+TOKENS_SUFFIX = "-tokens"  # results/<profile>/tables/fig-templates-tokens.csv
 SIMILAR = 0.25  # "Instruct and Summary similar": s/it within 25 % of each other
 
 
@@ -168,38 +173,42 @@ def claims(t: pd.DataFrame) -> list[dict[str, str]]:
     return out
 
 
-def token_note(df: pd.DataFrame) -> str | None:
-    """Our template subsets beside the paper's, from the LoRA (SFT) runs' dataset_tokens."""
-    ok = c.ok_runs(df)
-    if "dataset_tokens" not in ok:
-        return None
-    sft = ok[(ok["method"] == "lora") & ok["dataset_tokens"].notna()]
-    if not len(sft):
-        return None
-    paper = c.paper_table("template_subsets.csv").set_index("template")
-    parts = []
-    for d in c.LLM_TEMPLATES:
-        rows = sft[sft["dataset"] == d]
-        if not len(rows):
-            continue
-        r = rows.iloc[0]
-        label = c.LLM_TEMPLATE_LABELS[d]
-        p = paper.loc[label]
-        parts.append(
-            f"{label} {int(r['dataset_tokens']):,} tokens in {int(r['dataset_rows'])} rows "
-            f"(paper: {int(p['tokens']):,} in {int(p['rows'])})"
-        )
-    tok = ", ".join(sorted(set(ok.get("tokenizer", pd.Series(dtype=str)).dropna()))) or "?"
-    return f"Template subsets, as tokenised for SFT (tokenizer {tok}): " + "; ".join(parts) + "."
+def token_table(df: pd.DataFrame) -> pd.DataFrame:
+    """Our template subsets' token counts (SFT runs) per template and tokenizer beside the
+    paper's, with ratio and difference (analysis.common.tokens_vs_paper)."""
+    return c.tokens_vs_paper(c.llm_subset_tokens(df))
+
+
+def tokens_path(profile: str) -> Path:
+    return store.tables_dir(profile) / f"{TARGET}{TOKENS_SUFFIX}.csv"
+
+
+def token_notes(tokens: pd.DataFrame) -> list[str]:
+    """A summary line (our counts and the paper's), where the table is, and one line per template
+    saying whether it is within 15 % of the paper's or by how much it differs."""
+    if not len(tokens):
+        return []
+    parts = [
+        f"{r['template']} {int(r['tokens']):,} tokens in {int(r['rows'])} rows "
+        f"(paper: {int(r['paper_tokens']):,} in {int(r['paper_rows'])})"
+        for _, r in tokens.iterrows()
+    ]
+    tok = ", ".join(sorted(set(tokens["tokenizer"])))
+    return [
+        f"Template subsets, as tokenised for SFT (tokenizer {tok}): " + "; ".join(parts) + ". "
+        f"Ratios and differences to the paper's: tables/{TARGET}{TOKENS_SUFFIX}.csv.",
+        *(f"Tokens vs paper, {n}" for n in tokens["note"]),
+    ]
 
 
 def build(profile: str) -> Path:
     df, skipped = c.experiment_runs(EXP, profile)
     table = build_table(df)
     notes = c.llm_cpu_notes(df)
-    note = token_note(df)
-    if note:
-        notes.append(note)
+    tokens = token_table(df)
+    notes += token_notes(tokens)
+    # written even when empty, so that a rebuild never leaves an older run's counts behind
+    store.write_text_atomic(tokens_path(profile), tokens.drop(columns="note").to_csv(index=False))
     unsupported = table[table["status"] == "unsupported"]
     if len(unsupported):
         cells = ", ".join(

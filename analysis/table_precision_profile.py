@@ -61,7 +61,7 @@ def claims(t: pd.DataFrame) -> list[dict[str, str]]:
          2.0, "cudaEventDestroy time falls by more than 2x at each step FP64 -> FP32 -> FP16"),
     ):  # fmt: skip
         if not pa.measured(t, [metric]):
-            out.append(pa.unmeasured_claim(cid, text, crit, [metric]))
+            out.append(pa.unmeasured_claim(cid, text, crit, [metric], t))
             continue
         ok, ev = _falls(t, metric, factor)
         out.append(c.claim(cid, text, crit, c.judged(ok), ev))

@@ -10,10 +10,30 @@ checkpoint in LLAMA3_DIR and `random` builds the same architecture with random w
 memory are real, the loss is meaningless). `auto` (the default) resolves when the matrix is
 expanded: tiny -> tiny; llama3_8b -> real if LLAMA3_DIR is set, else random. Random-weight runs
 carry `-random` in their names, so they never stand in for real ones.
+
+`tokenizer`: `auto` resolves like the weights: tiny -> bytes (a byte-level llama3-format
+tokenizer we generate); llama3_8b -> llama3 when LLAMA3_TOKENIZER or LLAMA3_DIR gives Meta's
+tokenizer.model, else bytes. One token per byte makes sequences about 4x longer than Llama3's
+BPE, so 8B run names always carry the kind (`-tok_llama3`, `-tok_bytes`): results of two
+tokenizers are never mixed. `max_seq_len` caps every sequence (0 = the model's default cap:
+768 tokens for tiny, 2048 for Llama3-8B; the papers state none, and 2048 is above nearly every
+row of the paper's sets with the real tokenizer while it bounds the byte tokenizer's).
+
+`recipe`: `auto` picks torchtune's single-device recipe on 1 device and the distributed one on
+more; `distributed` runs the distributed recipe even on 1 rank under torchrun (gpu-check uses
+it to exercise FSDP and QAT on a single GPU). `data_source`: `auto` = the project's synthetic
+sets for tiny, the paper's real sets (offline cache) for llama3_8b; `synthetic` gives llama3_8b
+the generated sets, so a GPU check runs the real model shape without any download.
+
+Every run's length is known before it starts (`planned_steps`): the matrix check refuses a spec
+whose planned steps exceed MAX_PLANNED_STEPS (a whole epoch of C4-200M is 92M steps).
 """
 
 from __future__ import annotations
 
+import csv
+import functools
+import math
 import os
 import sys
 from pathlib import Path
@@ -24,6 +44,22 @@ DATASETS = ("alpaca", "grammar", "samsum", "slimorca", "instruct", "summary", "e
 TEMPLATE_DATASETS = ("instruct", "summary", "error-correction")
 MODELS = ("tiny", "llama3_8b")
 WEIGHTS = ("auto", "tiny", "real", "random")
+TOKENIZERS = ("auto", "bytes", "llama3")
+RECIPES = ("auto", "distributed")
+DATA_SOURCES = ("auto", "synthetic", "real")
+# The sequence cap each model gets when a spec leaves max_seq_len at 0 (see the docstring).
+DEFAULT_MAX_SEQ_LEN = {"tiny": 768, "llama3_8b": 2048}
+TINY_CONTEXT = 1024  # the tiny llama3's max_seq_len (run/llm/assets.py TINY_ARCH)
+# A run longer than this is a mistake in the matrix (an unbounded epoch), not an experiment.
+MAX_PLANNED_STEPS = 50_000
+# The paper's parent sets in reference/paper/table4_llm_datasets.csv (rows per set).
+PAPER_DATASET_NAMES = {
+    "alpaca": "alpaca-cleaned",
+    "grammar": "grammar",
+    "samsum": "samsum",
+    "slimorca": "slimorca",
+}
+REFERENCE_DIR = Path(__file__).resolve().parent.parent / "reference" / "paper"
 
 DEFAULTS: dict[str, Any] = {
     "workload": "llm",
@@ -45,6 +81,10 @@ DEFAULTS: dict[str, Any] = {
     "shuffle": True,
     "seed": 0,
     "profiler": "none",
+    "tokenizer": "auto",
+    "max_seq_len": 0,
+    "recipe": "auto",
+    "data_source": "auto",
 }
 
 CHOICES: dict[str, tuple[Any, ...]] = {
@@ -58,6 +98,9 @@ CHOICES: dict[str, tuple[Any, ...]] = {
     "activation_checkpointing": (False, True),
     "shuffle": (False, True),
     "profiler": ("none", "auto", "torch", "nsys"),
+    "tokenizer": TOKENIZERS,
+    "recipe": RECIPES,
+    "data_source": DATA_SOURCES,
 }
 
 
@@ -74,7 +117,7 @@ def validate(spec: dict[str, Any]) -> None:
     for key in ("gpus", "batch_size", "epochs", "template_rows", "gradient_accumulation_steps"):
         if not isinstance(spec[key], int) or isinstance(spec[key], bool) or spec[key] < 1:
             raise ValueError(f"{key}={spec[key]!r} must be a positive integer")
-    for key in ("max_steps", "warmup_steps", "seed"):
+    for key in ("max_steps", "warmup_steps", "seed", "max_seq_len"):
         if not isinstance(spec[key], int) or isinstance(spec[key], bool) or spec[key] < 0:
             raise ValueError(f"{key}={spec[key]!r} must be an integer >= 0")
     if not isinstance(spec["lr"], (int, float)) or isinstance(spec["lr"], bool) or spec["lr"] <= 0:
@@ -83,6 +126,22 @@ def validate(spec: dict[str, Any]) -> None:
         raise ValueError(f"weights={spec['weights']!r} does not apply to the tiny model")
     if spec["model"] != "tiny" and spec["weights"] == "tiny":
         raise ValueError(f"weights='tiny' needs model tiny, not {spec['model']}")
+    if spec["model"] == "tiny":
+        if spec["tokenizer"] == "llama3":
+            raise ValueError("tokenizer='llama3' does not fit the tiny model (512 tokens)")
+        if spec["data_source"] == "real":
+            raise ValueError("data_source='real' does not apply to the tiny model")
+        if spec["max_seq_len"] > TINY_CONTEXT:
+            raise ValueError(f"max_seq_len={spec['max_seq_len']} exceeds the tiny model's context")
+    if spec["weights"] == "real" and spec["tokenizer"] == "bytes":
+        raise ValueError("real Llama3-8B weights need the llama3 tokenizer, not bytes")
+    steps = planned_steps(spec)
+    if steps > MAX_PLANNED_STEPS:
+        raise ValueError(
+            f"{steps:,} steps planned ({dataset_rows(spec):,} rows of {spec['dataset']}, "
+            f"{spec['gpus']} rank(s), max_steps {spec['max_steps'] or 'none: whole epoch'}): "
+            f"more than {MAX_PLANNED_STEPS:,}; set max_steps"
+        )
 
 
 def resolve_weights(spec: dict[str, Any]) -> str:
@@ -93,10 +152,37 @@ def resolve_weights(spec: dict[str, Any]) -> str:
     return "real" if os.environ.get("LLAMA3_DIR") else "random"
 
 
+def resolve_tokenizer(spec: dict[str, Any]) -> str:
+    if spec["model"] == "tiny":
+        return "bytes"
+    if spec["tokenizer"] != "auto":
+        return spec["tokenizer"]
+    if resolve_weights(spec) == "real":
+        return "llama3"
+    return (
+        "llama3" if os.environ.get("LLAMA3_TOKENIZER") or os.environ.get("LLAMA3_DIR") else "bytes"
+    )
+
+
+def resolve_data_source(spec: dict[str, Any]) -> str:
+    if spec["data_source"] != "auto":
+        return spec["data_source"]
+    return "synthetic" if spec["model"] == "tiny" else "real"
+
+
 def canonical(spec: dict[str, Any]) -> dict[str, Any]:
+    """Everything `auto` resolved, so a spec names exactly what runs (and its run name says it)."""
     spec = dict(spec)
     spec["weights"] = resolve_weights(spec)
+    spec["tokenizer"] = resolve_tokenizer(spec)
+    spec["data_source"] = resolve_data_source(spec)
+    spec["max_seq_len"] = spec["max_seq_len"] or DEFAULT_MAX_SEQ_LEN[spec["model"]]
     return spec
+
+
+def distributed(spec: dict[str, Any]) -> bool:
+    """Whether the run uses torchtune's distributed recipe (and torchrun)."""
+    return spec["gpus"] > 1 or spec.get("recipe") == "distributed"
 
 
 def run_name(spec: dict[str, Any]) -> str:
@@ -112,21 +198,62 @@ def run_name(spec: dict[str, Any]) -> str:
     ]
     if spec["max_steps"]:
         parts.append(f"s{spec['max_steps']}")
-    if resolve_weights(spec) == "random":
-        parts.append("random")
+    if spec.get("recipe") == "distributed" and spec["gpus"] == 1:
+        parts.append("dist")
+    if spec["model"] != "tiny":
+        cap = spec.get("max_seq_len") or DEFAULT_MAX_SEQ_LEN[spec["model"]]
+        if cap != DEFAULT_MAX_SEQ_LEN[spec["model"]]:
+            parts.append(f"seq{cap}")
+        if resolve_data_source(spec) == "synthetic":
+            parts.append("synth")
+        if resolve_weights(spec) == "random":
+            parts.append("random")
+        parts.append(f"tok_{resolve_tokenizer(spec)}")
+    elif spec.get("max_seq_len") and spec["max_seq_len"] != DEFAULT_MAX_SEQ_LEN["tiny"]:
+        parts.append(f"seq{spec['max_seq_len']}")
     if spec["profiler"] != "none":
         parts.append(f"prof_{spec['profiler']}")
     return "-".join(parts)
 
 
+@functools.cache
+def paper_dataset_rows() -> dict[str, int]:
+    """Rows of the paper's parent sets, as Table 4 gives them (for planning only)."""
+    with open(REFERENCE_DIR / "table4_llm_datasets.csv") as fh:
+        by_name = {r["dataset"]: int(r["rows"]) for r in csv.DictReader(fh)}
+    return {ours: by_name[theirs] for ours, theirs in PAPER_DATASET_NAMES.items()}
+
+
+def dataset_rows(spec: dict[str, Any]) -> int:
+    """Rows of the training set a spec tunes on (template subsets: template_rows)."""
+    if spec["dataset"] in TEMPLATE_DATASETS:
+        return spec["template_rows"]
+    if resolve_data_source(spec) == "synthetic":
+        from run.llm.data import SYNTHETIC_ROWS
+
+        return SYNTHETIC_ROWS[spec["dataset"]]
+    return paper_dataset_rows()[spec["dataset"]]
+
+
+def planned_steps(spec: dict[str, Any]) -> int:
+    """Optimizer steps one rank takes, as torchtune's recipes count them: a DistributedSampler
+    shard (padded to ceil(rows / ranks)), batches with drop_last, gradient accumulation, capped
+    by max_steps per epoch."""
+    per_rank = math.ceil(dataset_rows(spec) / spec["gpus"])
+    steps = (per_rank // spec["batch_size"]) // spec["gradient_accumulation_steps"]
+    if spec["max_steps"]:
+        steps = min(steps, spec["max_steps"])
+    return steps * spec["epochs"]
+
+
 def unsupported_reason(spec: dict[str, Any]) -> str | None:
     """Cells that torchtune 0.6.1 (and the paper) cannot run; recorded, never launched."""
-    if spec["method"] == "qlora" and spec["gpus"] > 1:
+    if spec["method"] == "qlora" and distributed(spec):
         return (
             "QLoRA runs on one device only: torchtune 0.6.1 ships no distributed QLoRA recipe "
             "(the paper could not run it on more GPUs either)"
         )
-    if spec["method"] == "qat" and spec["gpus"] == 1:
+    if spec["method"] == "qat" and not distributed(spec):
         return (
             "QAT needs several devices: torchtune 0.6.1 ships only qat_distributed, no "
             "single-device QAT recipe (the paper ran QAT on 4 GPUs, out of memory on fewer)"
@@ -137,7 +264,7 @@ def unsupported_reason(spec: dict[str, Any]) -> str | None:
 def launch_command(spec: dict[str, Any], run_dir: Path, info: dict[str, Any]) -> list[str]:
     """The command the sweep runs (cwd = repository root); stdout/stderr go to the run's log."""
     entry = ["-m", "run.llm_tune", "--run-dir", str(run_dir)]
-    if spec["gpus"] == 1:
+    if not distributed(spec):
         cmd = [sys.executable, *entry]
     else:
         from run.probe import torchrun

@@ -36,45 +36,41 @@ from typing import Any
 import yaml
 
 from run import llm_spec, store
+from run.errors import UserError
 from run.llm import TORCHTUNE_CONFIG, TORCHTUNE_OUTPUT_DIR, assets, data
 from run.llm.assets import AssetError
-from run.profiling import TORCH_TRACE_DIR, read_window
+from run.profiling import TORCH_TRACE_DIR, fit_window, read_window
 
 REPO = Path(__file__).resolve().parent.parent
 CONFIG_DIR = REPO / "configs" / "llm"
 OOM_MARKERS = ("CUDA out of memory", "CUBLAS_STATUS_ALLOC_FAILED", "out of memory")
 
 
-class SpecError(ValueError):
+class SpecError(UserError):
     """The spec cannot run as given (one line)."""
 
 
-def config_file(method: str, gpus: int) -> Path:
-    mode = "distributed" if gpus > 1 else "single_device"
+def config_file(method: str, distributed: bool) -> Path:
+    mode = "distributed" if distributed else "single_device"
     return CONFIG_DIR / f"{method}_{mode}.yaml"
 
 
-def tokenizer_block(model: str, weights: str, dataset: str) -> tuple[dict[str, Any], str]:
-    """The `tokenizer:` block and the tokenizer's kind (bytes or llama3)."""
-    block: dict[str, Any] = {"_component_": "torchtune.models.llama3.llama3_tokenizer"}
-    if model == "tiny":
-        folder = assets.ensure_tiny()
-        path, special = assets.byte_tokenizer_files(folder)
+def tokenizer_block(spec: dict[str, Any]) -> tuple[dict[str, Any], str]:
+    """The `tokenizer:` block and the tokenizer's kind (bytes or llama3), capped at the spec's
+    max_seq_len (llm_spec: one stated cap per model, so byte-tokenised runs stay bounded)."""
+    kind = llm_spec.resolve_tokenizer(spec)
+    block: dict[str, Any] = {
+        "_component_": "torchtune.models.llama3.llama3_tokenizer",
+        "max_seq_len": spec["max_seq_len"] or llm_spec.DEFAULT_MAX_SEQ_LEN[spec["model"]],
+    }
+    if kind == "bytes":
+        if spec["model"] == "tiny":
+            assets.ensure_tiny()
+        path, special = assets.byte_tokenizer_files(assets.bytes_tokenizer_folder(spec["model"]))
         block.update(path=str(path), special_tokens_path=str(special))
-        block["max_seq_len"] = assets.TINY_MAX_SEQ_LEN
-        kind = "bytes"
-    elif weights == "real":
-        folder = assets.llama3_dir()
-        if folder is None:
-            raise AssetError("weights 'real' need LLAMA3_DIR (the Llama3-8B folder)")
-        block.update(path=str(assets.real_tokenizer(folder)), max_seq_len=None)
-        kind = "llama3"
     else:
-        path, special, kind = assets.random_mode_tokenizer()
-        block.update(path=str(path), max_seq_len=None)
-        if special is not None:
-            block["special_tokens_path"] = str(special)
-    template = data.parent_of(dataset).prompt_template
+        block["path"] = str(assets.llama3_tokenizer_file())
+    template = data.parent_of(spec["dataset"]).prompt_template
     if template:
         block["prompt_template"] = template
     return block, kind
@@ -107,24 +103,18 @@ def checkpointer_block(spec: dict[str, Any], run_dir: Path | None) -> dict[str, 
 
 
 def profiler_block(spec: dict[str, Any], run_dir: Path | None, cuda: bool) -> dict[str, Any]:
-    """torchtune's profiler block; its window (run/profiling.py) comes from RUN/profiling.json."""
+    """torchtune's profiler block; its window (run/profiling.py) comes from RUN/profiling.json,
+    fitted to the run's planned steps here and to its real steps by the recipe extension."""
     off = {"_component_": "torchtune.training.setup_torch_profiler", "enabled": False}
     if spec["profiler"] != "torch":
         return off  # none, or nsys (which wraps the whole command instead)
     from run.llm.metrics import timing_warmup
 
     window = read_window(run_dir)
-    horizon = spec["max_steps"] or 10**9
+    steps = llm_spec.planned_steps(spec)
     # The window opens after the steps the timings leave out, or later if the profile says so.
-    wait = max(timing_warmup(spec["warmup_steps"], horizon), window["wait_steps"])
-    warmup = window["warmup_steps"]
-    active = window["active_steps"] or max(horizon - wait - warmup, 1)
-    need = wait + warmup + active
-    if spec["max_steps"] and need > spec["max_steps"]:
-        raise SpecError(
-            f"profiler schedule needs {need} steps (wait {wait}, warm-up {warmup}, "
-            f"active {active}), max_steps is {spec['max_steps']}"
-        )
+    wait = max(timing_warmup(spec["warmup_steps"], steps), window["wait_steps"])
+    fitted, _ = fit_window({**window, "wait_steps": wait}, steps, "torch")
     return {
         **off,
         "enabled": True,
@@ -135,9 +125,9 @@ def profiler_block(spec: dict[str, Any], run_dir: Path | None, cuda: bool) -> di
         "with_stack": False,
         "record_shapes": True,
         "with_flops": False,
-        "wait_steps": wait,
-        "warmup_steps": warmup,
-        "active_steps": active,
+        "wait_steps": fitted["wait_steps"],
+        "warmup_steps": fitted["warmup_steps"],
+        "active_steps": fitted["active_steps"],
         "num_cycles": 1,
     }
 
@@ -150,9 +140,9 @@ def build_config(
     from run.llm.recipes import recipe_name
     from run.llm.tiny import TINY_FOR
 
-    if recipe_name(spec["method"], spec["gpus"]) is None:
+    if recipe_name(spec["method"], llm_spec.distributed(spec)) is None:
         raise SpecError(llm_spec.unsupported_reason(spec) or f"no recipe for {spec['method']}")
-    cfg = yaml.safe_load(config_file(spec["method"], spec["gpus"]).read_text())
+    cfg = yaml.safe_load(config_file(spec["method"], llm_spec.distributed(spec)).read_text())
     cfg["output_dir"] = str((run_dir or Path("/tmp")) / TORCHTUNE_OUTPUT_DIR)
     cfg["device"] = "cuda" if cuda else "cpu"
     cfg["dtype"] = spec["dtype"]
@@ -172,11 +162,13 @@ def build_config(
             cfg["quantizer"]["groupsize"] = assets.QAT_TINY_GROUPSIZE
     # the checkpoint first: a wrong LLAMA3_DIR is reported as such, not as a missing tokenizer
     cfg["checkpointer"] = checkpointer_block(spec, run_dir)
-    cfg["tokenizer"], tokenizer_kind = tokenizer_block(
-        spec["model"], spec["weights"], spec["dataset"]
-    )
+    cfg["tokenizer"], tokenizer_kind = tokenizer_block(spec)
     cfg["dataset"] = data.dataset_config(
-        spec["dataset"], spec["method"], spec["model"], spec["template_rows"]
+        spec["dataset"],
+        spec["method"],
+        spec["model"],
+        spec["template_rows"],
+        llm_spec.resolve_data_source(spec),
     )
     cfg["metric_logger"] = {
         "_component_": "run.llm.metrics.RunMetricLogger",
@@ -187,6 +179,7 @@ def build_config(
     cfg["log_peak_memory_stats"] = True
     cfg["profiler"] = profiler_block(spec, run_dir, cuda)
     cfg["pin_memory"] = spec["pin_memory"]
+    cfg["run_dir"] = str(run_dir or "/tmp")  # where the recipe extension records the profiler fit
     cfg["save_final_checkpoint"] = False
     cfg["dataset_stats"] = spec["dataset"] in llm_spec.TEMPLATE_DATASETS
     return cfg, {"tokenizer": tokenizer_kind}
@@ -209,6 +202,10 @@ def prepare(
 
 
 def device_check(spec: dict[str, Any], world: int, cuda: bool) -> None:
+    from run import probe
+
+    if not cuda:
+        probe.check_cuda()  # GPUs that torch cannot use: stop, never tune on the CPU instead
     if spec["gpus"] != world:
         raise SpecError(
             f"spec asks for {spec['gpus']} rank(s) but {world} were started: launch with "
@@ -240,16 +237,11 @@ def run_recipe(
     spec: dict[str, Any], cfg_dict: dict[str, Any], facts: dict[str, Any], run_dir: Path, cuda: bool
 ) -> int:
     import torch
-    from omegaconf import OmegaConf
-    from torchtune import config as tt_config
 
     from run.llm import compat
-    from run.llm.metrics import host_peak_rss_bytes
-    from run.llm.recipes import extended, recipe_name
 
     t_wall = time.perf_counter()
     rank = int(os.environ.get("RANK", "0"))
-    world = int(os.environ.get("WORLD_SIZE", "1"))
     shims = compat.apply(cuda)
     if shims and rank == 0:
         print(f"[llm_tune] CPU shims active: {', '.join(shims)}", flush=True)
@@ -261,9 +253,43 @@ def run_recipe(
         # when other jobs share the cores. LLM_CPU_THREADS overrides it.
         threads = int(os.environ.get("LLM_CPU_THREADS", "1"))
         torch.set_num_threads(threads)
-    if world > 1:
-        torch.distributed.init_process_group(backend=compat.process_group_backend(cuda))
-    name = recipe_name(spec["method"], spec["gpus"])
+    distributed = llm_spec.distributed(spec)
+    if distributed:
+        # the device is bound before NCCL starts, so each rank's communicator is on its own GPU
+        device = None
+        if cuda:
+            device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
+            torch.cuda.set_device(device)
+        torch.distributed.init_process_group(
+            backend=compat.process_group_backend(cuda), device_id=device
+        )
+    try:
+        return _run(spec, cfg_dict, facts, run_dir, cuda, shims, threads, t_wall)
+    finally:
+        # the distributed recipes' cleanup() destroys the group; after an OOM it is still up
+        if distributed and torch.distributed.is_initialized():
+            torch.distributed.destroy_process_group()
+
+
+def _run(
+    spec: dict[str, Any],
+    cfg_dict: dict[str, Any],
+    facts: dict[str, Any],
+    run_dir: Path,
+    cuda: bool,
+    shims: list[str],
+    threads: int | None,
+    t_wall: float,
+) -> int:
+    from omegaconf import OmegaConf
+    from torchtune import config as tt_config
+
+    from run.llm.metrics import host_peak_rss_bytes
+    from run.llm.recipes import extended, recipe_name
+
+    rank = int(os.environ.get("RANK", "0"))
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    name = recipe_name(spec["method"], llm_spec.distributed(spec))
     cls = extended(name)
     cfg = OmegaConf.create(cfg_dict)
     tt_config.log_config(recipe_name=cls.__name__, cfg=cfg)
@@ -308,6 +334,8 @@ def run_recipe(
         "device": "cuda" if cuda else "cpu",
         "weights": spec["weights"],
         "tokenizer": facts.get("tokenizer"),
+        "max_seq_len": spec["max_seq_len"],
+        "planned_steps": llm_spec.planned_steps(spec),
         "total_time_s": train_time,
         "wall_time_s": time.perf_counter() - t_wall,
         "steps_per_epoch": steps_per_epoch,
@@ -319,11 +347,15 @@ def run_recipe(
         **stats,
     }
     if cuda:
+        # L8 reads the last step's peak, as the paper read its logs; the maximum over steps
+        # (often the first step) is kept beside it
         summary["memory_kind"] = "gpu_active"
-        summary["peak_memory_bytes"] = numbers.get("peak_memory_active_bytes")
+        summary["peak_memory_bytes"] = numbers.get("peak_memory_active_last_bytes")
+        summary["peak_memory_max_bytes"] = numbers.get("peak_memory_active_bytes")
     else:
         summary["memory_kind"] = "host_peak_rss"
         summary["peak_memory_bytes"] = host_peak_rss_bytes()
+        summary["peak_memory_max_bytes"] = summary["peak_memory_bytes"]
     if status == "oom" and (run_dir / store.SUMMARY).exists():
         return 3  # another rank recorded the OOM first
     store.write_json_atomic(run_dir / store.SUMMARY, summary)

@@ -18,6 +18,7 @@ from typing import Any
 import yaml
 
 from run import llm_spec, vision_spec
+from run.errors import UserError
 
 # Tests point MATRIX_FILE at a small matrix of their own; everyone else uses the real one.
 MATRIX_FILE = Path(
@@ -29,7 +30,7 @@ WORKLOADS = {"vision": vision_spec, "llm": llm_spec}
 FROM_PROFILE = "from-profile"
 
 
-class MatrixError(ValueError):
+class MatrixError(UserError):
     """A matrix entry, profile or experiment id that cannot be used."""
 
 
@@ -54,6 +55,20 @@ def load_matrix(path: Path | None = None) -> dict[str, Any]:
 
 def profiles(matrix: dict[str, Any] | None = None) -> list[str]:
     return list((matrix or load_matrix())["profiles"])
+
+
+DEVICES = ("gpu", "any")
+
+
+def profile_device(profile: str, matrix: dict[str, Any] | None = None) -> str:
+    """`gpu` for profiles that must never train on a CPU (quick, paper), else `any`."""
+    prof = (matrix or load_matrix())["profiles"].get(profile)
+    if prof is None:
+        raise MatrixError(f"unknown profile '{profile}'")
+    device = prof.get("device", "any")
+    if device not in DEVICES:
+        raise MatrixError(f"profile '{profile}': device {device!r} is not one of gpu, any")
+    return device
 
 
 def _per_profile(value: Any, profile: str, known: list[str]) -> Any:
@@ -140,6 +155,7 @@ def check_all(matrix: dict[str, Any] | None = None) -> tuple[int, int]:
     matrix = matrix or load_matrix()
     entries = specs_checked = 0
     for profile in profiles(matrix):
+        profile_device(profile, matrix)
         by_name: dict[str, dict[str, Any]] = {}
         for exp_id in matrix["experiments"]:
             exp = expand(exp_id, profile, matrix)

@@ -1,7 +1,12 @@
 """Hardware probe: what this machine offers the experiments. Stored with every run.
 
-python -m run.probe          # human-readable
-python -m run.probe --json   # what provenance.json stores
+python -m run.probe              # human-readable
+python -m run.probe --json       # what provenance.json stores
+python -m run.probe --check-cuda # exit 2 with one line when GPUs exist that torch cannot use
+
+GPUs are the ones this process may use: nvidia-smi's list filtered by CUDA_VISIBLE_DEVICES
+(indices or UUIDs, as SLURM's --gres sets it) and capped by SLURM_GPUS_ON_NODE, so cells needing
+more GPUs than the job was given are skipped, never failed.
 """
 
 from __future__ import annotations
@@ -10,11 +15,26 @@ import argparse
 import json
 import os
 import platform
+import re
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
+
+from run.errors import UserError
+
+# What to tell a user whose torch cannot use the GPUs: a CUDA build of the pinned torch from
+# PyTorch's own wheel index, chosen with one variable (Makefile venv and container recipes).
+TORCH_INDEX_HELP = (
+    "rebuild the environment with a torch build this driver supports, e.g. "
+    "`make venv TORCH_INDEX=https://download.pytorch.org/whl/cu126` (README: 'GPU nodes and "
+    "drivers'), or update the NVIDIA driver"
+)
+
+
+class CudaUnusable(UserError):
+    """nvidia-smi lists GPUs but the installed torch cannot use them."""
 
 
 def _cmd(args: list[str], timeout: float = 10) -> str | None:
@@ -38,17 +58,20 @@ def numa_nodes() -> list[dict[str, Any]]:
 
 
 def gpus() -> list[dict[str, Any]]:
-    """CUDA GPUs as nvidia-smi sees them, with the NUMA node of each (for V11's binding)."""
+    """Every GPU nvidia-smi sees (whatever CUDA_VISIBLE_DEVICES says), with its NUMA node."""
     out = _cmd(
         [
             "nvidia-smi",
-            "--query-gpu=index,name,memory.total,pci.bus_id,driver_version",
+            "--query-gpu=index,name,memory.total,pci.bus_id,driver_version,uuid",
             "--format=csv,noheader,nounits",
         ]
     )
     found = []
     for line in (out or "").splitlines():
-        idx, name, mem, bus, driver = [x.strip() for x in line.split(",")]
+        fields = [x.strip() for x in line.split(",")]
+        if len(fields) < 6:
+            continue
+        idx, name, mem, bus, driver, uuid = fields[:6]
         numa = None
         sysfs = Path(f"/sys/bus/pci/devices/{bus.lower()[-12:]}/numa_node")
         if sysfs.exists():
@@ -60,14 +83,95 @@ def gpus() -> list[dict[str, Any]]:
                 "memory_mib": int(float(mem)),
                 "pci_bus_id": bus,
                 "driver": driver,
+                "uuid": uuid,
                 "numa_node": numa,
             }
         )
     return found
 
 
+def visible(all_gpus: list[dict[str, Any]], env: dict[str, str] | None = None) -> list[dict]:
+    """The GPUs a CUDA process started with this environment may use.
+
+    CUDA_VISIBLE_DEVICES lists indices or UUID prefixes ("GPU-8f..."); an empty value or "-1"
+    hides every GPU; the first entry that matches nothing ends the list, as in CUDA itself.
+    SLURM_GPUS_ON_NODE (set for --gres/--gpus jobs) caps the count.
+    """
+    env = dict(os.environ if env is None else env)
+    out = list(all_gpus)
+    cvd = env.get("CUDA_VISIBLE_DEVICES")
+    if cvd is not None:
+        out = []
+        for item in (x.strip() for x in cvd.split(",")):
+            match = None
+            if item.isdigit():
+                match = next((g for g in all_gpus if g["index"] == int(item)), None)
+            elif item:
+                match = next((g for g in all_gpus if g.get("uuid", "").startswith(item)), None)
+            if match is None or match in out:
+                break
+            out.append(match)
+    slurm = env.get("SLURM_GPUS_ON_NODE", "")
+    if slurm.isdigit():
+        out = out[: int(slurm)]
+    return out
+
+
+def driver_cuda() -> str | None:
+    """The newest CUDA version the installed driver supports ('CUDA Version: 12.4' in nvidia-smi)."""
+    out = _cmd(["nvidia-smi"])
+    found = re.search(r"CUDA Version:\s*([\d.]+)", out or "")
+    return found.group(1) if found else None
+
+
+def _version(v: str | None) -> tuple[int, ...]:
+    return tuple(int(x) for x in re.findall(r"\d+", v or ""))[:2]
+
+
+def cuda_problem(info: dict[str, Any], torch_cuda: dict[str, Any] | None = None) -> str | None:
+    """One line when nvidia-smi lists GPUs for this process but torch cannot use them, else None.
+
+    `torch_cuda` is {version, cuda, available} of the installed torch (read when not given).
+    """
+    if not info.get("gpu_count"):
+        return None
+    if torch_cuda is None:
+        import torch
+
+        torch_cuda = {
+            "version": torch.__version__,
+            "cuda": torch.version.cuda,
+            "available": torch.cuda.is_available(),
+        }
+    if torch_cuda["available"]:
+        return None
+    n, model = info["gpu_count"], info.get("gpu_model")
+    driver = info["gpus"][0].get("driver") if info.get("gpus") else None
+    drv = f"driver {driver or '?'}, which supports CUDA up to {info.get('driver_cuda') or '?'}"
+    if not torch_cuda["cuda"]:
+        what = f"torch {torch_cuda['version']} is a CPU build"
+    elif info.get("driver_cuda") and _version(torch_cuda["cuda"]) > _version(info["driver_cuda"]):
+        what = (
+            f"torch {torch_cuda['version']} is built for CUDA {torch_cuda['cuda']}, newer than it"
+        )
+    else:
+        what = (
+            f"torch {torch_cuda['version']} (CUDA {torch_cuda['cuda']}) cannot initialise CUDA "
+            "(torch.cuda.is_available() is False)"
+        )
+    return f"nvidia-smi lists {n} x {model} ({drv}) but {what}: {TORCH_INDEX_HELP}"
+
+
+def check_cuda(info: dict[str, Any] | None = None) -> None:
+    """Raise CudaUnusable (one line) when this node has GPUs that torch cannot use."""
+    problem = cuda_problem(info or probe())
+    if problem:
+        raise CudaUnusable(problem)
+
+
 def probe() -> dict[str, Any]:
-    gpu_list = gpus()
+    every_gpu = gpus()
+    gpu_list = visible(every_gpu)
     cpu_model = ""
     cpuinfo = Path("/proc/cpuinfo")
     if cpuinfo.exists():
@@ -86,6 +190,10 @@ def probe() -> dict[str, Any]:
         "gpus": gpu_list,
         "gpu_count": len(gpu_list),
         "gpu_model": gpu_list[0]["name"] if gpu_list else None,
+        "gpus_on_node": len(every_gpu),
+        "driver_cuda": driver_cuda() if every_gpu else None,
+        "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
+        "slurm_gpus_on_node": os.environ.get("SLURM_GPUS_ON_NODE"),
         "gpu_topology": _cmd(["nvidia-smi", "topo", "-m"]) if gpu_list else None,
         "numactl": shutil.which("numactl"),
         # the NUMA distance matrix and memory per node, as numactl itself reports them
@@ -127,6 +235,17 @@ def describe(info: dict[str, Any]) -> str:
             lines.append(
                 f"gpu {g['index']}       {g['name']} {g['memory_mib']} MiB, numa node {g['numa_node']}"
             )
+        hidden = info.get("gpus_on_node", 0) - len(info["gpus"])
+        if hidden > 0:
+            lines.append(
+                f"            {hidden} more on the node, hidden by CUDA_VISIBLE_DEVICES / SLURM"
+            )
+        lines.append(f"driver      CUDA up to {info.get('driver_cuda') or '?'}")
+    elif info.get("gpus_on_node"):
+        lines.append(
+            f"gpu         {info['gpus_on_node']} on the node, none visible to this job "
+            f"(CUDA_VISIBLE_DEVICES={info.get('cuda_visible_devices')!r})"
+        )
     else:
         lines.append("gpu         none visible: experiments run on CPU with gloo ranks")
     lines.append(f"numactl     {info['numactl'] or 'not found'}")
@@ -140,9 +259,19 @@ def describe(info: dict[str, Any]) -> str:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description="Print what hardware the experiments can use.")
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--check-cuda", action="store_true", help="exit 2 if torch cannot use the GPUs")
     args = ap.parse_args(argv)
     info = probe()
+    if args.check_cuda:
+        problem = cuda_problem(info)
+        if problem:
+            print(f"error: {problem}", file=sys.stderr)
+            return 2
+        return 0
     print(json.dumps(info, indent=2) if args.json else describe(info))
+    problem = cuda_problem(info) if not args.json else None
+    if problem:
+        print(f"WARNING   {problem}")
     return 0
 
 

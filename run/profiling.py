@@ -12,8 +12,16 @@ Window: the matrix profiles hold it as data (experiments/matrix.yaml, `profiling
     active_steps  steps recorded; 0 = until the run ends
     max_seconds   the window also closes after this many seconds of recording; 0 = no limit
                   (the paper's LLM profiles cover the first 720 s)
+    torch_max_active_steps
+                  torch.profiler records at most this many active steps: Kineto keeps every
+                  event of the window in memory and a whole 20-epoch run overflows its activity
+                  buffers (a partial trace). nsys streams to disk and takes the whole window.
 
-The sweep writes the window of a run into RUN/profiling.json before the launch; the run reads it.
+The sweep writes the window of a run into RUN/profiling.json before the launch. The run fits it
+to its real step count (`fit_window`: a window longer than the run would never close, so no
+trace would be written) and adds what it used under "effective", with the reasons it changed it.
+Shares are computed against the recorded window's own wall time (the trace span, or nsys's
+capture range), never the run's.
 
 Files inside a run folder (analysis imports these names):
 
@@ -26,12 +34,14 @@ The nsys command line (built by `nsys_command`) for a torchrun launch is
 
     torchrun --standalone --nproc_per_node=N --no-python \\
         nsys profile --trace=cuda,nvtx,osrt,cudnn,cublas --sample=none --cpuctxsw=none \\
-        --capture-range=cudaProfilerApi --capture-range-end=stop --force-overwrite=true \\
-        --output=RUN/nsys/rank%q{RANK} python -m run.vision ...
+        --capture-range=cudaProfilerApi --capture-range-end=stop --kill=none \\
+        --force-overwrite=true --output=RUN/nsys/rank%q{RANK} python -m run.vision ...
 
 so every rank writes its own report; the vision loop opens and closes the capture window with
 torch.cuda.profiler.start()/stop() (cudaProfilerApi). The LLM recipes cannot be edited, so their
-window is nsys's own `--duration=max_seconds` from the start instead.
+window is nsys's own `--duration=max_seconds` from the start instead. `--kill=none` always: by
+default nsys sends SIGTERM to the application when a duration window ends, and the run would
+die before writing its summary.
 """
 
 from __future__ import annotations
@@ -45,6 +55,7 @@ from pathlib import Path
 from typing import Any
 
 from run import store
+from run.errors import UserError
 
 TORCH_TRACE_DIR = "torch_traces"
 NSYS_DIR = "nsys"
@@ -60,10 +71,11 @@ DEFAULT_WINDOW: dict[str, int | float] = {
     "warmup_steps": 1,
     "active_steps": 3,
     "max_seconds": 0,
+    "torch_max_active_steps": 200,
 }
 
 
-class ProfilingError(ValueError):
+class ProfilingError(UserError):
     """A profiling window or choice that cannot work; the message is one line."""
 
 
@@ -76,9 +88,11 @@ def check_window(window: dict[str, Any], steps: int | None = None) -> dict[str, 
     if unknown:
         raise ProfilingError(f"unknown profiling window key(s): {', '.join(sorted(unknown))}")
     out = {**DEFAULT_WINDOW, **window}
-    for key in ("wait_steps", "warmup_steps", "active_steps"):
+    for key in ("wait_steps", "warmup_steps", "active_steps", "torch_max_active_steps"):
         if not isinstance(out[key], int) or isinstance(out[key], bool) or out[key] < 0:
             raise ProfilingError(f"profiling {key}={out[key]!r} must be an integer >= 0")
+    if out["torch_max_active_steps"] < 1:
+        raise ProfilingError("profiling torch_max_active_steps must be at least 1")
     if not isinstance(out["max_seconds"], (int, float)) or out["max_seconds"] < 0:
         raise ProfilingError(f"profiling max_seconds={out['max_seconds']!r} must be >= 0")
     if steps is not None and out["active_steps"]:
@@ -89,6 +103,59 @@ def check_window(window: dict[str, Any], steps: int | None = None) -> dict[str, 
                 f"{out['warmup_steps']}, active {out['active_steps']}), the run has {steps}"
             )
     return out
+
+
+def fit_window(
+    window: dict[str, Any], steps: int, profiler: str
+) -> tuple[dict[str, Any], list[str]]:
+    """The window a run of `steps` training steps can hold, and why it differs from `window`.
+
+    A window longer than the run never closes, so no trace would be written: the wait shrinks
+    first (to a quarter of the run), then the warm-up (to a quarter of what is left), then the
+    active steps. `active_steps` 0 (until the end) becomes the steps that are left. torch.profiler
+    records at most `torch_max_active_steps` (Kineto's buffers); nsys takes the whole window.
+    """
+    w = check_window(window)
+    steps = max(int(steps), 1)
+    why: list[str] = []
+    wait, warmup, active = w["wait_steps"], w["warmup_steps"], w["active_steps"]
+    need = wait + warmup + max(active, 1)
+    if need > steps:
+        wait = min(wait, steps // 4)
+        warmup = min(warmup, (steps - wait) // 4)
+        why.append(
+            f"the run has {steps} steps, the window asked for {need} "
+            f"(wait {w['wait_steps']}, warm-up {w['warmup_steps']}, active {active or 'to the end'})"
+        )
+    left = steps - wait - warmup
+    if active == 0 or active > left:
+        active = left
+    if profiler == "torch" and active > w["torch_max_active_steps"]:
+        active = w["torch_max_active_steps"]
+        why.append(
+            f"torch.profiler records at most {active} active steps (Kineto keeps the whole "
+            "window in memory)"
+        )
+    return {**w, "wait_steps": wait, "warmup_steps": warmup, "active_steps": active}, why
+
+
+def record_fit(
+    run_dir: Path | None,
+    requested: dict[str, Any],
+    fitted: dict[str, Any],
+    why: list[str],
+    steps: int,
+) -> None:
+    """Add the window a run really used to its RUN/profiling.json (rank 0 calls this)."""
+    if run_dir is None:
+        return
+    path = run_dir / PROFILING_PLAN
+    plan = store.read_json(path) if path.is_file() else {**requested}
+    plan["effective"] = {k: fitted[k] for k in DEFAULT_WINDOW}
+    plan["run_steps"] = int(steps)
+    plan["clamped"] = bool(why)
+    plan["clamp_reasons"] = why
+    store.write_json_atomic(path, plan)
 
 
 def window_for(profile: str, workload: str, matrix: dict[str, Any]) -> dict[str, Any]:
@@ -108,8 +175,7 @@ def read_window(run_dir: Path | None) -> dict[str, Any]:
     if path is None or not path.is_file():
         return dict(DEFAULT_WINDOW)
     plan = store.read_json(path)
-    plan.pop("profiler", None)
-    return check_window(plan)
+    return check_window({k: v for k, v in plan.items() if k in DEFAULT_WINDOW})
 
 
 # --- inside the training loop: a profiler per rank ----------------------------------------------
@@ -161,7 +227,8 @@ class TorchProfiler(_Windowed):
         self.trace_file = trace_file
         self.stopped = False
         activities = [tp.ProfilerActivity.CPU] + ([tp.ProfilerActivity.CUDA] if cuda else [])
-        active = window["active_steps"] or 10**9  # 0: record until the run ends
+        # 0 (until the end) only reaches here for a run started by hand: Kineto's cap applies
+        active = window["active_steps"] or window["torch_max_active_steps"]
         self.prof = tp.profile(
             activities=activities,
             schedule=tp.schedule(
@@ -258,13 +325,19 @@ class NsysProfiler(_Windowed):
 def profiler_for(
     spec: dict[str, Any], run_dir: Path, rank: int, steps: int | None = None
 ) -> NoProfiler | TorchProfiler | NsysProfiler:
-    """The profiler a rank uses: a no-op for `none`; the window comes from RUN/profiling.json."""
+    """The profiler a rank uses: a no-op for `none`; the window comes from RUN/profiling.json,
+    fitted to this rank's `steps` (rank 0 records the fitted window there)."""
     choice = spec.get("profiler", "none")
     if choice == "none":
         return NoProfiler()
     if choice not in ("torch", "nsys"):
         raise ProfilingError(f"profiler {choice!r} is not resolved (the sweep resolves 'auto')")
-    window = check_window(read_window(run_dir), steps)
+    requested = read_window(run_dir)
+    window = requested
+    if steps is not None:
+        window, why = fit_window(requested, steps, choice)
+        if rank == 0:
+            record_fit(run_dir, requested, window, why, steps)
     import torch
 
     if choice == "nsys":
@@ -273,11 +346,6 @@ def profiler_for(
         return NsysProfiler(window)
     trace = run_dir / TORCH_TRACE_DIR / f"rank{rank}.pt.trace.json.gz"
     return TorchProfiler(window, trace, torch.cuda.is_available())
-
-
-def steps_per_rank(n_images: int, world: int, batch_size: int, epochs: int) -> int:
-    """Training steps one rank takes (DistributedSampler shard, last batch kept)."""
-    return math.ceil(math.ceil(n_images / world) / batch_size) * epochs
 
 
 # --- the launch: nsys around each rank ------------------------------------------------------------
@@ -304,6 +372,8 @@ def nsys_command(
         f"--trace={NSYS_TRACES}",
         "--sample=none",
         "--cpuctxsw=none",
+        # nsys ends the application when a --duration window closes unless told not to
+        "--kill=none",
         "--force-overwrite=true",
         f"--output={out}",
     ]

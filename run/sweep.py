@@ -3,18 +3,24 @@
     python -m run.sweep --profile smoke --exp V3 [--exp V4 ...] [--retry-failed]
 
 For each run spec of the experiments: a finished run (its summary.json exists) is skipped; a run
-that needs more GPUs (or, on CPU, more cores for gloo ranks) than the machine has is skipped and
+that needs more GPUs (or, on CPU, more cores for gloo ranks) than this job may use is skipped and
 listed as such; everything else is launched, its output captured in the run's log.txt. A run that
-fails or runs out of memory is stored with that status and the sweep goes on. When every run of an
-experiment has been dealt with, results/<profile>/sweeps/<EXP>.json records the outcome; that file
-is what the Makefile waits for.
+fails or runs out of memory is stored with that status and its root cause (run/failure.py), and
+the sweep goes on. When every run of an experiment has been dealt with,
+results/<profile>/sweeps/<EXP>.json records the outcome; that file is what the Makefile waits for.
+
+Before anything runs: the profile's device (a `gpu` profile never trains on a CPU), GPUs that the
+installed torch cannot use, the profiler choice and every data set are checked; bad input stops
+the sweep with one line `error: ...` and exit 2. While it runs, each launch prints
+`[k/N] run-name` with its estimate and the profile's ETA (N counts the profile's runs this machine
+can run, across experiments), and a heartbeat line at least every HEARTBEAT_S seconds.
 """
 
 from __future__ import annotations
 
 import argparse
+import logging
 import os
-import re
 import shlex
 import subprocess
 import sys
@@ -25,9 +31,13 @@ from typing import Any
 from run import matrix as mx
 from run import probe as hw
 from run import profiling, provenance, store
+from run.errors import UserError
+from run.failure import root_cause
 
 # How long one run may take before it is stopped and recorded as failed (seconds; 0 = no limit).
 RUN_TIMEOUT_S = int(os.environ.get("RUN_TIMEOUT_S", "0"))
+# A line at least this often while a run goes, so a SLURM log shows the job is alive.
+HEARTBEAT_S = float(os.environ.get("HEARTBEAT_S", "60"))
 OOM_PATTERNS = ("CUDA out of memory", "OutOfMemoryError", "CUBLAS_STATUS_ALLOC_FAILED")
 
 
@@ -43,16 +53,98 @@ def resolve_profiler(spec: dict[str, Any], override: str | None, info: dict[str,
     return spec
 
 
-def last_error_line(log: Path) -> str:
-    """The line that says why a run failed: the last exception line of its log."""
-    if not log.is_file():
-        return "no log written"
-    lines = log.read_text(errors="replace").splitlines()
-    for line in reversed(lines):
-        if re.match(r"^\s*(\[rank\d+\]:\s*)?[\w.]+(Error|Exception|Interrupt)\b.*", line):
-            return line.strip()[:500]
-    tail = [ln.strip() for ln in lines if ln.strip()]
-    return tail[-1][:500] if tail else "no output"
+def hms(seconds: float | None) -> str:
+    if seconds is None:
+        return "?"
+    s = int(round(seconds))
+    h, rest = divmod(s, 3600)
+    m, s = divmod(rest, 60)
+    return f"{h}h{m:02d}m" if h else (f"{m}m{s:02d}s" if m else f"{s}s")
+
+
+class Progress:
+    """`[k/N]` over the profile's runnable runs, with estimates from run/plan.py's cost model."""
+
+    def __init__(self, profile: str, info: dict[str, Any], matrix: dict[str, Any]) -> None:
+        self.t0 = time.monotonic()
+        self.total = 0
+        self.done = 0
+        self.left_s = 0.0  # estimated seconds of the profile's runs still to launch
+        self.estimates: dict[str, float] = {}
+        try:
+            from run import plan
+
+            rows = plan.build(profile, None, info, matrix)
+        except Exception as exc:  # noqa: BLE001 - progress must never stop a sweep
+            print(f"[sweep] no estimates ({type(exc).__name__}: {exc})", flush=True)
+            rows = []
+        for row in rows:
+            if row.state == "skipped":
+                continue
+            self.total += 1
+            if row.state == "missing":
+                self.estimates[row.name] = row.est_s
+                self.left_s += row.est_s
+            else:
+                self.done += 1
+
+    def start(self, name: str) -> str:
+        self.done += 1
+        est = self.estimates.get(name)
+        return (
+            f"[{self.done}/{max(self.total, self.done)}] {name} (est. {hms(est)}; "
+            f"elapsed {hms(time.monotonic() - self.t0)}, ETA of the profile {hms(self.left_s)})"
+        )
+
+    def finish(self, name: str) -> None:
+        self.left_s = max(0.0, self.left_s - self.estimates.pop(name, 0.0))
+
+    def heartbeat(self, name: str, running_s: float, log: Path) -> str:
+        est = self.estimates.get(name)
+        left = f", about {hms(max(est - running_s, 0))} left" if est else ""
+        last = _last_line(log)
+        return f"        ... {name}: running {hms(running_s)}{left}" + (
+            f" | {last}" if last else ""
+        )
+
+
+def _last_line(log: Path) -> str:
+    try:
+        with open(log, "rb") as fh:
+            fh.seek(max(0, fh.seek(0, os.SEEK_END) - 4096))
+            lines = [ln.strip() for ln in fh.read().decode(errors="replace").splitlines()]
+    except OSError:
+        return ""
+    lines = [ln for ln in lines if ln]
+    return lines[-1][:120] if lines else ""
+
+
+def run_logged(
+    cmd: list[str], log_path: Path, progress: Progress | None, name: str
+) -> tuple[int | None, float]:
+    """Run `cmd` with its output appended to `log_path`; heartbeat lines while it runs.
+    Returns (return code, or None when RUN_TIMEOUT_S stopped it; wall seconds)."""
+    t0 = time.monotonic()
+    with open(log_path, "a") as log:
+        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
+        while True:
+            elapsed = time.monotonic() - t0
+            wait = HEARTBEAT_S
+            if RUN_TIMEOUT_S:
+                wait = min(wait, max(RUN_TIMEOUT_S - elapsed, 0.01))
+            try:
+                rc: int | None = proc.wait(timeout=wait)
+                break
+            except subprocess.TimeoutExpired:
+                elapsed = time.monotonic() - t0
+                if RUN_TIMEOUT_S and elapsed >= RUN_TIMEOUT_S:
+                    proc.kill()
+                    proc.wait()
+                    rc = None
+                    break
+                if progress is not None:
+                    print(progress.heartbeat(name, elapsed, log_path), flush=True)
+    return rc, time.monotonic() - t0
 
 
 def launch_command(spec: dict[str, Any], stage: Path, info: dict[str, Any]) -> list[str]:
@@ -83,6 +175,7 @@ def execute(
     profile: str,
     info: dict[str, Any],
     matrix: dict[str, Any] | None = None,
+    progress: Progress | None = None,
 ) -> dict[str, Any]:
     """Run one spec into its staging folder and publish it. Returns its summary."""
     name = mx.run_name(spec)
@@ -100,33 +193,18 @@ def execute(
         cmd = launch_command(spec, stage, info)
     store.write_json_atomic(stage / store.PROVENANCE, provenance.collect(spec, cmd, info))
     if cmd:
-        print(f"[sweep] {name}\n        $ {shlex.join(cmd)}", flush=True)
-        t0 = time.monotonic()
-        with open(stage / store.LOG, "w") as log:
-            log.write(f"$ {shlex.join(cmd)}\n")
-            log.flush()
-            try:
-                proc = subprocess.run(
-                    cmd,
-                    stdout=log,
-                    stderr=subprocess.STDOUT,
-                    timeout=RUN_TIMEOUT_S or None,
-                    check=False,
-                )
-                rc: int | None = proc.returncode
-            except subprocess.TimeoutExpired:
-                rc = None
-        wall = time.monotonic() - t0
+        head = progress.start(name) if progress else f"[sweep] {name}"
+        print(f"{head}\n        $ {shlex.join(cmd)}", flush=True)
+        (stage / store.LOG).write_text(f"$ {shlex.join(cmd)}\n")
+        rc, wall = run_logged(cmd, stage / store.LOG, progress, name)
+        if progress:
+            progress.finish(name)
         if (stage / store.SUMMARY).is_file():
             summary = store.read_json(stage / store.SUMMARY)
         else:
             text = (stage / store.LOG).read_text(errors="replace")
             oom = any(p in text for p in OOM_PATTERNS)
-            error = (
-                f"timed out after {RUN_TIMEOUT_S} s"
-                if rc is None
-                else last_error_line(stage / store.LOG)
-            )
+            error = f"timed out after {RUN_TIMEOUT_S} s" if rc is None else root_cause(text, rc)
             summary = {
                 "name": name,
                 "status": "oom" if oom else "failed",
@@ -139,12 +217,31 @@ def execute(
         store.write_json_atomic(stage / store.SUMMARY, summary)
         status = summary["status"]
         extra = f": {summary.get('error')}" if status != "ok" else ""
-        print(f"        -> {status} in {wall:.1f} s{extra}", flush=True)
+        print(f"        -> {status} in {hms(wall)}{extra}", flush=True)
     else:
         store.write_json_atomic(stage / store.SUMMARY, summary)
+        if progress:
+            progress.start(name)
+            progress.finish(name)
         print(f"[sweep] {name}: unsupported ({reason})", flush=True)
     store.publish(stage, profile, name)
     return summary
+
+
+def check_device(profile: str, info: dict[str, Any], matrix: dict[str, Any]) -> None:
+    """A GPU profile never trains on a CPU; GPUs that torch cannot use stop every profile."""
+    hw.check_cuda(info)
+    if mx.profile_device(profile, matrix) == "gpu" and not info["gpu_count"]:
+        hidden = info.get("gpus_on_node", 0)
+        why = (
+            f"the node has {hidden} GPU(s) but CUDA_VISIBLE_DEVICES / SLURM hides them all"
+            if hidden
+            else "this machine has none (nvidia-smi lists no GPU)"
+        )
+        raise UserError(
+            f"profile '{profile}' runs on CUDA GPUs and {why}: use PROFILE=smoke on a CPU "
+            "machine, or run on a GPU node"
+        )
 
 
 def sweep(exp_ids: list[str], profile: str, retry_failed: bool = False) -> int:
@@ -155,6 +252,7 @@ def sweep(exp_ids: list[str], profile: str, retry_failed: bool = False) -> int:
         raise mx.MatrixError(f"unknown PROFILER '{override}' (none, auto, torch, nsys)")
     matrix = mx.load_matrix()
     expanded = [mx.expand(e, profile, matrix) for e in exp_ids]
+    check_device(profile, info, matrix)
     # The profiler choice is resolved for every spec before anything runs, so PROFILER=nsys
     # without nsys stops here with one line, not halfway through a sweep.
     resolved = {
@@ -166,6 +264,7 @@ def sweep(exp_ids: list[str], profile: str, retry_failed: bool = False) -> int:
         specs = [s for exp in expanded for s in exp.specs if s["workload"] == workload]
         if specs and hasattr(mod, "preflight"):
             mod.preflight([s for s in specs if s["gpus"] <= limit])
+    progress = Progress(profile, info, matrix)
     for exp in expanded:
         record: dict[str, Any] = {"experiment": exp.id, "target": exp.target, "profile": profile}
         ran, skipped = [], []
@@ -182,7 +281,7 @@ def sweep(exp_ids: list[str], profile: str, retry_failed: bool = False) -> int:
                 if not (retry_failed and status == "failed"):
                     ran.append({"run": name, "status": status, "reused": True})
                     continue
-            summary = execute(spec, profile, info, matrix)
+            summary = execute(spec, profile, info, matrix, progress)
             ran.append({"run": name, "status": summary["status"], "reused": False})
         record["runs"] = ran
         record["skipped"] = skipped
@@ -203,9 +302,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--exp", action="append", required=True, help="experiment id, e.g. V3")
     ap.add_argument("--retry-failed", action="store_true", help="run failed runs again")
     args = ap.parse_args(argv)
+    # Preflight imports torchtune, whose torchao prints a notice about its C++ extensions; the
+    # runs' own logs keep it, the sweep's one-line errors should not be buried under it.
+    logging.getLogger("torchao").setLevel(logging.ERROR)
     try:
         return sweep(args.exp, args.profile, args.retry_failed)
-    except (mx.MatrixError, profiling.ProfilingError, FileNotFoundError) as exc:
+    except (UserError, FileNotFoundError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
 

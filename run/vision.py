@@ -13,8 +13,18 @@ model and precision, the training loop with its three strategies, evaluation, su
 
 Strategies (EXPERIMENTS.md):
   ddp     every rank trains on the whole data set (N ranks do N times the work)
-  ddp_rr  every rank loads every batch but trains only on batches i with i % world == rank
+  ddp_rr  every rank loads every batch and copies it to its GPU ("all data is still being sent to
+          all GPUs"), but trains only on batches i with i % world == rank; wrapped in Join, since
+          ranks run out of batches at different steps
   ddp_ds  DistributedSampler: each rank loads and trains on its own shard only
+DDP and DDP-DS are plain DDP: no Join, no collective beyond DDP's gradient all-reduce per step.
+
+Precision: the input batch is cast on the host (in the DataLoader, before pinning) to the dtype
+the precision computes in (fp64 double, fp32 float, fp16 half, bf16 bfloat16), so the
+host-to-device bytes follow the precision as in the paper's profiles (HtoD 226 / 104 / 50 s for
+FP64 / FP32 / FP16). FP16 keeps the model in fp32 under autocast with a GradScaler (mixed
+precision, as the paper's "FP16 mixed"). The running loss is summed on the device and read once
+per epoch: no per-step host synchronisation beyond what the paper's loop has.
 """
 
 from __future__ import annotations
@@ -25,6 +35,8 @@ import os
 import resource
 import sys
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +47,8 @@ from torch.distributed.algorithms.join import Join
 from torch.nn.parallel import DistributedDataParallel as DDP
 from torch.utils.data import DataLoader, DistributedSampler, RandomSampler, Subset
 
-from run import profiling, provenance, store, vision_spec
+from run import probe, profiling, provenance, store, vision_spec
+from run.errors import UserError
 from run.tvcompat import import_torchvision
 
 T_START = time.monotonic()
@@ -43,8 +56,20 @@ T_START = time.monotonic()
 MNIST_MEAN, MNIST_STD = (0.1307,) * 3, (0.3081,) * 3
 
 
-def scenario_a_transform(size: int):  # noqa: ANN201 - a torchvision transform
-    """Upsample 28x28 grey to size x size on the CPU, make it 3-channel, normalise."""
+class ToDtype:
+    """Last step of the transform: the sample in the dtype the precision computes in, so the
+    DataLoader pins (and the GPU receives) exactly that many bytes. A class, not a lambda, so
+    DataLoader workers can pickle it."""
+
+    def __init__(self, dtype: torch.dtype) -> None:
+        self.dtype = dtype
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        return x.to(self.dtype)
+
+
+def scenario_a_transform(size: int, dtype: torch.dtype = torch.float32):  # noqa: ANN201
+    """Upsample 28x28 grey to size x size on the CPU, make it 3-channel, normalise, cast."""
     transforms = import_torchvision().transforms
     return transforms.Compose(
         [
@@ -52,6 +77,7 @@ def scenario_a_transform(size: int):  # noqa: ANN201 - a torchvision transform
             transforms.Grayscale(num_output_channels=3),
             transforms.ToTensor(),
             transforms.Normalize(MNIST_MEAN, MNIST_STD),
+            ToDtype(dtype),
         ]
     )
 
@@ -86,24 +112,36 @@ def rank_batches(
     return [b for i, b in enumerate(batches) if keeps_batch(strategy, i, world, rank)]
 
 
-def precision_setup(precision: str, device: torch.device):  # noqa: ANN201
-    """(model dtype, autocast context factory, GradScaler or None, label of what really ran)."""
+@dataclass
+class Precision:
+    """How a precision runs: model dtype, input dtype, autocast, loss scaling, and its label."""
+
+    model_dtype: torch.dtype
+    input_dtype: torch.dtype
+    autocast: Callable[[], Any]
+    scaler: torch.amp.GradScaler | None
+    label: str
+
+
+def precision_setup(precision: str, device: torch.device) -> Precision:
     if precision == "fp64":
-        return torch.float64, contextlib.nullcontext, None, "fp64"
+        return Precision(torch.float64, torch.float64, contextlib.nullcontext, None, "fp64")
     if precision == "fp32":
-        return torch.float32, contextlib.nullcontext, None, "fp32"
+        return Precision(torch.float32, torch.float32, contextlib.nullcontext, None, "fp32")
     if precision == "bf16" or (precision == "fp16" and device.type == "cpu"):
         # fp16 autocast is of no use on a CPU; bf16 autocast is its CPU stand-in, labelled so.
         label = "bf16-autocast" if precision == "bf16" else "bf16-autocast (fp16 on CPU)"
-        return (
+        return Precision(
             torch.float32,
+            torch.bfloat16,
             lambda: torch.autocast(device.type, dtype=torch.bfloat16),
             None,
             label,
         )
     if precision == "fp16":
-        return (
+        return Precision(
             torch.float32,
+            torch.float16,
             lambda: torch.autocast(device.type, dtype=torch.float16),
             torch.amp.GradScaler(device.type),
             "fp16-autocast+gradscaler",
@@ -111,10 +149,10 @@ def precision_setup(precision: str, device: torch.device):  # noqa: ANN201
     raise ValueError(f"unknown precision {precision!r}")
 
 
-def data_sets(spec: dict[str, Any]) -> tuple[Subset, Subset]:
+def data_sets(spec: dict[str, Any], dtype: torch.dtype = torch.float32) -> tuple[Subset, Subset]:
     datasets = import_torchvision().datasets
     root = vision_spec.data_root(spec["dataset"])
-    tf = scenario_a_transform(spec["image_size"])
+    tf = scenario_a_transform(spec["image_size"], dtype)
     train = datasets.MNIST(str(root), train=True, download=False, transform=tf)
     test = datasets.MNIST(str(root), train=False, download=False, transform=tf)
     if len(train) < spec["train_images"] or len(test) < spec["test_images"]:
@@ -137,22 +175,29 @@ def all_sum(values: list[float], device: torch.device, op=dist.ReduceOp.SUM) -> 
     return t.tolist()
 
 
-def evaluate(model, loader, device, spec, dtype, autocast) -> float:  # noqa: ANN001
-    """Test accuracy in percent over all ranks' shards (on the plain module: no DDP syncs)."""
+def to_device(x: torch.Tensor, y: torch.Tensor, device: torch.device, spec: dict[str, Any]):  # noqa: ANN201
+    """One batch to the GPU as it left the DataLoader (already in the input dtype)."""
+    x = x.to(device, non_blocking=spec["pin_memory"])
+    if spec["channels_last"]:
+        x = x.contiguous(memory_format=torch.channels_last)
+    return x, y.to(device, non_blocking=spec["pin_memory"])
+
+
+def evaluate(model, loader, device, spec, prec: Precision) -> float:  # noqa: ANN001
+    """Test accuracy in percent over all ranks' shards (on the plain module: no DDP syncs).
+    Counts stay on the device until the end: one synchronisation per evaluation."""
     model.eval()
-    correct = total = 0
+    correct = torch.zeros((), dtype=torch.int64, device=device)
+    total = 0
     with torch.no_grad():
         for x, y in loader:
-            x = x.to(device, dtype=dtype, non_blocking=spec["pin_memory"])
-            if spec["channels_last"]:
-                x = x.contiguous(memory_format=torch.channels_last)
-            y = y.to(device, non_blocking=spec["pin_memory"])
-            with autocast():
+            x, y = to_device(x, y, device, spec)
+            with prec.autocast():
                 pred = model(x).argmax(1)
-            correct += int((pred == y).sum())
+            correct += (pred == y).sum()
             total += y.numel()
     model.train()
-    c, t = all_sum([correct, total], device)
+    c, t = all_sum([float(correct), total], device)
     return 100.0 * c / max(t, 1)
 
 
@@ -165,6 +210,7 @@ def check_inputs(spec_path: Path) -> dict[str, Any]:
     except ValueError as exc:
         raise ValueError(f"spec file {spec_path} is not valid JSON") from exc
     vision_spec.validate(spec)
+    probe.check_cuda()  # GPUs that torch cannot use: stop here, never train on the CPU instead
     if spec["scenario"] != "A" or spec["loader"] != "torch" or spec["numa"] != "none":
         raise ValueError(
             "Scenario B, the DALI loader and NUMA binding (V8-V11) are not implemented yet"
@@ -190,32 +236,43 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     try:
         spec = check_inputs(args.spec)
-    except (ValueError, FileNotFoundError) as exc:
+    except (UserError, ValueError, FileNotFoundError) as exc:
         # Bad input: one line from rank 0, no process group, nothing written into the run folder.
         if int(os.environ.get("RANK", 0)) == 0:
             print(f"error: {exc}", file=sys.stderr, flush=True)
         return 2
 
-    # --- set-up: one process per rank, NCCL on GPUs, gloo on CPU --------------------------------
+    # --- set-up: one process per rank, NCCL on GPUs (device bound first), gloo on CPU ------------
     cuda = torch.cuda.is_available()
-    dist.init_process_group("nccl" if cuda else "gloo")
-    rank, world = dist.get_rank(), dist.get_world_size()
     local_rank = int(os.environ.get("LOCAL_RANK", 0))
     if cuda:
         device = torch.device("cuda", local_rank)
         torch.cuda.set_device(device)
+        dist.init_process_group("nccl", device_id=device)
     else:
         device = torch.device("cpu")
-        local_world = int(os.environ.get("LOCAL_WORLD_SIZE", world))
+        dist.init_process_group("gloo")
+        local_world = int(os.environ.get("LOCAL_WORLD_SIZE", os.environ.get("WORLD_SIZE", 1)))
         torch.set_num_threads(max(1, (os.cpu_count() or 1) // local_world))
+    try:
+        return train(spec, args.run_dir, device)
+    finally:
+        dist.destroy_process_group()
+
+
+def train(spec: dict[str, Any], run_dir: Path, device: torch.device) -> int:
+    """Data, model, the training loop and the summary of one rank."""
+    cuda = device.type == "cuda"
+    rank, world = dist.get_rank(), dist.get_world_size()
     if rank == 0:
         print(
             f"[vision] {vision_spec.run_name(spec)}: world={world} device={device.type}", flush=True
         )
     torch.manual_seed(spec["seed"])
+    prec = precision_setup(spec["precision"], device)
 
-    # --- data: MNIST files (real or the embedded digits), Scenario A transforms ------------------
-    train_set, test_set = data_sets(spec)
+    # --- data: MNIST files (real or the embedded digits), Scenario A transforms, input dtype -----
+    train_set, test_set = data_sets(spec, prec.input_dtype)
     sampler = make_sampler(spec["strategy"], len(train_set), world, rank, spec["seed"])
     loader_kw = dict(
         batch_size=spec["batch_size"],
@@ -228,61 +285,62 @@ def main(argv: list[str] | None = None) -> int:
     test_loader = DataLoader(Subset(test_set, range(rank, len(test_set), world)), **loader_kw)
 
     # --- model and precision ---------------------------------------------------------------------
-    dtype, autocast, scaler, precision_label = precision_setup(spec["precision"], device)
     model = import_torchvision().models.mobilenet_v2(num_classes=10)
-    model = model.to(device=device, dtype=dtype)
+    model = model.to(device=device, dtype=prec.model_dtype)
     if spec["channels_last"]:
         model = model.to(memory_format=torch.channels_last)
-    ddp = DDP(model, device_ids=[local_rank] if cuda else None)
+    ddp = DDP(model, device_ids=[device.index] if cuda else None)
     opt = torch.optim.Adam(ddp.parameters(), lr=spec["lr"])
     setup_s = time.monotonic() - T_START
 
-    # --- profiler: a no-op unless the spec asks for one; its window counts training steps --------
-    shard = world if spec["strategy"] == "ddp_ds" else 1
-    steps = profiling.steps_per_rank(len(train_set), shard, spec["batch_size"], spec["epochs"])
-    steps //= world if spec["strategy"] == "ddp_rr" else 1
-    prof = profiling.profiler_for(spec, args.run_dir, rank, steps)
+    # --- profiler: a no-op unless the spec asks for one; its window fits this rank's steps -------
+    steps = vision_spec.planned_steps(spec, rank)
+    prof = profiling.profiler_for(spec, run_dir, rank, steps)
 
     # --- training loop -----------------------------------------------------------------------------
-    epochs_file = args.run_dir / store.EPOCHS
+    epochs_file = run_dir / store.EPOCHS
     t_loop = time.monotonic()
     accuracy = float("nan")
+    round_robin = spec["strategy"] == "ddp_rr"
+    copied = trained = 0  # this rank's batches sent to its device / trained on (whole run)
     with prof:  # writes this rank's trace on leaving if the window is still open
         for epoch in range(spec["epochs"]):
             set_epoch(sampler, epoch, spec["seed"])
             if cuda:
                 torch.cuda.synchronize()
             t0 = time.monotonic()
-            loss_sum, images = 0.0, 0
-            # Join lets ranks that run out of batches early (round robin) shadow the others' allreduces.
-            with Join([ddp]):
+            loss_sum = torch.zeros((), dtype=torch.float64, device=device)
+            images = 0
+            # Join only for round robin: its ranks run out of batches at different steps and Join
+            # shadows the missing all-reduces (it costs an extra collective per step).
+            with Join([ddp]) if round_robin else contextlib.nullcontext():
                 for i, (x, y) in enumerate(train_loader):
+                    # every batch goes to this rank's GPU, also those another rank trains on
+                    x, y = to_device(x, y, device, spec)
+                    copied += 1
                     if not keeps_batch(spec["strategy"], i, world, rank):
                         continue
-                    x = x.to(device, dtype=dtype, non_blocking=spec["pin_memory"])
-                    if spec["channels_last"]:
-                        x = x.contiguous(memory_format=torch.channels_last)
-                    y = y.to(device, non_blocking=spec["pin_memory"])
-                    with autocast():
+                    trained += 1
+                    with prec.autocast():
                         loss = F.cross_entropy(ddp(x), y)
                     opt.zero_grad(set_to_none=True)
-                    if scaler is not None:
-                        scaler.scale(loss).backward()
-                        scaler.step(opt)
-                        scaler.update()
+                    if prec.scaler is not None:
+                        prec.scaler.scale(loss).backward()
+                        prec.scaler.step(opt)
+                        prec.scaler.update()
                     else:
                         loss.backward()
                         opt.step()
-                    loss_sum += float(loss.detach()) * y.numel()
+                    loss_sum += loss.detach().double() * y.numel()
                     images += y.numel()
                     prof.step()
             if cuda:
                 torch.cuda.synchronize()
             train_s = time.monotonic() - t0
             t1 = time.monotonic()
-            accuracy = evaluate(model, test_loader, device, spec, dtype, autocast)
+            accuracy = evaluate(model, test_loader, device, spec, prec)
             eval_s = time.monotonic() - t1
-            total_loss, total_images = all_sum([loss_sum, images], device)
+            total_loss, total_images = all_sum([float(loss_sum), images], device)
             (slowest_train_s,) = all_sum([train_s], device, op=dist.ReduceOp.MAX)
             if rank == 0:
                 row = {
@@ -304,7 +362,7 @@ def main(argv: list[str] | None = None) -> int:
     if rank == 0:
         epochs = store.read_jsonl(epochs_file)
         store.write_json_atomic(
-            args.run_dir / store.SUMMARY,
+            run_dir / store.SUMMARY,
             {
                 "name": vision_spec.run_name(spec),
                 "status": "ok",
@@ -319,13 +377,15 @@ def main(argv: list[str] | None = None) -> int:
                 ),
                 "peak_memory_bytes": int(peak),
                 "memory_kind": mem_kind,
-                "precision_effective": precision_label,
+                "precision_effective": prec.label,
+                "input_dtype": str(prec.input_dtype).removeprefix("torch."),
+                "rank0_batches_to_device": copied,
+                "rank0_batches_trained": trained,
                 "world_size": world,
                 "device": torch.cuda.get_device_name(device) if cuda else "cpu",
                 "runtime": provenance.torch_build(),
             },
         )
-    dist.destroy_process_group()
     return 0
 
 

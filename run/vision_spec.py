@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 from pathlib import Path
 from typing import Any
@@ -65,6 +66,21 @@ def validate(spec: dict[str, Any]) -> None:
         raise ValueError(f"num_workers={spec['num_workers']!r} must be an integer >= 0")
     if not isinstance(spec["lr"], (int, float)) or spec["lr"] <= 0:
         raise ValueError(f"lr={spec['lr']!r} must be a positive number")
+
+
+def planned_steps(spec: dict[str, Any], rank: int = 0) -> int:
+    """Training steps (optimizer steps) rank `rank` takes over the whole run.
+
+    ddp_ds: its DistributedSampler shard (padded to ceil(n / world)) in batches, last batch kept;
+    ddp: every batch of the whole set; ddp_rr: the batches i with i % world == rank.
+    """
+    n, world, bs = spec["train_images"], spec["gpus"], spec["batch_size"]
+    if spec["strategy"] == "ddp_ds":
+        per_epoch = math.ceil(math.ceil(n / world) / bs)
+    else:
+        batches = math.ceil(n / bs)
+        per_epoch = batches if spec["strategy"] == "ddp" else len(range(rank, batches, world))
+    return per_epoch * spec["epochs"]
 
 
 def canonical(spec: dict[str, Any]) -> dict[str, Any]:

@@ -83,7 +83,7 @@ def check_learns(summary: dict, steps: list, method: str, gpus: int) -> None:
 def llm_spec_recipe(method: str, gpus: int) -> str:
     from run.llm.recipes import recipe_name
 
-    return recipe_name(method, gpus)
+    return recipe_name(method, gpus > 1)
 
 
 @pytest.mark.parametrize(

@@ -85,11 +85,16 @@ def test_unsupported_cells_and_run_names(monkeypatch):
     for m in ("lora", "dpo"):
         for g in (1, 4):
             assert llm_spec.unsupported_reason({**base, "method": m, "gpus": g}) is None
+    monkeypatch.delenv("LLAMA3_TOKENIZER", raising=False)
     assert llm_spec.run_name({**base, "model": "llama3_8b", "gpus": 4}) == (
-        "llama3_8b-lora-summary-r500-4gpu-nopin-random"
+        "llama3_8b-lora-summary-r500-4gpu-nopin-random-tok_bytes"
     )
     monkeypatch.setenv("LLAMA3_DIR", "/models/llama3")
-    assert llm_spec.run_name({**base, "model": "llama3_8b"}).endswith("-1gpu-nopin")
+    assert llm_spec.run_name({**base, "model": "llama3_8b"}).endswith("-1gpu-nopin-tok_llama3")
+    # the distributed recipe on one rank (gpu-check) is its own run, and QAT can run there
+    dist = {**base, "method": "qat", "gpus": 1, "recipe": "distributed"}
+    assert llm_spec.unsupported_reason(dist) is None and llm_spec.run_name(dist).endswith("-dist")
+    assert llm_spec.unsupported_reason({**dist, "method": "qlora"})
 
 
 # ---------------------------------------------------------------- data

@@ -51,6 +51,13 @@ def test_two_gloo_ranks_train_with_each_strategy(sandbox, strategy, images):
     (epoch,) = store.read_jsonl(run_dir / store.EPOCHS)
     assert epoch["images"] == images
     assert 0 < epoch["train_loss"] < 10 and summary["memory_kind"] == "host_peak_rss"
+    # every strategy but DDP-DS sends every batch of the set to every rank's device; DDP-RR
+    # trains on every other one of them
+    loaded = {"ddp": 4, "ddp_rr": 4, "ddp_ds": 2}[strategy]
+    trained = {"ddp": 4, "ddp_rr": 2, "ddp_ds": 2}[strategy]
+    assert summary["rank0_batches_to_device"] == loaded
+    assert summary["rank0_batches_trained"] == trained
+    assert summary["input_dtype"] == "float32"
 
 
 @pytest.mark.integration

@@ -5,6 +5,7 @@ Typical use:
     from analysis.profiles import metrics_table, by_metric, METRICS
     df = metrics_table("llm-fsdp-2gpu", ["rank0.sqlite", "rank1.sqlite"])
     by_metric(df)  # one row per (run, rank, source, metric)
+    add_launch_all(by_metric(df))  # + kernel_launch_all: every launch API in LAUNCH_APIS
 """
 
 from __future__ import annotations
@@ -18,9 +19,12 @@ import pandas as pd
 
 from .metrics import (
     COLUMNS,
+    KERNEL_LAUNCH_ALL,
+    LAUNCH_APIS,
     METRICS,
     ProfileError,
     RankProfile,
+    add_launch_all,
     by_metric,
     concat_frames,
     profile_frame,
@@ -32,9 +36,12 @@ from .torch_trace import GZIP_MAGIC, read_torch_trace
 
 __all__ = [
     "COLUMNS",
+    "KERNEL_LAUNCH_ALL",
+    "LAUNCH_APIS",
     "METRICS",
     "ProfileError",
     "RankProfile",
+    "add_launch_all",
     "by_metric",
     "detect_source",
     "load_profiles",

@@ -3,18 +3,23 @@
 Each profiled run left RUN/profile_metrics.csv (run/profiling.py, written by the sweep). The
 artifact table has one row per (run, metric) with the run's conditions in front:
 
-    kind        "paper metric" (J Table 1, absent ones included) or "cpu op" (a labelled CPU
-                stand-in, e.g. gloo allreduce for the NCCL kernels; never mixed with the paper's)
+    kind        "paper metric" (J Table 1, absent ones included), "extra metric" (not the paper's:
+                kernel launches through every launch API, shown right after cudaLaunchKernel
+                whenever a table shows it) or "cpu op" (a labelled CPU stand-in, e.g. gloo
+                allreduce for the NCCL kernels; never mixed with the paper's)
     total_s     summed over the run's ranks (as one nsys report over all processes gives it)
     share_pct   mean over ranks of total_s / that rank's profiled wall time, in percent
-    measured    False where the profile cannot hold the metric: the row says NOT_MEASURED, its
-                numbers stay empty (never zero)
+    measured    False where the profile cannot hold the metric (CPU run, or a metric the profiler
+                in use never records): the note says which, the numbers stay empty (never zero).
+                A metric a GPU run's profile simply lacks is measured as 0 (see coverage.py).
+
+Claims are judged on the paper's metrics (kind "paper metric") only.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import pandas as pd
@@ -22,11 +27,26 @@ import pandas as pd
 from analysis import common as c
 from run import profiling, store
 
-from .metrics import CPU_PREFIX, METRICS, by_metric, concat_frames, read_metrics_csv
+from . import coverage as cov
+from .coverage import NOT_CALLED, NOT_MEASURED, NOT_PROFILED  # artifacts read them here too
+from .metrics import (
+    CPU_PREFIX,
+    KERNEL_LAUNCH_ALL,
+    LABELS,
+    MEMCPY_METRICS,
+    METRICS,
+    add_launch_all,
+    by_metric,
+    concat_frames,
+    read_metrics_csv,
+)
 
-NOT_MEASURED = "not measured on this hardware"
-NOT_PROFILED = "not profiled (PROFILER=none)"
-PAPER, CPU = "paper metric", "cpu op"
+PAPER, EXTRA, CPU = "paper metric", "extra metric", "cpu op"
+# Sort rank of each kind: paper and extra rows share one rank so that a stable sort keeps
+# kernel_launch_all right after cudaLaunchKernel; the CPU stand-ins follow them.
+KIND_ORDER = {PAPER: 0, EXTRA: 0, CPU: 1}
+# The all-API launch count differs "a lot" from cudaLaunchKernel above this ratio of calls.
+LAUNCH_RATIO_NOTE = 1.5
 TOP_CPU = 3  # CPU ops shown by rank of inclusive time, beside the fixed stand-ins
 # CPU-side stand-ins a CPU torch.profiler trace does hold: (label, what it stands in for, op).
 CPU_PROXIES: list[tuple[str, str, re.Pattern[str]]] = [
@@ -56,6 +76,19 @@ def run_metrics(runs: pd.DataFrame, profile: str) -> pd.DataFrame:
     return concat_frames(frames)
 
 
+def with_launch_all(metrics: Sequence[str]) -> list[str]:
+    """`metrics` with KERNEL_LAUNCH_ALL right after cudaLaunchKernel (unchanged without it)."""
+    out = [m for m in metrics if m != KERNEL_LAUNCH_ALL]
+    if "cudaLaunchKernel" in out:
+        out.insert(out.index("cudaLaunchKernel") + 1, KERNEL_LAUNCH_ALL)
+    return out
+
+
+def kind_order(t: pd.DataFrame) -> pd.Series:
+    """Sort key for the `kind` column (paper and extra metrics first, then CPU stand-ins)."""
+    return t["kind"].map(KIND_ORDER).fillna(len(KIND_ORDER))
+
+
 def table(
     runs: pd.DataFrame,
     tidy: pd.DataFrame,
@@ -63,8 +96,13 @@ def table(
     metrics: Sequence[str],
     cpu: bool = True,
 ) -> pd.DataFrame:
-    """One row per (run, metric): the paper's `metrics` (absent -> NOT_MEASURED) + CPU proxies."""
-    grouped = by_metric(tidy)
+    """One row per (run, metric): the paper's `metrics` + kernel_launch_all + CPU proxies.
+
+    kernel_launch_all comes right after cudaLaunchKernel when `metrics` has it. An absent
+    metric is NOT_PROFILED, NOT_MEASURED (CPU run), "not recorded by <profiler>" (the profiler
+    cannot record it), NO_CUDA_IN_PROFILE, or 0 (a GPU run that did not call it): coverage.py.
+    """
+    grouped = add_launch_all(by_metric(tidy))
     rows: list[dict[str, Any]] = []
     for _, r in runs.iterrows():
         head = {k: r[k] for k in conditions}
@@ -77,13 +115,14 @@ def table(
                          "metric": "", "label": "", "measured": False,
                          "note": f"run {r['status']}: {r.get('error') or ''}"[:200]})  # fmt: skip
             continue
-        profiled = r.get("profiler", "torch") != "none"
-        for m in metrics:
+        absent = _absent(r, mine)
+        for m in with_launch_all(metrics):
             got = mine[mine["metric"] == m]
-            row = {**head, **base, "source": source, "ranks": ranks, "kind": PAPER, "metric": m,
-                   "label": METRICS[m]}  # fmt: skip
+            row = {**head, **base, "source": source, "ranks": ranks,
+                   "kind": PAPER if m in METRICS else EXTRA, "metric": m,
+                   "label": LABELS[m]}  # fmt: skip
             if got.empty:
-                row.update(measured=False, note=NOT_MEASURED if profiled else NOT_PROFILED)
+                row.update(absent(m))
             else:
                 row.update(_agg(got, ranks), measured=True, note="")
             rows.append(row)
@@ -115,6 +154,33 @@ def table(
     return out[[*conditions, *COLUMNS]]
 
 
+def _absent(r: pd.Series, mine: pd.DataFrame) -> Callable[[str], dict[str, Any]]:
+    """For one ok run: metric -> the cells of its row when its profile has no row for it."""
+    if r.get("profiler", "torch") == "none":
+        return lambda m: {"measured": False, "note": NOT_PROFILED}
+    cpu_run = cov.is_cpu_device(r.get("device"))
+    if cpu_run is None:  # no device recorded: a profile with CUDA rows came from a GPU run
+        cpu_run = not cov.has_cuda_rows(mine)
+    if cpu_run:
+        return lambda m: {"measured": False, "note": NOT_MEASURED}
+    sources = sorted(set(mine["source"])) or [str(r.get("profiler", ""))]
+    blind = cov.unrecordable(sources)
+    cuda = cov.has_cuda_rows(mine)
+
+    def cells(m: str) -> dict[str, Any]:
+        if m in blind:
+            # every profiler in use is blind to m (a run has one; with several, the first named)
+            return {"measured": False, "note": cov.not_recorded(sources[0])}
+        if not cuda:  # a GPU run whose profile saw no CUDA at all: a 0 would be a guess
+            return {"measured": False, "note": cov.NO_CUDA_IN_PROFILE}
+        # the profiler could record it and saw the GPU, so the run really did not call it
+        nbytes = 0 if m in MEMCPY_METRICS else pd.NA
+        return {"calls": 0, "total_s": 0.0, "share_pct": 0.0, "bytes": nbytes,
+                "measured": True, "note": NOT_CALLED}  # fmt: skip
+
+    return cells
+
+
 def _agg(got: pd.DataFrame, ranks: int) -> dict[str, Any]:
     nbytes = got["bytes"].dropna()
     return {
@@ -141,11 +207,30 @@ def measured(t: pd.DataFrame, metrics: Sequence[str]) -> bool:
     return all((ok["metric"] == m).any() for m in metrics)
 
 
-def unmeasured_claim(cid: str, text: str, criterion: str, metrics: Sequence[str]) -> dict:
-    names = ", ".join(METRICS[m] for m in metrics)
-    return c.claim(
-        cid, text, criterion, c.UNMEASURED, f"{names}: {NOT_MEASURED} (no CUDA in the profile)"
+def unmeasured_claim(
+    cid: str, text: str, criterion: str, metrics: Sequence[str], t: pd.DataFrame | None = None
+) -> dict:
+    """A "not measured" claim whose evidence says why, from the notes of `t`'s rows.
+
+    Each listed metric that no run measured is named with its rows' note(s): "not measured on
+    this hardware" (CPU run) or "not recorded by torch.profiler" (profiler cannot record it).
+    Without `t` the reason is the CPU one, as before.
+    """
+    reasons: dict[str, list[str]] = {}
+    if t is not None:
+        paper = t[t["kind"] == PAPER]
+        for m in metrics:
+            rows = paper[paper["metric"] == m]
+            if len(rows) and not (rows["measured"] == True).any():  # noqa: E712
+                for note in dict.fromkeys(rows["note"].dropna().astype(str)):
+                    reasons.setdefault(note, []).append(METRICS[m])
+    if not reasons:
+        reasons = {NOT_MEASURED: [METRICS[m] for m in metrics]}
+    evidence = "; ".join(
+        f"{', '.join(names)}: {note}" + (f" ({cov.why(note)})" if cov.why(note) else "")
+        for note, names in reasons.items()
     )
+    return c.claim(cid, text, criterion, c.UNMEASURED, evidence)
 
 
 def notes(t: pd.DataFrame, runs: pd.DataFrame) -> list[str]:
@@ -162,12 +247,60 @@ def notes(t: pd.DataFrame, runs: pd.DataFrame) -> list[str]:
             "The 'cpu op' rows are labelled CPU stand-ins (gloo allreduce for NCCL, host copies, "
             "DataLoader next), inclusive times that nest, not the paper's metrics."
         )
+    out += _absence_notes(t) + _launch_notes(t)
     bad = runs[runs["status"] != "ok"]
     if len(bad):
         out.append(
             f"{len(bad)} run(s) not ok: "
             + "; ".join(f"{r['run']}: {r['status']}" for _, r in bad.iterrows())
         )
+    return out
+
+
+def _absence_notes(t: pd.DataFrame) -> list[str]:
+    """GPU runs: which metrics the profiler could not record, which were 0 (not called)."""
+    out = []
+    if "note" not in t or t.empty:
+        return out
+    paper = t[t["kind"].isin([PAPER, EXTRA])]
+    for note in dict.fromkeys(paper["note"].dropna().astype(str)):
+        if not note.startswith("not recorded by "):
+            continue
+        names = sorted(set(paper.loc[paper["note"] == note, "metric"]))
+        why = cov.why(note)
+        out.append(f"{', '.join(names)}: {note} on GPU runs" + (f" ({why})." if why else "."))
+    zero = sorted(set(paper.loc[paper["note"] == NOT_CALLED, "metric"]))
+    if zero:
+        out.append(
+            f"{', '.join(zero)}: 0 in some GPU runs, which recorded CUDA activity but no such "
+            "call (e.g. no NCCL kernel on 1 GPU): a real 0, not a gap in the profile."
+        )
+    return out
+
+
+def _launch_notes(t: pd.DataFrame) -> list[str]:
+    """Say what kernel_launch_all counts, and where it differs a lot from cudaLaunchKernel."""
+    ok = t[t["measured"] == True]  # noqa: E712
+    if "metric" not in t or not (ok["metric"] == KERNEL_LAUNCH_ALL).any():
+        return []  # no GPU profile: the CPU note already says why
+    out = [
+        f"{KERNEL_LAUNCH_ALL} ({LABELS[KERNEL_LAUNCH_ALL]}) is shown beside the paper's "
+        "cudaLaunchKernel: recent cuBLAS, cuDNN and NCCL launch many kernels through the other "
+        "APIs. Claims use cudaLaunchKernel, as the paper does."
+    ]
+    calls = ok.pivot_table(index="run", columns="metric", values="calls", aggfunc="sum")
+    if {"cudaLaunchKernel", KERNEL_LAUNCH_ALL} <= set(calls.columns):
+        pair = calls[["cudaLaunchKernel", KERNEL_LAUNCH_ALL]].dropna()
+        paper, every = pair["cudaLaunchKernel"], pair[KERNEL_LAUNCH_ALL]
+        # launches but none through cudaLaunchKernel: infinitely far apart; none at all: equal
+        ratio = (every / paper.where(paper > 0)).fillna(float("inf")).where(every > 0, 1.0)
+        far = ratio[ratio > LAUNCH_RATIO_NOTE]
+        if len(far):
+            out.append(
+                f"In {len(far)} of {len(ratio)} runs the launches through all APIs exceed the "
+                f"cudaLaunchKernel calls by more than {LAUNCH_RATIO_NOTE:g}x (up to "
+                f"{far.max():.3g}x): cudaLaunchKernel misses many of these runs' kernels."
+            )
     return out
 
 

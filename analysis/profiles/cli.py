@@ -9,13 +9,17 @@ from collections.abc import Sequence
 
 import pandas as pd
 
+from . import coverage as cov
 from . import load_profiles
 from .metrics import (
     COLUMNS,
     CPU_PREFIX,
+    KERNEL_LAUNCH_ALL,
+    LAUNCH_METRICS,
     METRICS,
     ProfileError,
     RankProfile,
+    add_launch_all,
     by_metric,
     concat_frames,
     profile_frame,
@@ -30,12 +34,16 @@ rank of each file: the rank recorded in a torch trace (distributedInfo), else "r
 file or folder name (rank0.sqlite, rank_1/trace.json), else the order on the command line.
 
 output CSV columns: {", ".join(COLUMNS)}
-  metric   normalised name, one of:
+  metric   normalised name, one of the paper's:
 {textwrap.fill(", ".join(METRICS), 96, initial_indent=" " * 11, subsequent_indent=" " * 11)}
+           or another kernel-launch API:
+{textwrap.fill(", ".join(LAUNCH_METRICS), 96, initial_indent=" " * 11, subsequent_indent=" " * 11)}
            torch traces also give "{CPU_PREFIX}<op>" rows (inclusive CPU time) unless --no-cpu-ops
   share    total_s / profiled wall time of that rank (summed durations of concurrent calls can
            exceed it); bytes only on memcpy rows.
-  A metric a profile cannot contain (CPU-only run, no NCCL) has no row: "not measured".
+  A metric absent from a profile has no row. The summary adds {KERNEL_LAUNCH_ALL} (launches
+  through every API) and says per rank what is absent: not recorded by the profiler, not called
+  (a profile with CUDA activity: 0), or not measured (no CUDA in the profile).
 
 exit status: 0 written; 1 a file could not be read (one line on stderr, no CSV written); 2 usage.
 
@@ -66,8 +74,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def summary(df: pd.DataFrame, profiles: Sequence[tuple[int, RankProfile]], top: int) -> str:
-    """Short text per rank: wall time, the paper's metrics, the top CPU ops, what is absent."""
-    grouped = by_metric(df)
+    """Short text per rank: wall time, the paper's and launch metrics, top CPU ops, absences."""
+    grouped = add_launch_all(by_metric(df))
+    shown = [*METRICS, *LAUNCH_METRICS, KERNEL_LAUNCH_ALL]
     lines = []
     for rank, prof in sorted(profiles, key=lambda rp: (rp[0], rp[1].source)):
         lines.append(
@@ -75,7 +84,7 @@ def summary(df: pd.DataFrame, profiles: Sequence[tuple[int, RankProfile]], top: 
         )
         mine = grouped[(grouped["rank"] == rank) & (grouped["source"] == prof.source)]
         mine = mine.sort_values("total_s", ascending=False, kind="mergesort")
-        paper = mine[mine["metric"].isin(list(METRICS))]
+        paper = mine[mine["metric"].isin(shown)]
         cpu = mine[mine["metric"].str.startswith(CPU_PREFIX)].head(top)
         for _, row in pd.concat([paper, cpu]).iterrows():
             name = row["metric"] if len(row["metric"]) <= 40 else row["metric"][:37] + "..."
@@ -84,10 +93,27 @@ def summary(df: pd.DataFrame, profiles: Sequence[tuple[int, RankProfile]], top: 
                 f"  {name:<40} {row['total_s']:10.4g} s {row['share']:8.2%}"
                 f" {row['calls']:>9} calls{extra}"
             )
-        absent = [m for m in METRICS if m not in set(mine["metric"])]
-        if absent:
-            lines.append(f"  not measured: {', '.join(absent)}")
+        lines += _absent_lines(mine, prof.source)
     return "\n".join(lines)
+
+
+def _absent_lines(mine: pd.DataFrame, source: str) -> list[str]:
+    """The paper's metrics this rank's profile lacks, grouped by what the absence means.
+
+    The CLI does not know the run's device: a profile with CUDA rows came from a GPU, so an
+    absent metric there was not called (0); a profile without any is "not measured".
+    """
+    absent = [m for m in METRICS if m not in set(mine["metric"])]
+    if not absent:
+        return []
+    if not cov.has_cuda_rows(mine):
+        return [f"  not measured (no CUDA in this profile): {', '.join(absent)}"]
+    blind = [m for m in absent if m in cov.unrecordable([source])]
+    rest = [m for m in absent if m not in blind]
+    lines = [f"  {cov.not_recorded(source)}: {', '.join(blind)}"] if blind else []
+    if rest:
+        lines.append(f"  not called (0): {', '.join(rest)}")
+    return lines
 
 
 def main(argv: Sequence[str] | None = None) -> int:

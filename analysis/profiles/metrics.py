@@ -1,11 +1,14 @@
 """The tidy profiler-metrics table shared by the nsys and torch.profiler readers.
 
-One row per (run, rank, source, raw name). `metric` is the normalised name from METRICS so that
-an nsys `cudaLaunchKernel_v7000` and a torch `cudaLaunchKernel` land in the same bucket; the raw
-name stays in `raw_name`. Sum rows over `metric` (see `by_metric`) for one number per metric.
+One row per (run, rank, source, raw name). `metric` is the normalised name from METRICS (the
+paper's) or LAUNCH_METRICS (the other kernel-launch APIs) so that an nsys `cudaLaunchKernel_v7000`
+and a torch `cudaLaunchKernel` land in the same bucket; the raw name stays in `raw_name`. Sum rows
+over `metric` (see `by_metric`) for one number per metric; `add_launch_all` adds the derived
+KERNEL_LAUNCH_ALL (every launch API) per (run, rank, source).
 
-A metric a profile cannot contain (no GPU, no NCCL) gets no row at all: downstream code reports
-"not measured on this hardware" instead of a misleading zero.
+A metric absent from a profile gets no row at all. What an absence means is decided downstream
+(analysis/profiles/coverage.py, artifact.py): on a CPU run "not measured on this hardware", on a
+GPU run 0 (not called) unless the profiler in use cannot record that metric at all.
 
 `share` = total_s / profiled wall time of that rank. It is 0..1 for anything that runs one call
 at a time; durations of calls overlapping on several threads or streams are summed, so such a
@@ -40,7 +43,27 @@ METRICS: dict[str, str] = {
     "nccl_broadcast": "ncclDevKernel_Broadcast",
     "nccl_other": "other NCCL kernels (ncclDevKernel_* / ncclKernel_*)",
 }
-RUNTIME_METRICS = frozenset(m for m in METRICS if m.startswith("cuda"))
+# Every API that launches kernels. cudaLaunchKernel is the paper's metric; recent cuBLAS, cuDNN
+# and NCCL launch many kernels through the others (real H100 traces hold them), so a second,
+# derived metric counts all of them. The one list of launch APIs: other code imports it.
+LAUNCH_APIS: tuple[str, ...] = (
+    "cudaLaunchKernel",
+    "cudaLaunchKernelExC",
+    "cuLaunchKernel",
+    "cuLaunchKernelEx",
+    "cudaGraphLaunch",
+)
+# The launch APIs other than the paper's, as tidy-table metrics of their own (label = API name).
+LAUNCH_METRICS: dict[str, str] = {m: m for m in LAUNCH_APIS if m not in METRICS}
+KERNEL_LAUNCH_ALL = "kernel_launch_all"
+# Metrics computed from other rows (never written by a reader, so never in a metrics CSV).
+DERIVED_METRICS: dict[str, str] = {
+    KERNEL_LAUNCH_ALL: f"kernel launches, all APIs ({', '.join(LAUNCH_APIS)})",
+}
+# Metric name -> label, for everything a table may show (paper, other launch APIs, derived).
+LABELS: dict[str, str] = {**METRICS, **LAUNCH_METRICS, **DERIVED_METRICS}
+# Host API calls (runtime or driver) that map to a metric after suffix normalisation.
+RUNTIME_METRICS = frozenset(m for m in METRICS if m.startswith("cuda")) | frozenset(LAUNCH_APIS)
 MEMCPY_METRICS = ("memcpy_htod", "memcpy_dtoh", "memcpy_dtod")
 NCCL_METRICS = ("nccl_allgather_ring_ll", "nccl_broadcast", "nccl_other")
 # Optional CPU-side aggregates from torch traces are named "cpu:<op name>" (inclusive time).
@@ -61,7 +84,8 @@ _MEMCPY_LABELS = {
 # CUPTI_ACTIVITY_MEMCPY_KIND ids, used only when a file lacks ENUM_CUDA_MEMCPY_OPER.
 CUPTI_COPY_KIND = {1: "HtoD", 2: "DtoH", 8: "DtoD"}
 
-# cudaLaunchKernel_v7000, cudaMemcpyAsync_ptsz_v7000: API version / per-thread-stream suffixes.
+# cudaLaunchKernel_v7000, cudaLaunchKernelExC_v11060, cudaMemcpyAsync_ptsz_v7000,
+# cuLaunchKernel_ptsz: API version / per-thread-stream suffixes (nsys writes them, kineto not).
 _RUNTIME_SUFFIX = re.compile(r"(?:_v\d+)$")
 _PTS_SUFFIX = re.compile(r"_(?:ptsz|ptds)$")
 # RING_LL must not match RING_LL128; older NCCL appends _Sum_int8_t etc.
@@ -103,7 +127,7 @@ class RankProfile:
 
 
 def runtime_metric(raw: str) -> str | None:
-    """Normalised metric for a CUDA runtime API name, or None if the paper does not read it."""
+    """Normalised metric for a CUDA runtime or driver API name, or None if no metric reads it."""
     name = _PTS_SUFFIX.sub("", _RUNTIME_SUFFIX.sub("", raw.strip()))
     return name if name in RUNTIME_METRICS else None
 
@@ -185,6 +209,28 @@ def by_metric(df: pd.DataFrame) -> pd.DataFrame:
     )
     agg["bytes"] = agg["bytes"].astype("Int64")
     return agg
+
+
+def add_launch_all(grouped: pd.DataFrame) -> pd.DataFrame:
+    """`by_metric` rows plus one KERNEL_LAUNCH_ALL row per (run, rank, source) with any launch.
+
+    calls, total_s and share are the sums over LAUNCH_APIS. Each recorded API call is one row of
+    exactly one launch metric, and rows already named KERNEL_LAUNCH_ALL are dropped before
+    summing, so no call is counted twice. A rank without launch rows gets no row (absent, as
+    any other metric; the artifact decides what absent means).
+    """
+    base = grouped[grouped["metric"] != KERNEL_LAUNCH_ALL]
+    launches = base[base["metric"].isin(LAUNCH_APIS)]
+    if launches.empty:
+        return base.reset_index(drop=True)
+    keys = ["run", "rank", "source"]
+    derived = launches.groupby(keys, as_index=False, sort=True).agg(
+        calls=("calls", "sum"), total_s=("total_s", "sum"), share=("share", "sum")
+    )
+    derived["metric"] = KERNEL_LAUNCH_ALL
+    derived["bytes"] = pd.Series(pd.NA, index=derived.index, dtype="Int64")
+    out = pd.concat([base, derived[list(base.columns)]], ignore_index=True)
+    return out.astype(base.dtypes.to_dict())
 
 
 def read_metrics_csv(path: str | os.PathLike[str]) -> pd.DataFrame:

@@ -1,4 +1,5 @@
-"""L5: s/it by template and method (LoRA, QLoRA, DPO, QAT), one panel per GPU count."""
+"""L5: s/it by template and method (LoRA, QLoRA, DPO, QAT), one panel per GPU count, with our
+template subsets' token counts against the paper's underneath (fig-templates-tokens.csv)."""
 
 from __future__ import annotations
 
@@ -7,11 +8,34 @@ import numpy as np
 import pandas as pd
 
 from report.figures import common
+from run import store
 
 TARGET = "fig-templates"
 TEMPLATES = ["Instruct", "Summary", "Error Correction"]
 METHODS = ["LoRA", "QLoRA", "DPO", "QAT"]
 COLOURS = dict(zip(METHODS, ["tab:blue", "tab:orange", "tab:green", "tab:red"], strict=True))
+
+
+def token_lines(meta: dict) -> list[str]:
+    """One line per template: our tokens (per row where the subsets differ in size) and the
+    paper's, since s/it follows subset size and ours are not tokenised as the paper's were."""
+    path = store.tables_dir(meta["profile"]) / f"{TARGET}-tokens.csv"
+    if not path.is_file():
+        return []
+    t = pd.read_csv(path)
+    lines = ["Template subsets' tokens vs the paper's:"] if len(t) else []
+    for _, r in t.iterrows():
+        if r["basis"] == "per row":
+            ours = f"{r['tokens_per_row']:.1f} tokens/row ({int(r['rows'])} rows)"
+            paper = f"{r['paper_tokens_per_row']:.1f} ({int(r['paper_rows'])} rows)"
+        else:
+            ours = f"{int(r['tokens']):,} tokens ({int(r['rows'])} rows)"
+            paper = f"{int(r['paper_tokens']):,}"
+        lines.append(
+            f"{r['template']}: {ours}, paper {paper}: {r['diff_pct']:+.0f} % "
+            f"(tokenizer {r['tokenizer']})"
+        )
+    return lines
 
 
 def draw(df: pd.DataFrame, meta: dict) -> plt.Figure:
@@ -50,6 +74,10 @@ def draw(df: pd.DataFrame, meta: dict) -> plt.Figure:
         fontsize=10,
     )
     fig.tight_layout()
+    lines = token_lines(meta)
+    if lines:
+        # below the axes: savefig's tight bounding box takes the text in
+        fig.text(0.5, -0.01, "\n".join(lines), ha="center", va="top", fontsize=8, color="dimgrey")
     return fig
 
 

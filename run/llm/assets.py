@@ -25,6 +25,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from run.errors import UserError
 from run.store import write_json_atomic, write_text_atomic
 
 REPO = Path(__file__).resolve().parents[2]
@@ -67,7 +68,7 @@ SPECIAL_TOKENS = (
 )
 
 
-class AssetError(ValueError):
+class AssetError(UserError):
     """A model, tokenizer or data file that is missing or unusable; the message is one line."""
 
 
@@ -179,21 +180,22 @@ def real_tokenizer(folder: Path) -> Path:
     raise AssetError(f"no tokenizer.model in LLAMA3_DIR={folder} (looked in original/ and the top)")
 
 
-def random_mode_tokenizer() -> tuple[Path, Path | None, str]:
-    """The tokenizer for `weights: random`: (path, special_tokens_path, kind).
-
-    Llama3's own tokenizer.model gives realistic sequence lengths; it is taken from
-    LLAMA3_TOKENIZER or LLAMA3_DIR. Without either, the byte tokenizer stands in and the run's
-    summary says so (tokenizer "bytes").
-    """
+def llama3_tokenizer_file() -> Path:
+    """Meta's Llama3 tokenizer.model: LLAMA3_TOKENIZER, else inside LLAMA3_DIR."""
     value = os.environ.get("LLAMA3_TOKENIZER")
     if value:
         path = Path(value).expanduser()
         if not path.is_file():
             raise AssetError(f"LLAMA3_TOKENIZER={path} is not a file")
-        return path, None, "llama3"
+        return path
     folder = llama3_dir()
-    if folder is not None:
-        return real_tokenizer(folder), None, "llama3"
-    model, special = byte_tokenizer_files(data_root() / "bytes_tokenizer")
-    return model, special, "bytes"
+    if folder is None:
+        raise AssetError(
+            "tokenizer 'llama3' needs LLAMA3_TOKENIZER (a tokenizer.model file) or LLAMA3_DIR"
+        )
+    return real_tokenizer(folder)
+
+
+def bytes_tokenizer_folder(model: str) -> Path:
+    """Where the byte tokenizer of a model lives (the tiny model keeps its own beside it)."""
+    return tiny_dir() if model == "tiny" else data_root() / "bytes_tokenizer"

@@ -79,7 +79,10 @@ def summarize(records: list[dict[str, Any]], warmup_steps: int, world_size: int)
     for key in CUDA_PEAKS:
         values = [r[key] for r in records if isinstance(r.get(key), (int, float))]
         if values:
+            # each reading is the peak within its step (torchtune resets the counters after
+            # reading them): the maximum over steps, and the last step's, which the paper read
             out[f"{key}_bytes"] = int(max(values) * GIB)
+            out[f"{key}_last_bytes"] = int(values[-1] * GIB)
     return out
 
 

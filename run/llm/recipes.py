@@ -18,11 +18,16 @@ adds only what the experiments need:
   block. When it is enabled and the recipe has set up no profiler of its own, we build it from
   the same block (torchtune.training.setup_torch_profiler) and step it after every optimizer step
   on every rank, as the other recipes do at the end of each step.
+- Profiler window: fitted to the run's real step count (the recipe's `_steps_per_epoch` x
+  epochs, known once its DataLoader exists) with run.profiling.fit_window before torchtune builds
+  the profiler, and recorded by rank 0 in RUN/profiling.json. A window longer than the run would
+  never close, and torchtune would write no trace.
 """
 
 from __future__ import annotations
 
 import importlib.util
+import os
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -46,8 +51,9 @@ CLASSES = {
 }
 
 
-def recipe_name(method: str, gpus: int) -> str | None:
-    return RECIPES.get((method, gpus > 1))
+def recipe_name(method: str, distributed: bool) -> str | None:
+    """The recipe file of a method, single-device or distributed (llm_spec.distributed)."""
+    return RECIPES.get((method, bool(distributed)))
 
 
 def recipes_dir() -> Path:
@@ -75,6 +81,8 @@ class ProjectRecipeMixin:
         self._pin_memory = bool(cfg.get("pin_memory", False))
         self._save_final_checkpoint = bool(cfg.get("save_final_checkpoint", False))
         self._want_dataset_stats = bool(cfg.get("dataset_stats", False))
+        run_dir = cfg.get("run_dir", None)
+        self._run_dir = Path(run_dir) if run_dir else None
         self.dataset_stats: dict[str, Any] = {}
 
     def _setup_data(self, *args: Any, **kwargs: Any) -> Any:
@@ -99,6 +107,29 @@ class ProjectRecipeMixin:
         self.dataset_stats["pin_memory_effective"] = bool(loader.pin_memory)
         return (out[0], loader) if isinstance(out, tuple) else loader
 
+    def _fit_profiler(self, prof_cfg: Any) -> Any:
+        """The profiler block with its window fitted to this run's steps (see the docstring)."""
+        if prof_cfg is None or not bool(prof_cfg.get("enabled", False)):
+            return prof_cfg
+        from omegaconf import OmegaConf
+
+        from run import profiling
+
+        steps = int(self._steps_per_epoch) * int(getattr(self, "total_epochs", 1))
+        keys = ("wait_steps", "warmup_steps", "active_steps")
+        asked = {k: int(prof_cfg.get(k, 0)) for k in keys}
+        fitted, why = profiling.fit_window(asked, steps, "torch")
+        if int(os.environ.get("RANK", "0")) == 0 and self._run_dir is not None:
+            requested = profiling.read_window(self._run_dir)
+            profiling.record_fit(self._run_dir, requested, {**requested, **fitted}, why, steps)
+        out = OmegaConf.create(OmegaConf.to_container(prof_cfg, resolve=True))
+        for k in keys:
+            out[k] = fitted[k]
+        return out
+
+    def _setup_profiler(self, cfg_profiler: Any = None) -> Any:
+        return super()._setup_profiler(self._fit_profiler(cfg_profiler))  # type: ignore[misc]
+
     def setup(self, cfg: Any) -> None:
         super().setup(cfg)  # type: ignore[misc]
         self._own_profiler = None
@@ -108,7 +139,7 @@ class ProjectRecipeMixin:
         if enabled and not hasattr(self, "_profiler") and optimizer is not None:
             from torchtune import config as tt_config
 
-            profiler, _ = tt_config.instantiate(prof_cfg)
+            profiler, _ = tt_config.instantiate(self._fit_profiler(prof_cfg))
             self._own_profiler = profiler
             step = optimizer.step
 

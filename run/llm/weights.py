@@ -9,8 +9,11 @@ through its own path, exactly as it loads a real checkpoint (QLoRA quantises the
 shards them), so time and memory are the real ones; the loss is meaningless, and summaries say
 `weights: random`.
 
-Tensors are made on the CPU for single-device recipes (one process) and on the rank's GPU for the
-distributed ones, so that 4 ranks do not each hold a 32 GB fp32 copy in host memory.
+Tensors are made on the rank's GPU whenever CUDA is available (one device or several): filling
+8B fp32 numbers from a seeded generator takes seconds there, against about a minute of serial
+CPU work per run, and 4 ranks never each hold a 32 GB copy in host memory. Only one key's tensor
+exists at a time beyond what the recipe keeps. Without CUDA they are made on the CPU. The values
+depend on the device's generator: the same on every GPU run, other numbers than a CPU run's.
 """
 
 from __future__ import annotations
@@ -24,17 +27,20 @@ import torch
 from torchtune.config._utils import _get_component_from_path
 
 
+def weights_device() -> torch.device:
+    """This rank's GPU when there is one (see the module docstring), else the CPU."""
+    if torch.cuda.is_available():
+        return torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
+    return torch.device("cpu")
+
+
 class RandomStateDict(MutableMapping):
     def __init__(self, shapes: dict[str, tuple[torch.Size, torch.dtype]], seed: int, std: float):
         self._shapes = shapes
         self._made: dict[str, torch.Tensor] = {}
         self._seed = seed
         self._std = std
-        distributed = int(os.environ.get("WORLD_SIZE", "1")) > 1
-        if distributed and torch.cuda.is_available():
-            self._device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
-        else:
-            self._device = torch.device("cpu")
+        self._device = weights_device()
 
     def _make(self, key: str) -> torch.Tensor:
         shape, dtype = self._shapes[key]

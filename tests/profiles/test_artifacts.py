@@ -1,28 +1,40 @@
-"""The profiler artifacts' tables and claims on GPU-like metrics and on CPU-only ones."""
+"""The profiler artifacts' tables and claims on GPU-like metrics and on CPU-only ones:
+kernel launches over all APIs beside cudaLaunchKernel, and what an absent metric means."""
 
 from __future__ import annotations
 
+import matplotlib
 import pandas as pd
+import pytest
 
-from analysis import fig_api_share, fig_llm_api, fig_transfers, fig_vision_metrics
+from analysis import (
+    fig_api_share,
+    fig_llm_api,
+    fig_llm_api_pinmem,
+    fig_transfers,
+    fig_vision_metrics,
+)
 from analysis import table_precision_profile as v6
 from analysis.common import FAILS, HOLDS, UNMEASURED
 from analysis.profiles import artifact as pa
-from analysis.profiles.metrics import COLUMNS
+from analysis.profiles import coverage as cov
+from analysis.profiles.metrics import COLUMNS, KERNEL_LAUNCH_ALL, LABELS, LAUNCH_APIS
+
+matplotlib.use("Agg")
 
 
-def tidy(rows: list[tuple]) -> pd.DataFrame:
+def tidy(rows: list[tuple], source: str = "nsys", calls: int = 10) -> pd.DataFrame:
     """rows: (run, rank, metric, total_s, share, bytes) -> the metrics table."""
     recs = [
-        {"run": r, "rank": k, "source": "nsys", "metric": m, "raw_name": m, "calls": 10,
+        {"run": r, "rank": k, "source": source, "metric": m, "raw_name": m, "calls": calls,
          "total_s": s, "bytes": b, "share": sh}
         for r, k, m, s, sh, b in rows
     ]  # fmt: skip
     return pd.DataFrame(recs, columns=COLUMNS).astype({"bytes": "Int64"})
 
 
-def runs(cells: list[dict]) -> pd.DataFrame:
-    return pd.DataFrame([{**c, "status": "ok", "device": "H100"} for c in cells])
+def runs(cells: list[dict], device: str = "H100") -> pd.DataFrame:
+    return pd.DataFrame([{"status": "ok", "device": device, **c} for c in cells])
 
 
 def verdicts(claims: list[dict]) -> dict[str, str]:
@@ -83,8 +95,14 @@ def test_cpu_profile_says_not_measured_never_zero() -> None:
     cpu = t[t["kind"] == pa.CPU].set_index("metric")
     assert cpu.loc["cpu:gloo:all_reduce", "total_s"] == 1.0
     assert cpu.loc["cpu:gloo:all_reduce", "label"].startswith("gloo allreduce (NCCL allreduce")
-    assert set(verdicts(fig_vision_metrics.claims(t)).values()) == {UNMEASURED}
+    claims = fig_vision_metrics.claims(t)
+    assert set(verdicts(claims).values()) == {UNMEASURED}
+    assert all(f"{pa.NOT_MEASURED} (no CUDA in the profile)" in c["evidence"] for c in claims)
     assert any("not measured on this hardware" in n for n in pa.notes(t, r))
+    # the all-API launch count beside cudaLaunchKernel: not measured either, never 0
+    extra = t[t["kind"] == pa.EXTRA]
+    assert list(extra["metric"]) == [KERNEL_LAUNCH_ALL] and list(extra["note"]) == [pa.NOT_MEASURED]
+    assert extra["calls"].isna().all() and not extra["measured"].any()
 
 
 def test_failed_run_is_a_row_not_a_number() -> None:
@@ -105,9 +123,10 @@ def test_v6_falls_and_paper_quotes_beside() -> None:
     assert verdicts(v6.claims(t)) == {"V6a": HOLDS, "V6b": HOLDS, "V6c": HOLDS}
     q = t[(t["metric"] == "memcpy_htod") & (t["precision"] == "fp64")].iloc[0]
     assert q["paper_s"] == 226 and q["total_s"] == 226
-    # the broadcast kernel was not in this profile: a row saying so, with the paper's 40 s beside
+    # no broadcast kernel in this GPU profile: the run did not call one, 0 with the paper's 40 s
     b = t[(t["metric"] == "nccl_broadcast") & (t["precision"] == "fp64")].iloc[0]
-    assert b["note"] == pa.NOT_MEASURED and b["paper_s"] == 40
+    assert b["note"] == pa.NOT_CALLED and b["measured"] and b["paper_s"] == 40
+    assert (b["calls"], b["total_s"], b["share_pct"]) == (0, 0.0, 0.0) and pd.isna(b["bytes"])
 
 
 def llm_case(htod_share: float = 0.001) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -141,7 +160,9 @@ def test_l7_and_l9_claims() -> None:
     t9 = fig_transfers.build_table(r, td)
     assert verdicts(fig_transfers.claims(t9)) == {"L9a": HOLDS, "L9b": HOLDS}
     dtoh = t9[(t9["metric"] == "memcpy_dtoh")]
-    assert set(dtoh["note"]) == {pa.NOT_MEASURED}  # no DtoH copies: absent, not zero bytes
+    # no DtoH copy in these GPU profiles: the runs made none, 0 bytes (not "not measured")
+    assert set(dtoh["note"]) == {pa.NOT_CALLED} and dtoh["measured"].all()
+    assert (dtoh["bytes"] == 0).all() and (dtoh["calls"] == 0).all()
     r, td = llm_case(htod_share=0.05)
     assert verdicts(fig_api_share.claims(fig_api_share.build_table(r, td)))["L7c"] == FAILS
 
@@ -160,3 +181,202 @@ def test_l3_needs_the_iteration_time() -> None:
         "L3c": HOLDS,
         "L3d": HOLDS,
     }
+
+
+# --- kernel launches through every API (issue 9, item 18) ---------------------------------
+
+
+def with_other_launches(r: pd.DataFrame, td: pd.DataFrame, calls: int = 30) -> pd.DataFrame:
+    """td plus, on every rank of every run, cudaLaunchKernelExC and cuLaunchKernel calls."""
+    ranks = td[["run", "rank"]].drop_duplicates().itertuples(index=False)
+    other = (("cudaLaunchKernelExC", 5.0, 0.2), ("cuLaunchKernel", 1.0, 0.05))
+    rows = [(run, k, m, t, sh, None) for run, k in ranks for m, t, sh in other]
+    return pd.concat([td, tidy(rows, calls=calls)], ignore_index=True)
+
+
+def test_launch_all_beside_cudalaunchkernel_and_out_of_the_claims() -> None:
+    r, td = llm_case()
+    t0 = fig_api_share.build_table(r, td)
+    t = fig_api_share.build_table(r, with_other_launches(r, td))
+    # claims are judged on the paper's cudaLaunchKernel: the extra launches change no verdict
+    # and no evidence (the L7 sums never include kernel_launch_all or its parts)
+    assert fig_api_share.claims(t) == fig_api_share.claims(t0)
+    for run, rows in t.groupby("run", sort=False):
+        order = list(rows["metric"])
+        assert order[order.index("cudaLaunchKernel") + 1] == KERNEL_LAUNCH_ALL, run
+    row = t[(t["run"] == "qat-summary") & (t["metric"] == KERNEL_LAUNCH_ALL)].iloc[0]
+    assert row["kind"] == pa.EXTRA and row["label"] == LABELS[KERNEL_LAUNCH_ALL]
+    assert row["measured"] and row["note"] == ""
+    assert row["calls"] == 2 * (10 + 30 + 30)  # two ranks: cudaLaunchKernel + ExC + cuLaunch
+    assert row["total_s"] == pytest.approx(2 * (10 + 5 + 1))
+    assert row["share_pct"] == pytest.approx(100 * (0.3 + 0.2 + 0.05))  # mean over ranks
+    launch = t[(t["run"] == "qat-summary") & (t["metric"] == "cudaLaunchKernel")].iloc[0]
+    assert launch["calls"] == 20 and launch["kind"] == pa.PAPER  # the paper's metric unchanged
+    assert not pa.measured(t[t["kind"] == pa.EXTRA], [KERNEL_LAUNCH_ALL])  # never a claim input
+    notes = pa.notes(t, r)
+    assert any(n.startswith(f"{KERNEL_LAUNCH_ALL} (") for n in notes)
+    assert any("in 9 of 9 runs" in n.lower() and "(up to 7x)" in n for n in notes)  # 140 vs 20
+    assert not any("more than 1.5x" in n for n in pa.notes(t0, r))  # equal counts: no such note
+
+
+def test_launch_all_in_every_artifact_that_shows_cudalaunchkernel() -> None:
+    r5, td5 = v5_case()
+    t5 = fig_vision_metrics.build_table(r5, with_other_launches(r5, td5))
+    r7, td7 = llm_case()
+    t7 = fig_api_share.build_table(r7, with_other_launches(r7, td7))
+    cells = [{"run": f"{g}-{p}", "gpus": g, "pin_memory": p, "s_per_it": 1.0}
+             for g in (1, 2) for p in (False, True)]  # fmt: skip
+    rows = [(c["run"], 0, "cudaLaunchKernel", 10, 0.1, None) for c in cells]
+    r4 = runs(cells, "cuda")
+    t4 = fig_llm_api_pinmem.build_table(r4, with_other_launches(r4, tidy(rows)))
+    r3 = runs([{"run": d, "dataset": d, "s_per_it": 1.0} for d in fig_llm_api.DATASETS], "cuda")
+    rows3 = [(d, 0, "cudaLaunchKernel", 10, 0.1, None) for d in fig_llm_api.DATASETS]
+    t3 = fig_llm_api.build_table(r3, with_other_launches(r3, tidy(rows3)))
+    for t in (t5, t7, t4, t3):
+        per_run = t[t["metric"].isin(["cudaLaunchKernel", KERNEL_LAUNCH_ALL])]
+        assert len(per_run) == 2 * t["run"].nunique()
+        for _, rows_ in t.groupby("run", sort=False):
+            order = list(rows_["metric"])
+            assert order[order.index("cudaLaunchKernel") + 1] == KERNEL_LAUNCH_ALL
+        extra = t[t["metric"] == KERNEL_LAUNCH_ALL]
+        paper = t[t["metric"] == "cudaLaunchKernel"].set_index("run")["calls"]
+        # per run: its cudaLaunchKernel calls plus 30 ExC and 30 cuLaunchKernel calls per rank
+        ranks = t.drop_duplicates("run").set_index("run")["ranks"]
+        for _, e in extra.iterrows():
+            assert e["calls"] == paper[e["run"]] + 60 * ranks[e["run"]]
+
+
+# --- what an absent metric means (issue 9, item 19) ---------------------------------------
+
+
+def v6_rows(with_event_destroy: bool = False) -> list[tuple]:
+    vals = {"fp64": (226, 1334, 205), "fp32": (104, 724, 84), "fp16": (50, 478, 16)}
+    rows = []
+    for p, (h, m, e) in vals.items():
+        rows += [(p, 0, "memcpy_htod", h, 0.1, 1), (p, 0, "cudaMemcpyAsync", m, 0.1, None)]
+        if with_event_destroy:
+            rows.append((p, 0, "cudaEventDestroy", e, 0.1, None))
+    return rows
+
+
+V6_CELLS = [{"run": p, "precision": p, "gpus": 1} for p in ("fp64", "fp32", "fp16")]
+
+
+@pytest.mark.parametrize("device", ["cuda", "NVIDIA H100 80GB HBM3"])  # LLM / vision summaries
+def test_gpu_torch_profile_cannot_record_event_destroy(device: str) -> None:
+    t = v6.build_table(runs(V6_CELLS, device), tidy(v6_rows(), source="torch"))
+    ed = t[t["metric"] == "cudaEventDestroy"]
+    assert len(ed) == 3 and set(ed["note"]) == {"not recorded by torch.profiler"}
+    assert not ed["measured"].any() and ed["total_s"].isna().all() and ed["calls"].isna().all()
+    got = {c["id"]: c for c in v6.claims(t)}
+    assert verdicts(list(got.values())) == {"V6a": HOLDS, "V6b": HOLDS, "V6c": UNMEASURED}
+    assert got["V6c"]["evidence"].startswith("cudaEventDestroy: not recorded by torch.profiler (")
+    assert "PROFILER=nsys" in got["V6c"]["evidence"]
+    assert cov.NOT_MEASURED not in got["V6c"]["evidence"]  # the GPU is not the reason
+    # one GPU: no broadcast kernel called, a real 0 beside the paper's 40 s
+    b = t[(t["metric"] == "nccl_broadcast") & (t["precision"] == "fp64")].iloc[0]
+    assert b["measured"] and b["total_s"] == 0 and b["note"] == cov.NOT_CALLED
+    notes = pa.notes(t, runs(V6_CELLS, device))
+    assert any(n.startswith("cudaEventDestroy: not recorded by torch.profiler") for n in notes)
+    assert any(n.startswith("nccl_broadcast: 0 in some GPU runs") for n in notes)
+
+
+def test_event_destroy_recorded_by_torch_or_absent_under_nsys() -> None:
+    # a torch trace that does hold it (older Kineto) is measured as it is
+    t = v6.build_table(runs(V6_CELLS), tidy(v6_rows(True), source="torch"))
+    assert verdicts(v6.claims(t))["V6c"] == HOLDS
+    # nsys records every runtime call: absent from a GPU profile means never called, 0
+    t = v6.build_table(runs(V6_CELLS), tidy(v6_rows(), source="nsys"))
+    ed = t[t["metric"] == "cudaEventDestroy"]
+    assert set(ed["note"]) == {cov.NOT_CALLED} and ed["measured"].all()
+    assert (ed["total_s"] == 0).all() and (ed["calls"] == 0).all()
+    assert verdicts(v6.claims(t))["V6c"] == FAILS  # 0 s does not fall 2x per step
+
+
+def test_cpu_run_with_torch_profile_is_not_measured_not_unrecorded() -> None:
+    """On a CPU the missing GPU is the reason for every CUDA metric, cudaEventDestroy too."""
+    rows = [(p, 0, "cpu:aten::copy_", 1.0, 0.1, None) for p in ("fp64", "fp32", "fp16")]
+    t = v6.build_table(runs(V6_CELLS, "cpu"), tidy(rows, source="torch"))
+    paper = t[t["kind"] == pa.PAPER]
+    assert set(paper["note"]) == {cov.NOT_MEASURED} and paper["total_s"].isna().all()
+    v6c = {c["id"]: c for c in v6.claims(t)}["V6c"]
+    assert v6c["verdict"] == UNMEASURED and "not measured on this hardware" in v6c["evidence"]
+
+
+def test_gpu_run_without_nccl_is_zero_and_cpu_run_is_not_measured() -> None:
+    cells = [{"run": f"1-{p}", "gpus": 1, "pin_memory": p, "s_per_it": 1.0} for p in (0, 1)]
+    rows = [(c["run"], 0, m, 2.0, 0.2, b) for c in cells
+            for m, b in (("cudaLaunchKernel", None), ("memcpy_htod", 4096))]  # fmt: skip
+    t = fig_llm_api_pinmem.build_table(runs(cells, "cuda"), tidy(rows, source="torch"))
+    nccl = t[t["metric"].isin(fig_llm_api_pinmem.NCCL)]
+    assert len(nccl) == 4 and nccl["measured"].all() and set(nccl["note"]) == {cov.NOT_CALLED}
+    assert (nccl["calls"] == 0).all() and (nccl["total_s"] == 0).all()
+    assert (nccl["share_pct"] == 0).all() and nccl["bytes"].isna().all()  # not a copy: no bytes
+    # memcpy metrics the GPU run did not call: 0 bytes as well
+    t9 = fig_transfers.build_table(
+        runs([{"run": "x", "dataset": "summary", "method": "lora", "gpus": 1}], "cuda"),
+        tidy([("x", 0, "memcpy_htod", 1.0, 0.1, 100)], source="torch"),
+    )
+    dtod = t9[t9["metric"] == "memcpy_dtod"].iloc[0]
+    assert dtod["measured"] and dtod["bytes"] == 0 and dtod["calls"] == 0
+    # the same conditions on a CPU: the NCCL rows say not measured, never 0
+    cpu_rows = [(c["run"], 0, "cpu:gloo:all_reduce", 1.0, 0.1, None) for c in cells]
+    t = fig_llm_api_pinmem.build_table(runs(cells, "cpu"), tidy(cpu_rows, source="torch"))
+    nccl = t[t["metric"].isin(fig_llm_api_pinmem.NCCL)]
+    assert set(nccl["note"]) == {cov.NOT_MEASURED} and nccl["calls"].isna().all()
+
+
+def test_gpu_profile_without_any_cuda_row_is_no_zero() -> None:
+    """A GPU run whose profile saw no CUDA at all: a 0 would be a guess, so no number."""
+    cells = [{"run": "g", "gpus": 1, "pin_memory": False, "s_per_it": 1.0}]
+    t = fig_llm_api_pinmem.build_table(
+        runs(cells, "cuda"), tidy([("g", 0, "cpu:aten::mm", 1.0, 0.5, None)], source="torch")
+    )
+    paper = t[t["kind"].isin([pa.PAPER, pa.EXTRA])]
+    assert set(paper["note"]) == {cov.NO_CUDA_IN_PROFILE} and not paper["measured"].any()
+
+
+def test_unknown_device_is_read_from_the_profile() -> None:
+    """Older summaries without `device`: CUDA rows in the profile mean a GPU run."""
+    cells = [{"run": "g", "gpus": 1, "pin_memory": False, "s_per_it": 1.0}]
+    gpu = tidy([("g", 0, "cudaLaunchKernel", 1.0, 0.1, None)])
+    t = fig_llm_api_pinmem.build_table(runs(cells).drop(columns="device"), gpu)
+    assert set(t.loc[t["metric"] == "nccl_other", "note"]) == {cov.NOT_CALLED}
+    cpu = tidy([("g", 0, "cpu:aten::mm", 1.0, 0.1, None)])
+    t = fig_llm_api_pinmem.build_table(runs(cells).drop(columns="device"), cpu)
+    assert set(t.loc[t["metric"] == "nccl_other", "note"]) == {cov.NOT_MEASURED}
+
+
+def test_unrecordable_constants() -> None:
+    assert cov.unrecordable(["torch"]) == {"cudaEventDestroy"}
+    assert cov.unrecordable(["nsys"]) == frozenset()
+    assert cov.unrecordable(["nsys", "torch"]) == frozenset()  # nsys records what torch cannot
+    assert cov.not_recorded("torch") == "not recorded by torch.profiler"
+    assert not cov.unrecordable(["torch"]) & set(LAUNCH_APIS)  # Kineto records every launch API
+    assert [cov.is_cpu_device(d) for d in ("cpu", "cuda", "NVIDIA H100", None, "")] == [
+        True, False, False, None, None,
+    ]  # fmt: skip
+
+
+def test_profile_figure_draws_launch_all_and_names_what_was_not_recorded() -> None:
+    from report.figures.profile_common import metrics_figure
+
+    r, td = llm_case()
+    td = with_other_launches(r, td)
+    td["source"] = "torch"
+    t = fig_api_share.build_table(r, td)
+    fig = metrics_figure(t, {}, ["method", "dataset"], "t", "s")
+    legend = [x.get_text() for x in fig.axes[1].get_legend().get_texts()]
+    assert legend[0] == "cudaLaunchKernel" and legend[1].startswith("kernel launches, all APIs")
+    assert "\n" in legend[1]  # long label wrapped
+    texts = [x.get_text() for x in fig.texts]
+    assert not any("not recorded" in x for x in texts)  # L7 does not show cudaEventDestroy
+    # V6-like metrics on a GPU torch run: the figure names the unrecorded metric and why
+    t6 = v6.build_table(runs(V6_CELLS, "cuda"), tidy(v6_rows(), source="torch"))
+    fig = metrics_figure(t6, {}, ["precision"], "t", "s")
+    assert any(
+        "cudaEventDestroy: not recorded by torch.profiler" in x.get_text() for x in fig.texts
+    )
+    import matplotlib.pyplot as plt
+
+    plt.close("all")

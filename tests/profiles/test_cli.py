@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from profile_builders import make_nsys, write_trace
+from profile_builders import kineto_event, make_nsys, write_trace
 
 from analysis.profiles import read_metrics_csv, write_csv_atomic
 from analysis.profiles.cli import main
@@ -27,8 +27,34 @@ def test_cli_writes_csv_and_summary(tmp_path: Path, gpu_events, capsys) -> None:
     text = capsys.readouterr().out
     assert "rank 0 [nsys]" in text and "rank 0 [torch]" in text
     assert "cudaStreamSynchronize" in text
-    assert "not measured: " in text and "memcpy_htod" in text  # nsys file had no memcpy
+    nsys_part, torch_part = text.split("rank 0 [torch]")
+    # the nsys file holds CUDA calls but no copy and no AllGather: not called, 0
+    absent = next(ln for ln in nsys_part.splitlines() if "not called (0): " in ln)
+    assert "memcpy_htod" in absent and "nccl_allgather_ring_ll" in absent
+    assert "cudaLaunchKernel" not in absent and "not measured" not in nsys_part
+    # the torch trace launches through cudaLaunchKernel (2) and cuLaunchKernel (1)
+    launch_all = next(ln for ln in torch_part.splitlines() if "kernel_launch_all" in ln)
+    assert launch_all.split()[-2:] == ["3", "calls"]
+    assert "cuLaunchKernel " in torch_part
     assert not list(out.parent.glob(".*tmp"))
+
+
+def test_cli_says_why_a_metric_is_absent(tmp_path: Path, capsys) -> None:
+    ev = kineto_event
+    gpu = write_trace(tmp_path / "rank0.pt.trace.json", [  # a real Kineto GPU trace's kind
+        ev("cuda_runtime", "cudaLaunchKernel", 0.0, 5.0),
+        ev("cuda_runtime", "cudaStreamSynchronize", 10.0, 50.0),
+    ])  # fmt: skip
+    cpu = write_trace(tmp_path / "rank1.pt.trace.json", [ev("cpu_op", "aten::mm", 0.0, 9.0)])
+    assert main(["--run", "x", "--out", str(tmp_path / "m.csv"), str(gpu), str(cpu)]) == 0
+    rank0, rank1 = capsys.readouterr().out.split("rank 1 [torch]")
+    assert "  not recorded by torch.profiler: cudaEventDestroy\n" in rank0
+    called = next(ln for ln in rank0.splitlines() if "not called (0): " in ln)
+    assert "cudaEventSynchronize" in called and "cudaEventDestroy" not in called
+    # no CUDA at all: every paper metric not measured, cudaEventDestroy included
+    measured = next(ln for ln in rank1.splitlines() if "not measured" in ln)
+    assert "cudaLaunchKernel" in measured and "cudaEventDestroy" in measured
+    assert "not recorded" not in rank1 and "not called" not in rank1
 
 
 def test_cli_bad_file_one_line_exit_1(tmp_path: Path) -> None:

@@ -1,14 +1,29 @@
-"""Name normalisation and rank assignment."""
+"""Name normalisation, the derived all-API launch count and rank assignment."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+import pandas as pd
 import pytest
 from profile_builders import make_nsys
 
 from analysis.profiles import load_profiles, rank_from_path
-from analysis.profiles.metrics import METRICS, memcpy_metric, nccl_metric, runtime_metric
+from analysis.profiles.metrics import (
+    COLUMNS,
+    DERIVED_METRICS,
+    KERNEL_LAUNCH_ALL,
+    LABELS,
+    LAUNCH_APIS,
+    LAUNCH_METRICS,
+    METRICS,
+    RUNTIME_METRICS,
+    add_launch_all,
+    by_metric,
+    memcpy_metric,
+    nccl_metric,
+    runtime_metric,
+)
 
 
 @pytest.mark.parametrize(
@@ -22,8 +37,19 @@ from analysis.profiles.metrics import METRICS, memcpy_metric, nccl_metric, runti
         ("cudaEventDestroy_v3020", "cudaEventDestroy"),
         ("cudaMemcpyAsync_ptsz_v7000", "cudaMemcpyAsync"),
         ("cudaMalloc_v3020", None),
-        ("cuLaunchKernel", None),
-        ("cudaLaunchKernelExC_v11060", None),
+        # the other launch APIs: metrics of their own, suffixes as nsys and kineto spell them
+        ("cudaLaunchKernelExC_v11060", "cudaLaunchKernelExC"),
+        ("cudaLaunchKernelExC_ptsz_v11060", "cudaLaunchKernelExC"),
+        ("cudaLaunchKernelExC", "cudaLaunchKernelExC"),
+        ("cuLaunchKernel", "cuLaunchKernel"),
+        ("cuLaunchKernel_ptsz", "cuLaunchKernel"),
+        ("cuLaunchKernelEx", "cuLaunchKernelEx"),
+        ("cuLaunchKernelEx_ptsz", "cuLaunchKernelEx"),
+        ("cudaGraphLaunch_v10000", "cudaGraphLaunch"),
+        ("cudaGraphLaunch_ptsz_v10000", "cudaGraphLaunch"),
+        ("cudaLaunchCooperativeKernel_v9000", None),  # not in the list of launch APIs
+        ("cuLaunchKernelExtra", None),  # a prefix is not a match
+        ("cuGraphLaunch", None),
     ],
 )
 def test_runtime_metric(raw: str, metric: str | None) -> None:
@@ -105,3 +131,62 @@ def test_ranks_by_name_then_order(tmp_path: Path) -> None:
     plain_b = make_nsys(tmp_path / "b.sqlite", rt)
     ranks = [r for r, _ in load_profiles([plain_a, named, plain_b])]
     assert ranks == [0, 1, 2]
+
+
+def test_one_list_of_launch_apis() -> None:
+    assert LAUNCH_APIS == ("cudaLaunchKernel", "cudaLaunchKernelExC", "cuLaunchKernel",
+                           "cuLaunchKernelEx", "cudaGraphLaunch")  # fmt: skip
+    assert set(LAUNCH_APIS) <= RUNTIME_METRICS
+    # the paper's metric stays the paper's; the others are metrics of their own, not the paper's
+    assert "cudaLaunchKernel" in METRICS and set(LAUNCH_METRICS) == set(LAUNCH_APIS[1:])
+    assert not set(LAUNCH_METRICS) & set(METRICS) and KERNEL_LAUNCH_ALL not in METRICS
+    assert (
+        LABELS[KERNEL_LAUNCH_ALL]
+        == DERIVED_METRICS[KERNEL_LAUNCH_ALL]
+        == (
+            "kernel launches, all APIs (cudaLaunchKernel, cudaLaunchKernelExC, cuLaunchKernel, "
+            "cuLaunchKernelEx, cudaGraphLaunch)"
+        )
+    )
+
+
+def _tidy(rows: list[tuple]) -> pd.DataFrame:
+    """rows: (run, rank, source, metric, raw name, calls, total_s, share)."""
+    recs = [dict(zip(["run", "rank", "source", "metric", "raw_name", "calls", "total_s", "share"],
+                     r, strict=True), bytes=None) for r in rows]  # fmt: skip
+    return pd.DataFrame(recs, columns=COLUMNS).astype({"bytes": "Int64"})
+
+
+def test_kernel_launch_all_sums_each_launch_once() -> None:
+    df = _tidy([
+        # two raw spellings of cudaLaunchKernel: one metric, counted once each
+        ("a", 0, "nsys", "cudaLaunchKernel", "cudaLaunchKernel_v7000", 10, 1.0, 0.10),
+        ("a", 0, "nsys", "cudaLaunchKernel", "cudaLaunchKernel_ptsz_v7000", 2, 0.5, 0.05),
+        ("a", 0, "nsys", "cudaLaunchKernelExC", "cudaLaunchKernelExC_v11060", 5, 0.25, 0.025),
+        ("a", 0, "nsys", "cuLaunchKernel", "cuLaunchKernel", 3, 0.125, 0.0125),
+        ("a", 0, "nsys", "cudaGraphLaunch", "cudaGraphLaunch_v10000", 1, 2.0, 0.2),
+        ("a", 0, "nsys", "cudaStreamSynchronize", "cudaStreamSynchronize_v3020", 7, 9.0, 0.9),
+        ("a", 1, "nsys", "cuLaunchKernelEx", "cuLaunchKernelEx", 4, 0.5, 0.04),
+        ("a", 1, "torch", "cudaLaunchKernel", "cudaLaunchKernel", 6, 0.3, 0.03),
+        ("b", 0, "nsys", "cudaMemcpyAsync", "cudaMemcpyAsync_v3020", 1, 1.0, 0.1),  # no launch
+    ])  # fmt: skip
+    out = add_launch_all(by_metric(df))
+    got = out[out["metric"] == KERNEL_LAUNCH_ALL].set_index(["run", "rank", "source"])
+    assert list(got.index) == [("a", 0, "nsys"), ("a", 1, "nsys"), ("a", 1, "torch")]
+    assert got.loc[("a", 0, "nsys"), "calls"] == 10 + 2 + 5 + 3 + 1  # not the 7 syncs
+    assert got.loc[("a", 0, "nsys"), "total_s"] == pytest.approx(1.0 + 0.5 + 0.25 + 0.125 + 2.0)
+    assert got.loc[("a", 0, "nsys"), "share"] == pytest.approx(0.3875)
+    assert got.loc[("a", 1, "nsys"), "calls"] == 4 and got.loc[("a", 1, "torch"), "calls"] == 6
+    assert got["bytes"].isna().all()
+    # the other rows are untouched, and run b (no launch at all) gets no derived row
+    assert len(out) == len(by_metric(df)) + 3
+    assert not ((out["run"] == "b") & (out["metric"] == KERNEL_LAUNCH_ALL)).any()
+    # applying it again (or to a table that already holds the derived row) counts nothing twice
+    again = add_launch_all(out)
+    pd.testing.assert_frame_equal(again, out)
+    assert out.dtypes.to_dict() == by_metric(df).dtypes.to_dict()
+
+
+def test_kernel_launch_all_of_an_empty_table() -> None:
+    empty = by_metric(_tidy([]))
+    assert add_launch_all(empty).empty

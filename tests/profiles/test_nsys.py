@@ -11,6 +11,7 @@ import pytest
 from profile_builders import GOLDEN, make_nsys
 
 from analysis.profiles import by_metric, metrics_table, read_metrics_csv, read_nsys_sqlite
+from analysis.profiles.metrics import add_launch_all
 
 RUNTIME = [
     ("cudaLaunchKernel_v7000", 1_000, 2_000),
@@ -126,3 +127,35 @@ def test_export_without_cuda_tables_has_no_rows(tmp_path: Path) -> None:
     prof = read_nsys_sqlite(path)
     assert prof.rows == [] and prof.wall_s == 0
     assert metrics_table("r", [path]).empty
+
+
+def test_every_launch_api_from_runtime_table(tmp_path: Path) -> None:
+    """nsys keeps runtime and driver calls in CUPTI_ACTIVITY_KIND_RUNTIME, names in StringIds."""
+    launches = [
+        ("cudaLaunchKernel_v7000", 0, 1_000),
+        ("cudaLaunchKernelExC_v11060", 2_000, 4_000),
+        ("cudaLaunchKernelExC_v11060", 5_000, 6_000),
+        ("cudaLaunchKernelExC_ptsz_v11060", 6_000, 6_500),
+        ("cuLaunchKernel", 7_000, 7_300),
+        ("cuLaunchKernelEx", 8_000, 8_200),
+        ("cudaGraphLaunch_v10000", 9_000, 19_000),
+        ("cudaLaunchCooperativeKernel_v9000", 20_000, 21_000),  # not a launch metric: no row
+        ("cuModuleLoadData", 21_000, 60_000),  # a driver call that launches nothing: no row
+    ]
+    path = make_nsys(tmp_path / "r_rank0.sqlite", launches, details=(0, 100_000))
+    raw = {r.raw_name: r.metric for r in read_nsys_sqlite(path).rows}
+    assert raw == {
+        "cudaLaunchKernel_v7000": "cudaLaunchKernel",
+        "cudaLaunchKernelExC_v11060": "cudaLaunchKernelExC",
+        "cudaLaunchKernelExC_ptsz_v11060": "cudaLaunchKernelExC",
+        "cuLaunchKernel": "cuLaunchKernel",
+        "cuLaunchKernelEx": "cuLaunchKernelEx",
+        "cudaGraphLaunch_v10000": "cudaGraphLaunch",
+    }
+    m = add_launch_all(by_metric(metrics_table("r", [path]))).set_index("metric")
+    assert m.loc["cudaLaunchKernel", "calls"] == 1  # the paper's metric: only cudaLaunchKernel
+    assert m.loc["cudaLaunchKernelExC", "calls"] == 3
+    assert m.loc["cudaLaunchKernelExC", "total_s"] == pytest.approx(3_500e-9)
+    assert m.loc["kernel_launch_all", "calls"] == 1 + 3 + 1 + 1 + 1
+    assert m.loc["kernel_launch_all", "total_s"] == pytest.approx(15_000e-9)
+    assert m.loc["kernel_launch_all", "share"] == pytest.approx(0.15)  # of the 100 us window

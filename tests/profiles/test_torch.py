@@ -8,10 +8,11 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from profile_builders import GOLDEN, write_trace
+from profile_builders import GOLDEN, kineto_event, write_trace
 
 from analysis.profiles import by_metric, metrics_table, read_metrics_csv, read_torch_trace
 from analysis.profiles import torch_trace as tt
+from analysis.profiles.metrics import add_launch_all
 
 
 def test_golden_gpu_trace_plain_and_gzip(tmp_path: Path, gpu_events: list[dict]) -> None:
@@ -29,8 +30,9 @@ def test_gpu_trace_exact_values(tmp_path: Path, gpu_events: list[dict]) -> None:
     prof = read_torch_trace(write_trace(tmp_path / "t.json", gpu_events))
     assert prof.wall_s == pytest.approx(0.010)  # "Trace" span 1000..11000 us
     m = by_metric(metrics_table("r", [tmp_path / "t.json"])).set_index("metric")
-    assert m.loc["cudaLaunchKernel", "calls"] == 2  # cuLaunchKernel (driver) is not counted
+    assert m.loc["cudaLaunchKernel", "calls"] == 2  # the driver's cuLaunchKernel is its own
     assert m.loc["cudaLaunchKernel", "total_s"] == pytest.approx(12e-6)
+    assert m.loc["cuLaunchKernel", "calls"] == 1 and m.loc["cuLaunchKernel", "total_s"] == 4e-6
     assert m.loc["nccl_allgather_ring_ll", "total_s"] == pytest.approx(400e-6)
     assert m.loc["nccl_allgather_ring_ll", "share"] == pytest.approx(0.04)
     assert m.loc["nccl_broadcast", "calls"] == 1
@@ -41,6 +43,34 @@ def test_gpu_trace_exact_values(tmp_path: Path, gpu_events: list[dict]) -> None:
     assert m.loc["memcpy_dtod", "bytes"] == 2048
     assert m.loc["cpu:ProfilerStep", "calls"] == 2  # ProfilerStep#1, #2 merged
     assert pd.isna(m.loc["cudaStreamSynchronize", "bytes"])
+
+
+def test_every_launch_api_by_category(tmp_path: Path) -> None:
+    """Kineto: cudaLaunchKernel[ExC] and cudaGraphLaunch in cuda_runtime, cuLaunchKernel[Ex]
+    in cuda_driver; each its own metric, and the derived count sums them once each."""
+    ev = kineto_event
+    events = [
+        ev("Trace", "PyTorch Profiler (0)", 0.0, 1000.0),
+        ev("cuda_runtime", "cudaLaunchKernel", 10.0, 5.0),
+        ev("cuda_runtime", "cudaLaunchKernelExC", 20.0, 6.0),
+        ev("cuda_runtime", "cudaLaunchKernelExC", 30.0, 4.0),
+        ev("cuda_runtime", "cudaGraphLaunch", 40.0, 50.0),
+        ev("cuda_driver", "cuLaunchKernel", 100.0, 3.0),
+        ev("cuda_driver", "cuLaunchKernelEx", 110.0, 2.0),
+        ev("cuda_driver", "cuLaunchKernelEx", 120.0, 2.0),
+        ev("cuda_runtime", "cudaLaunchCooperativeKernel", 130.0, 8.0),  # not in the list
+        # a kernel and a cpu_op named like a launch API are not API calls
+        ev("kernel", "cudaLaunchKernel_lookalike", 200.0, 9.0),
+        ev("cpu_op", "cudaLaunchKernel", 300.0, 7.0),
+    ]
+    path = write_trace(tmp_path / "rank0.pt.trace.json", events)
+    m = add_launch_all(by_metric(metrics_table("r", [path]))).set_index("metric")
+    want = {"cudaLaunchKernel": 1, "cudaLaunchKernelExC": 2, "cudaGraphLaunch": 1,
+            "cuLaunchKernel": 1, "cuLaunchKernelEx": 2, "kernel_launch_all": 7}  # fmt: skip
+    assert {k: m.loc[k, "calls"] for k in want} == want
+    assert m.loc["kernel_launch_all", "total_s"] == pytest.approx(72e-6)
+    assert m.loc["kernel_launch_all", "share"] == pytest.approx(0.072)  # 1 ms trace span
+    assert m.loc["cpu:cudaLaunchKernel", "calls"] == 1  # the CPU op stays a CPU op
 
 
 def test_no_cpu_ops(tmp_path: Path, gpu_events: list[dict]) -> None:
