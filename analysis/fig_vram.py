@@ -1,7 +1,8 @@
 """L8 (J Fig.16): peak memory by template, method and GPU count.
 
-On GPUs the value is torchtune's peak active memory per GPU over the run's steps (rank 0,
-`log_peak_memory_stats`). Without a GPU it is the peak resident set size of rank 0's process
+On GPUs the value is torchtune's peak active memory per GPU in the run's last step (rank 0,
+`log_peak_memory_stats`, whose counters are reset after each step), as the paper read its logs;
+the maximum over all steps (often the first, before the allocator settles) is the second column. Without a GPU it is the peak resident set size of rank 0's process
 (`memory_kind` host_peak_rss): host memory, which the paper does not measure, so the VRAM claims
 are then "not measured" and the numbers are shown for what they are. Unsupported and
 out-of-memory cells are rows with their status.
@@ -25,15 +26,19 @@ FLAT = 0.10
 
 def build_table(df: pd.DataFrame) -> pd.DataFrame:
     df = df.copy()
-    for col in ("peak_memory_bytes", "memory_kind", "error"):
+    for col in ("peak_memory_bytes", "peak_memory_max_bytes", "memory_kind", "error"):
         if col not in df:
             df[col] = None
     df["template"] = df["dataset"].map(c.LLM_TEMPLATE_LABELS)
     df["method_label"] = df["method"].map(c.LLM_METHOD_LABELS)
-    df["peak_memory_gib"] = [
-        b / GIB if s == "ok" and pd.notna(b) else None
-        for b, s in zip(df["peak_memory_bytes"], df["status"], strict=True)
-    ]
+    for src, dst in (
+        ("peak_memory_bytes", "peak_memory_gib"),
+        ("peak_memory_max_bytes", "peak_memory_max_gib"),
+    ):
+        df[dst] = [
+            b / GIB if s == "ok" and pd.notna(b) else None
+            for b, s in zip(df[src], df["status"], strict=True)
+        ]
     # the first clause of the run's error ("QAT needs several devices"); summary.json keeps it all
     df["reason"] = [
         str(e).split(":")[0] if s != "ok" and isinstance(e, str) else None
@@ -50,6 +55,7 @@ def build_table(df: pd.DataFrame) -> pd.DataFrame:
             "method_label",
             "gpus",
             "peak_memory_gib",
+            "peak_memory_max_gib",
             "memory_kind",
             "status",
             "reason",

@@ -82,7 +82,9 @@ class Progress:
             if row.state == "skipped":
                 continue
             self.total += 1
-            if row.state == "missing":
+            # the plan marks unsupported cells before they are recorded: those are still to do
+            todo = row.state == "unsupported" and not store.is_finished(profile, row.name)
+            if row.state == "missing" or todo:
                 self.estimates[row.name] = row.est_s
                 self.left_s += row.est_s
             else:

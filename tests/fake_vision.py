@@ -1,6 +1,7 @@
 """A stand-in for run.vision with the same command line, for testing the sweep's machinery fast.
 
-FAKE_MODE picks what it does: ok | fail:<precision> | oom:<precision> | hang:<precision>.
+FAKE_MODE picks what it does: ok | fail:<precision> | oom:<precision> | hang:<precision> |
+slow:<precision> (prints a line, then takes 1.5 s).
 Times follow a simple model (fp64 2x, fp16 0.5x fp32; each GPU 0.9 of ideal) so that analysis
 tests know which verdicts to expect. Every launch is appended to FAKE_LAUNCHES.
 """
@@ -26,6 +27,9 @@ if which and spec["precision"] == which:
         raise RuntimeError("CUDA out of memory. Tried to allocate 2.00 GiB")
     if mode == "hang":
         time.sleep(60)
+    if mode == "slow":
+        print("[fake] working on it", flush=True)
+        time.sleep(1.5)
 factor = {"fp64": 2.0, "fp32": 1.0, "fp16": 0.5, "bf16": 0.5}[spec["precision"]]
 speed = 1 + 0.9 * (spec["gpus"] - 1) if spec["strategy"] == "ddp_ds" else 1.0
 pin = 0.8 if spec["pin_memory"] else 1.0

@@ -55,3 +55,16 @@ def test_llm_lora_tiny_on_one_gpu_logs_peak_vram(sandbox, monkeypatch):
     summary = store.read_json(sandbox / "llm-run" / store.SUMMARY)
     assert summary["status"] == "ok" and summary["device"] == "cuda"
     assert summary["memory_kind"] == "gpu_active" and summary["peak_memory_bytes"] > 0
+
+
+@pytest.mark.gpu
+@gpu_test(1)
+def test_every_gpu_check_passes(sandbox, monkeypatch):
+    """`make gpu-check` as a test: every check of run/gpu_check.py with its CUDA assertions."""
+    from run import gpu_check
+
+    monkeypatch.setenv("LLM_DATA_ROOT", str(sandbox / "llm"))
+    records = gpu_check.run_checks(None, probe.probe(), cuda=True)
+    assert len(records) == len(gpu_check.CHECKS)
+    failed = {r["check"]: r["problems"] for r in records if r["result"] == "fail"}
+    assert not failed, failed

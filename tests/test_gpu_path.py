@@ -339,6 +339,31 @@ def test_a_process_killed_without_torchrun_names_its_signal():
     assert failure.root_cause("", -15) == "killed (SIGTERM)"
 
 
+# --- 21. progress: [k/N] with estimates, and a heartbeat while a run goes ---------------------------
+
+
+def test_progress_lines_and_heartbeat(sandbox, monkeypatch, capsys):
+    sys.path.insert(0, str(Path(__file__).parent))
+    import fake_sweep
+
+    monkeypatch.setattr(vision_spec, "launch_command", fake_sweep.fake_launch)
+    monkeypatch.setenv("FAKE_LAUNCHES", str(sandbox / "launches.txt"))
+    monkeypatch.setenv("FAKE_MODE", "slow:fp16")
+    monkeypatch.setattr(sweep, "HEARTBEAT_S", 0.3)
+    sweep.sweep(["V3"], "test")
+    out = capsys.readouterr().out.splitlines()
+    starts = [ln for ln in out if ln.startswith("[") and "] mnv2-" in ln]
+    total = int(starts[0].split("/")[1].split("]")[0])
+    assert [ln.split("]")[0] for ln in starts] == [f"[{k}/{total}" for k in range(1, 7)]
+    assert total >= 6 and all("est. " in ln and "ETA of the profile" in ln for ln in starts)
+    beats = [ln for ln in out if "... mnv2-fp16" in ln and "running" in ln]
+    assert len(beats) >= 2 * 2  # two fp16 runs of 1.5 s, a line every 0.3 s
+    assert all("[fake] working on it" in ln for ln in beats)
+    sweep.sweep(["V3", "V4"], "test")  # V3's runs are done: numbering goes on from them
+    again = [ln for ln in capsys.readouterr().out.splitlines() if "] mnv2-" in ln]
+    assert again[0].startswith(f"[7/{total}]")
+
+
 # --- 13. L8's peak memory is the last step's, the maximum beside it ---------------------------------
 
 
@@ -353,6 +378,27 @@ def test_peak_memory_of_the_last_step_and_the_maximum():
     s = summarize(recs, 0, 1)
     assert s["peak_memory_active_last_bytes"] == int(21.5 * GIB)
     assert s["peak_memory_active_bytes"] == int(30.0 * GIB)
+
+
+def test_l8_table_shows_the_last_step_and_the_maximum():
+    import pandas as pd
+
+    from analysis import fig_vram
+    from run.llm.metrics import GIB
+
+    df = pd.DataFrame(
+        [
+            {"dataset": "instruct", "method": "lora", "gpus": 1, "status": "ok", "run": "a",
+             "peak_memory_bytes": 21 * GIB, "peak_memory_max_bytes": 30 * GIB,
+             "memory_kind": "gpu_active", "error": None},
+            {"dataset": "instruct", "method": "qat", "gpus": 2, "status": "oom", "run": "b",
+             "peak_memory_bytes": None, "peak_memory_max_bytes": None,
+             "memory_kind": None, "error": "OutOfMemoryError: CUDA out of memory"},
+        ]
+    )  # fmt: skip
+    t = fig_vram.build_table(df).set_index("run")
+    assert t.loc["a", "peak_memory_gib"] == 21 and t.loc["a", "peak_memory_max_gib"] == 30
+    assert pd.isna(t.loc["b", "peak_memory_gib"]) and t.loc["b", "status"] == "oom"
 
 
 # --- 14. sequences capped, the tokenizer in the run name ---------------------------------------------
