@@ -123,9 +123,10 @@ METHOD_FACTOR = {"lora": 1.0, "dpo": 1.5, "qlora": 2.0, "qat": 2.2}
 # NCCL init and teardown when distributed. Assumptions.
 LLM_STARTUP_S = 10.0
 LLM_DIST_STARTUP_S = 5.0
-# Llama3-8B in fp32 (32 GB). Random weights (the default without LLAMA3_DIR) are made on the CPU
-# for one device (8e9 normal draws at ~0.5-1e9/s, then a 32 GB copy to the GPU) and on each GPU
-# for FSDP (run/llm/weights.py); a real checkpoint is read and cast in about as long.
+# Llama3-8B in fp32 (32 GB). Random weights (the default without LLAMA3_DIR) are drawn on each
+# rank's GPU (run/llm/weights.py): seconds, after the model is built on the device; one device
+# holds the whole model (more to build and copy into), FSDP ranks a shard. A real checkpoint is
+# read from disk (16 GB bf16) and cast, which takes longer; local calibration corrects both.
 # Assumptions.
 LLM_MODEL_LOAD_S = 20.0
 LLM_MODEL_LOAD_DIST_S = 8.0

@@ -94,8 +94,8 @@ class Progress:
         self.done += 1
         est = self.estimates.get(name)
         return (
-            f"[{self.done}/{max(self.total, self.done)}] {name} (est. {hms(est)}; "
-            f"elapsed {hms(time.monotonic() - self.t0)}, ETA of the profile {hms(self.left_s)})"
+            f"[{self.done}/{max(self.total, self.done)}] {name} (est. {hms(est)}; this sweep "
+            f"{hms(time.monotonic() - self.t0)}, ETA of the profile {hms(self.left_s)})"
         )
 
     def finish(self, name: str) -> None:
