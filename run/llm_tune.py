@@ -389,7 +389,7 @@ def main(argv: list[str] | None = None) -> int:
         cfg, facts = prepare(spec, run_dir, cuda)
         spec = llm_spec.canonical(spec)
         device_check(spec, world, cuda)
-    except (SpecError, AssetError) as exc:
+    except UserError as exc:  # SpecError, AssetError, CudaUnusable: one line, exit 2
         if rank == 0:
             print(f"error: {exc}", file=sys.stderr, flush=True)
         return 2

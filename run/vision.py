@@ -48,7 +48,6 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 from torch.utils.data import DataLoader, DistributedSampler, RandomSampler, Subset
 
 from run import probe, profiling, provenance, store, vision_spec
-from run.errors import UserError
 from run.tvcompat import import_torchvision
 
 T_START = time.monotonic()
@@ -236,7 +235,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     try:
         spec = check_inputs(args.spec)
-    except (UserError, ValueError, FileNotFoundError) as exc:
+    except (ValueError, FileNotFoundError) as exc:  # UserError is a ValueError
         # Bad input: one line from rank 0, no process group, nothing written into the run folder.
         if int(os.environ.get("RANK", 0)) == 0:
             print(f"error: {exc}", file=sys.stderr, flush=True)

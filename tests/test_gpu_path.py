@@ -194,6 +194,21 @@ def test_a_gpu_profile_never_trains_on_a_cpu(monkeypatch, tmp_path, capsys):
     assert not any(tmp_path.iterdir())
 
 
+def test_llm_entry_point_refuses_unusable_gpus_with_one_line(monkeypatch, tmp_path, capsys):
+    from run import llm_tune
+
+    monkeypatch.setattr(hw, "probe", lambda: {**_cpu_info(), **NODE})
+    monkeypatch.setattr(hw, "cuda_problem", lambda info, b=None: "torch is a CPU build")
+    monkeypatch.setenv("LLM_DATA_ROOT", str(tmp_path / "llm"))
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "spec.json").write_text(json.dumps({**llm_spec.DEFAULTS, "dataset": "instruct",
+                                               "template_rows": 8}))  # fmt: skip
+    assert llm_tune.main(["--run-dir", str(run)]) == 2
+    assert capsys.readouterr().err.strip() == "error: torch is a CPU build"
+    assert sorted(p.name for p in run.iterdir()) == ["spec.json"]
+
+
 def test_probe_check_cuda_exits_2_with_one_line(monkeypatch, capsys):
     monkeypatch.setattr(hw, "probe", lambda: {**_cpu_info(), **NODE})
     monkeypatch.setattr(hw, "cuda_problem", lambda info, b=None: "torch is a CPU build")
