@@ -21,7 +21,7 @@ import pandas as pd
 from run import matrix as mx
 from run import store
 
-REFERENCE_DIR = Path(__file__).resolve().parent.parent / "reference" / "paper"
+REFERENCE_DIR = store.REFERENCE_DIR
 HOLDS, FAILS, UNMEASURED = "holds", "does not hold", "not measured"
 
 

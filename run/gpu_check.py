@@ -332,8 +332,6 @@ def run_checks(
             echo(f"SKIP {check.name}: {why}")
             records.append({"check": check.name, "result": "skip", "why": why})
             continue
-        if spec.get("profiler") == "torch" or spec.get("profiler") == "nsys":
-            spec = sweep.resolve_profiler(spec, None, info)
         name = sweep.mx.run_name(spec)
         shutil.rmtree(store.run_dir(PROFILE, name), ignore_errors=True)  # a check runs anew
         t0 = time.monotonic()

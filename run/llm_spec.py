@@ -59,7 +59,6 @@ PAPER_DATASET_NAMES = {
     "samsum": "samsum",
     "slimorca": "slimorca",
 }
-REFERENCE_DIR = Path(__file__).resolve().parent.parent / "reference" / "paper"
 
 DEFAULTS: dict[str, Any] = {
     "workload": "llm",
@@ -219,6 +218,8 @@ def run_name(spec: dict[str, Any]) -> str:
 @functools.cache
 def paper_dataset_rows() -> dict[str, int]:
     """Rows of the paper's parent sets, as Table 4 gives them (for planning only)."""
+    from run.store import REFERENCE_DIR
+
     with open(REFERENCE_DIR / "table4_llm_datasets.csv") as fh:
         by_name = {r["dataset"]: int(r["rows"]) for r in csv.DictReader(fh)}
     return {ours: by_name[theirs] for ours, theirs in PAPER_DATASET_NAMES.items()}

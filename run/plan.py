@@ -75,7 +75,7 @@ from run import matrix as mx
 from run import probe as hw
 from run.errors import UserError
 
-REFERENCE_DIR = Path(__file__).resolve().parent.parent / "reference" / "paper"
+REFERENCE_DIR = store.REFERENCE_DIR
 ANALYSIS_DIR = Path(__file__).resolve().parent.parent / "analysis"
 STATES = ("done", "missing", "failed", "oom", "unsupported", "skipped")
 PAPER_GPU = "H100"  # the paper's node: 4 x NVIDIA H100-94 SXM5 (EXPERIMENTS.md)
@@ -230,11 +230,6 @@ def paper_node_gpus() -> int:
 
 # Table 4 names a template per parent set; template_subsets.csv spells two of them differently.
 TEMPLATE_ALIASES = {"Summarize": "Summary", "Grammar Error Correction": "Error Correction"}
-TEMPLATE_OF_SUBSET = {
-    "instruct": "Instruct",
-    "summary": "Summary",
-    "error-correction": "Error Correction",
-}
 
 
 @functools.cache
@@ -244,7 +239,9 @@ def tokens_per_row() -> dict[str, float]:
         r["template"]: float(r["tokens"]) / float(r["rows"])
         for r in _read_csv("template_subsets.csv")
     }
-    out = {d: per_template[t] for d, t in TEMPLATE_OF_SUBSET.items()}
+    from run.llm.data import TEMPLATE_LABELS
+
+    out = {d: per_template[t] for d, t in TEMPLATE_LABELS.items()}
     by_name = {r["dataset"]: r["template"] for r in _read_csv("table4_llm_datasets.csv")}
     for ours, theirs in llm_spec.PAPER_DATASET_NAMES.items():
         template = by_name[theirs]
@@ -500,7 +497,7 @@ def calibration_detail(
         if workload not in mx.WORKLOADS:
             continue
         if workload not in windows:
-            windows[workload] = _profile_window(profile, workload, matrix)
+            windows[workload] = profiling.window_for(profile, workload, matrix)
         try:
             est = estimate_s(spec, info, windows[workload])
         except (KeyError, TypeError, ValueError):
@@ -518,10 +515,6 @@ def calibration(profile: str, info: dict[str, Any], matrix: dict[str, Any]) -> d
 
 
 # --- the plan ------------------------------------------------------------------------------------
-
-
-def _profile_window(profile: str, workload: str, matrix: dict[str, Any]) -> dict[str, Any]:
-    return profiling.window_for(profile, workload, matrix)
 
 
 def implemented(exp_id: str, matrix: dict[str, Any]) -> bool:
@@ -605,7 +598,7 @@ def build(
         raise PlanError(f"unknown PROFILER '{override}' (none, auto, torch, nsys)")
     if override == "nsys" and node.get("assumed_node") and not node.get("nsys"):
         node = {**node, "nsys": "nsys (assumed on the node)"}
-    windows = {w: _profile_window(profile, w, matrix) for w in mx.WORKLOADS}
+    windows = {w: profiling.window_for(profile, w, matrix) for w in mx.WORKLOADS}
     rows: dict[str, PlanRow] = {}
     for exp_id in exp_ids if exp_ids is not None else default_experiments(matrix):
         exp = mx.expand(exp_id, profile, matrix)
@@ -620,10 +613,7 @@ def build(
             if state == "missing" and _expect_oom(spec, node):
                 reason = f"estimated as out of memory below {QAT_FITS_GPUS} GPUs, as the paper's"
             workload = spec["workload"]
-            if workload == "vision":
-                steps, epochs = vision_spec.planned_steps(spec), spec["epochs"]
-            else:
-                steps, epochs = llm_spec.planned_steps(spec), spec["epochs"]
+            steps, epochs = mx.WORKLOADS[workload].planned_steps(spec), spec["epochs"]
             est = 0.0
             if state in ("missing", "failed", "oom"):
                 w = windows[workload]

@@ -163,15 +163,37 @@ def cuda_problem(info: dict[str, Any], torch_cuda: dict[str, Any] | None = None)
 
 
 def check_cuda(info: dict[str, Any] | None = None) -> None:
-    """Raise CudaUnusable (one line) when this node has GPUs that torch cannot use."""
-    problem = cuda_problem(info or probe())
+    """Raise CudaUnusable (one line) when this node has GPUs that torch cannot use.
+
+    Called by every rank of every run: with `info` not given it asks torch first and queries
+    nvidia-smi only when torch has no CUDA, never running the whole probe."""
+    if info is None:
+        import torch
+
+        if torch.cuda.is_available():
+            return
+        info = gpu_info()
+    problem = cuda_problem(info)
     if problem:
         raise CudaUnusable(problem)
 
 
-def probe() -> dict[str, Any]:
+def gpu_info() -> dict[str, Any]:
+    """The GPU part of the probe: what this process may use, and the node's driver."""
     every_gpu = gpus()
     gpu_list = visible(every_gpu)
+    return {
+        "gpus": gpu_list,
+        "gpu_count": len(gpu_list),
+        "gpu_model": gpu_list[0]["name"] if gpu_list else None,
+        "gpus_on_node": len(every_gpu),
+        "driver_cuda": driver_cuda() if every_gpu else None,
+    }
+
+
+def probe() -> dict[str, Any]:
+    gpu = gpu_info()
+    gpu_list = gpu["gpus"]
     cpu_model = ""
     cpuinfo = Path("/proc/cpuinfo")
     if cpuinfo.exists():
@@ -187,11 +209,7 @@ def probe() -> dict[str, Any]:
         "cpu_count": os.cpu_count(),
         "affinity_cpus": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
         "numa_nodes": numa_nodes(),
-        "gpus": gpu_list,
-        "gpu_count": len(gpu_list),
-        "gpu_model": gpu_list[0]["name"] if gpu_list else None,
-        "gpus_on_node": len(every_gpu),
-        "driver_cuda": driver_cuda() if every_gpu else None,
+        **gpu,
         "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
         "slurm_gpus_on_node": os.environ.get("SLURM_GPUS_ON_NODE"),
         "gpu_topology": _cmd(["nvidia-smi", "topo", "-m"]) if gpu_list else None,

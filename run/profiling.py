@@ -82,8 +82,8 @@ class ProfilingError(UserError):
 # --- the window ----------------------------------------------------------------------------------
 
 
-def check_window(window: dict[str, Any], steps: int | None = None) -> dict[str, Any]:
-    """Validate a window; with `steps` (steps the run will take), insist the window fits in it."""
+def check_window(window: dict[str, Any]) -> dict[str, Any]:
+    """Validate a window (`fit_window` fits a valid one to a run's steps)."""
     unknown = set(window) - set(DEFAULT_WINDOW)
     if unknown:
         raise ProfilingError(f"unknown profiling window key(s): {', '.join(sorted(unknown))}")
@@ -95,13 +95,6 @@ def check_window(window: dict[str, Any], steps: int | None = None) -> dict[str, 
         raise ProfilingError("profiling torch_max_active_steps must be at least 1")
     if not isinstance(out["max_seconds"], (int, float)) or out["max_seconds"] < 0:
         raise ProfilingError(f"profiling max_seconds={out['max_seconds']!r} must be >= 0")
-    if steps is not None and out["active_steps"]:
-        need = out["wait_steps"] + out["warmup_steps"] + out["active_steps"]
-        if need > steps:
-            raise ProfilingError(
-                f"profiling window needs {need} steps (wait {out['wait_steps']}, warm-up "
-                f"{out['warmup_steps']}, active {out['active_steps']}), the run has {steps}"
-            )
     return out
 
 

@@ -27,6 +27,8 @@ from pathlib import Path
 from typing import Any
 
 RESULTS_ROOT = Path(os.environ.get("RESULTS_DIR", "results"))
+# The paper's published numbers (read-only; the only place they live).
+REFERENCE_DIR = Path(__file__).resolve().parent.parent / "reference" / "paper"
 
 SPEC = "spec.json"
 PROVENANCE = "provenance.json"

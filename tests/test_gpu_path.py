@@ -23,6 +23,9 @@ from run import matrix as mx
 from run import probe as hw
 
 REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(Path(__file__).parent))
+from fake_hw import CPU2  # noqa: E402
+
 LOGS = Path(__file__).with_name("logs")
 
 
@@ -209,6 +212,21 @@ def test_llm_entry_point_refuses_unusable_gpus_with_one_line(monkeypatch, tmp_pa
     assert sorted(p.name for p in run.iterdir()) == ["spec.json"]
 
 
+def test_each_rank_checks_cuda_without_the_whole_probe(monkeypatch):
+    def no_probe():  # noqa: ANN202
+        raise AssertionError("check_cuda ran the whole probe")
+
+    monkeypatch.setattr(hw, "probe", no_probe)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(hw, "gpus", no_probe)  # CUDA works: not even nvidia-smi
+    hw.check_cuda()
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr(hw, "gpus", lambda: FOUR)
+    monkeypatch.setattr(hw, "driver_cuda", lambda: "12.2")
+    with pytest.raises(hw.CudaUnusable, match="nvidia-smi lists 4 x H100"):
+        hw.check_cuda()
+
+
 def test_probe_check_cuda_exits_2_with_one_line(monkeypatch, capsys):
     monkeypatch.setattr(hw, "probe", lambda: {**_cpu_info(), **NODE})
     monkeypatch.setattr(hw, "cuda_problem", lambda info, b=None: "torch is a CPU build")
@@ -217,15 +235,7 @@ def test_probe_check_cuda_exits_2_with_one_line(monkeypatch, capsys):
 
 
 def _cpu_info() -> dict:
-    return {
-        "gpu_count": 0,
-        "gpu_model": None,
-        "gpus": [],
-        "cpu_count": 2,
-        "affinity_cpus": 2,
-        "nsys": None,
-        "gpus_on_node": 0,
-    }
+    return dict(CPU2)
 
 
 # --- 6. one variable chooses the torch build, for the venv and both container recipes ----------------

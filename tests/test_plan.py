@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import pytest
@@ -12,14 +13,9 @@ from run import matrix as mx
 # the repository's matrix (the sandbox points run.matrix at a small one)
 REAL_MATRIX = Path(__file__).resolve().parent.parent / "experiments" / "matrix.yaml"
 
-CPU2 = {
-    "gpu_count": 0,
-    "gpu_model": None,
-    "gpus": [],
-    "cpu_count": 2,
-    "affinity_cpus": 2,
-    "nsys": None,
-}
+sys.path.insert(0, str(Path(__file__).parent))
+from fake_hw import CPU2  # noqa: E402
+
 H100X4 = {**CPU2, "gpu_count": 4, "gpu_model": "NVIDIA H100 80GB HBM3", "cpu_count": 16}
 
 
