@@ -26,70 +26,65 @@ RESULTS_DIR ?= results
 RES := $(RESULTS_DIR)/$(PROFILE)
 TABLES := $(RES)/tables
 SWEEPS := $(RES)/sweeps
-FIGS := report/out/figures
+REPORT_OUT := report/out/$(PROFILE)
+FIGS := $(REPORT_OUT)/figures
 export PYTHONPATH := $(CURDIR)
 export PYTHONUNBUFFERED := 1
 export PROFILER RESULTS_DIR
 
 # Sources whose change may change a run: a sweep re-checks its runs (finished ones are kept).
 RUN_SRC := experiments/matrix.yaml $(wildcard run/*.py run/llm/*.py configs/llm/*.yaml)
-ANALYSIS_SRC := analysis/common.py $(wildcard analysis/profiles/*.py)
-# A PROFILER choice is part of what a sweep ran: the stamp changes only when the choice does.
+ANALYSIS_SRC := analysis/common.py analysis/claims.py analysis/driver.py reference/paper/claims.yaml \
+                $(wildcard analysis/profiles/*.py)
+# A PROFILER or REPEATS choice is part of what a sweep ran: the stamp changes only when it does.
 PROFILER_STAMP := $(RES)/.profiler
 ifneq ($(filter-out help clean clean-results venv lint format,$(or $(MAKECMDGOALS),help)),)
-$(shell mkdir -p $(RES) && (echo '$(PROFILER)' | cmp -s - $(PROFILER_STAMP) || echo '$(PROFILER)' > $(PROFILER_STAMP)))
+$(shell mkdir -p $(RES) && (echo '$(PROFILER) $(REPEATS)' | cmp -s - $(PROFILER_STAMP) || echo '$(PROFILER) $(REPEATS)' > $(PROFILER_STAMP)))
 endif
 
-# Every artifact: make target -> experiment of experiments/matrix.yaml (EXPERIMENTS.md ids).
-exp_fig-strategies := V1
-exp_fig-imagesize := V2
-exp_table-precision := V3
-exp_table-pinmem := V4
-exp_fig-vision-metrics := V5
-exp_table-precision-profile := V6
-exp_fig-loss := V7
-exp_fig-datasets := L1
-exp_table-llm-pinmem := L2
-exp_fig-llm-api := L3
-exp_fig-llm-api-pinmem := L4
-exp_fig-templates := L5
-exp_fig-template-scaling := L6
-exp_fig-api-share := L7
-exp_fig-vram := L8
-exp_fig-transfers := L9
-# Not implemented yet (Scenario B, DALI, NUMA): fig-loaders V8, fig-timeline V9, fig-nhwc V10,
-# fig-numa V11. The report lists them as such.
-
-VISION_FIGS := fig-strategies fig-imagesize fig-loss fig-vision-metrics
-VISION_TABLES := table-precision table-pinmem table-precision-profile
-LLM_FIGS := fig-datasets fig-llm-api fig-llm-api-pinmem fig-templates fig-template-scaling \
-            fig-api-share fig-vram fig-transfers
-LLM_TABLES := table-llm-pinmem
-FIG_TARGETS := $(VISION_FIGS) $(LLM_FIGS)
-TABLE_TARGETS := $(VISION_TABLES) $(LLM_TABLES)
-ARTIFACTS := $(FIG_TARGETS) $(TABLE_TARGETS)
-FIG_FILES := $(FIG_TARGETS:%=$(FIGS)/%.png)
-TABLE_FILES := $(ARTIFACTS:%=$(TABLES)/%.csv)
+# Every artifact: make target -> experiment(s), read from experiments/matrix.yaml (the only place
+# the map is written; experiments/targets.awk parses it before any venv exists). A target is
+# built when analysis/<target>.py exists, and drawn when report/figures/<target>.py does.
+MATRIX_TARGETS := $(shell awk -f experiments/targets.awk experiments/matrix.yaml)
+field = $(word $(1),$(subst :, ,$(2)))
+$(foreach t,$(MATRIX_TARGETS),$(eval exp_$(call field,1,$(t)) += $(call field,2,$(t))))
+$(foreach t,$(MATRIX_TARGETS),$(eval workload_$(call field,1,$(t)) := $(call field,3,$(t))))
+uniq = $(if $(1),$(firstword $(1)) $(call uniq,$(filter-out $(firstword $(1)),$(1))))
+ALL_TARGETS := $(call uniq,$(foreach t,$(MATRIX_TARGETS),$(call field,1,$(t))))
+ARTIFACTS := $(foreach t,$(ALL_TARGETS),$(if $(wildcard analysis/$(subst -,_,$(t)).py),$(t)))
+FIG_TARGETS := $(foreach t,$(ARTIFACTS),$(if $(wildcard report/figures/$(subst -,_,$(t)).py),$(t)))
+TABLE_TARGETS := $(filter-out $(FIG_TARGETS),$(ARTIFACTS))
+VISION := $(foreach t,$(ARTIFACTS),$(if $(filter vision,$(workload_$(t))),$(t)))
+LLM := $(foreach t,$(ARTIFACTS),$(if $(filter llm,$(workload_$(t))),$(t)))
+outputs = $(foreach t,$(1),$(TABLES)/$(t).csv $(if $(filter $(t),$(FIG_TARGETS)),$(FIGS)/$(t).png))
+# Each spec run REPEATS times with seeds seed, seed+1, ...: tables show medians and min-max.
+REPEATS ?= 1
+export REPEATS
+# Results folders the report sets side by side (one column per machine), e.g.
+# make report REPORT_RESULTS="results results/reference/h100". Default: this machine's.
+REPORT_RESULTS ?= $(RESULTS_DIR)
 
 .PHONY: help all vision llm report test test-unit test-gpu lint format probe venv matrix clean \
         clean-results bench-vision bench-analysis bench-profiler data-mnist container sif slurm \
-        plan plan-brief check-cuda gpu-check gpu-wheels $(ARTIFACTS)
+        plan plan-brief check-cuda gpu-check gpu-wheels self-check pdf $(ALL_TARGETS)
 
 help: ## show this help
-	@echo "Usage: make <target> [PROFILE=smoke|quick|paper] [PROFILER=auto|torch|nsys|none]"
+	@echo "Usage: make <target> [PROFILE=smoke|quick|paper] [PROFILER=auto|torch|nsys|none] [REPEATS=n]"
 	@echo "PROFILE now: $(PROFILE)"
 	@grep -hE '^[a-zA-Z0-9_.-]+:.*## ' $(MAKEFILE_LIST) | \
 	  awk 'BEGIN {FS = ":.*## "}; {printf "  %-24s %s\n", $$1, $$2}'
+	@echo "One target per artifact (experiments/matrix.yaml; not implemented yet: $(filter-out $(ARTIFACTS),$(ALL_TARGETS))):"
+	@awk -v help=1 -f experiments/targets.awk experiments/matrix.yaml
 
 # The plan comes first: a serial make builds prerequisites left to right, so what the GPUs will
 # cost is on the terminal (and in a SLURM log) before the first run starts.
-all: check-cuda plan-brief $(TABLE_FILES) $(FIG_FILES) ## run every experiment, build every table, figure and the report
+all: check-cuda plan-brief $(call outputs,$(ARTIFACTS)) ## run every experiment, build every table, figure and the report
 	@$(MAKE) --no-print-directory report
 
-vision: check-cuda $(VISION_TABLES:%=$(TABLES)/%.csv) $(VISION_FIGS:%=$(FIGS)/%.png) ## only the vision experiments (V*), then the report
+vision: check-cuda $(call outputs,$(VISION)) ## only the vision experiments (V*), then the report
 	@$(MAKE) --no-print-directory report
 
-llm: check-cuda $(LLM_TABLES:%=$(TABLES)/%.csv) $(LLM_FIGS:%=$(FIGS)/%.png) ## only the LLM experiments (L*), then the report
+llm: check-cuda $(call outputs,$(LLM)) ## only the LLM experiments (L*), then the report
 	@$(MAKE) --no-print-directory report
 
 plan: | $(VENV_STAMP) ## every run of PROFILE: state, estimated time, GPU-hours and wall time still to spend
@@ -125,35 +120,28 @@ $(SWEEPS)/%.json: $(RUN_SRC) $(PROFILER_STAMP) | $(VENV_STAMP)
 .PRECIOUS: $(SWEEPS)/%.json $(TABLES)/%.csv $(FIGS)/%.png
 
 .SECONDEXPANSION:
-$(TABLES)/%.csv: $$(SWEEPS)/$$(exp_$$*).json analysis/$$(subst -,_,$$*).py $(ANALYSIS_SRC) | $(VENV_STAMP)
-	$(PY) -m analysis.$(subst -,_,$*) --profile $(PROFILE)
+$(TABLES)/%.csv: $$(foreach e,$$(exp_$$*),$$(SWEEPS)/$$(e).json) analysis/$$(subst -,_,$$*).py $(ANALYSIS_SRC) | $(VENV_STAMP)
+	$(PY) -m analysis $* --profile $(PROFILE)
 
 $(FIGS)/%.png: $(TABLES)/%.csv report/figures/$$(subst -,_,$$*).py $(wildcard report/figures/*common.py) | $(VENV_STAMP)
 	$(PY) -m report.figures.$(subst -,_,$*) --profile $(PROFILE)
 
-fig-strategies: ## V1  time and speed-up of DDP, DDP-RR, DDP-DS by GPU count (C Fig.1)
-fig-imagesize: ## V2  time and efficiency by image size and GPU count (C Fig.2, J Fig.2)
-table-precision: ## V3  FP64/FP32/FP16 time, accuracy, efficiency (Table 2)
-table-pinmem: ## V4  pin_memory off/on time, accuracy, efficiency (Table 3)
-fig-vision-metrics: ## V5  profiler metrics by image size, GPUs, pin_memory (C Fig.3, J Fig.3-4)
-table-precision-profile: ## V6  profiler metrics by precision (J 4.2.1)
-fig-loss: ## V7  training loss per epoch by precision and pin_memory (J Fig.5)
-fig-datasets: ## L1  LoRA s/it by dataset and GPU count (C Fig.4, J Fig.10)
-table-llm-pinmem: ## L2  LoRA s/it and time with pin_memory off/on (Table 5)
-fig-llm-api: ## L3  profiler metrics by dataset, LoRA, 1 GPU (C Fig.5, J Fig.11)
-fig-llm-api-pinmem: ## L4  profiler metrics by pin_memory, LoRA (C Fig.6, J Fig.12)
-fig-templates: ## L5  s/it by template and method: LoRA, QLoRA, DPO, QAT (J Fig.13)
-fig-template-scaling: ## L6  total tuning time by template, method, GPUs (J Fig.14)
-fig-api-share: ## L7  share of time in CUDA API calls by template and method (J Fig.15)
-fig-vram: ## L8  peak VRAM by template, method and GPUs (J Fig.16)
-fig-transfers: ## L9  bytes moved HtoD/DtoH/DtoD by template and method (J Fig.17)
-$(FIG_TARGETS): %: $(TABLES)/%.csv $(FIGS)/%.png
+$(ARTIFACTS): %: $$(call outputs,%)
 	@$(MAKE) --no-print-directory report
-$(TABLE_TARGETS): %: $(TABLES)/%.csv
-	@$(MAKE) --no-print-directory report
+$(filter-out $(ARTIFACTS),$(ALL_TARGETS)):
+	@echo "error: $@ is not implemented in this version of the artifact (its claims are listed as not measured)" >&2; exit 2
 
-report: | $(VENV_STAMP) ## render report/out/report.md and .tex from the results tables
-	$(PY) -m report.build --profile $(PROFILE)
+report: | $(VENV_STAMP) ## render report/out/PROFILE/report.md and .tex from the results (REPORT_RESULTS: several folders)
+	$(PY) -m report.build --profile $(PROFILE) $(addprefix --results ,$(REPORT_RESULTS))
+
+# Debian: apt-get install texlive-latex-recommended texlive-latex-extra texlive-fonts-recommended latexmk
+pdf: report ## build report/out/PROFILE/report.pdf from the LaTeX report (needs latexmk and pdflatex)
+	@command -v latexmk >/dev/null || { echo "error: latexmk not found: apt-get install latexmk texlive-latex-recommended texlive-latex-extra texlive-fonts-recommended" >&2; exit 2; }
+	cd $(REPORT_OUT) && latexmk -pdf -interaction=nonstopmode -halt-on-error -quiet report.tex >/dev/null
+	@echo "wrote $(REPORT_OUT)/report.pdf"
+
+self-check: | $(VENV_STAMP) ## judge every claim on the paper's own published numbers
+	@$(PY) -m analysis self-check
 
 bench-vision: | $(VENV_STAMP) ## images/s: real training loop vs synthetic in-memory tensors
 	$(PY) -m run.bench_vision

@@ -346,3 +346,53 @@ def tokens_vs_paper(
         "note",
     ]
     return pd.DataFrame(out, columns=cols)
+
+
+# ---------------------------------------------------------------- the artifact contract's helpers
+LEARNED_ACC_PCT = (
+    80.0  # below this a vision run has not learned the digits: its losses decide nothing
+)
+
+
+def compact(
+    t: pd.DataFrame,
+    keys: list[str],
+    values: list[str],
+    order: dict[str, list[Any]] | None = None,
+) -> pd.DataFrame:
+    """The report's table: one row per `keys` group of finished runs, each value the median over
+    repeats, with `<value>_min`/`<value>_max` and `repeats` when a group has more than one run."""
+    ok = ok_runs(t) if "status" in t else t
+    if ok.empty:
+        return pd.DataFrame(columns=[*keys, *values])
+    g = ok.groupby(keys, dropna=False)[values]
+    out = g.median(numeric_only=False)
+    n = ok.groupby(keys, dropna=False).size()
+    if int(n.max()) > 1:
+        out = out.join(g.min().add_suffix("_min")).join(g.max().add_suffix("_max"))
+        out["repeats"] = n
+    out = out.reset_index()
+    for col, vals in (order or {}).items():
+        out = out.assign(_o=out[col].map(lambda v, vals=vals: vals.index(v) if v in vals else 99))
+        out = out.sort_values([k if k != col else "_o" for k in keys]).drop(columns="_o")
+    return out.reset_index(drop=True)
+
+
+def not_learned(runs: pd.DataFrame) -> str:
+    """Why these vision runs' losses and accuracies decide nothing ("" when every run learned)."""
+    ok = ok_runs(runs)
+    if ok.empty or "final_test_accuracy_pct" not in ok:
+        return ""
+    acc = ok["final_test_accuracy_pct"].dropna()
+    if acc.empty or acc.min() >= LEARNED_ACC_PCT:
+        return ""
+    return (
+        f"the model did not learn: final test accuracy {acc.min():.0f}-{acc.max():.0f} % "
+        f"(a run must reach {LEARNED_ACC_PCT:.0f} %)"
+    )
+
+
+def not_paper_data(runs: pd.DataFrame) -> str:
+    """Why accuracies cannot be set against the paper's 98-99.5 % ("" when they can)."""
+    comparable, why = accuracy_comparable(runs)
+    return "" if comparable else f"accuracy thresholds are the paper's for MNIST; {why}"

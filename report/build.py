@@ -1,9 +1,12 @@
-"""Render the report (Markdown and LaTeX) from the results tables alone.
+"""Render the report (Markdown and LaTeX) from results alone, one column per machine.
 
-    python -m report.build --profile smoke     # -> report/out/report.md, report/out/report.tex
+    python -m report.build --profile smoke                       # this machine's results/
+    python -m report.build --profile paper --results results --results results/reference/h100
 
-Only reads results/<profile>/tables/*.csv|json, the runs' provenance and the paper's reference
-CSVs; it computes nothing that the analysis did not already write, so it runs on a laptop.
+Writes report/out/<profile>/report.md and report.tex. Reads only the artifacts' tables
+(results/<profile>/tables/*.json, written by `python -m analysis`), the runs' provenance and
+summaries, the claims (reference/paper/claims.yaml), the assumptions and the matrix: it computes
+nothing the analysis did not write, so it runs on a laptop.
 """
 
 from __future__ import annotations
@@ -17,134 +20,265 @@ from pathlib import Path
 from typing import Any
 
 import jinja2
-import pandas as pd
+import yaml
 
-from analysis.common import REFERENCE_DIR
+from analysis import claims as cl
+from analysis.claims import num
+from report.figures.common import OUT_DIR, figures_dir
 from run import matrix as mx
 from run import store
 
 HERE = Path(__file__).resolve().parent
-OUT_DIR = HERE / "out"
-ANALYSIS_DIR = HERE.parent / "analysis"
-TEX_ESCAPES = {
-    "\\": r"\textbackslash{}",
-    "&": r"\&",
-    "%": r"\%",
-    "$": r"\$",
-    "#": r"\#",
-    "_": r"\_",
-    "{": r"\{",
-    "}": r"\}",
-    "~": r"\textasciitilde{}",
-    "^": r"\textasciicircum{}",
-}
+ROOT = HERE.parent
+ASSUMPTIONS = ROOT / "experiments" / "assumptions.yaml"
+VERDICT_ORDER = (cl.HOLDS, cl.FAILS, cl.INCONCLUSIVE, cl.UNMEASURED)
+TEX_ESCAPES = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#",
+               "_": r"\_", "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}",
+               "^": r"\textasciicircum{}"}  # fmt: skip
+UNITS = {"_s": "s", "_pct": "%", "_gib": "GiB", "_s_per_it": "s/it"}
+LABELS = {"gpus": "GPUs", "s_per_it": "s/it", "pin_memory": "pin_memory",
+          "image_size": "image size [px]"}  # fmt: skip
 
 
 def tex(value: Any) -> str:
     return "".join(TEX_ESCAPES.get(ch, ch) for ch in str(value))
 
 
-def fmt(value: Any) -> str:
-    """Numbers as a reader wants them in a table: 3 significant decimals, blanks for missing."""
+def cell(value: Any) -> str:
+    """A table cell: 3 significant digits, integers as integers, on/off for booleans."""
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return ""
-    if isinstance(value, float):
-        return f"{value:.2f}" if abs(value) < 1000 else f"{value:.0f}"
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    if isinstance(value, (int, float)):
+        return num(value)
     return str(value)
 
 
-def table(df: pd.DataFrame, drop: tuple[str, ...] = ("run",)) -> dict[str, Any]:
-    df = df[[c for c in df.columns if c not in drop]]
-    return {
-        "columns": list(df.columns),
-        "rows": [[fmt(v) for v in r] for r in df.itertuples(index=False)],
-    }
+def heading(col: str) -> str:
+    if col in LABELS:
+        return LABELS[col]
+    for suffix, unit in UNITS.items():
+        if col.endswith(suffix):
+            return f"{col[: -len(suffix)].replace('_', ' ')} [{unit}]"
+    return col.replace("_", " ")
 
 
-def hardware(profile: str) -> dict[str, Any] | None:
-    """Provenance of the newest run of the profile: where the numbers came from."""
-    runs = sorted(
-        store.runs_dir(profile).glob(f"*/{store.PROVENANCE}"), key=lambda p: p.stat().st_mtime
-    )
-    if not runs:
-        return None
-    prov = store.read_json(runs[-1])
-    summary_path = runs[-1].parent / store.SUMMARY
-    runtime = store.read_json(summary_path).get("runtime") if summary_path.is_file() else None
+# ---------------------------------------------------------------- one results folder = one machine
+def machine(root: Path, profile: str) -> dict[str, Any]:
+    """Where one results folder's numbers came from: the newest run's provenance."""
+    provs = sorted(store.runs_dir(profile, root).glob(f"*/{store.PROVENANCE}"),
+                   key=lambda p: p.stat().st_mtime)  # fmt: skip
+    info: dict[str, Any] = {"root": str(root), "label": str(root), "hardware": None}
+    if not provs:
+        return info
+    prov = store.read_json(provs[-1])
+    summary = provs[-1].parent / store.SUMMARY
+    runtime = store.read_json(summary).get("runtime") if summary.is_file() else None
     hw = prov["hardware"]
-    return {
+    gpus = f"{hw['gpu_count']} x {hw['gpu_model']}" if hw["gpu_count"] else "CPU (gloo ranks)"
+    info["label"] = gpus if hw["gpu_count"] else f"{gpus}, {hw['cpu_count']} cores"
+    info["hardware"] = {
         "git": prov["git"],
         "versions": {k: v for k, v in prov["versions"].items() if v},
         "runtime": runtime or {},
         "cpu": f"{hw['cpu_count']} x {hw['cpu_model']}",
-        "gpus": f"{hw['gpu_count']} x {hw['gpu_model']}"
-        if hw["gpu_count"]
-        else "none (gloo ranks on CPU)",
+        "gpus": gpus,
         "numa_nodes": len(hw["numa_nodes"]),
         "numactl": hw["numactl"] or "not found",
         "nsys": hw["nsys"] or "not found",
         "host": hw["hostname"],
     }
+    info["runs"], info["run_hours"] = run_totals(root, profile)
+    return info
 
 
-def sections(profile: str) -> list[dict[str, Any]]:
+def run_totals(root: Path, profile: str) -> tuple[Counter, dict[str, float]]:
+    """Runs by status, and measured wall hours per experiment (from the sweeps' run lists)."""
+    status: Counter = Counter()
+    hours: dict[str, float] = {}
+    for sweep in sorted(store.sweeps_dir(profile, root).glob("*.json")):
+        rec = store.read_json(sweep)
+        for entry in rec.get("runs", []):
+            s = store.run_dir(profile, entry["run"], root) / store.SUMMARY
+            if s.is_file():
+                summ = store.read_json(s)
+                status[summ.get("status", "?")] += 1
+                wall = summ.get("launch_wall_s") or summ.get("total_time_s") or 0.0
+                hours[sweep.stem] = hours.get(sweep.stem, 0.0) + float(wall) / 3600
+    return status, hours
+
+
+def artifact_meta(root: Path, profile: str, target: str) -> dict[str, Any] | None:
+    path = store.tables_dir(profile, root) / f"{target}.json"
+    return json.loads(path.read_text()) if path.is_file() else None
+
+
+# ---------------------------------------------------------------- the compact table, side by side
+def side_by_side(metas: list[dict[str, Any] | None], labels: list[str]) -> dict[str, Any] | None:
+    """Keys, then per value column: the paper's, then each machine's (medians; min-max if any)."""
+    base = next((m for m in metas if m and m.get("compact") is not None), None)
+    if base is None:
+        return None
+    cols = base.get("compact_columns") or (list(base["compact"][0]) if base["compact"] else [])
+    stats = {c for c in cols if c.endswith(("_min", "_max")) or c == "repeats"}
+    keys = [k for k in base.get("keys", []) if k in cols] or cols[:1]
+    values = [c for c in cols if c not in keys and c not in stats]
+    sources: list[tuple[str, list[dict[str, Any]]]] = []
+    if base.get("paper_compact"):
+        sources.append(("paper", base["paper_compact"]))
+    for m, label in zip(metas, labels, strict=True):
+        sources.append((label, (m or {}).get("compact") or []))
+    rows: dict[tuple, dict[str, str]] = {}
+    for label, recs in sources:
+        for r in recs:
+            k = tuple(cell(r.get(key)) for key in keys)
+            row = rows.setdefault(k, {})
+            for v in values:
+                text = cell(r.get(v))
+                lo, hi = r.get(f"{v}_min"), r.get(f"{v}_max")
+                if text and lo is not None and hi is not None and lo != hi:
+                    text += f" ({cell(lo)}-{cell(hi)})"
+                row[f"{v}|{label}"] = text
+    many = len(sources) > 1
+    names = [s for s, _ in sources]
+    if names[1:] == labels[:1] and len(names) == 2:
+        names = ["paper", "ours"]  # one machine: its label is on the first page
+    head = [heading(k) for k in keys] + [
+        f"{heading(v)}, {name}" if many else heading(v) for v in values for name in names
+    ]
+    body = [
+        [*k, *(row.get(f"{v}|{label}", "") for v in values for label, _ in sources)]
+        for k, row in rows.items()
+    ]
+    return {"columns": head, "rows": body, "sources": [s for s, _ in sources],
+            "key_heads": [heading(k) for k in keys], "value_heads": [heading(v) for v in values],
+            "names": names}  # fmt: skip
+
+
+# ---------------------------------------------------------------- the whole report
+def context(profile: str, roots: list[Path]) -> dict[str, Any]:
     matrix = mx.load_matrix()
-    by_target: dict[str, list[str]] = {}
-    for exp_id, e in matrix["experiments"].items():
-        by_target.setdefault(e["target"], []).append(exp_id)
-    out = []
-    for target, exps in by_target.items():
+    machines = [machine(r, profile) for r in roots]
+    labels = [m["label"] for m in machines]
+    if len(set(labels)) < len(labels):  # two folders from alike machines: tell them apart
+        labels = [f"{m['label']} ({m['root']})" for m in machines]
+    for m, label in zip(machines, labels, strict=True):
+        m["label"] = label
+    all_claims = [c for c in cl.load() if c["experiment"] in matrix["experiments"]]
+    judged: list[dict[str, dict[str, Any]]] = [{} for _ in roots]
+    sections = []
+    targets = list(dict.fromkeys(e["target"] for e in matrix["experiments"].values()))
+    for target in targets:
+        exps = mx.experiments_for_target(target, matrix)
         entry = matrix["experiments"][exps[0]]
-        sec: dict[str, Any] = {
+        metas = [artifact_meta(r, profile, target) for r in roots]
+        implemented = (ROOT / "analysis" / f"{target.replace('-', '_')}.py").is_file()
+        for i, meta in enumerate(metas):
+            for c in (meta or {}).get("claims", []):
+                judged[i][c["id"]] = c
+        first = next((m for m in metas if m), None)
+        fig = figures_dir(profile) / f"{target}.png"
+        sections.append({
             "target": target,
             "experiments": exps,
             "title": entry["title"],
             "source": entry["source"],
-        }
-        meta_path = store.tables_dir(profile) / f"{target}.json"
-        if meta_path.is_file():
-            meta = json.loads(meta_path.read_text())
-            sec.update(meta, built=True)
-            sec["table"] = table(pd.read_csv(meta_path.with_suffix(".csv")))
-            sec["paper"] = None
-            if meta.get("paper_csv"):
-                sec["paper"] = table(pd.read_csv(REFERENCE_DIR / meta["paper_csv"]))
-            fig = OUT_DIR / "figures" / f"{target}.png"
-            sec["figure"] = f"figures/{target}" if meta.get("figure") and fig.is_file() else None
-        else:
-            implemented = (ANALYSIS_DIR / f"{target.replace('-', '_')}.py").is_file()
-            sec["built"] = False
-            sec["why"] = (
+            "built": first is not None,
+            "why": "" if first else (
                 f"not built for this profile: run `make {target} PROFILE={profile}`"
-                if implemented
-                else "not implemented in this version of the artifact"
-            )
-        out.append(sec)
+                if implemented else "not implemented in this version of the artifact"),
+            "notes": (first or {}).get("notes", []),
+            "skipped": (first or {}).get("skipped", []),
+            "csv": f"results/{profile}/tables/{target}.csv",
+            "extra": (first or {}).get("extra", []),
+            "paper_csv": (first or {}).get("paper_csv"),
+            "figure": f"figures/{target}" if first and first.get("figure") and fig.is_file()
+            else None,
+            "table": side_by_side(metas, labels),
+            "claims": [],
+        })  # fmt: skip
+    by_exp = {s["experiments"][0]: s for s in sections}
+    rows = []
+    for c in all_claims:
+        per = []
+        for i, meta_claims in enumerate(judged):
+            got = meta_claims.get(c["id"])
+            if got is None:
+                sec = next(s for s in sections if c["experiment"] in s["experiments"])
+                why = (f"not implemented yet: {c['not_implemented']}" if c.get("not_implemented")
+                       else sec["why"] or "not built")  # fmt: skip
+                got = {"verdict": cl.UNMEASURED, "reason": why}
+            per.append({**BLANK, **got, "machine": labels[i]})
+        row = {"id": c["id"], "statement": c["statement"], "criterion": c["criterion"],
+               "source": c["source"], "needs": c.get("needs", []), "per": per,
+               "paper_verdict": next((p["paper_verdict"] for p in per if p["paper_verdict"]),
+                                     ""),
+               "target": next(s["target"] for s in sections
+                              if c["experiment"] in s["experiments"])}  # fmt: skip
+        rows.append(row)
+        sec = next(s for s in sections if c["experiment"] in s["experiments"])
+        sec["claims"].append(row)
+    tally = [
+        {"machine": labels[i],
+         "counts": {v: sum(1 for r in rows if r["per"][i]["verdict"] == v) for v in VERDICT_ORDER}}
+        for i in range(len(roots))
+    ]  # fmt: skip
+    del by_exp
+    prof = matrix["profiles"][profile]
+    return {
+        "profile": profile,
+        "profile_description": prof["description"].strip(),
+        "profile_gpus": ", ".join(str(g) for g in prof["gpus"]),
+        "paper_gpus": ", ".join(str(g) for g in matrix["profiles"].get("paper", prof)["gpus"]),
+        "machines": machines,
+        "labels": labels,
+        "tally": tally,
+        "verdicts": VERDICT_ORDER,
+        "n_claims": len(rows),
+        "claims": rows,
+        "sections": sections,
+        "built": sum(1 for s in sections if s["built"]),
+        "cpu_only": all(m["hardware"] is None or "CPU" in m["label"] for m in machines),
+        "assumptions": assumptions(matrix),
+        "needs_text": NEEDS_TEXT,
+    }
+
+
+BLANK = {"reason": "", "evidence": "", "coverage": "", "paper_verdict": "", "paper_evidence": "",
+         "in_paper_range": None, "paper_range": None}  # fmt: skip
+NEEDS_TEXT = {"gpu": "a GPU", "learned": "runs that learn", "paper_data": "the paper's MNIST"}
+
+
+def assumptions(matrix: dict[str, Any]) -> list[dict[str, str]]:
+    out = []
+    for a in yaml.safe_load(ASSUMPTIONS.read_text())["assumptions"]:
+        value: Any = None
+        if a.get("value_from"):
+            value = matrix
+            for part in a["value_from"].split("."):
+                value = value.get(part) if isinstance(value, dict) else None
+            if value is None:  # a matrix without that entry (tests' own)
+                continue
+        text = a.get("value_text", "{value}").format(value=value)
+        out.append({"setting": a["setting"], "value": text, "why": " ".join(a["why"].split())})
     return out
 
 
-def render(profile: str, out_dir: Path = OUT_DIR) -> list[Path]:
-    secs = sections(profile)
-    hw = hardware(profile)
-    verdicts = Counter(c["verdict"] for s in secs if s.get("built") for c in s["claims"])
-    ctx = {
-        "profile": profile,
-        "profile_description": mx.load_matrix()["profiles"][profile]["description"].strip(),
-        "hardware": hw,
-        "sections": secs,
-        "verdicts": dict(verdicts),
-        "built": sum(1 for s in secs if s.get("built")),
-        "cpu_only": hw is not None and hw["gpus"].startswith("none"),
-    }
+def render(profile: str, roots: list[Path], out_dir: Path | None = None) -> list[Path]:
+    out_dir = out_dir or OUT_DIR / profile
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(HERE / "templates"),
         undefined=jinja2.StrictUndefined,
         trim_blocks=True,
         lstrip_blocks=True,
+        comment_start_string="{##",  # LaTeX's {#1} is not a comment
+        comment_end_string="##}",
     )
     env.filters["tex"] = tex
-    written = []
+    ctx = context(profile, roots)
     out_dir.mkdir(parents=True, exist_ok=True)
+    written = []
     for name in ("report.md", "report.tex"):
         text = env.get_template(f"{name}.j2").render(**ctx)
         store.write_text_atomic(out_dir / name, text)
@@ -155,11 +289,19 @@ def render(profile: str, out_dir: Path = OUT_DIR) -> list[Path]:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--profile", required=True)
+    ap.add_argument("--results", action="append", type=Path,
+                    help="a results folder (repeat for several machines); default: RESULTS_DIR")  # fmt: skip
     args = ap.parse_args(argv)
     if args.profile not in mx.profiles():
         print(f"error: unknown profile '{args.profile}'", file=sys.stderr)
         return 2
-    for path in render(args.profile):
+    roots = args.results or [store.RESULTS_ROOT]
+    for r in roots:
+        if not store.profile_dir(args.profile, r).is_dir():
+            print(f"error: {store.profile_dir(args.profile, r)} has no results: run "
+                  f"`make all PROFILE={args.profile}` there first", file=sys.stderr)  # fmt: skip
+            return 2
+    for path in render(args.profile, roots):
         print(f"wrote {path}")
     return 0
 

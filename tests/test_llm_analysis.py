@@ -308,7 +308,7 @@ def test_figures_are_drawn_from_the_tables(llm_sandbox, monkeypatch, tmp_path):
     from report.figures import fig_templates as f5
     from report.figures import fig_vram as f8
 
-    monkeypatch.setattr(fc, "FIGURES_DIR", tmp_path / "figures")
+    monkeypatch.setattr(fc, "OUT_DIR", tmp_path)
     fake_runs("L1", l1_rows(1.2))
     fake_runs("L5", template_rows())
     fake_runs("L6", [r for r in template_rows() if r["method"] in ("lora", "dpo")])
@@ -321,7 +321,7 @@ def test_figures_are_drawn_from_the_tables(llm_sandbox, monkeypatch, tmp_path):
     ):
         build(PROFILE)
         df, meta = fc.load(mod.TARGET, PROFILE)
-        png = fc.save(mod.draw(df, meta), mod.TARGET)
+        png = fc.save(mod.draw(df, meta), mod.TARGET, PROFILE)
         assert png.is_file() and png.stat().st_size > 10_000
 
 

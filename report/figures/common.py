@@ -16,7 +16,12 @@ import pandas as pd  # noqa: E402
 
 from run import store  # noqa: E402
 
-FIGURES_DIR = Path(__file__).resolve().parents[1] / "out" / "figures"
+OUT_DIR = Path(__file__).resolve().parents[1] / "out"
+
+
+def figures_dir(profile: str) -> Path:
+    """Figures of one profile: report/out/<profile>/figures (a quick run never shows in smoke)."""
+    return OUT_DIR / profile / "figures"
 
 
 def load(target: str, profile: str) -> tuple[pd.DataFrame, dict]:
@@ -26,9 +31,9 @@ def load(target: str, profile: str) -> tuple[pd.DataFrame, dict]:
     return pd.read_csv(csv), json.loads(csv.with_suffix(".json").read_text())
 
 
-def save(fig: plt.Figure, target: str) -> Path:
-    FIGURES_DIR.mkdir(parents=True, exist_ok=True)
-    png = FIGURES_DIR / f"{target}.png"
+def save(fig: plt.Figure, target: str, profile: str) -> Path:
+    figures_dir(profile).mkdir(parents=True, exist_ok=True)
+    png = figures_dir(profile) / f"{target}.png"
     fig.savefig(png, dpi=130, bbox_inches="tight")
     fig.savefig(png.with_suffix(".pdf"), bbox_inches="tight")
     plt.close(fig)
@@ -48,4 +53,4 @@ def main_for(draw: Callable[[pd.DataFrame, dict], plt.Figure], target: str) -> N
     except FileNotFoundError as exc:
         print(f"error: {exc}", file=sys.stderr)
         sys.exit(2)
-    print(f"wrote {save(draw(df, meta), target)}")
+    print(f"wrote {save(draw(df, meta), target, args.profile)}")

@@ -1,0 +1,167 @@
+"""The one driver of every artifact: `python -m analysis TARGET --profile P`.
+
+An artifact is one module, `analysis/<target with _>.py`, which provides
+
+    table(runs, profile) -> DataFrame     the tidy per-run table (written as the CSV)
+    compact(t) -> DataFrame               the report's table, keyed and pivoted as the paper's
+    paper() -> DataFrame | None           the paper's published numbers in `table`'s shape
+    notes(runs, t) -> list[str]           what a reader must know (optional)
+    gates(runs, t) -> dict[str, str]      failing gates of claims.yaml (`needs:`), with reasons
+    extra(runs, t) -> dict[str, DataFrame] side tables, written as <target>-<name>.csv (optional)
+    PAPER_CSV, FIGURE                     the reference CSV it sets ours beside; draws a figure
+
+The experiments behind a target come from experiments/matrix.yaml (its `target:` fields) and
+the claims from reference/paper/claims.yaml (their `experiment:`): nothing else maps them.
+Writes results/<profile>/tables/<target>.csv and .json (title, claims with verdicts, compact
+tables of ours and the paper's, notes, skipped cells).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import importlib
+import sys
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pandas as pd
+
+from analysis import claims as cl
+from analysis import common as c
+from run import matrix as mx
+from run import store
+
+
+def module_name(target: str) -> str:
+    return f"analysis.{target.replace('-', '_')}"
+
+
+def artifact(target: str) -> ModuleType | None:
+    """The artifact's module, or None when this version does not implement it."""
+    if not (Path(__file__).parent / f"{target.replace('-', '_')}.py").is_file():
+        return None
+    return importlib.import_module(module_name(target))
+
+
+def targets(matrix: dict[str, Any] | None = None) -> list[str]:
+    """Every make target of the matrix, in its order."""
+    matrix = matrix or mx.load_matrix()
+    return list(dict.fromkeys(e["target"] for e in matrix["experiments"].values()))
+
+
+def paper_gpus(exps: list[str]) -> list[int]:
+    """The GPU counts the paper ran for these experiments (the paper profile of the matrix)."""
+    if "paper" not in mx.profiles():  # a test matrix may have none
+        return []
+    return sorted({int(s["gpus"]) for e in exps for s in mx.expand(e, "paper").specs})
+
+
+def runs_of(exps: list[str], profile: str) -> tuple[pd.DataFrame, list[dict[str, Any]]]:
+    frames, skipped = [], []
+    for e in exps:
+        df, sk = c.experiment_runs(e, profile)
+        frames.append(df)
+        skipped.extend(sk)
+    runs = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+    return runs.drop_duplicates("run") if "run" in runs else runs, skipped
+
+
+def default_gates(runs: pd.DataFrame) -> dict[str, str]:
+    gates: dict[str, str] = {}
+    if not c.on_gpu(runs):
+        gates["gpu"] = "needs a GPU: these runs used gloo ranks on CPU cores"
+    return gates
+
+
+def records(df: pd.DataFrame | None) -> list[dict[str, Any]] | None:
+    if df is None:
+        return None
+    return [{k: (None if pd.isna(v) else v) for k, v in r.items()} for r in df.to_dict("records")]
+
+
+def build(target: str, profile: str) -> Path:
+    matrix = mx.load_matrix()
+    exps = mx.experiments_for_target(target, matrix)
+    mod = artifact(target)
+    if mod is None:
+        raise c.AnalysisError(f"{target} is not implemented in this version of the artifact")
+    if not hasattr(mod, "table"):  # not yet on the contract: its own build() still judges
+        return mod.build(profile)
+    runs, skipped = runs_of(exps, profile)
+    t = mod.table(runs, profile)
+    paper = mod.paper() if hasattr(mod, "paper") else None
+    gates = {**default_gates(runs), **(mod.gates(runs, t) if hasattr(mod, "gates") else {})}
+    gates = {k: v for k, v in gates.items() if v}
+    judged = [
+        cl.judge(claim, t, paper, gates, paper_gpus(exps)) for claim in cl.for_experiments(exps)
+    ]
+    out = store.tables_dir(profile) / f"{target}.csv"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    store.write_text_atomic(out, t.to_csv(index=False))
+    extra = mod.extra(runs, t) if hasattr(mod, "extra") else {}
+    for name, df in extra.items():
+        store.write_text_atomic(out.with_name(f"{target}-{name}.csv"), df.to_csv(index=False))
+    entry = matrix["experiments"][exps[0]]
+    meta = {
+        "target": target,
+        "profile": profile,
+        "experiments": exps,
+        "title": entry["title"],
+        "source": entry["source"],
+        "columns": list(t.columns),
+        "claims": judged,
+        "notes": mod.notes(runs, t) if hasattr(mod, "notes") else [],
+        "paper_csv": getattr(mod, "PAPER_CSV", None),
+        "compact": records(mod.compact(t)),
+        "paper_compact": records(mod.compact(paper)) if paper is not None else None,
+        "keys": list(getattr(mod, "KEYS", [])),
+        "compact_columns": list(mod.compact(t).columns),
+        "skipped": skipped,
+        "figure": bool(getattr(mod, "FIGURE", False)),
+        "extra": [f"{target}-{name}.csv" for name in extra],
+        "gates": gates,
+        "generated": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+    }
+    store.write_json_atomic(out.with_suffix(".json"), meta)
+    return out
+
+
+def self_check() -> list[dict[str, Any]]:
+    """Every claim judged on the paper's own numbers alone (the published tables and quotes)."""
+    matrix = mx.load_matrix()
+    out = []
+    for target in targets(matrix):
+        exps = mx.experiments_for_target(target, matrix)
+        mod = artifact(target)
+        paper = mod.paper() if mod is not None and hasattr(mod, "paper") else None
+        paper = paper if paper is not None else None
+        for claim in cl.for_experiments(exps):
+            out.append(cl.judge(claim, paper, None, {}, paper_gpus(exps)))
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m analysis", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
+    ap.add_argument("target", help="a make target of experiments/matrix.yaml, e.g. fig-vram")
+    ap.add_argument("--profile", help="required but for self-check")
+    args = ap.parse_args(argv)
+    try:
+        if args.target == "self-check":
+            res = self_check()
+            decided = [r for r in res if r["verdict"] in (cl.HOLDS, cl.FAILS, cl.INCONCLUSIVE)]
+            for r in decided:
+                print(f"{r['id']:5} {r['verdict']:14} {r['evidence'][:110]}")
+            print(f"{len(decided)} of {len(res)} claims decided by the paper's own numbers")
+            return 0
+        if not args.profile:
+            raise c.AnalysisError("--profile is required")
+        if args.target not in targets():
+            raise c.AnalysisError(f"unknown target '{args.target}': one of {', '.join(targets())}")
+        print(f"wrote {build(args.target, args.profile)}")
+    except (c.AnalysisError, cl.ClaimError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    return 0
