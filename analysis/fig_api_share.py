@@ -1,24 +1,32 @@
-"""L7 (J Fig.15): share of time in CUDA API calls by template and method (multi-GPU)."""
+"""L7 (J Fig.15): share of time in CUDA API calls by template and method (multi-GPU).
+
+One row per (run, metric) (analysis/profiles/artifact.py): the paper's five metrics, the
+all-API kernel launches beside cudaLaunchKernel (never in a claim) and labelled CPU stand-ins.
+The paper printed no numbers for this figure: there is no paper() table and no self-check.
+"""
 
 from __future__ import annotations
-
-from pathlib import Path
 
 import pandas as pd
 
 from analysis import common as c
 from analysis.profiles import artifact as pa
+from analysis.profiles import coverage as cov
 
-TARGET, EXP = "fig-api-share", "L7"
-TEMPLATES = ["instruct", "summary", "error-correction"]
-METHODS = ["lora", "qlora", "dpo", "qat"]
+FIGURE = True
+KEYS = ["method", "template"]
+TEMPLATES = c.LLM_TEMPLATES
+METHODS = c.LLM_METHODS
 METRICS = ["cudaLaunchKernel", "cudaStreamSynchronize", "memcpy_htod", "cudaEventSynchronize",
            "nccl_allgather_ring_ll"]  # fmt: skip
-NEGLIGIBLE_PCT = 1.0
-MUCH_MORE = 3.0  # "much time" vs "almost none": DPO and QAT at least this many times LoRA's share
+# the report's columns: the paper's names in its figure, share of the profiled time in percent
+SHORT = {"cudaLaunchKernel": "cudaLaunchKernel", "cudaStreamSynchronize": "cudaStreamSynchronize",
+         "memcpy_htod": "HtoD", "cudaEventSynchronize": "cudaEventSynchronize",
+         "nccl_allgather_ring_ll": "AllGather RING LL"}  # fmt: skip
 
 
 def build_table(runs: pd.DataFrame, tidy: pd.DataFrame) -> pd.DataFrame:
+    """The table from the runs and their tidy profiler metrics (table() reads those from disk)."""
     # + kernel_launch_all beside cudaLaunchKernel; the claims' sums use METRICS, never it
     t = pa.table(runs, tidy, ["dataset", "method", "gpus"], METRICS)
     t = t.assign(o1=t["method"].map(METHODS.index), o2=t["dataset"].map(TEMPLATES.index),
@@ -26,97 +34,64 @@ def build_table(runs: pd.DataFrame, tidy: pd.DataFrame) -> pd.DataFrame:
     return t.sort_values(["o1", "o2", "k"], kind="mergesort").drop(columns=["o1", "o2", "k"])
 
 
-def mean_share(t: pd.DataFrame, metrics: list[str], **conds: object) -> float | None:
-    """Summed share of `metrics`, averaged over the templates that measured it."""
-    vals = []
-    for d in TEMPLATES:
-        v = pa.summed(t, metrics, "share_pct", dataset=d, **conds)
-        if v is not None:
-            vals.append(v)
-    return sum(vals) / len(vals) if vals else None
+def table(runs: pd.DataFrame, profile: str) -> pd.DataFrame:
+    return build_table(runs, pa.run_metrics(runs, profile))
 
 
-def claims(t: pd.DataFrame) -> list[dict[str, str]]:
-    methods = [m for m in METHODS if m in set(t["method"])]
-    out = []
-    text = "These calls take the largest share under QAT"
-    crit = "summed share of the five metrics (mean over templates) is highest for QAT"
-    if not pa.measured(t, ["cudaLaunchKernel"]):
-        out.append(pa.unmeasured_claim("L7a", text, crit, METRICS, t))
-    else:
-        sh = {m: mean_share(t, METRICS, method=m) for m in methods}
-        sh = {m: v for m, v in sh.items() if v is not None}
-        ok = None if "qat" not in sh else max(sh, key=sh.get) == "qat"
-        out.append(
-            c.claim(
-                "L7a", text, crit, c.judged(ok), ", ".join(f"{m} {v:.1f} %" for m, v in sh.items())
-            )
-        )
-    text = "DPO and QAT spend much time in cudaStreamSynchronize, LoRA almost none"
-    crit = f"cudaStreamSynchronize share (mean over templates) of DPO and of QAT >= {MUCH_MORE:g}x LoRA's"
-    if not pa.measured(t, ["cudaStreamSynchronize"]):
-        out.append(pa.unmeasured_claim("L7b", text, crit, ["cudaStreamSynchronize"], t))
-    else:
-        sh = {m: mean_share(t, ["cudaStreamSynchronize"], method=m) for m in ("lora", "dpo", "qat")}
-        ok = (
-            None
-            if None in sh.values()
-            else all(sh[m] >= MUCH_MORE * sh["lora"] for m in ("dpo", "qat"))
-        )
-        out.append(
-            c.claim(
-                "L7b",
-                text,
-                crit,
-                c.judged(ok),
-                ", ".join(f"{m} {pa.fmt(v, '%')}" for m, v in sh.items()),
-            )
-        )
-    text = "HtoD is negligible everywhere"
-    crit = f"CUDA memcpy HtoD < {NEGLIGIBLE_PCT:g} % of the profiled time in every run"
-    if not pa.measured(t, ["memcpy_htod"]):
-        out.append(pa.unmeasured_claim("L7c", text, crit, ["memcpy_htod"], t))
-    else:
-        v = t[(t["metric"] == "memcpy_htod") & (t["measured"] == True)]["share_pct"]  # noqa: E712
-        out.append(
-            c.claim(
-                "L7c",
-                text,
-                crit,
-                c.judged(bool((v < NEGLIGIBLE_PCT).all())),
-                f"max {v.max():.2f} % over {len(v)} runs",
-            )
-        )
-    text = "Differences between methods exceed differences between templates"
-    crit = ("range over methods of the summed share (mean over templates) > range over templates "
-            "(mean over methods)")  # fmt: skip
-    if not pa.measured(t, ["cudaLaunchKernel"]):
-        out.append(pa.unmeasured_claim("L7d", text, crit, METRICS, t))
-    else:
-        by_m = [v for v in (mean_share(t, METRICS, method=m) for m in methods) if v is not None]
-        by_t = []
-        for d in TEMPLATES:
-            vals = [pa.summed(t, METRICS, "share_pct", dataset=d, method=m) for m in methods]
-            vals = [v for v in vals if v is not None]
-            if vals:
-                by_t.append(sum(vals) / len(vals))
-        ok = (
-            None
-            if len(by_m) < 2 or len(by_t) < 2
-            else (max(by_m) - min(by_m)) > (max(by_t) - min(by_t))
-        )
-        ev = (f"range over methods {max(by_m) - min(by_m):.1f} pp, over templates "
-              f"{max(by_t) - min(by_t):.1f} pp") if ok is not None else "too few cells"  # fmt: skip
-        out.append(c.claim("L7d", text, crit, c.judged(ok), ev))
-    return out
+def by_metric(t: pd.DataFrame, metrics: list[str], value: str, names: dict[str, str],
+              scale: float = 1.0) -> pd.DataFrame:  # fmt: skip
+    """Method x template as rows, one column per metric (`names`): the median over repeats of
+    the measured runs; a cell no run measured stays empty (the notes say why), a condition
+    whose runs did not finish shows their status (unsupported)."""
+    keys = ["method", "template"]
+    if t.empty:
+        return pd.DataFrame(columns=[*keys, *names.values()])
+    t = t.assign(method=t["method"].map(c.LLM_METHOD_LABELS),
+                 template=t["dataset"].map(c.LLM_TEMPLATE_LABELS))  # fmt: skip
+    ok = t[(t["status"] == "ok") & (t["measured"] == True) & t["metric"].isin(metrics)]  # noqa: E712
+    wide = ok.assign(v=pd.to_numeric(ok[value], errors="coerce") * scale).pivot_table(
+        index=[*keys, "run"], columns="metric", values="v", aggfunc="sum"
+    )
+    wide = wide.reindex(columns=metrics).rename(columns=names).reset_index()
+    wide["status"] = "ok"
+    out = c.compact(wide, keys, list(names.values())) if len(wide) else None
+    conds = t[keys].drop_duplicates()
+    out = conds.merge(out, on=keys, how="left") if out is not None else conds
+    status = t.groupby(keys)["status"].agg(
+        lambda s: None if (s == "ok").any() else "/".join(sorted(set(s.astype(str))))
+    )
+    failed = out.set_index(keys).index.map(status.get).to_series(index=out.index)
+    for col in names.values():
+        cells = out[col].astype(object) if col in out else pd.Series(None, out.index, object)
+        out[col] = cells.where(failed.isna(), failed)
+    rank = out["method"].map(_rank(c.LLM_METHOD_LABELS)) * 10 + out["template"].map(
+        _rank(c.LLM_TEMPLATE_LABELS)
+    )
+    return out.iloc[rank.argsort(kind="stable")].reset_index(drop=True)
 
 
-def build(profile: str) -> Path:
-    runs, skipped = c.experiment_runs(EXP, profile)
-    t = build_table(runs, pa.run_metrics(runs, profile))
-    return c.write_artifact(TARGET, profile, t, experiments=[EXP], claims=claims(t),
-                            notes=pa.notes(t, runs), paper_csv=None, skipped=skipped, figure=True)  # fmt: skip
+def _rank(labels: dict[str, str]) -> dict[str, int]:
+    return {v: i for i, v in enumerate(labels.values())}
 
 
-if __name__ == "__main__":
-    c.main_for(build, __doc__)
+def compact(t: pd.DataFrame) -> pd.DataFrame:
+    """Share of the profiled time [%] of the paper's five calls, per method and template."""
+    return by_metric(t, METRICS, "share_pct", {m: f"{SHORT[m]} [%]" for m in METRICS})
+
+
+def notes(runs: pd.DataFrame, t: pd.DataFrame) -> list[str]:
+    return pa.notes(t, runs)
+
+
+def gates(runs: pd.DataFrame, t: pd.DataFrame) -> dict[str, str]:
+    return {"gpu": no_cuda(runs)}
+
+
+def no_cuda(runs: pd.DataFrame) -> str:
+    """Why a CPU run's profile holds none of the paper's CUDA calls ("" on a GPU). Shared by L9."""
+    if c.on_gpu(runs):
+        return ""
+    return (
+        f"{pa.NOT_MEASURED} ({cov.why(pa.NOT_MEASURED)}): a CPU run's torch.profiler trace holds "
+        "CPU ops only"
+    )

@@ -4,30 +4,37 @@ Cells that torchtune 0.6.1 cannot run (QLoRA on several devices, QAT on one) are
 `unsupported`. The paper's template-subset sizes (reference/paper/template_subsets.csv) are shown
 beside; our subsets' token counts come from the runs' summaries (`dataset_tokens`, counted by the
 recipe extension over the training set as the model sees it). Since time follows size (L5d), a
-second table, <target>-tokens.csv, sets our counts per template and tokenizer against the paper's
+side table, <target>-tokens.csv, sets our counts per template and tokenizer against the paper's
 (per row when our subsets are smaller than its 500 rows) and a note per template says whether they
-are within 15 % or by how much they differ.
+are within 15 % or by how much they differ. The token counts are no claim: the paper published no
+s/it numbers, so there is no paper() table and no self-check for L5.
 """
 
 from __future__ import annotations
 
-from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
 from analysis import common as c
-from run import store
 
-TARGET, EXP = "fig-templates", "L5"
-TOKENS_SUFFIX = "-tokens"  # results/<profile>/tables/fig-templates-tokens.csv
-SIMILAR = 0.25  # "Instruct and Summary similar": s/it within 25 % of each other
+PAPER_CSV = "template_subsets.csv"  # the subsets' sizes: set beside ours in the tokens table
+FIGURE = True
+KEYS = ["template", "method"]
+TARGET = "fig-templates"
+TOKENS = "tokens"  # extra(): results/<profile>/tables/fig-templates-tokens.csv
+SIMILAR = 0.25  # "Instruct and Summary similar": s/it within 25 % of each other (a note)
+COLUMNS = ["template", "dataset", "method", "method_label", "gpus", "s_per_it", "steps",
+           "dataset_rows", "dataset_tokens", "status", "reason", "run"]  # fmt: skip
 
 
-def build_table(df: pd.DataFrame) -> pd.DataFrame:
-    df = df.copy()
+def table(runs: pd.DataFrame, profile: str) -> pd.DataFrame:
+    df = runs.copy()
     for col in ("s_per_it", "steps", "dataset_rows", "dataset_tokens", "error"):
         if col not in df:
             df[col] = None
+    if df.empty:
+        return pd.DataFrame(columns=COLUMNS)
     df["template"] = df["dataset"].map(c.LLM_TEMPLATE_LABELS)
     df["method_label"] = df["method"].map(c.LLM_METHOD_LABELS)
     df["_t"] = df["dataset"].map(c.LLM_TEMPLATES.index)
@@ -35,152 +42,73 @@ def build_table(df: pd.DataFrame) -> pd.DataFrame:
     df = df.sort_values(["gpus", "_m", "_t"])
     for col in ("steps", "dataset_rows", "dataset_tokens"):
         df[col] = pd.to_numeric(df[col]).astype("Int64")
-    # the first clause of the run's error ("QAT needs several devices"); summary.json keeps it all
-    df["reason"] = [
+    df["reason"] = reasons(df)
+    return df[COLUMNS]
+
+
+def reasons(df: pd.DataFrame) -> list[str | None]:
+    """The first clause of a run's error ("QAT needs several devices"); summary.json keeps it all."""
+    return [
         str(e).split(":")[0] if s != "ok" and isinstance(e, str) else None
         for e, s in zip(df["error"], df["status"], strict=True)
     ]
-    return df[
-        [
-            "template",
-            "dataset",
-            "method",
-            "method_label",
-            "gpus",
-            "s_per_it",
-            "steps",
-            "dataset_rows",
-            "dataset_tokens",
-            "status",
-            "reason",
-            "run",
-        ]
-    ]
 
 
-def _sit(ok: pd.DataFrame) -> dict[tuple[str, str, int], float]:
-    return {
-        (r["dataset"], r["method"], int(r["gpus"])): float(r["s_per_it"]) for _, r in ok.iterrows()
-    }
+# ---------------------------------------------------------------- the report's table
+def gpu_label(g: Any, unit: str) -> str:
+    return f"{int(g)} GPU{'s' if int(g) > 1 else ''} [{unit}]"
 
 
-def claims(t: pd.DataFrame) -> list[dict[str, str]]:
-    ok = c.ok_runs(t).dropna(subset=["s_per_it"])
-    sit = _sit(ok)
-    gpus = sorted({g for *_, g in sit})
-    multi = [g for g in gpus if g > 1]
-    out = []
-
-    def fmt(d: str, m: str, g: int) -> str:
-        return f"{c.LLM_METHOD_LABELS[m]} {sit[(d, m, g)]:.3f}"
-
-    # L5a: LoRA fastest in every (template, GPUs) cell
-    checks, parts = [], []
-    for g in gpus:
-        for d in c.LLM_TEMPLATES:
-            if (d, "lora", g) not in sit:
-                continue
-            others = [m for m in c.LLM_METHODS if m != "lora" and (d, m, g) in sit]
-            if not others:
-                continue
-            checks.append(all(sit[(d, "lora", g)] < sit[(d, m, g)] for m in others))
-            parts.append(
-                f"{c.LLM_TEMPLATE_LABELS[d]}@{g}: "
-                + ", ".join(fmt(d, m, g) for m in ["lora", *others])
-            )
-    out.append(
-        c.claim(
-            "L5a",
-            "LoRA is the fastest method",
-            "in every template and GPU count, LoRA's s/it is below every other method that ran",
-            c.judged(all(checks) if checks else None),
-            "; ".join(parts) + " s/it" if parts else "no cell with LoRA and another method",
-        )
+def by_gpus(
+    t: pd.DataFrame, keys: list[str], value: str, unit: str, order: dict[str, list[Any]]
+) -> pd.DataFrame:
+    """`keys` as rows and one column per GPU count (as the paper's panels and bar groups): the
+    median over repeats of the finished runs, or where no run of a cell finished, its runs'
+    status (oom, unsupported, failed). Shared by L5, L6 and L8."""
+    if t.empty or "gpus" not in t:
+        return pd.DataFrame(columns=keys)
+    cell = [*keys, "gpus"]
+    status = (
+        t.groupby(cell, dropna=False)["status"]
+        .agg(lambda s: "/".join(sorted(set(s.dropna().astype(str)) - {"ok"})) or None)
+        .rename("_status")
+        .reset_index()
     )
-
-    # L5b: QLoRA (1 GPU) and QAT (several) are the slowest at their GPU counts
-    checks, parts = [], []
-    for d in c.LLM_TEMPLATES:
-        for m, g in [("qlora", 1)] + [("qat", g) for g in multi]:
-            rivals = [o for o in ("lora", "dpo") if (d, o, g) in sit]
-            if (d, m, g) in sit and rivals:
-                checks.append(all(sit[(d, m, g)] > sit[(d, o, g)] for o in rivals))
-                parts.append(
-                    f"{c.LLM_TEMPLATE_LABELS[d]}@{g}: "
-                    + ", ".join(fmt(d, x, g) for x in [m, *rivals])
-                )
-    out.append(
-        c.claim(
-            "L5b",
-            "QLoRA and QAT are the slowest methods",
-            "in every template, QLoRA's s/it (1 GPU) and QAT's (each multi-GPU count) exceed "
-            "LoRA's and DPO's at the same GPU count",
-            c.judged(all(checks) if checks else None),
-            "; ".join(parts) + " s/it" if parts else "no QLoRA or QAT cell beside LoRA/DPO",
-        )
-    )
-
-    # L5c: QAT slower than DPO
-    checks, parts = [], []
-    for g in multi:
-        for d in c.LLM_TEMPLATES:
-            if (d, "qat", g) in sit and (d, "dpo", g) in sit:
-                checks.append(sit[(d, "qat", g)] > sit[(d, "dpo", g)])
-                parts.append(
-                    f"{c.LLM_TEMPLATE_LABELS[d]}@{g}: {fmt(d, 'qat', g)}, {fmt(d, 'dpo', g)}"
-                )
-    out.append(
-        c.claim(
-            "L5c",
-            "QAT is slower than DPO",
-            "in every template and GPU count where both ran, QAT's s/it exceeds DPO's",
-            c.judged(all(checks) if checks else None),
-            "; ".join(parts) + " s/it" if parts else "no GPU count with both QAT and DPO",
-        )
-    )
-
-    # L5d: Error Correction fastest; Instruct and Summary similar
-    fastest, similar, parts = [], [], []
-    for g in gpus:
-        for m in c.LLM_METHODS:
-            v = {d: sit[(d, m, g)] for d in c.LLM_TEMPLATES if (d, m, g) in sit}
-            if len(v) < 3:
-                continue
-            fastest.append(v["error-correction"] < min(v["instruct"], v["summary"]))
-            ratio = v["summary"] / v["instruct"]
-            similar.append(abs(ratio - 1) <= SIMILAR)
-            parts.append(
-                f"{c.LLM_METHOD_LABELS[m]}@{g}: I {v['instruct']:.3f} / S {v['summary']:.3f} / "
-                f"EC {v['error-correction']:.3f} (S/I {ratio:.2f})"
-            )
-    ok_all = bool(fastest) and all(fastest) and all(similar)
-    ev = "; ".join(parts) + " s/it" if parts else "no method and GPU count with all 3 templates"
-    if parts:
-        ev += (
-            f". Error Correction fastest in {sum(fastest)}/{len(fastest)}, Instruct and Summary "
-            f"within {100 * SIMILAR:.0f} % in {sum(similar)}/{len(similar)}"
-        )
-    out.append(
-        c.claim(
-            "L5d",
-            "Error Correction is fastest; Instruct and Summary are similar (time follows size)",
-            "in every method and GPU count, Error Correction has the lowest s/it and Summary's "
-            f"s/it is within {100 * SIMILAR:.0f} % of Instruct's",
-            c.judged(ok_all if parts else None),
-            ev,
-        )
-    )
-    return out
+    med = c.compact(t.dropna(subset=[value]), cell, [value])
+    long = status.merge(med, on=cell, how="left")
+    long[value] = long[value].astype(object).where(long[value].notna(), long["_status"])
+    stats = [s for s in (f"{value}_min", f"{value}_max") if s in long]
+    wide = long.pivot(index=keys, columns="gpus", values=[value, *stats])
+    out = wide.index.to_frame(index=False)
+    for g in sorted(long["gpus"].unique()):
+        name = gpu_label(g, unit)
+        out[name] = wide[(value, g)].to_numpy()
+        for s in stats:
+            out[name + s[len(value) :]] = wide[(s, g)].to_numpy()
+    if "repeats" in long:
+        out["repeats"] = long.groupby(keys)["repeats"].max().reindex(wide.index).to_numpy()
+    rank = [out[k].map(lambda v, k=k: _rank(v, order[k])) if k in order else out[k] for k in keys]
+    out = out.iloc[pd.DataFrame(dict(enumerate(rank))).sort_values(list(range(len(keys)))).index]
+    return out.reset_index(drop=True)
 
 
-def token_table(df: pd.DataFrame) -> pd.DataFrame:
+def _rank(v: Any, vals: list[Any]) -> int:
+    return vals.index(v) if v in vals else len(vals)
+
+
+def compact(t: pd.DataFrame) -> pd.DataFrame:
+    """Template x method as rows, s/it per GPU count as columns (the paper's panels)."""
+    t = t.assign(method=t["method_label"]) if "method_label" in t else t
+    order = {"template": list(c.LLM_TEMPLATE_LABELS.values()),
+             "method": list(c.LLM_METHOD_LABELS.values())}  # fmt: skip
+    return by_gpus(t, KEYS, "s_per_it", "s/it", order)
+
+
+# ---------------------------------------------------------------- the subsets' token counts
+def token_table(runs: pd.DataFrame) -> pd.DataFrame:
     """Our template subsets' token counts (SFT runs) per template and tokenizer beside the
     paper's, with ratio and difference (analysis.common.tokens_vs_paper)."""
-    return c.tokens_vs_paper(c.llm_subset_tokens(df))
-
-
-def tokens_path(profile: str) -> Path:
-    return store.tables_dir(profile) / f"{TARGET}{TOKENS_SUFFIX}.csv"
+    return c.tokens_vs_paper(c.llm_subset_tokens(runs), PAPER_CSV)
 
 
 def token_notes(tokens: pd.DataFrame) -> list[str]:
@@ -196,39 +124,44 @@ def token_notes(tokens: pd.DataFrame) -> list[str]:
     tok = ", ".join(sorted(set(tokens["tokenizer"])))
     return [
         f"Template subsets, as tokenised for SFT (tokenizer {tok}): " + "; ".join(parts) + ". "
-        f"Ratios and differences to the paper's: tables/{TARGET}{TOKENS_SUFFIX}.csv.",
+        f"Ratios and differences to the paper's: tables/{TARGET}-{TOKENS}.csv.",
         *(f"Tokens vs paper, {n}" for n in tokens["note"]),
     ]
 
 
-def build(profile: str) -> Path:
-    df, skipped = c.experiment_runs(EXP, profile)
-    table = build_table(df)
-    notes = c.llm_cpu_notes(df)
-    tokens = token_table(df)
-    notes += token_notes(tokens)
-    # written even when empty, so that a rebuild never leaves an older run's counts behind
-    store.write_text_atomic(tokens_path(profile), tokens.drop(columns="note").to_csv(index=False))
-    unsupported = table[table["status"] == "unsupported"]
+def similar_note(t: pd.DataFrame) -> list[str]:
+    """L5d's second half, which its rule does not judge: Instruct and Summary s/it alike."""
+    ok = c.ok_runs(t).dropna(subset=["s_per_it"]) if len(t) else t
+    if ok.empty:
+        return []
+    med = ok.groupby(["method", "gpus", "dataset"])["s_per_it"].median().unstack("dataset")
+    if not {"instruct", "summary"} <= set(med.columns):
+        return []
+    ratio = (med["summary"] / med["instruct"]).dropna()
+    if ratio.empty:
+        return []
+    near = int(((ratio - 1).abs() <= SIMILAR).sum())
+    return [
+        f"L5d's second half (not judged by its rule): Summary's s/it is within "
+        f"{100 * SIMILAR:.0f} % of Instruct's in {near} of {len(ratio)} method and GPU cells "
+        f"(Summary / Instruct {ratio.min():.2f}-{ratio.max():.2f})."
+    ]
+
+
+# ---------------------------------------------------------------- the artifact contract
+def notes(runs: pd.DataFrame, t: pd.DataFrame) -> list[str]:
+    out = c.llm_cpu_notes(runs) + token_notes(token_table(runs)) + similar_note(t)
+    unsupported = t[t["status"] == "unsupported"] if len(t) else t
     if len(unsupported):
-        cells = ", ".join(
-            f"{r['method_label']} {int(r['gpus'])} GPU" for _, r in unsupported.iterrows()
+        cells = sorted({f"{r['method_label']} {int(r['gpus'])} GPU" for _, r in
+                        unsupported.iterrows()})  # fmt: skip
+        out.append(
+            f"Unsupported cells (torchtune 0.6.1 has no recipe for them): {', '.join(cells)}."
         )
-        notes.append(
-            f"Unsupported cells (torchtune 0.6.1 has no recipe for them): {', '.join(sorted(set(cells.split(', '))))}."
-        )
-    return c.write_artifact(
-        TARGET,
-        profile,
-        table,
-        experiments=[EXP],
-        claims=claims(table),
-        notes=notes,
-        paper_csv="template_subsets.csv",
-        skipped=skipped,
-        figure=True,
-    )
+    return out
 
 
-if __name__ == "__main__":
-    c.main_for(build, __doc__)
+def extra(runs: pd.DataFrame, t: pd.DataFrame) -> dict[str, pd.DataFrame]:
+    """The tokens table, written even when empty so that a rebuild never leaves an older run's
+    counts behind (its notes column goes to the notes)."""
+    return {TOKENS: token_table(runs).drop(columns="note")}

@@ -2,33 +2,47 @@
 
 On GPUs the value is torchtune's peak active memory per GPU in the run's last step (rank 0,
 `log_peak_memory_stats`, whose counters are reset after each step), as the paper read its logs;
-the maximum over all steps (often the first, before the allocator settles) is the second column. Without a GPU it is the peak resident set size of rank 0's process
-(`memory_kind` host_peak_rss): host memory, which the paper does not measure, so the VRAM claims
-are then "not measured" and the numbers are shown for what they are. Unsupported and
-out-of-memory cells are rows with their status.
+the maximum over all steps (often the first, before the allocator settles) is the second column.
+`peak_memory_all_gpus_gib` is the per-GPU peak times the GPU count (ranks alike): what L8a's
+"doubles, then falls in proportion to the GPUs" keeps constant. Without a GPU the value is the
+peak resident set size of rank 0's process (`memory_kind` host_peak_rss): host memory, which the
+paper does not measure, so the VRAM claims are then "not measured" (gates) and the numbers are
+shown for what they are. Unsupported and out-of-memory cells are rows with their status. The
+paper printed no numbers for this figure: there is no paper() table and no self-check for L8.
 """
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pandas as pd
 
 from analysis import common as c
+from analysis.fig_templates import by_gpus, reasons
 
-TARGET, EXP = "fig-vram", "L8"
+FIGURE = True
+KEYS = ["method", "template"]
 GIB = 1024**3
-DOUBLES = 1.5  # "doubles": at least 1.5x
-PROPORTIONAL = 0.25  # "falls in proportion": within 25 % of mem(2) * 2 / n
-SLIGHT_DROP = (0.70, 1.0)  # "drops slightly": 0-30 % lower
-FLAT = 0.10
+GPU_KINDS = ("gpu_active", "gpu_max_allocated")  # memory_kind of a peak read from the GPU
+COLUMNS = ["template", "dataset", "method", "method_label", "gpus", "peak_memory_gib",
+           "peak_memory_max_gib", "peak_memory_all_gpus_gib", "memory_kind", "status", "reason",
+           "run"]  # fmt: skip
+# gates(): why the claims cannot be judged without a GPU (claims.yaml `needs:`)
+NOT_VRAM = (
+    "no GPU: the numbers are the peak host RSS of rank 0 (the whole process: Python, torch and "
+    "the tiny model), not VRAM"
+)
+NO_OOM = (
+    "no GPU memory to run out of; QAT on 1 device is unsupported (torchtune 0.6.1 has no "
+    "single-device QAT recipe), not out of memory"
+)
 
 
-def build_table(df: pd.DataFrame) -> pd.DataFrame:
-    df = df.copy()
+def table(runs: pd.DataFrame, profile: str) -> pd.DataFrame:
+    df = runs.copy()
     for col in ("peak_memory_bytes", "peak_memory_max_bytes", "memory_kind", "error"):
         if col not in df:
             df[col] = None
+    if df.empty:
+        return pd.DataFrame(columns=COLUMNS)
     df["template"] = df["dataset"].map(c.LLM_TEMPLATE_LABELS)
     df["method_label"] = df["method"].map(c.LLM_METHOD_LABELS)
     for src, dst in (
@@ -39,184 +53,41 @@ def build_table(df: pd.DataFrame) -> pd.DataFrame:
             b / GIB if s == "ok" and pd.notna(b) else None
             for b, s in zip(df[src], df["status"], strict=True)
         ]
-    # the first clause of the run's error ("QAT needs several devices"); summary.json keeps it all
-    df["reason"] = [
-        str(e).split(":")[0] if s != "ok" and isinstance(e, str) else None
-        for e, s in zip(df["error"], df["status"], strict=True)
-    ]
+    df["peak_memory_all_gpus_gib"] = pd.to_numeric(df["peak_memory_gib"]) * df["gpus"]
+    df["reason"] = reasons(df)
     df["_t"] = df["dataset"].map(c.LLM_TEMPLATES.index)
     df["_m"] = df["method"].map(c.LLM_METHODS.index)
     df = df.sort_values(["_m", "_t", "gpus"])
-    return df[
-        [
-            "template",
-            "dataset",
-            "method",
-            "method_label",
-            "gpus",
-            "peak_memory_gib",
-            "peak_memory_max_gib",
-            "memory_kind",
-            "status",
-            "reason",
-            "run",
-        ]
-    ]
+    return df[COLUMNS]
 
 
-def _judge(t: pd.DataFrame) -> dict[str, tuple[bool | None, str]]:
-    """Verdict inputs of L8a-c and L8e from peak memory per GPU (GPU runs only)."""
-    ok = c.ok_runs(t).dropna(subset=["peak_memory_gib"])
-    mem = {
-        (r["dataset"], r["method"], int(r["gpus"])): r["peak_memory_gib"] for _, r in ok.iterrows()
-    }
-    gpus = sorted({g for *_, g in mem})
-    out: dict[str, tuple[bool | None, str]] = {}
-
-    def series(m: str) -> tuple[list[bool], list[bool], list[str]]:
-        up, after, parts = [], [], []
-        for d in c.LLM_TEMPLATES:
-            if (d, m, 1) in mem and (d, m, 2) in mem:
-                parts.append(
-                    f"{c.LLM_TEMPLATE_LABELS[d]}: "
-                    + ", ".join(f"{g}: {mem[(d, m, g)]:.2f}" for g in gpus if (d, m, g) in mem)
-                    + " GiB"
-                )
-                up.append(mem[(d, m, 2)] / mem[(d, m, 1)])
-                after.extend(
-                    mem[(d, m, g)] / mem[(d, m, 2)] for g in gpus if g > 2 and (d, m, g) in mem
-                )
-        return up, after, parts  # type: ignore[return-value]
-
-    need = 1 in gpus and 2 in gpus and any(g > 2 for g in gpus)
-    up, after, parts = series("dpo")
-    ok_a = None
-    if need and up and after:
-        higher = [g for g in gpus if g > 2]
-        prop = [
-            abs(mem[(d, "dpo", g)] / (mem[(d, "dpo", 2)] * 2 / g) - 1) <= PROPORTIONAL
-            for d in c.LLM_TEMPLATES
-            for g in higher
-            if (d, "dpo", g) in mem and (d, "dpo", 2) in mem
-        ]
-        ok_a = all(r >= DOUBLES for r in up) and all(prop)
-    out["L8a"] = (ok_a, "; ".join(parts) or "no DPO runs at 1 and 2 GPUs")
-
-    up, after, parts = series("lora")
-    ok_b = None
-    if need and up and after:
-        ok_b = all(SLIGHT_DROP[0] <= r < SLIGHT_DROP[1] for r in up) and all(
-            abs(r - 1) <= FLAT for r in after
-        )
-    out["L8b"] = (ok_b, "; ".join(parts) or "no LoRA runs at 1 and 2 GPUs")
-
-    checks, parts = [], []
-    for d in c.LLM_TEMPLATES:
-        if (d, "qlora", 1) in mem:
-            rivals = {m: mem[(d, m, 1)] for m in ("lora", "dpo") if (d, m, 1) in mem}
-            if rivals:
-                checks.append(all(mem[(d, "qlora", 1)] < v for v in rivals.values()))
-                parts.append(
-                    f"{c.LLM_TEMPLATE_LABELS[d]}@1: QLoRA {mem[(d, 'qlora', 1)]:.2f}, "
-                    + ", ".join(f"{c.LLM_METHOD_LABELS[m]} {v:.2f}" for m, v in rivals.items())
-                    + " GiB"
-                )
-    out["L8c"] = (all(checks) if checks else None, "; ".join(parts) or "no 1-GPU QLoRA run")
-
-    checks, parts = [], []
-    for g in gpus:
-        for m in c.LLM_METHODS:
-            v = {d: mem[(d, m, g)] for d in c.LLM_TEMPLATES if (d, m, g) in mem}
-            if len(v) == 3:
-                checks.append(v["error-correction"] < min(v["instruct"], v["summary"]))
-                parts.append(
-                    f"{c.LLM_METHOD_LABELS[m]}@{g}: I {v['instruct']:.2f} / S {v['summary']:.2f} "
-                    f"/ EC {v['error-correction']:.2f}"
-                )
-    out["L8e"] = (all(checks) if checks else None, "; ".join(parts) or "no complete group")
-    return out
+def compact(t: pd.DataFrame) -> pd.DataFrame:
+    """Method x template as rows (the paper's panels, then bar groups), the peak per GPU for
+    each GPU count as columns; a cell that did not finish shows its status (oom, unsupported)."""
+    t = t.assign(method=t["method_label"]) if "method_label" in t else t
+    order = {"method": list(c.LLM_METHOD_LABELS.values()),
+             "template": list(c.LLM_TEMPLATE_LABELS.values())}  # fmt: skip
+    return by_gpus(t, KEYS, "peak_memory_gib", "GiB", order)
 
 
-def qat_oom(t: pd.DataFrame) -> tuple[bool | None, str]:
-    """L8d from run statuses: QAT out of memory below 4 GPUs, fitting at 4."""
-    q = t[t["method"] == "qat"]
-    st = {(r["dataset"], int(r["gpus"])): r["status"] for _, r in q.iterrows()}
-    ev = ", ".join(f"{c.LLM_TEMPLATE_LABELS[d]}@{g}: {s}" for (d, g), s in sorted(st.items()))
-    below = [s for (_, g), s in st.items() if g < 4 and s != "unsupported"]
-    at4 = [s for (_, g), s in st.items() if g >= 4]
-    if not below or not at4:
-        return None, (ev or "no QAT runs") + " (needs QAT runs on 2-3 and on 4 GPUs)"
-    return all(s == "oom" for s in below) and all(s == "ok" for s in at4), ev
+def on_gpu_memory(runs: pd.DataFrame, t: pd.DataFrame) -> bool:
+    """Whether the peaks are GPU memory: GPU runs whose summaries read the GPU allocator."""
+    kinds = set(t["memory_kind"].dropna()) if len(t) else set()
+    return c.on_gpu(runs) and (not kinds or bool(kinds & set(GPU_KINDS)))
 
 
-CLAIMS = {
-    "L8a": (
-        "DPO memory doubles at 2 GPUs, then falls in proportion to the GPUs",
-        f"for every template, DPO peak at 2 GPUs >= {DOUBLES}x the 1-GPU peak, and at n > 2 GPUs "
-        f"within {100 * PROPORTIONAL:.0f} % of peak(2) x 2 / n",
-    ),
-    "L8b": (
-        "LoRA memory drops slightly at 2 GPUs, then stays flat",
-        "for every template, LoRA peak at 2 GPUs 0-30 % below 1 GPU, and at n > 2 within "
-        f"{100 * FLAT:.0f} % of 2 GPUs",
-    ),
-    "L8c": (
-        "QLoRA needs the least memory",
-        "for every template, QLoRA's 1-GPU peak is below LoRA's and DPO's 1-GPU peaks",
-    ),
-    "L8d": (
-        "QAT runs out of memory on fewer than 4 GPUs",
-        "every QAT run on 2-3 GPUs has status oom and every QAT run on 4 GPUs is ok",
-    ),
-    "L8e": (
-        "Error Correction uses the least memory",
-        "for every method and GPU count, the Error Correction peak is the lowest of the templates",
-    ),
-}
+def gates(runs: pd.DataFrame, t: pd.DataFrame) -> dict[str, str]:
+    """`gpu` (L8a-c, L8e): the peaks are VRAM; `gpu_oom` (L8d): runs can run out of GPU memory."""
+    if on_gpu_memory(runs, t):
+        return {}
+    return {"gpu": NOT_VRAM, "gpu_oom": NO_OOM}
 
 
-def claims(t: pd.DataFrame, gpu: bool) -> list[dict[str, str]]:
-    judged = _judge(t)
-    judged["L8d"] = qat_oom(t)
-    out = []
-    for cid, (text, criterion) in CLAIMS.items():
-        ok, ev = judged[cid]
-        if gpu:
-            out.append(c.claim(cid, text, criterion, c.judged(ok), ev))
-        else:
-            why = (
-                "Not measured: no GPU. The numbers are peak host RSS of rank 0 (the whole "
-                "process: Python, torch and the tiny model), not VRAM"
-                if cid != "L8d"
-                else "Not measured: no GPU memory to run out of; QAT on 1 device is unsupported "
-                "(torchtune 0.6.1 has no single-device QAT recipe), not out of memory"
-            )
-            out.append(c.claim(cid, text, criterion, c.UNMEASURED, f"{why}. {ev}"))
-    return out
-
-
-def build(profile: str) -> Path:
-    df, skipped = c.experiment_runs(EXP, profile)
-    table = build_table(df)
-    gpu = c.on_gpu(df)
-    notes = c.llm_cpu_notes(df)
-    if not gpu:
-        notes.append(
+def notes(runs: pd.DataFrame, t: pd.DataFrame) -> list[str]:
+    out = c.llm_cpu_notes(runs)
+    if not c.on_gpu(runs):
+        out.append(
             "CPU run: peak_memory_gib is the peak resident set size of rank 0's process (host "
             "memory), labelled host_peak_rss; it is not VRAM and the paper has no such number."
         )
-    return c.write_artifact(
-        TARGET,
-        profile,
-        table,
-        experiments=[EXP],
-        claims=claims(table, gpu),
-        notes=notes,
-        paper_csv=None,
-        skipped=skipped,
-        figure=True,
-    )
-
-
-if __name__ == "__main__":
-    c.main_for(build, __doc__)
+    return out

@@ -247,7 +247,12 @@ def context(profile: str, roots: list[Path]) -> dict[str, Any]:
 
 BLANK = {"reason": "", "evidence": "", "coverage": "", "paper_verdict": "", "paper_evidence": "",
          "in_paper_range": None, "paper_range": None}  # fmt: skip
-NEEDS_TEXT = {"gpu": "a GPU", "learned": "runs that learn", "paper_data": "the paper's MNIST"}
+NEEDS_TEXT = {
+    "gpu": "a GPU",
+    "gpu_oom": "a GPU that can run out of memory",
+    "learned": "runs that learn",
+    "paper_data": "the paper's MNIST",
+}
 
 
 def assumptions(matrix: dict[str, Any]) -> list[dict[str, str]]:

@@ -421,7 +421,7 @@ def test_l8_table_shows_the_last_step_and_the_maximum():
              "memory_kind": None, "error": "OutOfMemoryError: CUDA out of memory"},
         ]
     )  # fmt: skip
-    t = fig_vram.build_table(df).set_index("run")
+    t = fig_vram.table(df, "test").set_index("run")
     assert t.loc["a", "peak_memory_gib"] == 21 and t.loc["a", "peak_memory_max_gib"] == 30
     assert pd.isna(t.loc["b", "peak_memory_gib"]) and t.loc["b", "status"] == "oom"
 

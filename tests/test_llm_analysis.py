@@ -1,5 +1,6 @@
 """The LLM artifact scripts (L1, L2, L5, L6, L8) on small fake run folders: claim verdicts that
-hold, fail or stay unmeasured depending on the numbers, tables with every cell, figures drawn."""
+hold, fail or stay unmeasured depending on the numbers, tables with every cell, figures drawn;
+and the L5-L9 rules of claims.yaml judged on hand-made GPU-like tables."""
 
 from __future__ import annotations
 
@@ -9,8 +10,18 @@ from pathlib import Path
 import pytest
 import yaml
 
+from analysis import claims as cl
 from analysis import common as c
-from analysis import fig_datasets, fig_template_scaling, fig_templates, fig_vram, table_llm_pinmem
+from analysis import (
+    driver,
+    fig_api_share,
+    fig_datasets,
+    fig_template_scaling,
+    fig_templates,
+    fig_transfers,
+    fig_vram,
+    table_llm_pinmem,
+)
 from run import llm_spec, store
 from run import matrix as mx
 
@@ -206,7 +217,7 @@ def template_rows(device: str = "cpu", gpus=(1, 2), sit=None, mem=None, qat_stat
 
 def test_l5_claims_and_token_counts(llm_sandbox):
     fake_runs("L5", template_rows())
-    fig_templates.build(PROFILE)
+    driver.build("fig-templates", PROFILE)
     assert verdicts("fig-templates") == {
         "L5a": c.HOLDS,
         "L5b": c.HOLDS,
@@ -214,17 +225,22 @@ def test_l5_claims_and_token_counts(llm_sandbox):
         "L5d": c.HOLDS,
     }
     meta = meta_of("fig-templates")
-    assert meta["paper_csv"] == "template_subsets.csv"
+    assert meta["paper_csv"] == "template_subsets.csv" and meta["paper_compact"] is None
+    assert meta["extra"] == ["fig-templates-tokens.csv"]
     note = next(n for n in meta["notes"] if n.startswith("Template subsets"))
     assert "Instruct 4,000 tokens in 16 rows (paper: 59,330 in 500)" in note
     assert "Error Correction 2,000 tokens" in note  # LoRA's count, not DPO's pair count
+    assert any(n.startswith("L5d's second half") and "6 of 6" in n for n in meta["notes"])
     t = c.pd.read_csv(store.tables_dir(PROFILE) / "fig-templates.csv")
     assert len(t) == 24 and (t["status"] == "unsupported").sum() == 6
     assert t[t["status"] == "unsupported"]["reason"].notna().all()
+    assert meta["compact_columns"] == ["template", "method", "1 GPU [s/it]", "2 GPUs [s/it]"]
+    qat = next(r for r in meta["compact"] if r["method"] == "QAT")
+    assert qat["1 GPU [s/it]"] == "unsupported" and qat["2 GPUs [s/it]"] == pytest.approx(0.8)
 
     slow = {**SIT, "qat": 0.5, "lora": 0.7}  # QAT faster than DPO, LoRA not the fastest
     fake_runs("L5", template_rows(sit=slow))
-    fig_templates.build(PROFILE)
+    driver.build("fig-templates", PROFILE)
     v = verdicts("fig-templates")
     assert v["L5a"] == c.FAILS and v["L5c"] == c.FAILS and v["L5b"] == c.FAILS
 
@@ -233,7 +249,7 @@ def test_l5d_needs_error_correction_fastest(llm_sandbox):
     SIZE["error-correction"] = 1.2
     try:
         fake_runs("L5", template_rows())
-        fig_templates.build(PROFILE)
+        driver.build("fig-templates", PROFILE)
     finally:
         SIZE["error-correction"] = 0.5
     assert verdicts("fig-templates")["L5d"] == c.FAILS
@@ -242,39 +258,49 @@ def test_l5d_needs_error_correction_fastest(llm_sandbox):
 def test_l6_scaling_and_lora_vs_dpo(llm_sandbox):
     rows = [r for r in template_rows() if r["method"] in ("lora", "dpo")]
     fake_runs("L6", rows)  # 2 ranks: same s/it, half the steps; LoRA 50 % below DPO
-    fig_template_scaling.build(PROFILE)
+    driver.build("fig-template-scaling", PROFILE)
     assert verdicts("fig-template-scaling") == {"L6a": c.HOLDS, "L6b": c.HOLDS}
     fake_runs(
         "L6",
         [r for r in template_rows(sit={**SIT, "lora": 0.45}) if r["method"] in ("lora", "dpo")],
     )
-    fig_template_scaling.build(PROFILE)
-    assert verdicts("fig-template-scaling")["L6b"] == c.HOLDS  # 25 %: inside 20-50 %
+    driver.build("fig-template-scaling", PROFILE)
+    assert verdicts("fig-template-scaling")["L6b"] == c.HOLDS  # LoRA / DPO 0.75: in 0.5-0.8
     fake_runs(
         "L6",
         [r for r in template_rows(sit={**SIT, "lora": 0.55}) if r["method"] in ("lora", "dpo")],
     )
-    fig_template_scaling.build(PROFILE)
-    assert verdicts("fig-template-scaling")["L6b"] == c.FAILS  # 8 %
+    driver.build("fig-template-scaling", PROFILE)
+    assert verdicts("fig-template-scaling")["L6b"] == c.FAILS  # 0.92
     slow = [r for r in template_rows() if r["method"] in ("lora", "dpo")]
     for r in slow:
         if r["gpus"] == 2:
             r["epoch_time_s"] *= 3
     fake_runs("L6", slow)
-    fig_template_scaling.build(PROFILE)
+    driver.build("fig-template-scaling", PROFILE)
     assert verdicts("fig-template-scaling")["L6a"] == c.FAILS
+    meta = meta_of("fig-template-scaling")
+    assert meta["compact_columns"] == ["template", "method", "1 GPU [s]", "2 GPUs [s]"]
+    assert len(meta["compact"]) == 6
 
 
 def test_l8_on_cpu_is_host_memory_and_not_judged(llm_sandbox):
     fake_runs("L8", template_rows(), skipped=[{"run": "x-4gpu", "gpus": 4, "reason": "r"}])
-    fig_vram.build(PROFILE)
+    driver.build("fig-vram", PROFILE)
     assert set(verdicts("fig-vram").values()) == {c.UNMEASURED}
     meta = meta_of("fig-vram")
     assert meta["skipped"] and any("not VRAM" in n for n in meta["notes"])
-    assert all("not VRAM" in cl["evidence"] or "no GPU" in cl["evidence"] for cl in meta["claims"])
+    assert meta["gates"] == {"gpu": fig_vram.NOT_VRAM, "gpu_oom": fig_vram.NO_OOM}
+    for claim in meta["claims"]:  # L8d: no 4-GPU run on these 2 ranks, nothing to judge
+        assert "not VRAM" in claim["reason"] if claim["id"] != "L8d" else claim["reason"]
     t = c.pd.read_csv(store.tables_dir(PROFILE) / "fig-vram.csv")
     assert len(t) == 24 and set(t["status"]) == {"ok", "unsupported"}
     assert (t["memory_kind"].dropna() == "host_peak_rss").all()
+    # 4 ranks on a CPU: L8d's rule has runs to judge, and the gate says why it cannot
+    fake_runs("L8", template_rows(gpus=(1, 2, 4)))
+    driver.build("fig-vram", PROFILE)
+    l8d = next(cl_ for cl_ in meta_of("fig-vram")["claims"] if cl_["id"] == "L8d")
+    assert l8d["verdict"] == c.UNMEASURED and "QAT on 1 device is unsupported" in l8d["reason"]
 
 
 def test_l8_claims_on_gpu(llm_sandbox):
@@ -283,7 +309,7 @@ def test_l8_claims_on_gpu(llm_sandbox):
         if r["method"] == "lora" and r["gpus"] > 1 and r.get("status", "ok") == "ok":
             r["peak_memory_bytes"] = int(r["peak_memory_bytes"] * 0.9)
     fake_runs("L8", rows)
-    fig_vram.build(PROFILE)
+    driver.build("fig-vram", PROFILE)
     assert verdicts("fig-vram") == {
         "L8a": c.HOLDS,
         "L8b": c.HOLDS,
@@ -293,12 +319,175 @@ def test_l8_claims_on_gpu(llm_sandbox):
     }
     t = c.pd.read_csv(store.tables_dir(PROFILE) / "fig-vram.csv")
     assert (t["status"] == "oom").sum() == 3
+    meta = meta_of("fig-vram")
+    assert meta["gates"] == {}
+    assert meta["compact_columns"] == ["method", "template", "1 GPU [GiB]", "2 GPUs [GiB]",
+                                       "4 GPUs [GiB]"]  # fmt: skip
+    qat = next(r for r in meta["compact"] if r["method"] == "QAT")
+    assert (qat["1 GPU [GiB]"], qat["2 GPUs [GiB]"]) == ("unsupported", "oom")
 
     rows = template_rows("cuda", gpus=(1, 2, 4), mem={**MEM, "qlora": 25.0})  # QAT fits on 2
     fake_runs("L8", rows)
-    fig_vram.build(PROFILE)
+    driver.build("fig-vram", PROFILE)
     v = verdicts("fig-vram")
-    assert v["L8c"] == c.FAILS and v["L8d"] == c.FAILS and v["L8b"] == c.FAILS
+    assert v["L8c"] == c.FAILS and v["L8d"] == c.FAILS and v["L8b"] == c.FAILS  # no drop: 1.0x
+
+
+# ---------------------------------------------------------------- L5-L9 rules on GPU-like tables
+def judge(cid: str, t: c.pd.DataFrame, gates: dict[str, str] | None = None) -> dict:
+    """One claim of claims.yaml judged by the engine on `t` (no paper table)."""
+    return cl.judge(next(x for x in cl.load() if x["id"] == cid), t, None, gates or {})
+
+
+def as_runs(rows: list[dict]) -> c.pd.DataFrame:
+    """template_rows() as the run table the driver hands an artifact (spec + summary fields)."""
+    df = c.pd.DataFrame(rows)
+    status = df["status"].fillna("ok") if "status" in df else "ok"
+    return df.assign(status=status, run=[f"r{i}" for i in range(len(df))])
+
+
+def test_l5_rules_on_a_gpu_table():
+    t = fig_templates.table(as_runs(template_rows("cuda", gpus=(1, 4))), PROFILE)
+    ids = ("L5a", "L5b", "L5c", "L5d")
+    assert {i: judge(i, t)["verdict"] for i in ids} == dict.fromkeys(ids, c.HOLDS)
+    fast_qat = t.assign(s_per_it=t["s_per_it"].where(t["method"] != "qat", t["s_per_it"] / 8))
+    assert {i: judge(i, fast_qat)["verdict"] for i in ids} == {
+        "L5a": c.FAILS, "L5b": c.FAILS, "L5c": c.FAILS, "L5d": c.HOLDS,
+    }  # fmt: skip
+    big_ec = t.assign(s_per_it=t["s_per_it"] * t["dataset"].map({"error-correction": 3}).fillna(1))
+    assert judge("L5d", big_ec)["verdict"] == c.FAILS
+    assert fig_templates.compact(t).shape == (12, 4)
+
+
+def test_l6_rules_on_a_gpu_table():
+    rows = [r for r in template_rows("cuda", gpus=(1, 2, 3, 4)) if r["method"] in ("lora", "dpo")]
+    for r in rows:  # whole epochs, time falling with the GPUs
+        r["epoch_time_s"] = SIT[r["method"]] * SIZE[r["dataset"]] * 100 / r["gpus"]
+    t = fig_template_scaling.table(as_runs(rows), PROFILE)
+    assert judge("L6a", t)["verdict"] == c.HOLDS and judge("L6b", t)["verdict"] == c.HOLDS
+    slower_at_3 = t.assign(tuning_time_s=t["tuning_time_s"] * t["gpus"].map({3: 2.0}).fillna(1))
+    assert judge("L6a", slower_at_3)["verdict"] == c.FAILS
+    close = t.assign(tuning_time_s=t["tuning_time_s"] * t["method"].map({"lora": 1.8}).fillna(1))
+    assert judge("L6b", close)["verdict"] == c.FAILS  # LoRA / DPO 0.9
+
+
+def qat_table(status: dict[int, str]) -> c.pd.DataFrame:
+    return c.pd.DataFrame(
+        [{"dataset": d, "method": "qat", "gpus": g, "status": s, "run": f"{d}-{g}"}
+         for d in c.LLM_TEMPLATES for g, s in status.items()]
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "status, verdict",
+    [
+        ({1: "unsupported", 2: "oom", 3: "oom", 4: "ok"}, c.HOLDS),
+        ({2: "oom", 3: "oom", 4: "ok"}, c.HOLDS),
+        ({1: "unsupported", 2: "oom", 4: "ok"}, c.HOLDS),  # no 3-GPU run
+        ({1: "unsupported", 2: "oom", 3: "unsupported", 4: "ok"}, c.HOLDS),  # says nothing
+        ({1: "unsupported", 2: "ok", 3: "oom", 4: "ok"}, c.FAILS),  # fits on 2
+        ({2: "oom", 3: "oom", 4: "oom"}, c.FAILS),  # does not fit on 4 either
+        ({2: "oom", 3: "failed", 4: "ok"}, c.FAILS),  # 3 GPUs failed otherwise
+        ({1: "unsupported", 4: "ok"}, c.UNMEASURED),  # no run on 2-3 GPUs
+        ({1: "unsupported", 2: "unsupported", 3: "unsupported", 4: "ok"}, c.UNMEASURED),
+        ({1: "unsupported", 2: "oom"}, c.UNMEASURED),  # no run on 4 GPUs
+    ],
+)
+def test_l8d_status_rule(status, verdict):
+    got = judge("L8d", qat_table(status))
+    assert got["verdict"] == verdict, got
+    # without a GPU the gate says why, whenever the rule had runs to judge
+    if verdict != c.UNMEASURED:
+        gated = judge("L8d", qat_table(status), {"gpu_oom": fig_vram.NO_OOM})
+        assert gated["verdict"] == c.UNMEASURED and gated["reason"] == fig_vram.NO_OOM
+
+
+def test_l8_memory_rules_on_a_gpu_table():
+    rows = template_rows("cuda", gpus=(1, 2, 3, 4), qat_status={2: "oom", 3: "oom"})
+    for r in rows:  # LoRA: 10 % lower from 2 GPUs on
+        if r["method"] == "lora" and r["gpus"] > 1 and r.get("status", "ok") == "ok":
+            r["peak_memory_bytes"] = int(r["peak_memory_bytes"] * 0.9)
+    runs = as_runs(rows)
+    t = fig_vram.table(runs, PROFILE)
+    assert fig_vram.gates(runs, t) == {}
+    ids = ("L8a", "L8b", "L8c", "L8d", "L8e")
+    assert {i: judge(i, t)["verdict"] for i in ids} == dict.fromkeys(ids, c.HOLDS)
+    dpo4 = (t["method"] == "dpo") & (t["gpus"] == 4)  # DPO stays at its 2-GPU peak on 4 GPUs
+    flat = t.assign(peak_memory_all_gpus_gib=t["peak_memory_all_gpus_gib"].mask(dpo4, 60.0 * 4))
+    assert judge("L8a", flat)["verdict"] == c.FAILS
+    lora4 = (t["method"] == "lora") & (t["gpus"] == 4)  # LoRA halves on 4 GPUs: not flat
+    halved = t.assign(peak_memory_gib=t["peak_memory_gib"].mask(lora4, 10.0))
+    assert judge("L8b", halved)["verdict"] == c.FAILS
+    # the same numbers as host RSS of a CPU run: gated, with the reason of the old claims
+    cpu = runs.assign(device="cpu")
+    gates = fig_vram.gates(cpu, t)
+    assert gates == {"gpu": fig_vram.NOT_VRAM, "gpu_oom": fig_vram.NO_OOM}
+    got = judge("L8a", t, gates)
+    assert got["verdict"] == c.UNMEASURED and "not VRAM" in got["reason"]
+
+
+def llm_profiles(htod_share: float = 0.001, lora_mb: float = 10e6) -> tuple:
+    """4-GPU runs of three methods and three templates with nsys-like metrics on every rank,
+    and QLoRA's unsupported cells: (runs, tidy metrics)."""
+    from analysis.profiles.metrics import COLUMNS
+
+    sync = {"lora": 0.001, "dpo": 0.2, "qat": 0.3}
+    launch = {"lora": 0.1, "dpo": 0.15, "qat": 0.3}
+    mb = {"lora": lora_mb, "dpo": 50e6, "qat": 60e6}
+    size = {"instruct": 1.0, "summary": 1.05, "error-correction": 0.5}
+    cells, recs = [], []
+    for d, k in size.items():
+        cells.append({"run": f"qlora-{d}", "dataset": d, "method": "qlora", "gpus": 4,
+                      "status": "unsupported", "device": "cuda", "error": "single device"})  # fmt: skip
+        for m in sync:
+            run = f"{m}-{d}"
+            cells.append({"run": run, "dataset": d, "method": m, "gpus": 4, "status": "ok",
+                          "device": "cuda"})  # fmt: skip
+            for rank in range(4):
+                for metric, share, nbytes in (
+                    ("cudaLaunchKernel", launch[m], None),
+                    ("cudaStreamSynchronize", sync[m], None),
+                    ("memcpy_htod", htod_share, int(mb[m] * k)),
+                    ("memcpy_dtod", 0.0, int(mb[m] * k)),
+                ):
+                    recs.append({"run": run, "rank": rank, "source": "nsys", "metric": metric,
+                                 "raw_name": metric, "calls": 10, "total_s": 1.0,
+                                 "bytes": nbytes, "share": share})  # fmt: skip
+    tidy = c.pd.DataFrame(recs, columns=COLUMNS).astype({"bytes": "Int64"})
+    return c.pd.DataFrame(cells), tidy
+
+
+def test_l7_rules_on_gpu_profiles():
+    runs, tidy = llm_profiles()
+    t = fig_api_share.build_table(runs, tidy)
+    ids = ("L7a", "L7b", "L7c", "L7d")
+    assert {i: judge(i, t)["verdict"] for i in ids} == dict.fromkeys(ids, c.HOLDS)
+    assert fig_api_share.gates(runs, t) == {"gpu": ""}
+    ct = fig_api_share.compact(t).set_index(["method", "template"])
+    assert ct.shape == (12, 5)
+    assert ct.loc[("DPO", "Summary"), "cudaStreamSynchronize [%]"] == pytest.approx(20.0)
+    assert ct.loc[("QLoRA", "Instruct"), "HtoD [%]"] == "unsupported"
+    assert ct.loc[("LoRA", "Instruct"), "AllGather RING LL [%]"] == 0  # nsys saw none: a real 0
+    runs, tidy = llm_profiles(htod_share=0.05)
+    assert judge("L7c", fig_api_share.build_table(runs, tidy))["verdict"] == c.FAILS
+    t = fig_api_share.build_table(runs, tidy)  # QAT's share no longer the highest
+    low_qat = t.assign(share_pct=t["share_pct"].where(t["method"] != "qat", 0.01))
+    assert judge("L7a", low_qat)["verdict"] == c.FAILS
+    assert judge("L7b", low_qat)["verdict"] == c.FAILS
+
+
+def test_l9_rules_on_gpu_profiles():
+    runs, tidy = llm_profiles()
+    t = fig_transfers.build_table(runs, tidy)
+    assert judge("L9a", t)["verdict"] == c.HOLDS and judge("L9b", t)["verdict"] == c.HOLDS
+    ct = fig_transfers.compact(t).set_index(["method", "template"])
+    assert list(ct.columns) == ["HtoD [MB]", "DtoD [MB]", "DtoH [MB]"]
+    assert ct.loc[("DPO", "Instruct"), "HtoD [MB]"] == pytest.approx(200.0)  # 4 ranks x 50 MB
+    assert ct.loc[("DPO", "Instruct"), "DtoH [MB]"] == 0  # no DtoH copy: 0 bytes
+    runs, tidy = llm_profiles(lora_mb=20e6)  # DPO moves 2.5x LoRA's bytes
+    assert judge("L9a", fig_transfers.build_table(runs, tidy))["verdict"] == c.FAILS
+    cpu = runs.assign(device="cpu")
+    assert "no CUDA in the profile" in fig_transfers.gates(cpu, t)["gpu"]
 
 
 def test_figures_are_drawn_from_the_tables(llm_sandbox, monkeypatch, tmp_path):
@@ -315,9 +504,9 @@ def test_figures_are_drawn_from_the_tables(llm_sandbox, monkeypatch, tmp_path):
     fake_runs("L8", template_rows())
     for build, mod in (
         (fig_datasets.build, f1),
-        (fig_templates.build, f5),
-        (fig_template_scaling.build, f6),
-        (fig_vram.build, f8),
+        (lambda p: driver.build("fig-templates", p), f5),
+        (lambda p: driver.build("fig-template-scaling", p), f6),
+        (lambda p: driver.build("fig-vram", p), f8),
     ):
         build(PROFILE)
         df, meta = fc.load(mod.TARGET, PROFILE)
@@ -327,4 +516,4 @@ def test_figures_are_drawn_from_the_tables(llm_sandbox, monkeypatch, tmp_path):
 
 def test_missing_sweep_says_what_to_run(llm_sandbox):
     with pytest.raises(c.AnalysisError, match="make fig-vram"):
-        fig_vram.build(PROFILE)
+        driver.build("fig-vram", PROFILE)

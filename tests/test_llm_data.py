@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 from analysis import common as c
-from analysis import fig_templates
+from analysis import driver
 from run import llm_spec, store
 from run import matrix as mx
 from run.llm import data
@@ -333,7 +333,7 @@ def test_l5_writes_the_token_table_and_a_note_per_template(l5_sandbox, monkeypat
     per_row = {t: paper_tokens(t) / int(PAPER.loc[t, "rows"]) for t in PAPER.index}
     ours = {t: round(16 * v * (2.6 if t == "Summary" else 1.05)) for t, v in per_row.items()}
     fake_l5(ours, 16, "bytes")
-    fig_templates.build("test")
+    driver.build("fig-templates", "test")
     t = pd.read_csv(store.tables_dir("test") / "fig-templates-tokens.csv").set_index("template")
     assert list(t.index) == ["Instruct", "Summary", "Error Correction"]
     assert (t["basis"] == "per row").all() and (t["tokenizer"] == "bytes").all()

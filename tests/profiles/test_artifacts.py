@@ -7,6 +7,7 @@ import matplotlib
 import pandas as pd
 import pytest
 
+from analysis import claims as cl
 from analysis import (
     fig_api_share,
     fig_llm_api,
@@ -151,20 +152,20 @@ def llm_case(htod_share: float = 0.001) -> tuple[pd.DataFrame, pd.DataFrame]:
 def test_l7_and_l9_claims() -> None:
     r, td = llm_case()
     t7 = fig_api_share.build_table(r, td)
-    assert verdicts(fig_api_share.claims(t7)) == {
+    assert verdicts(l7_claims(t7)) == {
         "L7a": HOLDS,
         "L7b": HOLDS,
         "L7c": HOLDS,
         "L7d": HOLDS,
     }
     t9 = fig_transfers.build_table(r, td)
-    assert verdicts(fig_transfers.claims(t9)) == {"L9a": HOLDS, "L9b": HOLDS}
+    assert verdicts(l9_claims(t9)) == {"L9a": HOLDS, "L9b": HOLDS}
     dtoh = t9[(t9["metric"] == "memcpy_dtoh")]
     # no DtoH copy in these GPU profiles: the runs made none, 0 bytes (not "not measured")
     assert set(dtoh["note"]) == {pa.NOT_CALLED} and dtoh["measured"].all()
     assert (dtoh["bytes"] == 0).all() and (dtoh["calls"] == 0).all()
     r, td = llm_case(htod_share=0.05)
-    assert verdicts(fig_api_share.claims(fig_api_share.build_table(r, td)))["L7c"] == FAILS
+    assert verdicts(l7_claims(fig_api_share.build_table(r, td)))["L7c"] == FAILS
 
 
 def test_l3_needs_the_iteration_time() -> None:
@@ -200,7 +201,7 @@ def test_launch_all_beside_cudalaunchkernel_and_out_of_the_claims() -> None:
     t = fig_api_share.build_table(r, with_other_launches(r, td))
     # claims are judged on the paper's cudaLaunchKernel: the extra launches change no verdict
     # and no evidence (the L7 sums never include kernel_launch_all or its parts)
-    assert fig_api_share.claims(t) == fig_api_share.claims(t0)
+    assert l7_claims(t) == l7_claims(t0)
     for run, rows in t.groupby("run", sort=False):
         order = list(rows["metric"])
         assert order[order.index("cudaLaunchKernel") + 1] == KERNEL_LAUNCH_ALL, run
@@ -380,3 +381,15 @@ def test_profile_figure_draws_launch_all_and_names_what_was_not_recorded() -> No
     import matplotlib.pyplot as plt
 
     plt.close("all")
+
+
+def _judged(exp: str, t: pd.DataFrame) -> list[dict]:
+    return [cl.judge(c, t) for c in cl.load() if c["experiment"] == exp]
+
+
+def l7_claims(t: pd.DataFrame) -> list[dict]:
+    return _judged("L7", t)
+
+
+def l9_claims(t: pd.DataFrame) -> list[dict]:
+    return _judged("L9", t)
