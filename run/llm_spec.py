@@ -212,6 +212,10 @@ def run_name(spec: dict[str, Any]) -> str:
         parts.append(f"seq{spec['max_seq_len']}")
     if spec["profiler"] != "none":
         parts.append(f"prof_{spec['profiler']}")
+    # A repeat's seed (run/matrix.py, REPEATS): the default seed adds nothing, so names of
+    # single runs stay as they were.
+    if spec.get("seed", DEFAULTS["seed"]) != DEFAULTS["seed"]:
+        parts.append(f"seed{spec['seed']}")
     return "-".join(parts)
 
 

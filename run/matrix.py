@@ -3,6 +3,13 @@
 python -m run.matrix --profile smoke            # list every run of every experiment
 python -m run.matrix --profile smoke --exp V3   # the runs of one experiment
 python -m run.matrix --check                    # validate every entry of every profile
+
+Repeats. REPEATS=n (environment, default 1; `repeats()` is the only reader) runs every run spec n
+times: repeat 0 is the spec itself, repeat k >= 1 the same spec with `seed` = its seed + k. The
+seed is part of the run name (`-seed<seed>` whenever it is not the default 0, see run_name in
+run/vision_spec.py and run/llm_spec.py), so repeat 0 keeps the name it always had, every repeat
+is a run of its own in the store (a killed sweep reruns only the missing ones), and two
+experiments still share a repeat whose spec is identical.
 """
 
 from __future__ import annotations
@@ -28,6 +35,7 @@ MATRIX_FILE = Path(
 )
 WORKLOADS = {"vision": vision_spec, "llm": llm_spec}
 FROM_PROFILE = "from-profile"
+REPEATS_ENV = "REPEATS"
 
 
 class MatrixError(UserError):
@@ -41,7 +49,9 @@ class Experiment:
     source: str
     target: str
     workload: str
+    # every repeat's spec: first each cell's repeat 0, then each cell's repeat 1, and so on
     specs: tuple[dict[str, Any], ...] = field(default_factory=tuple)
+    repeats: int = 1
 
     @property
     def run_names(self) -> list[str]:
@@ -84,8 +94,38 @@ def run_name(spec: dict[str, Any]) -> str:
     return WORKLOADS[spec["workload"]].run_name(spec)
 
 
-def expand(exp_id: str, profile: str, matrix: dict[str, Any] | None = None) -> Experiment:
-    """All resolved, validated, canonical specs of one experiment under one profile."""
+def repeats() -> int:
+    """How many times each run spec runs: REPEATS from the environment, default 1.
+
+    The one place that reads REPEATS, so the sweep, the plan and the listing agree on it.
+    """
+    raw = os.environ.get(REPEATS_ENV, "").strip()
+    if not raw:  # unset, or `make REPEATS=`: the default
+        return 1
+    try:
+        n = int(raw)
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise MatrixError(f"{REPEATS_ENV} must be a whole number >= 1, got {raw!r}")
+    return n
+
+
+def repeat_spec(spec: dict[str, Any], k: int) -> dict[str, Any]:
+    """Repeat k of a canonical spec: the same spec, seed + k (repeat 0 is the spec itself)."""
+    if k == 0:
+        return spec
+    return {**spec, "seed": spec["seed"] + k}
+
+
+def expand(
+    exp_id: str, profile: str, matrix: dict[str, Any] | None = None, n_repeats: int | None = None
+) -> Experiment:
+    """All resolved, validated, canonical specs of one experiment under one profile, each cell
+    `n_repeats` times (default: `repeats()`, i.e. REPEATS)."""
+    n = repeats() if n_repeats is None else n_repeats
+    if n < 1:
+        raise MatrixError(f"{REPEATS_ENV} must be a whole number >= 1, got {n!r}")
     matrix = matrix or load_matrix()
     known = profiles(matrix)
     if profile not in known:
@@ -127,6 +167,14 @@ def expand(exp_id: str, profile: str, matrix: dict[str, Any] | None = None) -> E
             raise MatrixError(f"{exp_id} ({profile}): {exc}") from exc
         spec = mod.canonical(spec)
         specs.setdefault(run_name(spec), spec)
+    # Repeats after all cells, so that a sweep cut short has every cell once before any twice.
+    # By name, as above: a repeat identical to another cell's spec (seeds 0 and 1 both in the
+    # matrix) is one run.
+    cells = list(specs.values())
+    for k in range(1, n):
+        for spec in cells:
+            rep = repeat_spec(spec, k)
+            specs.setdefault(run_name(rep), rep)
     return Experiment(
         id=exp_id,
         title=entry["title"],
@@ -134,6 +182,7 @@ def expand(exp_id: str, profile: str, matrix: dict[str, Any] | None = None) -> E
         target=entry["target"],
         workload=workload,
         specs=tuple(specs.values()),
+        repeats=n,
     )
 
 
@@ -183,7 +232,8 @@ def main(argv: list[str] | None = None) -> int:
         matrix = load_matrix()
         for exp_id in args.exp or list(matrix["experiments"]):
             exp = expand(exp_id, args.profile, matrix)
-            print(f"{exp.id} [{exp.target}] {exp.title}: {len(exp.specs)} runs")
+            times = f" ({exp.repeats} repeats per cell, REPEATS)" if exp.repeats > 1 else ""
+            print(f"{exp.id} [{exp.target}] {exp.title}: {len(exp.specs)} runs{times}")
             for name in exp.run_names:
                 print(f"  {name}")
     except MatrixError as exc:

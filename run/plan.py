@@ -4,9 +4,11 @@
 
 One line per unique run (runs shared by experiments appear once, with their experiments): its
 state (done, missing, failed, oom, unsupported, skipped), estimated wall time, GPUs, planned
-steps and epochs; then per experiment what `make <target>` alone would still spend; then the
-totals: runs by state, GPU-hours still to spend (sum over missing runs of est x GPUs / 3600) and
-the wall time on this node (the sweep runs one run at a time: the sum of est over missing runs).
+steps and epochs (with REPEATS=n, run/matrix.py, each cell n times: repeat k has seed + k and
+`-seed<seed>` in its name); then per experiment what `make <target>` alone would still spend;
+then the totals: runs by state, GPU-hours still to spend (sum over missing runs of est x GPUs /
+3600) and the wall time on this node (the sweep runs one run at a time: the sum of est over
+missing runs).
 Without --exp it plans what `make all` runs: every experiment with an analysis module.
 
 Which node. This machine (run.probe), unless `--gpus N` names another node of N GPUs, or the
@@ -694,6 +696,12 @@ def render(
     out = [
         f"plan for PROFILE={profile}: {len(rows)} runs of {len(exps)} experiment(s); {node_note}"
     ]
+    n_repeats = mx.repeats()
+    if n_repeats > 1:
+        out.append(
+            f"REPEATS={n_repeats}: each run spec {n_repeats} times, seeds seed..seed+{n_repeats - 1}"
+            " (`-seed<s>` in the name)"
+        )
     if matrix is not None:
         left = [e for e in matrix["experiments"] if e not in exps and not implemented(e, matrix)]
         if left:

@@ -8,6 +8,8 @@ listed as such; everything else is launched, its output captured in the run's lo
 fails or runs out of memory is stored with that status and its root cause (run/failure.py), and
 the sweep goes on. When every run of an experiment has been dealt with,
 results/<profile>/sweeps/<EXP>.json records the outcome; that file is what the Makefile waits for.
+With REPEATS=n (run/matrix.py) every cell runs n times with seeds seed..seed+n-1, each repeat a run
+of its own: the record lists every repeat's run, and a rerun launches only the missing repeats.
 
 Before anything runs: the profile's device (a `gpu` profile never trains on a CPU), GPUs that the
 installed torch cannot use, the profiler choice and every data set are checked; bad input stops
@@ -268,7 +270,12 @@ def sweep(exp_ids: list[str], profile: str, retry_failed: bool = False) -> int:
             mod.preflight([s for s in specs if s["gpus"] <= limit])
     progress = Progress(profile, info, matrix)
     for exp in expanded:
-        record: dict[str, Any] = {"experiment": exp.id, "target": exp.target, "profile": profile}
+        record: dict[str, Any] = {
+            "experiment": exp.id,
+            "target": exp.target,
+            "profile": profile,
+            "repeats": exp.repeats,
+        }
         ran, skipped = [], []
         for spec in resolved[exp.id]:
             name = mx.run_name(spec)

@@ -62,6 +62,8 @@ def validate(spec: dict[str, Any]) -> None:
     for key in POSITIVE_INTS:
         if not isinstance(spec[key], int) or isinstance(spec[key], bool) or spec[key] < 1:
             raise ValueError(f"{key}={spec[key]!r} must be a positive integer")
+    if not isinstance(spec["seed"], int) or isinstance(spec["seed"], bool) or spec["seed"] < 0:
+        raise ValueError(f"seed={spec['seed']!r} must be an integer >= 0")
     if not isinstance(spec["num_workers"], int) or spec["num_workers"] < 0:
         raise ValueError(f"num_workers={spec['num_workers']!r} must be an integer >= 0")
     if not isinstance(spec["lr"], (int, float)) or spec["lr"] <= 0:
@@ -116,6 +118,10 @@ def run_name(spec: dict[str, Any]) -> str:
         parts.append(f"numa_{spec['numa']}")
     if spec["profiler"] != "none":
         parts.append(f"prof_{spec['profiler']}")
+    # A repeat's seed (run/matrix.py, REPEATS): the default seed adds nothing, so names of
+    # single runs stay as they were.
+    if spec.get("seed", DEFAULTS["seed"]) != DEFAULTS["seed"]:
+        parts.append(f"seed{spec['seed']}")
     return "-".join(parts)
 
 

@@ -1,0 +1,119 @@
+"""Repeats of a run (REPEATS=n, run/matrix.py) collapsed to one row per cell.
+
+A sweep with REPEATS=n runs every cell n times, seeds seed..seed+n-1, each repeat a run of its own
+(`-seed<k>` in its name). A per-run table then holds n rows per cell that differ only in `seed`
+and `run`. `collapse()` turns it into one row per cell: each value's median over the repeats with
+its min and max (`v`, `v_min`, `v_max`), how many repeats finished (`repeats`) and which runs they
+were. `spread_overlaps()` says whether two cells' ranges overlap: a difference of medians within
+the spread of the repeats decides nothing.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import pandas as pd
+
+# Columns that tell repeats of one cell apart; never keys.
+REPEAT_COLUMNS = ("seed", "run")
+OK = "ok"
+
+
+def _hashable(v: Any) -> Any:
+    """A key value usable in a dict: NaN/None as one marker (so missing keys group together, which
+    NaN != NaN would prevent), lists and dicts (spec fields) as tuples."""
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return ("<missing>",)
+    if isinstance(v, dict):
+        return tuple(sorted((k, _hashable(x)) for k, x in v.items()))
+    if isinstance(v, (list, tuple)):
+        return tuple(_hashable(x) for x in v)
+    return v
+
+
+def key_columns(df: pd.DataFrame, values: list[str]) -> list[str]:
+    """The columns that make a cell: all but seed, run, status, repeats and the value columns
+    (with their _min/_max)."""
+    stats = {f"{v}{s}" for v in values for s in ("", "_min", "_max")}
+    # status is no key: a failed repeat must not split its cell from the repeats that finished
+    skip = {*REPEAT_COLUMNS, "status", "repeats", *stats}
+    return [c for c in df.columns if c not in skip]
+
+
+def collapse(df: pd.DataFrame, values: list[str]) -> pd.DataFrame:
+    """One row per group of runs that differ only in seed and run (the repeats of one cell).
+
+    Per value column `v`: `v` is the median over the group's repeats, `v_min` and `v_max` their
+    range; NaN (or non-numeric) values are left out. `repeats` counts the group's runs, only those
+    with status "ok" when the table has a status column; `run` lists the runs joined by ", ".
+    Keys are every other column (key_columns), in the table's order, groups in order of first
+    appearance. With a status column, a repeat that did not end ok is left out of the statistics
+    when its group has one that did (an OOM run's partial numbers must not pull a median), and the
+    row's status is "ok"; a group without any ok run keeps its runs' values and statuses ("/").
+    """
+    missing = [v for v in values if v not in df.columns]
+    if missing:
+        raise ValueError(f"collapse: the table has no column(s) {', '.join(missing)}")
+    keys = key_columns(df, values)
+    has_status = "status" in df.columns
+    has_run = "run" in df.columns
+    out_cols = [
+        *keys,
+        *(["status"] if has_status else []),
+        *(["run"] if has_run else []),
+        *[c for v in values for c in (v, f"{v}_min", f"{v}_max")],
+        "repeats",
+    ]
+    if df.empty:
+        return pd.DataFrame(columns=out_cols)
+
+    # Values as floats once, so that None, strings and NaN all read as "not measured".
+    nums = {v: pd.to_numeric(df[v], errors="coerce").astype(float) for v in values}
+    groups: dict[tuple[Any, ...], list[int]] = {}
+    for pos, row in enumerate(df[keys].itertuples(index=False, name=None)):
+        groups.setdefault(tuple(_hashable(x) for x in row), []).append(pos)
+
+    rows = []
+    for members in groups.values():
+        first = df.iloc[members[0]]
+        out: dict[str, Any] = {k: first[k] for k in keys}
+        used = members
+        if has_status:
+            statuses = [df["status"].iloc[i] for i in members]
+            ok = [i for i, s in zip(members, statuses, strict=True) if s == OK]
+            if ok:
+                used, out["status"] = ok, OK
+            else:
+                out["status"] = "/".join(sorted({str(s) for s in statuses if pd.notna(s)})) or None
+            n = len(ok)
+        else:
+            n = len(members)
+        if has_run:
+            out["run"] = ", ".join(str(df["run"].iloc[i]) for i in members)
+        for v in values:
+            vals = nums[v].iloc[used].dropna()
+            empty = vals.empty
+            out[v] = math.nan if empty else float(vals.median())
+            out[f"{v}_min"] = math.nan if empty else float(vals.min())
+            out[f"{v}_max"] = math.nan if empty else float(vals.max())
+        out["repeats"] = n
+        rows.append(out)
+    result = pd.DataFrame(rows, columns=out_cols)
+    result["repeats"] = result["repeats"].astype(int)
+    return result
+
+
+def spread_overlaps(a_min: float, a_max: float, b_min: float, b_max: float) -> bool:
+    """Whether the ranges [a_min, a_max] and [b_min, b_max] of two cells' repeats overlap, i.e. the
+    difference of their medians is within the spread of the repeats.
+
+    A range with an unknown end (NaN) overlaps nothing: without a spread, the medians decide. Ends
+    given in the wrong order are put right, so a caller need not know which is which.
+    """
+    ends = (a_min, a_max, b_min, b_max)
+    if any(x is None or math.isnan(float(x)) for x in ends):
+        return False
+    a_lo, a_hi = sorted((float(a_min), float(a_max)))
+    b_lo, b_hi = sorted((float(b_min), float(b_max)))
+    return max(a_lo, b_lo) <= min(a_hi, b_hi)
