@@ -1,112 +1,87 @@
-"""L3 (C Fig.5, J Fig.11): profiler metrics by dataset, LoRA on one GPU."""
+"""L3 (C Fig.5, J Fig.11): profiler metrics by dataset, LoRA on one GPU.
+
+One row per (run, metric) (analysis/profiles/artifact.py): the paper's metrics, the all-API
+kernel launches beside cudaLaunchKernel (never in a claim) and labelled CPU stand-ins; each row
+carries its run's s/it (L3b sets cudaLaunchKernel time against it). The paper printed no numbers
+for this figure: there is no paper() table and no self-check for L3.
+"""
 
 from __future__ import annotations
-
-from pathlib import Path
 
 import pandas as pd
 
 from analysis import common as c
 from analysis.profiles import artifact as pa
 
-TARGET, EXP = "fig-llm-api", "L3"
+FIGURE = True
+KEYS = ["dataset"]
 DATASETS = ["alpaca", "grammar", "samsum", "slimorca"]
 METRICS = ["cudaLaunchKernel", "cudaStreamSynchronize", "memcpy_htod"]
-LARGE_SHARE_PCT = 25.0  # "a large share": launch + sync together at least this much of the window
-FLAT = 0.25  # "varies little": (max - min) / mean at most this
-NEGLIGIBLE_PCT = 1.0
+# the report's columns: the paper's three metrics in seconds (its Fig.5), the shares L3a and L3d
+# judge, and s/it (L3b): column -> (metrics summed, "total_s" or "share_pct")
+COMPACT: dict[str, tuple[list[str], str]] = {
+    "cudaLaunchKernel [s]": (["cudaLaunchKernel"], "total_s"),
+    "cudaStreamSynchronize [s]": (["cudaStreamSynchronize"], "total_s"),
+    "HtoD [s]": (["memcpy_htod"], "total_s"),
+    "launch + sync [%]": (["cudaLaunchKernel", "cudaStreamSynchronize"], "share_pct"),
+    "HtoD [%]": (["memcpy_htod"], "share_pct"),
+}
 
 
 def build_table(runs: pd.DataFrame, tidy: pd.DataFrame) -> pd.DataFrame:
+    """The table from the runs and their tidy profiler metrics (table() reads those from disk)."""
     t = pa.table(runs, tidy, ["dataset"], METRICS)  # + kernel_launch_all beside cudaLaunchKernel
-    its = dict(zip(runs["run"], runs.get("s_per_it", pd.Series([None] * len(runs))), strict=True))
-    t.insert(1, "s_per_it", t["run"].map(its))
-    t = t.assign(o=t["dataset"].map(DATASETS.index), k=pa.kind_order(t))
+    t.insert(1, "s_per_it", t["run"].map(s_per_it(runs)))
+    rank = t["dataset"].map(lambda d: DATASETS.index(d) if d in DATASETS else len(DATASETS))
+    t = t.assign(o=rank, k=pa.kind_order(t))
     return t.sort_values(["o", "k"], kind="mergesort").drop(columns=["o", "k"])
 
 
-def claims(t: pd.DataFrame) -> list[dict[str, str]]:
-    ds = [d for d in DATASETS if d in set(t["dataset"])]
-    out = []
-    text = "Kernel launching and synchronisation take a large share of time"
-    crit = f"cudaLaunchKernel + cudaStreamSynchronize >= {LARGE_SHARE_PCT:g} % of the profiled time, every dataset"
-    if not pa.measured(t, ["cudaLaunchKernel"]):
-        out.append(pa.unmeasured_claim("L3a", text, crit, METRICS[:2], t))
-    else:
-        sh = {d: pa.summed(t, METRICS[:2], "share_pct", dataset=d) for d in ds}
-        ok = all(v is not None and v >= LARGE_SHARE_PCT for v in sh.values())
-        out.append(
-            c.claim(
-                "L3a",
-                text,
-                crit,
-                c.judged(ok),
-                ", ".join(f"{d} {pa.fmt(v, '%')}" for d, v in sh.items()),
-            )
-        )
-    text = "cudaLaunchKernel time tracks the dataset's iteration time"
-    crit = "Pearson correlation of cudaLaunchKernel time and s/it across datasets >= 0.8"
-    if not pa.measured(t, ["cudaLaunchKernel"]):
-        out.append(pa.unmeasured_claim("L3b", text, crit, ["cudaLaunchKernel"], t))
-    else:
-        pairs = [
-            (
-                pa.value(t, "cudaLaunchKernel", dataset=d),
-                pa.value(t, "cudaLaunchKernel", "s_per_it", dataset=d),
-            )
-            for d in ds
-        ]
-        pairs = [(a, b) for a, b in pairs if a is not None and b is not None]
-        r = (
-            pd.Series([a for a, _ in pairs]).corr(pd.Series([b for _, b in pairs]))
-            if len(pairs) >= 3
-            else None
-        )
-        ok = None if r is None or pd.isna(r) else r >= 0.8
-        ev = (
-            f"r = {r:.2f} over {len(pairs)} datasets"
-            if ok is not None
-            else "fewer than 3 datasets with both numbers"
-        )
-        out.append(c.claim("L3b", text, crit, c.judged(ok), ev))
-    text = "cudaStreamSynchronize varies little across datasets"
-    crit = f"(max - min) / mean of cudaStreamSynchronize time across datasets <= {FLAT:g}"
-    if not pa.measured(t, ["cudaStreamSynchronize"]):
-        out.append(pa.unmeasured_claim("L3c", text, crit, ["cudaStreamSynchronize"], t))
-    else:
-        v = [
-            x
-            for x in (pa.value(t, "cudaStreamSynchronize", dataset=d) for d in ds)
-            if x is not None
-        ]
-        spread = (max(v) - min(v)) / (sum(v) / len(v)) if v and sum(v) > 0 else None
-        out.append(c.claim("L3c", text, crit, c.judged(None if spread is None else spread <= FLAT),
-                           f"spread {spread:.2f}" if spread is not None else "no values"))  # fmt: skip
-    text = "HtoD memory operations are insignificant"
-    crit = f"CUDA memcpy HtoD < {NEGLIGIBLE_PCT:g} % of the profiled time, every dataset"
-    if not pa.measured(t, ["memcpy_htod"]):
-        out.append(pa.unmeasured_claim("L3d", text, crit, ["memcpy_htod"], t))
-    else:
-        sh = {d: pa.value(t, "memcpy_htod", "share_pct", dataset=d) for d in ds}
-        ok = all(v is not None and v < NEGLIGIBLE_PCT for v in sh.values())
-        out.append(
-            c.claim(
-                "L3d",
-                text,
-                crit,
-                c.judged(ok),
-                ", ".join(f"{d} {pa.fmt(v, '%')}" for d, v in sh.items()),
-            )
-        )
-    return out
+def s_per_it(runs: pd.DataFrame) -> dict[str, float | None]:
+    """run -> its s/it (None where the summary has none). Shared by L4."""
+    its = runs["s_per_it"] if "s_per_it" in runs else pd.Series([None] * len(runs))
+    return dict(zip(runs["run"], its, strict=True))
 
 
-def build(profile: str) -> Path:
-    runs, skipped = c.experiment_runs(EXP, profile)
-    t = build_table(runs, pa.run_metrics(runs, profile))
-    return c.write_artifact(TARGET, profile, t, experiments=[EXP], claims=claims(t),
-                            notes=pa.notes(t, runs), paper_csv=None, skipped=skipped, figure=True)  # fmt: skip
+def table(runs: pd.DataFrame, profile: str) -> pd.DataFrame:
+    return build_table(runs, pa.run_metrics(runs, profile))
 
 
-if __name__ == "__main__":
-    c.main_for(build, __doc__)
+def by_run(t: pd.DataFrame, keys: list[str], columns: dict) -> pd.DataFrame:
+    """The report's table of a profiler artifact: `keys` as rows, `columns` (pa.per_run's
+    column -> (metrics, value)) and the run's s/it as columns, medians over repeats. A condition
+    none of whose runs finished shows their status in every cell. Shared by L4."""
+    per = pa.per_run(t, keys, columns)
+    its = t.drop_duplicates("run").set_index("run")["s_per_it"] if len(t) else pd.Series()
+    per = per.assign(**{"s/it": pd.to_numeric(per["run"].map(its), errors="coerce")})
+    values = [*columns, "s/it"]
+    out = c.compact(per, keys, values)
+    if t.empty:
+        return out
+    status = t.groupby(keys)["status"].agg(
+        lambda s: None if (s == "ok").any() else "/".join(sorted(set(s.astype(str))))
+    )
+    failed = status.dropna()
+    if len(failed):
+        rows = failed.index.to_frame(index=False)
+        for col in values:
+            rows[col] = failed.to_numpy()
+        out = pd.concat([out, rows], ignore_index=True).sort_values(keys, kind="mergesort")
+    return out.reset_index(drop=True)
+
+
+def compact(t: pd.DataFrame) -> pd.DataFrame:
+    """Datasets as rows (the paper's bar groups); the paper's three metrics in seconds, the
+    share of launch + sync and of HtoD in the profiled time, and s/it as columns; medians over
+    repeats. A metric no run measured stays empty (the notes and claims say why)."""
+    out = by_run(t, KEYS, COMPACT)
+    rank = out["dataset"].map(lambda d: DATASETS.index(d) if d in DATASETS else len(DATASETS))
+    return out.iloc[rank.argsort(kind="stable")].reset_index(drop=True)
+
+
+def notes(runs: pd.DataFrame, t: pd.DataFrame) -> list[str]:
+    return pa.notes(t, runs)
+
+
+def gates(runs: pd.DataFrame, t: pd.DataFrame) -> dict[str, str]:
+    return {"gpu": pa.gpu_gate(runs)}

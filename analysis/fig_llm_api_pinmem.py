@@ -1,53 +1,54 @@
-"""L4 (C Fig.6, J Fig.12): profiler metrics by pin_memory and GPU count, LoRA on alpaca."""
+"""L4 (C Fig.6, J Fig.12): profiler metrics by pin_memory and GPU count, LoRA on alpaca.
+
+One row per (run, metric) (analysis/profiles/artifact.py), as L3 (analysis/fig_llm_api.py), with
+the NCCL kernels of the multi-GPU runs. The paper printed no numbers for this figure: there is no
+paper() table and no self-check for L4.
+"""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pandas as pd
 
-from analysis import common as c
+from analysis import fig_llm_api as l3
 from analysis.profiles import artifact as pa
 
-TARGET, EXP = "fig-llm-api-pinmem", "L4"
+FIGURE = True
+KEYS = ["gpus", "pin_memory"]
 NCCL = ["nccl_allgather_ring_ll", "nccl_other"]
 METRICS = ["cudaLaunchKernel", "memcpy_htod", *NCCL]
-NEGLIGIBLE_PCT = 1.0
+# the report's columns: the paper's metrics of its Fig.6 in seconds, the HtoD share (negligible
+# or not) and the NCCL kernels other than AllGather RING LL (FSDP's other collectives)
+COMPACT: dict[str, tuple[list[str], str]] = {
+    "cudaLaunchKernel [s]": (["cudaLaunchKernel"], "total_s"),
+    "HtoD [s]": (["memcpy_htod"], "total_s"),
+    "HtoD [%]": (["memcpy_htod"], "share_pct"),
+    "AllGather RING LL [s]": (["nccl_allgather_ring_ll"], "total_s"),
+    "other NCCL [s]": (["nccl_other"], "total_s"),
+}
 
 
 def build_table(runs: pd.DataFrame, tidy: pd.DataFrame) -> pd.DataFrame:
+    """The table from the runs and their tidy profiler metrics (table() reads those from disk)."""
     t = pa.table(runs, tidy, ["gpus", "pin_memory"], METRICS)  # + kernel_launch_all
-    its = dict(zip(runs["run"], runs.get("s_per_it", pd.Series([None] * len(runs))), strict=True))
-    t.insert(2, "s_per_it", t["run"].map(its))
+    t.insert(2, "s_per_it", t["run"].map(l3.s_per_it(runs)))
     t = t.assign(k=pa.kind_order(t))
     return t.sort_values(["gpus", "pin_memory", "k"], kind="mergesort").drop(columns="k")
 
 
-def claims(t: pd.DataFrame) -> list[dict[str, str]]:
-    text = "pin_memory slightly increases the (already negligible) HtoD time and brings no gain"
-    crit = (f"HtoD time with pin >= without at every GPU count, and HtoD < {NEGLIGIBLE_PCT:g} % "
-            "of the profiled time in every run")  # fmt: skip
-    if not pa.measured(t, ["memcpy_htod"]):
-        return [pa.unmeasured_claim("L4a", text, crit, ["memcpy_htod"], t)]
-    oks, ev = [], []
-    for g in sorted(t["gpus"].unique()):
-        off = pa.value(t, "memcpy_htod", gpus=g, pin_memory=False)
-        on = pa.value(t, "memcpy_htod", gpus=g, pin_memory=True)
-        s_off = pa.value(t, "memcpy_htod", "share_pct", gpus=g, pin_memory=False)
-        s_on = pa.value(t, "memcpy_htod", "share_pct", gpus=g, pin_memory=True)
-        if None in (off, on, s_off, s_on):
-            continue
-        oks.append(on >= off and max(s_off, s_on) < NEGLIGIBLE_PCT)
-        ev.append(f"{g} GPU: {off:.3g} -> {on:.3g} s ({s_off:.2f} -> {s_on:.2f} %)")
-    return [c.claim("L4a", text, crit, c.judged(all(oks) if oks else None), "; ".join(ev))]
+def table(runs: pd.DataFrame, profile: str) -> pd.DataFrame:
+    return build_table(runs, pa.run_metrics(runs, profile))
 
 
-def build(profile: str) -> Path:
-    runs, skipped = c.experiment_runs(EXP, profile)
-    t = build_table(runs, pa.run_metrics(runs, profile))
-    return c.write_artifact(TARGET, profile, t, experiments=[EXP], claims=claims(t),
-                            notes=pa.notes(t, runs), paper_csv=None, skipped=skipped, figure=True)  # fmt: skip
+def compact(t: pd.DataFrame) -> pd.DataFrame:
+    """GPUs x pin_memory as rows (the paper's bars); cudaLaunchKernel, HtoD and NCCL kernel
+    seconds (summed over ranks), the HtoD share and s/it as columns; medians over repeats; a
+    condition whose runs did not finish shows their status."""
+    return l3.by_run(t, KEYS, COMPACT)
 
 
-if __name__ == "__main__":
-    c.main_for(build, __doc__)
+def notes(runs: pd.DataFrame, t: pd.DataFrame) -> list[str]:
+    return pa.notes(t, runs)
+
+
+def gates(runs: pd.DataFrame, t: pd.DataFrame) -> dict[str, str]:
+    return {"gpu": pa.gpu_gate(runs)}

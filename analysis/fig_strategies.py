@@ -1,21 +1,27 @@
-"""V1 (C Fig.1): total time and speed-up vs 1 GPU for DDP, DDP-RR and DDP-DS."""
+"""V1 (C Fig.1): total time and speed-up vs 1 GPU for DDP, DDP-RR and DDP-DS.
+
+The paper printed no numbers for this figure: there is no paper() table and no self-check.
+"""
 
 from __future__ import annotations
 
-from pathlib import Path
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import pandas as pd
 
 from analysis import common as c
 
-TARGET, EXP = "fig-strategies", "V1"
+FIGURE = True
+KEYS = ["gpus"]
 STRATEGIES = ["ddp", "ddp_rr", "ddp_ds"]
+STRATEGY_LABELS = {"ddp": "DDP", "ddp_rr": "DDP-RR", "ddp_ds": "DDP-DS"}
 
 
-def build_table(df: pd.DataFrame) -> pd.DataFrame:
+def table(runs: pd.DataFrame, profile: str) -> pd.DataFrame:
     # The 1-GPU cell is one shared run; it stands as the 1-GPU point of every strategy.
-    ones = df[df["gpus"] == 1]
-    rows = [df[df["gpus"] > 1]]
+    ones = runs[runs["gpus"] == 1]
+    rows = [runs[runs["gpus"] > 1]]
     for s in STRATEGIES:
         rows.append(ones.assign(strategy=s))
     df = pd.concat(rows, ignore_index=True)
@@ -27,69 +33,53 @@ def build_table(df: pd.DataFrame) -> pd.DataFrame:
     ]
 
 
-def useful(speedup: float, gpus: int) -> bool:
-    """At least half of every added GPU turned into speed."""
-    return speedup >= 1 + 0.5 * (gpus - 1)
+def wide(
+    t: pd.DataFrame,
+    index: Sequence[str],
+    column: str,
+    values: dict[str, Callable[[Any], str | None]],
+    order: Sequence[Any] | None = None,
+) -> pd.DataFrame:
+    """The medians over repeats (common.compact) of `t`'s finished runs, `index` as rows and one
+    column per value of `column` (in `order`, else sorted) for each of `values` (value -> the
+    column's name for a value of `column`, or None to leave it out), with `_min`/`_max` beside
+    when there are repeats. Shared by V1 and V2."""
+    index = list(index)
+    long = c.compact(t, [*index, column], list(values))
+    out = long[index].drop_duplicates().reset_index(drop=True)
+    if long.empty:
+        return out
+    have = list(long[column].unique())
+    xs = [x for x in order if x in have] if order is not None else sorted(have)
+    for v, name in values.items():
+        for x in xs:
+            col = name(x)
+            if col is None:
+                continue
+            part = long[long[column] == x]
+            stats = [s for s in (f"{v}_min", f"{v}_max") if s in part]
+            part = part[[*index, v, *stats]].rename(
+                columns={v: col, **{s: col + s[len(v) :] for s in stats}}
+            )
+            out = out.merge(part, on=index, how="left")
+    if "repeats" in long:
+        n = long.groupby(index, dropna=False)["repeats"].max().reset_index()
+        out = out.merge(n, on=index, how="left")
+    return out
 
 
-def claims(t: pd.DataFrame) -> list[dict[str, str]]:
-    ok = c.ok_runs(t)
-    top = int(ok["gpus"].max()) if len(ok) else 1
-    at_top = {r["strategy"]: r["speedup_vs_1gpu"] for _, r in ok[ok["gpus"] == top].iterrows()}
-    ev = ", ".join(f"{s}: {at_top[s]:.2f}x" for s in STRATEGIES if s in at_top)
-    ev = f"speed-up at {top} GPU(s): {ev or 'no runs'}"
-    if top < 2 or "ddp_ds" not in at_top:
-        return [
-            c.claim(cid, text, crit, c.UNMEASURED, ev + " (needs at least 2 GPUs)")
-            for cid, text, crit in CLAIMS
-        ]
-    ds = at_top["ddp_ds"]
-    others = [at_top[s] for s in ("ddp", "ddp_rr") if s in at_top]
+def compact(t: pd.DataFrame) -> pd.DataFrame:
+    """GPUs as rows; each strategy's total time and speed-up over 1 GPU as columns (Fig.1's two
+    panels, one line per strategy)."""
+    t = t.assign(strategy=t["strategy"].map(STRATEGY_LABELS))
+    names = {"total_time_s": lambda s: f"{s} [s]", "speedup_vs_1gpu": lambda s: f"{s} speed-up"}
+    return wide(t, KEYS, "strategy", names, order=list(STRATEGY_LABELS.values()))
+
+
+def notes(runs: pd.DataFrame, t: pd.DataFrame) -> list[str]:
+    if c.on_gpu(runs):
+        return []
     return [
-        c.claim(*CLAIMS[0], c.judged(useful(ds, top)), ev),
-        c.claim(
-            *CLAIMS[1],
-            c.judged(bool(others) and all(o < ds and not useful(o, top) for o in others)),
-            ev,
-        ),
+        "CPU run: gloo ranks share the machine's cores, and the 1-rank baseline already uses "
+        "all of them through intra-op threads, so extra ranks cannot add compute here."
     ]
-
-
-CLAIMS = [
-    (
-        "V1a",
-        "DDP-DS scales with the number of GPUs",
-        "DDP-DS speed-up at the largest GPU count n is at least 1 + 0.5 (n - 1)",
-    ),
-    (
-        "V1b",
-        "DDP-RR and DDP show limited or no gain",
-        "their speed-up at the largest GPU count is below DDP-DS's and below 1 + 0.5 (n - 1)",
-    ),
-]
-
-
-def build(profile: str) -> Path:
-    df, skipped = c.experiment_runs(EXP, profile)
-    table = build_table(df)
-    notes = []
-    if not c.on_gpu(df):
-        notes.append(
-            "CPU run: gloo ranks share the machine's cores, and the 1-rank baseline already uses "
-            "all of them through intra-op threads, so extra ranks cannot add compute here."
-        )
-    return c.write_artifact(
-        TARGET,
-        profile,
-        table,
-        experiments=[EXP],
-        claims=claims(table),
-        notes=notes,
-        paper_csv=None,
-        skipped=skipped,
-        figure=True,
-    )
-
-
-if __name__ == "__main__":
-    c.main_for(build, __doc__)

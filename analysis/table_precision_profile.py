@@ -1,15 +1,21 @@
-"""V6 (J 4.2.1): profiler metrics by precision, beside the paper's quoted seconds."""
+"""V6 (J 4.2.1): profiler metrics by precision, beside the paper's quoted seconds.
+
+One row per (run, metric) (analysis/profiles/artifact.py), with `paper_s`, the seconds the paper
+quoted for that metric and precision (reference/paper/profiler_quotes.csv), beside ours. paper()
+sets those quotes in this table's shape for the self-check of V6a-c.
+"""
 
 from __future__ import annotations
-
-from pathlib import Path
 
 import pandas as pd
 
 from analysis import common as c
 from analysis.profiles import artifact as pa
+from analysis.profiles.metrics import LABELS
 
-TARGET, EXP = "table-precision-profile", "V6"
+PAPER_CSV = "profiler_quotes.csv"
+FIGURE = False
+KEYS = ["precision"]
 ORDER = ["fp64", "fp32", "fp16"]
 METRICS = ["memcpy_htod", "cudaMemcpyAsync", "nccl_broadcast", "cudaEventDestroy"]
 # metric -> its name in reference/paper/profiler_quotes.csv
@@ -19,16 +25,27 @@ QUOTE_NAMES = {
     "nccl_broadcast": "ncclDevKernel_Broadcast",
     "cudaEventDestroy": "cudaEventDestroy",
 }
+# the report's columns: the paper's four metrics in seconds, summed over ranks
+SHORT = {"memcpy_htod": "HtoD", "cudaMemcpyAsync": "cudaMemcpyAsync",
+         "nccl_broadcast": "ncclDevKernel_Broadcast",
+         "cudaEventDestroy": "cudaEventDestroy"}  # fmt: skip
+COMPACT = {f"{SHORT[m]} [s]": ([m], "total_s") for m in METRICS}
+
+
+def _quotes() -> pd.DataFrame:
+    q = c.paper_table(PAPER_CSV)
+    q = q[q["experiment"] == "vision-precision"]
+    by_name = {v: k for k, v in QUOTE_NAMES.items()}
+    return q.assign(metric=q["metric"].map(by_name), precision=q["condition"].str.lower())
 
 
 def paper_quotes() -> dict[tuple[str, str], float]:
-    q = c.paper_table("profiler_quotes.csv")
-    q = q[q["experiment"] == "vision-precision"]
-    by_name = {v: k for k, v in QUOTE_NAMES.items()}
-    return {(by_name[r["metric"]], r["condition"].lower()): r["value_s"] for _, r in q.iterrows()}
+    """(metric, precision) -> the seconds the paper quoted."""
+    return {(r["metric"], r["precision"]): r["value_s"] for _, r in _quotes().iterrows()}
 
 
 def build_table(runs: pd.DataFrame, tidy: pd.DataFrame) -> pd.DataFrame:
+    """The table from the runs and their tidy profiler metrics (table() reads those from disk)."""
     t = pa.table(runs, tidy, ["precision", "gpus"], METRICS)
     quotes = paper_quotes()
     t["paper_s"] = [quotes.get((m, p)) for m, p in zip(t["metric"], t["precision"], strict=True)]
@@ -39,53 +56,38 @@ def build_table(runs: pd.DataFrame, tidy: pd.DataFrame) -> pd.DataFrame:
     return t.drop(columns="precision_order")
 
 
-def _falls(t: pd.DataFrame, metric: str, factor: float) -> tuple[bool | None, str]:
-    vals = [pa.value(t, metric, precision=p) for p in ORDER]
-    quotes = paper_quotes()
-    paper = "/".join(f"{quotes[(metric, p)]:g}" for p in ORDER)
-    ev = "FP64/FP32/FP16: " + "/".join(pa.fmt(v) for v in vals) + f" (paper: {paper} s)"
-    if None in vals:
-        return None, ev
-    return vals[0] > factor * vals[1] and vals[1] > factor * vals[2], ev
+def table(runs: pd.DataFrame, profile: str) -> pd.DataFrame:
+    return build_table(runs, pa.run_metrics(runs, profile))
 
 
-def claims(t: pd.DataFrame) -> list[dict[str, str]]:
-    out = []
-    for cid, metric, text, factor, crit in (
-        ("V6a", "memcpy_htod",
-         "HtoD time halves FP64->FP32 and quarters FP64->FP16 (226/104/50 s)", 1.5,
-         "HtoD time falls by more than 1.5x at each step FP64 -> FP32 -> FP16"),
-        ("V6b", "cudaMemcpyAsync", "cudaMemcpyAsync time falls (1334/724/478 s)", 1.0,
-         "cudaMemcpyAsync time falls at each step FP64 -> FP32 -> FP16"),
-        ("V6c", "cudaEventDestroy", "cudaEventDestroy falls more than 2x per step (205/84/16 s)",
-         2.0, "cudaEventDestroy time falls by more than 2x at each step FP64 -> FP32 -> FP16"),
-    ):  # fmt: skip
-        if not pa.measured(t, [metric]):
-            out.append(pa.unmeasured_claim(cid, text, crit, [metric], t))
-            continue
-        ok, ev = _falls(t, metric, factor)
-        out.append(c.claim(cid, text, crit, c.judged(ok), ev))
+def paper() -> pd.DataFrame:
+    """The seconds J 4.2.1 (and C 3.4 for the broadcast kernel) quote, in table()'s shape.
+    The quotes state no GPU count: `gpus` stays empty."""
+    q = _quotes()
+    t = pd.DataFrame({
+        "precision": q["precision"], "gpus": float("nan"), "run": "paper", "status": "ok",
+        "source": q["source"], "ranks": pd.NA, "kind": pa.PAPER, "metric": q["metric"],
+        "label": q["metric"].map(LABELS), "calls": pd.NA, "total_s": q["value_s"].astype(float),
+        "share_pct": float("nan"), "bytes": pd.NA, "measured": True, "note": "",
+        "paper_s": q["value_s"].astype(float),
+    })  # fmt: skip
+    return t.reset_index(drop=True)
+
+
+def compact(t: pd.DataFrame) -> pd.DataFrame:
+    """Precision as rows (FP64, FP32, FP16), the paper's four metrics in seconds as columns
+    (summed over ranks; medians over repeats)."""
+    return c.compact(pa.per_run(t, KEYS, COMPACT), KEYS, list(COMPACT), order={"precision": ORDER})
+
+
+def notes(runs: pd.DataFrame, t: pd.DataFrame) -> list[str]:
+    out = pa.notes(t, runs)
+    if not c.on_gpu(runs):
+        out.append("CPU run: FP16 runs as bf16 autocast (see table-precision).")
     return out
 
 
-def build(profile: str) -> Path:
-    runs, skipped = c.experiment_runs(EXP, profile)
-    t = build_table(runs, pa.run_metrics(runs, profile))
-    notes = pa.notes(t, runs)
-    if not c.on_gpu(runs):
-        notes.append("CPU run: FP16 runs as bf16 autocast (see table-precision).")
-    return c.write_artifact(
-        TARGET,
-        profile,
-        t,
-        experiments=[EXP],
-        claims=claims(t),
-        notes=notes,
-        paper_csv="profiler_quotes.csv",
-        skipped=skipped,
-        figure=False,
-    )
-
-
-if __name__ == "__main__":
-    c.main_for(build, __doc__)
+def gates(runs: pd.DataFrame, t: pd.DataFrame) -> dict[str, str]:
+    """`gpu`: a CPU run's profile holds no CUDA; `records_cuda_event_destroy` (V6c): the profiler
+    in use can record cudaEventDestroy (torch.profiler cannot, even on a GPU)."""
+    return {"gpu": pa.gpu_gate(runs), **pa.recorded_gates(t, METRICS)}

@@ -1,6 +1,7 @@
 """The LLM artifact scripts (L1, L2, L5, L6, L8) on small fake run folders: claim verdicts that
 hold, fail or stay unmeasured depending on the numbers, tables with every cell, figures drawn;
-and the L5-L9 rules of claims.yaml judged on hand-made GPU-like tables."""
+and the L1-L9 rules of claims.yaml judged on hand-made GPU-like tables (L1, L2: on the paper's
+Table 5 as well)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,8 @@ from analysis import (
     driver,
     fig_api_share,
     fig_datasets,
+    fig_llm_api,
+    fig_llm_api_pinmem,
     fig_template_scaling,
     fig_templates,
     fig_transfers,
@@ -103,7 +106,7 @@ def l1_rows(scale2: float, swap: bool = False, gpus=(1, 2)) -> list[dict]:
 
 def test_l1_claims_follow_the_numbers(llm_sandbox):
     fake_runs("L1", l1_rows(1.2))
-    fig_datasets.build(PROFILE)
+    driver.build("fig-datasets", PROFILE)
     v = verdicts("fig-datasets")
     assert v == {"L1a": c.HOLDS, "L1b": c.UNMEASURED, "L1c": c.HOLDS, "L1d": c.HOLDS}
     table = c.pd.read_csv(store.tables_dir(PROFILE) / "fig-datasets.csv")
@@ -111,9 +114,19 @@ def test_l1_claims_follow_the_numbers(llm_sandbox):
     meta = meta_of("fig-datasets")
     assert any("gloo ranks" in n for n in meta["notes"])
     assert any("projected" in n for n in meta["notes"])
+    assert meta["compact_columns"] == ["dataset", "quantity", "1 GPU", "2 GPUs"]
+    assert [(r["dataset"], r["quantity"]) for r in meta["compact"][:2]] == [
+        ("alpaca", "s/it"), ("alpaca", "epoch time [s]"),
+    ]  # fmt: skip
+    assert meta["compact"][0]["2 GPUs"] == pytest.approx(0.6)
+    # the paper's alpaca numbers (Table 5, pin_memory off) beside ours, 1-4 GPUs
+    assert meta["paper_csv"] == "table5_pin_memory_llm.csv"
+    assert meta["paper_compact"][1]["1 GPU"] == 19912.0  # 5:31:52
+    l1b = next(x for x in meta["claims"] if x["id"] == "L1b")
+    assert l1b["paper_verdict"] == c.HOLDS and "needs at least two values" in l1b["reason"]
 
     fake_runs("L1", l1_rows(2.5, swap=True))  # s/it more than doubles; grammar slow
-    fig_datasets.build(PROFILE)
+    driver.build("fig-datasets", PROFILE)
     v = verdicts("fig-datasets")
     assert v["L1a"] == c.FAILS and v["L1c"] == c.FAILS
     assert v["L1d"] == c.FAILS  # 2.5x s/it on half the steps: the epoch takes longer
@@ -125,12 +138,50 @@ def test_l1b_is_judged_with_more_than_two_gpu_counts(llm_sandbox):
         if r["gpus"] == 4:
             r["s_per_it"] = L1_SIT[r["dataset"]] * 1.2 * 1.05
     fake_runs("L1", rows)
-    fig_datasets.build(PROFILE)
+    driver.build("fig-datasets", PROFILE)
     assert verdicts("fig-datasets")["L1b"] == c.HOLDS
     rows[-1]["s_per_it"] *= 1.5
     fake_runs("L1", rows)
-    fig_datasets.build(PROFILE)
+    driver.build("fig-datasets", PROFILE)
     assert verdicts("fig-datasets")["L1b"] == c.FAILS
+
+
+def test_l1_rules_on_a_gpu_table():
+    rows = [r | {"device": "cuda"} for r in l1_rows(1.2, gpus=(1, 2, 3, 4))]
+    t = fig_datasets.table(as_runs(rows), PROFILE)  # s/it 1.2x from 2 GPUs on, epochs shorter
+    ids = ("L1a", "L1b", "L1c", "L1d")
+    assert {i: judge(i, t)["verdict"] for i in ids} == dict.fromkeys(ids, c.HOLDS)
+    g = t["gpus"]
+    faster2 = t.assign(s_per_it=t["s_per_it"].mask(g == 2, t["s_per_it"] * 0.7))  # 0.84x 1 GPU
+    assert judge("L1a", faster2)["verdict"] == c.FAILS
+    jump4 = t.assign(s_per_it=t["s_per_it"].mask(g == 4, t["s_per_it"] * 1.2))  # +20 % at 4
+    assert judge("L1b", jump4)["verdict"] == c.FAILS
+    slow4 = t.assign(epoch_time_s=t["epoch_time_s"].mask(g == 4, t["epoch_time_s"] * 2))
+    assert judge("L1d", slow4)["verdict"] == c.FAILS  # 4 GPUs: 180 s after 120 s on 3
+    swap = t.assign(dataset=t["dataset"].replace({"grammar": "alpaca", "alpaca": "grammar"}))
+    assert judge("L1c", swap)["verdict"] == c.FAILS  # alpaca now faster than samsum
+    assert fig_datasets.compact(t).shape == (8, 6)
+    # repeats (seeds): medians with their min-max in the report's table
+    again = [r | {"seed": 1, "s_per_it": r["s_per_it"] * 1.1} for r in rows]
+    ct = fig_datasets.compact(fig_datasets.table(as_runs(rows + again), PROFILE))
+    alpaca = ct.set_index(["dataset", "quantity"]).loc[("alpaca", "s/it")]
+    assert alpaca["1 GPU"] == pytest.approx(0.525) and alpaca["repeats"] == 2
+    assert (alpaca["1 GPU_min"], alpaca["1 GPU_max"]) == pytest.approx((0.5, 0.55))
+
+
+def test_l1_and_l2_on_the_paper_s_numbers():
+    """The self-check's tables: Table 5's numbers through the same rules (alpaca only for L1)."""
+    p1 = fig_datasets.paper()
+    assert {i: judge(i, p1)["verdict"] for i in ("L1a", "L1b", "L1c", "L1d")} == {
+        "L1a": c.HOLDS, "L1b": c.HOLDS, "L1c": c.UNMEASURED, "L1d": c.HOLDS,
+    }  # fmt: skip
+    assert p1["epoch_time_s"].tolist() == [19912.0, 12030.0, 7795.0, 6092.0]
+    assert fig_datasets.compact(p1).shape == (2, 6)
+    p2 = table_llm_pinmem.paper()
+    assert judge("L2a", p2)["verdict"] == c.HOLDS
+    ct = table_llm_pinmem.compact(p2)
+    assert ct.shape == (8, 5) and ct["total_time_s"].iloc[-1] == 5878.0  # 1:37:58
+    assert ct["relative_improvement_pct"].dropna().tolist() == [0.04, 1.57, -0.03, 3.5]
 
 
 # ---------------------------------------------------------------- L2
@@ -161,12 +212,142 @@ def l2_rows(device: str, gain_pct: float) -> list[dict]:
 )
 def test_l2_pin_memory_claim(llm_sandbox, device, gain, verdict):
     fake_runs("L2", l2_rows(device, gain))
-    table_llm_pinmem.build(PROFILE)
+    driver.build("table-llm-pinmem", PROFILE)
     assert verdicts("table-llm-pinmem") == {"L2a": verdict}
     meta = meta_of("table-llm-pinmem")
     assert meta["paper_csv"] == "table5_pin_memory_llm.csv" and meta["figure"] is False
+    assert meta["compact_columns"] == ["gpus", "pin_memory", *table_llm_pinmem.VALUES]
+    assert len(meta["compact"]) == 4 and len(meta["paper_compact"]) == 8
+    l2a = meta["claims"][0]
+    assert l2a["paper_verdict"] == c.HOLDS
+    if device == "cpu":  # the old claim's reason, now the gate's
+        assert meta["gates"] == {"gpu": table_llm_pinmem.NO_PINNING}
+        assert "no host-to-device copy for pinned memory" in l2a["reason"]
+        assert any("pin_memory=True only warns" in n for n in meta["notes"])
     t = c.pd.read_csv(store.tables_dir(PROFILE) / "table-llm-pinmem.csv")
     assert t["relative_improvement_pct"].dropna().round(3).tolist() == [gain, gain]
+
+
+def test_l2_rule_on_a_gpu_table_with_repeats():
+    rows = []
+    for seed, noise in ((0, 1.0), (1, 1.02)):
+        for g, base in ((1, 1000.0), (2, 600.0), (3, 420.0), (4, 330.0)):
+            for pin in (False, True):
+                tt = base * noise * (0.98 if pin else 1.0)  # pinning saves 2 %
+                rows.append({"dataset": "alpaca", "gpus": g, "pin_memory": pin, "seed": seed,
+                             "s_per_it": tt / 1000, "epoch_time_s": tt,
+                             "epoch_time_projected": False, "device": "cuda"})  # fmt: skip
+    runs = as_runs(rows)
+    t = table_llm_pinmem.table(runs, PROFILE)
+    # each pinned run against the unpinned run of its seed (the median of both would give 1.03 %)
+    assert t["relative_improvement_pct"].dropna().round(6).unique().tolist() == [2.0]
+    assert table_llm_pinmem.gates(runs, t) == {"gpu": ""}
+    assert judge("L2a", t)["verdict"] == c.HOLDS
+    for factor in (3.0, -3.0):  # 6 % faster or slower with pinning
+        moved = t.assign(relative_improvement_pct=t["relative_improvement_pct"] * factor)
+        assert judge("L2a", moved)["verdict"] == c.FAILS
+    ct = table_llm_pinmem.compact(t)
+    assert len(ct) == 8 and (ct["repeats"] == 2).all()
+    gates = table_llm_pinmem.gates(runs.assign(device="cpu"), t)
+    got = judge("L2a", t, gates)
+    assert got["verdict"] == c.UNMEASURED and got["reason"] == table_llm_pinmem.NO_PINNING
+
+
+# ---------------------------------------------------------------- L3 / L4 rules on GPU-like profiles
+def tidy_metrics(recs: list[tuple]) -> c.pd.DataFrame:
+    """(run, rank, metric, total_s, share, bytes) -> nsys-like tidy profiler metrics."""
+    from analysis.profiles.metrics import COLUMNS
+
+    rows = [{"run": r, "rank": k, "source": "nsys", "metric": m, "raw_name": m, "calls": 10,
+             "total_s": s, "bytes": b, "share": sh} for r, k, m, s, sh, b in recs]  # fmt: skip
+    return c.pd.DataFrame(rows, columns=COLUMNS).astype({"bytes": "Int64"})
+
+
+L3_SIT = {"alpaca": 0.77, "grammar": 0.45, "samsum": 0.5, "slimorca": 0.8}
+
+
+def l3_profiles(sync: dict | None = None, share: float = 0.2, htod_share: float = 1e-4) -> tuple:
+    """One LoRA run per dataset on one GPU: launch time following s/it, sync time alike across
+    datasets (times `sync`), launch and sync `share` each of the window: (runs, tidy)."""
+    cells = [{"run": d, "dataset": d, "gpus": 1, "status": "ok", "device": "cuda", "s_per_it": s}
+             for d, s in L3_SIT.items()]  # fmt: skip
+    recs = []
+    for d, s in L3_SIT.items():
+        recs += [(d, 0, "cudaLaunchKernel", 400 * s, share, None),
+                 (d, 0, "cudaStreamSynchronize", 200 * (sync or {}).get(d, 1.0), share, None),
+                 (d, 0, "memcpy_htod", 0.5, htod_share, 10**6)]  # fmt: skip
+    return c.pd.DataFrame(cells), tidy_metrics(recs)
+
+
+def test_l3_rules_on_gpu_profiles():
+    runs, tidy = l3_profiles()
+    t = fig_llm_api.build_table(runs, tidy)
+    assert fig_llm_api.gates(runs, t) == {"gpu": ""}
+    ids = ("L3a", "L3b", "L3c", "L3d")
+    assert {i: judge(i, t)["verdict"] for i in ids} == dict.fromkeys(ids, c.HOLDS)
+    assert judge("L3a", fig_llm_api.build_table(*l3_profiles(share=0.1)))["verdict"] == c.FAILS
+    t_sync = fig_llm_api.build_table(*l3_profiles(sync={"grammar": 2.0}))
+    assert judge("L3c", t_sync)["verdict"] == c.FAILS  # spread 0.8 across datasets
+    t_htod = fig_llm_api.build_table(*l3_profiles(htod_share=0.02))
+    assert judge("L3d", t_htod)["verdict"] == c.FAILS  # 2 % of the window
+    # launch time no longer tracking s/it: the fastest dataset launches the most
+    flipped = runs.assign(s_per_it=runs["dataset"].map({"grammar": 0.9}).fillna(runs["s_per_it"]))
+    assert judge("L3b", fig_llm_api.build_table(flipped, tidy))["verdict"] == c.FAILS
+    ct = fig_llm_api.compact(t).set_index("dataset")
+    assert list(ct.index) == fig_llm_api.DATASETS and ct.shape == (4, 6)
+    assert ct.loc["alpaca", "cudaLaunchKernel [s]"] == pytest.approx(308.0)
+    assert ct.loc["grammar", "launch + sync [%]"] == pytest.approx(40.0)
+    assert ct.loc["samsum", "s/it"] == pytest.approx(0.5)
+    # the same runs on a CPU: a torch.profiler trace of CPU ops, every claim gated
+    cpu = runs.assign(device="cpu")
+    cpu_tidy = tidy_metrics([(d, 0, "cpu:aten::mm", 1.0, 0.5, None) for d in L3_SIT])
+    t_cpu = fig_llm_api.build_table(cpu, cpu_tidy)
+    gates = fig_llm_api.gates(cpu, t_cpu)
+    assert "no CUDA in the profile" in gates["gpu"]
+    got = [judge(i, t_cpu, gates) for i in ids]
+    assert {g["verdict"] for g in got} == {c.UNMEASURED}
+    assert all(g["reason"] for g in got)
+
+
+def l4_profiles(pin_htod: float = 1.1) -> tuple:
+    """LoRA on alpaca, 1 and 2 GPUs, pin_memory off and on; HtoD times `pin_htod` with pinning,
+    AllGather on 2 GPUs only: (runs, tidy)."""
+    cells, recs = [], []
+    for g in (1, 2):
+        for pin in (False, True):
+            run = f"{g}-{pin}"
+            cells.append({"run": run, "gpus": g, "pin_memory": pin, "status": "ok",
+                          "device": "cuda", "s_per_it": 0.8 + 0.1 * g})  # fmt: skip
+            for k in range(g):
+                recs += [
+                    (run, k, "cudaLaunchKernel", 100.0, 0.3, None),
+                    (run, k, "memcpy_htod", 0.2 * (pin_htod if pin else 1.0), 3e-4, 10**6),
+                ]
+                if g > 1:
+                    recs.append((run, k, "nccl_allgather_ring_ll", 5.0, 0.01, None))
+    return c.pd.DataFrame(cells), tidy_metrics(recs)
+
+
+def test_l4_rule_on_gpu_profiles():
+    runs, tidy = l4_profiles()
+    t = fig_llm_api_pinmem.build_table(runs, tidy)
+    assert fig_llm_api_pinmem.gates(runs, t) == {"gpu": ""}
+    assert judge("L4a", t)["verdict"] == c.HOLDS
+    cut = fig_llm_api_pinmem.build_table(*l4_profiles(pin_htod=0.5))  # pinning halves HtoD
+    assert judge("L4a", cut)["verdict"] == c.FAILS
+    ct = fig_llm_api_pinmem.compact(t).set_index(["gpus", "pin_memory"])
+    assert ct.shape == (4, 6)
+    assert ct.loc[(2, True), "HtoD [s]"] == pytest.approx(0.44)  # summed over 2 ranks
+    assert ct.loc[(1, False), "AllGather RING LL [s]"] == 0  # 1 GPU: no NCCL kernel, a real 0
+    assert ct.loc[(2, False), "AllGather RING LL [s]"] == pytest.approx(10.0)
+    assert ct.loc[(2, True), "HtoD [%]"] == pytest.approx(0.03)
+    failed = runs.assign(status=runs["run"].map({"2-True": "failed"}).fillna("ok"))
+    ct = fig_llm_api_pinmem.compact(fig_llm_api_pinmem.build_table(failed, tidy))
+    assert ct.set_index(["gpus", "pin_memory"]).loc[(2, True), "HtoD [s]"] == "failed"
+    assert judge("L4a", fig_llm_api_pinmem.build_table(failed, tidy))["evidence"].count("GPU") == 1
+    cpu = runs.assign(device="cpu")
+    got = judge("L4a", t, fig_llm_api_pinmem.gates(cpu, t))
+    assert got["verdict"] == c.UNMEASURED and "no CUDA in the profile" in got["reason"]
 
 
 # ---------------------------------------------------------------- L5 / L6 / L8
@@ -503,7 +684,7 @@ def test_figures_are_drawn_from_the_tables(llm_sandbox, monkeypatch, tmp_path):
     fake_runs("L6", [r for r in template_rows() if r["method"] in ("lora", "dpo")])
     fake_runs("L8", template_rows())
     for build, mod in (
-        (fig_datasets.build, f1),
+        (lambda p: driver.build("fig-datasets", p), f1),
         (lambda p: driver.build("fig-templates", p), f5),
         (lambda p: driver.build("fig-template-scaling", p), f6),
         (lambda p: driver.build("fig-vram", p), f8),

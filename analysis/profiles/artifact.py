@@ -191,6 +191,61 @@ def _agg(got: pd.DataFrame, ranks: int) -> dict[str, Any]:
     }
 
 
+# ---------------------------------------------------------- the artifact contract: gates, compact
+def gpu_gate(runs: pd.DataFrame) -> str:
+    """The `gpu` gate's reason for a profiler artifact: why a CPU run's profile holds none of the
+    paper's CUDA metrics ("" on a GPU)."""
+    if c.on_gpu(runs):
+        return ""
+    return (
+        f"{NOT_MEASURED} ({cov.why(NOT_MEASURED)}): a CPU run's torch.profiler trace holds CPU "
+        "ops only, no CUDA call, copy or NCCL kernel"
+    )
+
+
+def gate_name(metric: str) -> str:
+    """cudaEventDestroy -> records_cuda_event_destroy: the gate that the profile records it."""
+    return "records_" + re.sub(r"(?<!^)(?=[A-Z])", "_", metric).lower()
+
+
+def recorded_gates(t: pd.DataFrame, metrics: Sequence[str]) -> dict[str, str]:
+    """Gates `records_<metric>` (gate_name): for each of `metrics` that no run measured because
+    the profiler in use cannot record it (cudaEventDestroy under torch.profiler), the reason and
+    the remedy. A CPU run's absences are the `gpu` gate's, not these."""
+    out: dict[str, str] = {}
+    paper = t[t["kind"] == PAPER] if len(t) else t
+    for m in metrics:
+        rows = paper[paper["metric"] == m] if len(paper) else paper
+        if rows.empty or (rows["measured"] == True).any():  # noqa: E712 - pandas mask
+            continue
+        notes_ = [n for n in dict.fromkeys(rows["note"].dropna().astype(str))
+                  if n.startswith("not recorded by ")]  # fmt: skip
+        if notes_:
+            why = cov.why(notes_[0])
+            out[gate_name(m)] = f"{m}: {notes_[0]}" + (f" ({why})" if why else "")
+    return out
+
+
+def per_run(
+    t: pd.DataFrame, keys: Sequence[str], columns: dict[str, tuple[Sequence[str], str]]
+) -> pd.DataFrame:
+    """One row per finished run: `keys`, then per report column the sum of its metrics' `value`
+    (column name -> (metrics, "total_s" or "share_pct")) over the measured paper metrics; a
+    column no row measured stays empty (never 0). Works on `paper()` tables as well."""
+    keys = list(keys)
+    if t.empty or "run" not in t:
+        return pd.DataFrame(columns=[*keys, "run", *columns, "status"])
+    done = t[t["status"] == "ok"]
+    ok = done[(done["kind"] == PAPER) & (done["measured"] == True)]  # noqa: E712
+    out = done[[*keys, "run"]].drop_duplicates()
+    for col, (metrics, value) in columns.items():
+        sel = ok[ok["metric"].isin(list(metrics))]
+        vals = pd.to_numeric(sel[value], errors="coerce")
+        s = vals.groupby([sel[k] for k in [*keys, "run"]], dropna=False).sum(min_count=1)
+        out = out.merge(s.rename(col).reset_index(), on=[*keys, "run"], how="left")
+    return out.assign(status="ok").reset_index(drop=True)
+
+
 def value(t: pd.DataFrame, metric: str, col: str = "total_s", **conds: Any) -> float | None:
     """One measured number of the table (None if absent or not measured)."""
     sel = t[(t["metric"] == metric) & (t["measured"] == True)]  # noqa: E712 - pandas mask

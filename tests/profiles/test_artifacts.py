@@ -64,16 +64,39 @@ def v5_case(pin_cuts_htod: bool = True) -> tuple[pd.DataFrame, pd.DataFrame]:
 
 
 def test_v5_claims_hold_on_paper_like_numbers() -> None:
-    t = fig_vision_metrics.build_table(*v5_case())
-    assert verdicts(fig_vision_metrics.claims(t)) == {"V5a": HOLDS, "V5b": HOLDS, "V5c": HOLDS}
+    r, td = v5_case()
+    t = fig_vision_metrics.build_table(r, td)
+    assert verdicts(v5_claims(r, t)) == {"V5a": HOLDS, "V5b": HOLDS, "V5c": HOLDS}
     row = t[(t["run"] == "r500-4-False") & (t["metric"] == "memcpy_htod")].iloc[0]
     assert row["total_s"] == 90.0 and row["ranks"] == 4 and row["bytes"] == 4000
     assert abs(row["share_pct"] - 1.0) < 1e-9  # mean over ranks, in percent
 
 
 def test_v5b_fails_when_pin_raises_htod() -> None:
-    t = fig_vision_metrics.build_table(*v5_case(pin_cuts_htod=False))
-    assert verdicts(fig_vision_metrics.claims(t))["V5b"] == FAILS
+    r, td = v5_case(pin_cuts_htod=False)
+    t = fig_vision_metrics.build_table(r, td)
+    assert verdicts(v5_claims(r, t))["V5b"] == FAILS
+
+
+def test_v5_compact_and_the_paper_s_quotes() -> None:
+    r, td = v5_case()
+    comp = fig_vision_metrics.compact(fig_vision_metrics.build_table(r, td))
+    assert list(comp.columns[:3]) == fig_vision_metrics.KEYS and len(comp) == 8
+    row = comp[(comp["image_size"] == 500) & (comp["gpus"] == 4) & comp["pin_memory"]].iloc[0]
+    assert row["HtoD [s]"] == pytest.approx(18.0) and row["NCCL kernels [s]"] == pytest.approx(63)
+    assert row["launch + NCCL [%]"] == pytest.approx(100 * (0.05 + 0.02))
+    p = fig_vision_metrics.paper()
+    assert list(p.columns) == list(fig_vision_metrics.build_table(r, td).columns)
+    htod = p[(p["metric"] == "memcpy_htod") & (p["image_size"] == 500) & ~p["pin_memory"]]
+    assert sorted(htod["total_s"]) == [85.0, 101.0] and htod["gpus"].isna().all()
+    nccl = p[p["label"] == fig_vision_metrics.NCCL_TOTAL_LABEL]
+    assert set(zip(nccl["gpus"], nccl["pin_memory"], nccl["total_s"], strict=True)) == {
+        (2.0, False, 7.0), (4.0, False, 39.0), (4.0, True, 63.0)}  # fmt: skip
+    pc = fig_vision_metrics.compact(p)  # a quoted range: its midpoint, with the range beside
+    r500 = pc[(pc["image_size"] == 500) & pc["gpus"].isna() & ~pc["pin_memory"]].iloc[0]
+    assert (r500["HtoD [s]"], r500["HtoD [s]_min"], r500["HtoD [s]_max"]) == (93.0, 85.0, 101.0)
+    paper = {c["id"]: c["verdict"] for c in _judged("V5", p)}
+    assert paper == {"V5a": UNMEASURED, "V5b": HOLDS, "V5c": HOLDS}  # no shares were quoted
 
 
 def test_cpu_profile_says_not_measured_never_zero() -> None:
@@ -96,9 +119,11 @@ def test_cpu_profile_says_not_measured_never_zero() -> None:
     cpu = t[t["kind"] == pa.CPU].set_index("metric")
     assert cpu.loc["cpu:gloo:all_reduce", "total_s"] == 1.0
     assert cpu.loc["cpu:gloo:all_reduce", "label"].startswith("gloo allreduce (NCCL allreduce")
-    claims = fig_vision_metrics.claims(t)
+    claims = v5_claims(r, t)
     assert set(verdicts(claims).values()) == {UNMEASURED}
-    assert all(f"{pa.NOT_MEASURED} (no CUDA in the profile)" in c["evidence"] for c in claims)
+    assert all(c["reason"] == pa.NOT_MEASURED for c in claims)
+    gate = fig_vision_metrics.gates(r, t)["gpu"]
+    assert gate.startswith(f"{pa.NOT_MEASURED} (no CUDA in the profile)")
     assert any("not measured on this hardware" in n for n in pa.notes(t, r))
     # the all-API launch count beside cudaLaunchKernel: not measured either, never 0
     extra = t[t["kind"] == pa.EXTRA]
@@ -121,7 +146,7 @@ def test_v6_falls_and_paper_quotes_beside() -> None:
         rows += [(p, 0, "memcpy_htod", h, 0.1, 1), (p, 0, "cudaMemcpyAsync", m, 0.1, None),
                  (p, 0, "cudaEventDestroy", e, 0.1, None)]  # fmt: skip
     t = v6.build_table(runs(cells), tidy(rows))
-    assert verdicts(v6.claims(t)) == {"V6a": HOLDS, "V6b": HOLDS, "V6c": HOLDS}
+    assert verdicts(v6_claims(runs(cells), t)) == {"V6a": HOLDS, "V6b": HOLDS, "V6c": HOLDS}
     q = t[(t["metric"] == "memcpy_htod") & (t["precision"] == "fp64")].iloc[0]
     assert q["paper_s"] == 226 and q["total_s"] == 226
     # no broadcast kernel in this GPU profile: the run did not call one, 0 with the paper's 40 s
@@ -176,12 +201,14 @@ def test_l3_needs_the_iteration_time() -> None:
                  (d, 0, "cudaStreamSynchronize", 50, 0.1, None),
                  (d, 0, "memcpy_htod", 0.1, 0.0001, 10)]  # fmt: skip
     t = fig_llm_api.build_table(runs(cells), tidy(rows))
-    assert verdicts(fig_llm_api.claims(t)) == {
+    assert verdicts(_with_gates(fig_llm_api, "L3", runs(cells), t)) == {
         "L3a": HOLDS,
         "L3b": HOLDS,
         "L3c": HOLDS,
         "L3d": HOLDS,
     }
+    no_sit = fig_llm_api.build_table(runs(cells).drop(columns="s_per_it"), tidy(rows))
+    assert verdicts(_with_gates(fig_llm_api, "L3", runs(cells), no_sit))["L3b"] == UNMEASURED
 
 
 # --- kernel launches through every API (issue 9, item 18) ---------------------------------
@@ -269,11 +296,14 @@ def test_gpu_torch_profile_cannot_record_event_destroy(device: str) -> None:
     ed = t[t["metric"] == "cudaEventDestroy"]
     assert len(ed) == 3 and set(ed["note"]) == {"not recorded by torch.profiler"}
     assert not ed["measured"].any() and ed["total_s"].isna().all() and ed["calls"].isna().all()
-    got = {c["id"]: c for c in v6.claims(t)}
+    got = {c["id"]: c for c in v6_claims(runs(V6_CELLS, device), t)}
     assert verdicts(list(got.values())) == {"V6a": HOLDS, "V6b": HOLDS, "V6c": UNMEASURED}
-    assert got["V6c"]["evidence"].startswith("cudaEventDestroy: not recorded by torch.profiler (")
-    assert "PROFILER=nsys" in got["V6c"]["evidence"]
-    assert cov.NOT_MEASURED not in got["V6c"]["evidence"]  # the GPU is not the reason
+    assert got["V6c"]["reason"] == "not recorded by torch.profiler"  # the GPU is not the reason
+    gates = v6.gates(runs(V6_CELLS, device), t)
+    assert set(gates) == {"gpu", "records_cuda_event_destroy"} and not gates["gpu"]
+    why = gates["records_cuda_event_destroy"]
+    assert why.startswith("cudaEventDestroy: not recorded by torch.profiler (")
+    assert "PROFILER=nsys" in why and cov.NOT_MEASURED not in why
     # one GPU: no broadcast kernel called, a real 0 beside the paper's 40 s
     b = t[(t["metric"] == "nccl_broadcast") & (t["precision"] == "fp64")].iloc[0]
     assert b["measured"] and b["total_s"] == 0 and b["note"] == cov.NOT_CALLED
@@ -285,13 +315,14 @@ def test_gpu_torch_profile_cannot_record_event_destroy(device: str) -> None:
 def test_event_destroy_recorded_by_torch_or_absent_under_nsys() -> None:
     # a torch trace that does hold it (older Kineto) is measured as it is
     t = v6.build_table(runs(V6_CELLS), tidy(v6_rows(True), source="torch"))
-    assert verdicts(v6.claims(t))["V6c"] == HOLDS
+    assert verdicts(v6_claims(runs(V6_CELLS), t))["V6c"] == HOLDS
+    assert not v6.gates(runs(V6_CELLS), t).get("records_cuda_event_destroy")
     # nsys records every runtime call: absent from a GPU profile means never called, 0
     t = v6.build_table(runs(V6_CELLS), tidy(v6_rows(), source="nsys"))
     ed = t[t["metric"] == "cudaEventDestroy"]
     assert set(ed["note"]) == {cov.NOT_CALLED} and ed["measured"].all()
     assert (ed["total_s"] == 0).all() and (ed["calls"] == 0).all()
-    assert verdicts(v6.claims(t))["V6c"] == FAILS  # 0 s does not fall 2x per step
+    assert verdicts(v6_claims(runs(V6_CELLS), t))["V6c"] == FAILS  # 0 s does not fall 2x
 
 
 def test_cpu_run_with_torch_profile_is_not_measured_not_unrecorded() -> None:
@@ -300,8 +331,10 @@ def test_cpu_run_with_torch_profile_is_not_measured_not_unrecorded() -> None:
     t = v6.build_table(runs(V6_CELLS, "cpu"), tidy(rows, source="torch"))
     paper = t[t["kind"] == pa.PAPER]
     assert set(paper["note"]) == {cov.NOT_MEASURED} and paper["total_s"].isna().all()
-    v6c = {c["id"]: c for c in v6.claims(t)}["V6c"]
-    assert v6c["verdict"] == UNMEASURED and "not measured on this hardware" in v6c["evidence"]
+    v6c = {c["id"]: c for c in v6_claims(runs(V6_CELLS, "cpu"), t)}["V6c"]
+    assert v6c["verdict"] == UNMEASURED and v6c["reason"] == cov.NOT_MEASURED
+    gates = v6.gates(runs(V6_CELLS, "cpu"), t)  # the missing GPU is the reason, not the profiler
+    assert "no CUDA in the profile" in gates["gpu"] and "records_cuda_event_destroy" not in gates
 
 
 def test_gpu_run_without_nccl_is_zero_and_cpu_run_is_not_measured() -> None:
@@ -385,6 +418,20 @@ def test_profile_figure_draws_launch_all_and_names_what_was_not_recorded() -> No
 
 def _judged(exp: str, t: pd.DataFrame) -> list[dict]:
     return [cl.judge(c, t) for c in cl.load() if c["experiment"] == exp]
+
+
+def _with_gates(mod, exp: str, r: pd.DataFrame, t: pd.DataFrame) -> list[dict]:
+    """The claims of `exp` judged as the driver judges them: with the module's gates."""
+    gates = {k: v for k, v in mod.gates(r, t).items() if v}
+    return [cl.judge(c, t, None, gates) for c in cl.load() if c["experiment"] == exp]
+
+
+def v5_claims(r: pd.DataFrame, t: pd.DataFrame) -> list[dict]:
+    return _with_gates(fig_vision_metrics, "V5", r, t)
+
+
+def v6_claims(r: pd.DataFrame, t: pd.DataFrame) -> list[dict]:
+    return _with_gates(v6, "V6", r, t)
 
 
 def l7_claims(t: pd.DataFrame) -> list[dict]:
