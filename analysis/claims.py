@@ -184,6 +184,8 @@ def _label(row: pd.Series, keys: list[str]) -> str:
     parts = []
     for k in keys:
         v = row[k]
+        if v is None or (isinstance(v, float) and math.isnan(v)):
+            continue  # a key the source did not state (the paper's quotes name no GPU count)
         if k == "gpus":
             parts.append(f"{v:g} GPU" if isinstance(v, (int, float)) else f"{v} GPU")
         elif k == "image_size":
