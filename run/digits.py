@@ -4,7 +4,11 @@
 
 Each image is a 28x28 grey digit 0-9 rendered with the font that Pillow ships (so every machine
 renders the same glyphs), then varied by a seeded random size, stroke width, rotation, shear,
-offset, blur and noise. The files are named and laid out exactly as torchvision expects MNIST
+offset, blur and noise. The variation is mild on purpose: MobileNetV2 from scratch learns these
+digits to 87-98 % test accuracy from 1280 images in 2 epochs (the smoke V3/V4/V7 runs), where
+version 1 (rotation +-18 deg, shear +-0.25, offset +-2 px, stroke 1-3, font size 30-43) stayed at
+26-39 %. A set on disk written by another VERSION is made again. The files are named and laid out
+exactly as torchvision expects MNIST
 (`<root>/MNIST/raw/train-images-idx3-ubyte`, ...), so `torchvision.datasets.MNIST(root)` reads
 them through the very same code path as the real data set.
 """
@@ -21,6 +25,9 @@ import numpy as np
 from PIL import Image, ImageDraw, ImageFilter, ImageFont
 
 SIDE = 28
+# Bump whenever render() or make_split() changes what is drawn: sets of another version are redone.
+VERSION = 2
+VERSION_FILE = "digits-version"
 FILES = {
     "train": ("train-images-idx3-ubyte", "train-labels-idx1-ubyte"),
     "test": ("t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"),
@@ -34,10 +41,10 @@ def raw_dir(root: Path) -> Path:
 def render(digit: int, rng: np.random.Generator) -> np.ndarray:
     """One varied 28x28 uint8 glyph, white on black like MNIST."""
     big = 56  # draw at twice the size, then shrink: smoother strokes, like MNIST's anti-aliasing
-    font = ImageFont.load_default(size=int(rng.integers(30, 44)))
+    font = ImageFont.load_default(size=int(rng.integers(36, 42)))
     im = Image.new("L", (big, big), 0)
     draw = ImageDraw.Draw(im)
-    stroke = int(rng.integers(1, 4))
+    stroke = int(rng.integers(1, 3))
     draw.text(
         (big / 2, big / 2),
         str(digit),
@@ -47,12 +54,12 @@ def render(digit: int, rng: np.random.Generator) -> np.ndarray:
         stroke_width=stroke,
         stroke_fill=255,
     )
-    angle = float(rng.uniform(-18, 18))
-    shear = float(rng.uniform(-0.25, 0.25))
-    dx, dy = rng.uniform(-4, 4, size=2)
+    angle = float(rng.uniform(-5, 5))
+    shear = float(rng.uniform(-0.05, 0.05))
+    dx, dy = rng.uniform(-0.5, 0.5, size=2)  # on the 56 px canvas: a quarter pixel at 28
     im = im.rotate(angle, resample=Image.BILINEAR, translate=(dx, dy))
     im = im.transform(im.size, Image.AFFINE, (1, shear, -shear * big / 2, 0, 1, 0), Image.BILINEAR)
-    im = im.filter(ImageFilter.GaussianBlur(float(rng.uniform(0.0, 1.2))))
+    im = im.filter(ImageFilter.GaussianBlur(float(rng.uniform(0.0, 0.6))))
     im = im.resize((SIDE, SIDE), Image.BILINEAR)
     arr = np.asarray(im, dtype=np.float32)
     arr += rng.normal(0, 12, size=arr.shape)
@@ -97,10 +104,20 @@ def existing_counts(root: Path) -> dict[str, int] | None:
     return out
 
 
+def written_version(root: Path) -> str | None:
+    """The VERSION that wrote the set under root (None: no marker, a set of version 1)."""
+    try:
+        return (raw_dir(root) / VERSION_FILE).read_text().strip()
+    except FileNotFoundError:
+        return None
+
+
 def generate(root: Path, n_train: int, n_test: int, seed: int = 1234) -> Path:
-    """Write the data set unless one at least as large is already there. Returns raw_dir."""
+    """Write the data set unless one of this VERSION at least as large is already there.
+    Returns raw_dir."""
     have = existing_counts(root)
-    if have and have["train"] >= n_train and have["test"] >= n_test:
+    current = written_version(root) == str(VERSION)
+    if have and current and have["train"] >= n_train and have["test"] >= n_test:
         return raw_dir(root)
     out = raw_dir(root)
     out.mkdir(parents=True, exist_ok=True)
@@ -108,6 +125,9 @@ def generate(root: Path, n_train: int, n_test: int, seed: int = 1234) -> Path:
         images, labels = make_split(n, s)
         write_idx(out / FILES[split][0], images)
         write_idx(out / FILES[split][1], labels)
+    marker = out / f"{VERSION_FILE}.{os.getpid()}.tmp"  # last: the set is complete
+    marker.write_text(f"{VERSION}\n")
+    os.replace(marker, out / VERSION_FILE)
     return out
 
 

@@ -297,6 +297,13 @@ def _vision_eval(spec: dict[str, Any]) -> tuple[float, int]:
     return per_rank, math.ceil(per_rank / spec["batch_size"])
 
 
+def _vision_width(spec: dict[str, Any]) -> float:
+    """Convolution work scales with channels in x channels out: MobileNetV2's width_mult squared.
+    Crude at small widths, where per-op overhead dominates: the 10 smoke runs of V3/V4/V7 (width
+    0.25, 64 px) plan 293 s and measured 347-364 s on 2 cores."""
+    return spec.get("width_mult", 1.0) ** 2
+
+
 def _vision_gpu_loop(spec: dict[str, Any]) -> float:
     g, prec = spec["gpus"], _precision(spec["precision"])
     a = ANCHOR_VISION
@@ -306,7 +313,7 @@ def _vision_gpu_loop(spec: dict[str, Any]) -> float:
     unit = _t2(g, prec) / anchor_units
     eval_images, eval_batches = _vision_eval(spec)
     units = spec["epochs"] * (_vision_images_per_rank(spec) + EVAL_COST_SHARE * eval_images)
-    pixels = (spec["image_size"] / a["image_size"]) ** 2
+    pixels = (spec["image_size"] / a["image_size"]) ** 2 * _vision_width(spec)
     compute = units * unit * pixels * _pin_ratio(g, spec["pin_memory"])
     ineff = g * _t2(g, "fp32") / _t2(1, "fp32")
     steps = vision_spec.planned_steps(spec) + spec["epochs"] * EVAL_COST_SHARE * eval_batches
@@ -319,7 +326,7 @@ def _vision_cpu_loop(spec: dict[str, Any], info: dict[str, Any]) -> float:
     threads = max(1, cores // g)
     eval_images, _ = _vision_eval(spec)
     units = spec["epochs"] * (_vision_images_per_rank(spec) + EVAL_COST_SHARE * eval_images)
-    pixels = (spec["image_size"] / 32) ** 2
+    pixels = (spec["image_size"] / 32) ** 2 * _vision_width(spec)
     per_thread = units * pixels * CPU_PRECISION_FACTOR[spec["precision"]]
     oversubscribed = max(1.0, g / cores)
     return per_thread * CPU_VISION_S_PER_IMAGE_32PX / threads * oversubscribed

@@ -284,7 +284,7 @@ def train(spec: dict[str, Any], run_dir: Path, device: torch.device) -> int:
     test_loader = DataLoader(Subset(test_set, range(rank, len(test_set), world)), **loader_kw)
 
     # --- model and precision ---------------------------------------------------------------------
-    model = import_torchvision().models.mobilenet_v2(num_classes=10)
+    model = import_torchvision().models.mobilenet_v2(num_classes=10, width_mult=spec["width_mult"])
     model = model.to(device=device, dtype=prec.model_dtype)
     if spec["channels_last"]:
         model = model.to(memory_format=torch.channels_last)

@@ -23,6 +23,7 @@ DEFAULTS: dict[str, Any] = {
     "num_workers": 0,
     "seed": 0,
     "image_size": 48,
+    "width_mult": 1.0,  # torchvision's MobileNetV2 width multiplier: channels x width_mult
     "strategy": "ddp_ds",
     "precision": "fp32",
     "pin_memory": False,
@@ -68,6 +69,9 @@ def validate(spec: dict[str, Any]) -> None:
         raise ValueError(f"num_workers={spec['num_workers']!r} must be an integer >= 0")
     if not isinstance(spec["lr"], (int, float)) or spec["lr"] <= 0:
         raise ValueError(f"lr={spec['lr']!r} must be a positive number")
+    width = spec["width_mult"]
+    if not isinstance(width, (int, float)) or isinstance(width, bool) or width <= 0:
+        raise ValueError(f"width_mult={width!r} must be a positive number")
 
 
 def planned_steps(spec: dict[str, Any], rank: int = 0) -> int:
@@ -108,6 +112,8 @@ def run_name(spec: dict[str, Any]) -> str:
         f"e{spec['epochs']}",
         f"n{spec['train_images']}",
     ]
+    if spec["width_mult"] != 1:
+        parts.append(f"w{spec['width_mult']:g}")
     if spec["scenario"] != "A":
         parts.append(f"scen{spec['scenario']}")
     if spec["loader"] != "torch":

@@ -48,6 +48,24 @@ def test_identical_specs_are_shared_between_experiments():
     assert v3 & v4 and v3 & v7 and v4 & v7
 
 
+def test_only_the_smoke_precision_runs_are_narrowed_to_learn_in_minutes():
+    """V3/V4/V7 smoke: a quarter-width MobileNetV2 on enough digits to learn (issue 10); every
+    other run, and every quick or paper run, is the full-width model with a plain run name."""
+    real = mx.load_matrix(mx.MATRIX_FILE)
+    for profile in real["profiles"]:
+        for exp in real["experiments"]:
+            e = mx.expand(exp, profile, real)
+            if e.workload != "vision":
+                continue
+            narrow = profile == "smoke" and exp in ("V3", "V4", "V7")
+            for spec, name in zip(e.specs, e.run_names, strict=True):
+                assert spec["width_mult"] == (0.25 if narrow else 1.0), (exp, profile)
+                assert ("-w0.25" in name) == narrow, name
+    learn = {tuple(sorted((k, v) for k, v in s.items() if k not in ("precision", "pin_memory",
+             "gpus"))) for x in ("V3", "V4", "V7") for s in mx.expand(x, "smoke", real).specs}  # fmt: skip
+    assert len(learn) == 1  # one learning setup, shared by the three experiments
+
+
 def test_one_rank_strategies_collapse_to_one_run():
     real = mx.load_matrix(mx.MATRIX_FILE)
     names = mx.expand("V1", "smoke", real).run_names

@@ -177,8 +177,10 @@ def test_the_smoke_plan_adds_up_to_the_measured_smoke_make_all(real):
             if r.workload == workload and r.state == "missing"
         )
 
-    # the CPU constants are fitted to about 500 s of vision launches and 465 s of LLM launches
-    assert launches("vision") == pytest.approx(500, rel=0.05)
+    # the CPU constants are fitted to about 500 s of vision launches and 465 s of LLM launches;
+    # since then V3/V4/V7 learn (issue 10): their 10 smoke runs went from 194 s to ~355 s measured,
+    # which the plan puts at 293 s (it had 200 s), so vision now plans about 594 s
+    assert launches("vision") == pytest.approx(594, rel=0.05)
     assert launches("llm") == pytest.approx(465, rel=0.05)
     assert 15 * 60 <= plan.wall_s(rows) <= 22 * 60  # with trace parsing: the smoke's ~20 min
 

@@ -151,6 +151,33 @@ def test_digits_are_mnist_files_that_torchvision_reads(tmp_path):
     assert len(set(labels.tolist())) > 5
 
 
+def test_a_digits_set_of_another_version_is_made_again(tmp_path):
+    raw = digits.generate(tmp_path, 40, 10, seed=3)
+    assert digits.written_version(tmp_path) == str(digits.VERSION)
+    made = (raw / "train-images-idx3-ubyte").stat().st_mtime_ns
+    digits.generate(tmp_path, 20, 10, seed=3)  # this version, large enough: kept as it is
+    assert (raw / "train-images-idx3-ubyte").stat().st_mtime_ns == made
+    (raw / digits.VERSION_FILE).unlink()  # a set written before the marker existed (version 1)
+    digits.generate(tmp_path, 20, 10, seed=3)
+    assert digits.written_version(tmp_path) == str(digits.VERSION)
+    assert digits.existing_counts(tmp_path) == {"train": 20, "test": 10}
+
+
+@pytest.mark.parametrize("width", [0, -0.5, True, "0.5", None])
+def test_width_mult_must_be_a_positive_number(width):
+    with pytest.raises(ValueError, match="width_mult="):
+        vision_spec.validate({**vision_spec.DEFAULTS, "width_mult": width})
+
+
+def test_width_mult_is_named_only_when_not_the_full_model():
+    full = vision_spec.run_name(vision_spec.DEFAULTS)
+    assert "-w" not in full.split("-nopin")[1]
+    narrow = vision_spec.run_name({**vision_spec.DEFAULTS, "width_mult": 0.25})
+    assert narrow == full + "-w0.25"
+    model = import_torchvision().models.mobilenet_v2(num_classes=10, width_mult=0.25)
+    assert model.features[0][0].out_channels == 8  # torchvision honours the multiplier
+
+
 def test_missing_and_corrupt_mnist_are_reported(tmp_path, monkeypatch):
     monkeypatch.setenv("MNIST_DIR", str(tmp_path / "absent"))
     spec = {"dataset": "mnist", "train_images": 10, "test_images": 10}
