@@ -1,28 +1,19 @@
-"""What every artifact script shares: finding an experiment's runs, claims, writing outputs.
+"""What the artifact modules share: an experiment's runs, speed-ups, compact tables, gates.
 
-An artifact script (one per figure or table, named after its make target) reads the runs an
-experiment's sweep recorded and writes two files that the figures and the report read:
-
-    results/<profile>/tables/<target>.csv    the tidy table
-    results/<profile>/tables/<target>.json   title, source, claims with verdicts, notes, skipped
+The contract an artifact module follows, and the files it ends up in, are analysis/driver.py's.
 """
 
 from __future__ import annotations
 
-import argparse
-import datetime as dt
-import sys
-from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
+from analysis import repeats
 from run import matrix as mx
 from run import store
 
 REFERENCE_DIR = store.REFERENCE_DIR
-HOLDS, FAILS, UNMEASURED = "holds", "does not hold", "not measured"
 
 
 class AnalysisError(RuntimeError):
@@ -63,79 +54,12 @@ def paper_table(name: str) -> pd.DataFrame:
     return pd.read_csv(REFERENCE_DIR / name)
 
 
-def claim(cid: str, text: str, criterion: str, verdict: str, evidence: str) -> dict[str, str]:
-    assert verdict in (HOLDS, FAILS, UNMEASURED), verdict
-    return {
-        "id": cid,
-        "claim": text,
-        "criterion": criterion,
-        "verdict": verdict,
-        "evidence": evidence,
-    }
-
-
-def judged(ok: bool | None) -> str:
-    return UNMEASURED if ok is None else (HOLDS if ok else FAILS)
-
-
 def on_gpu(df: pd.DataFrame) -> bool:
     return bool(len(df)) and "device" in df and bool((df["device"].fillna("cpu") != "cpu").any())
 
 
 def ok_runs(df: pd.DataFrame) -> pd.DataFrame:
     return df[df["status"] == "ok"] if len(df) else df
-
-
-def pct(x: float) -> str:
-    return f"{x:.1f} %"
-
-
-def write_artifact(
-    target: str,
-    profile: str,
-    table: pd.DataFrame,
-    *,
-    experiments: list[str],
-    claims: list[dict[str, str]],
-    notes: list[str],
-    paper_csv: str | None,
-    skipped: list[dict[str, Any]],
-    figure: bool,
-) -> Path:
-    matrix = mx.load_matrix()
-    entry = matrix["experiments"][experiments[0]]
-    out = store.tables_dir(profile) / f"{target}.csv"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    store.write_text_atomic(out, table.to_csv(index=False))
-    meta = {
-        "target": target,
-        "profile": profile,
-        "experiments": experiments,
-        "title": entry["title"],
-        "source": entry["source"],
-        "columns": list(table.columns),
-        "claims": claims,
-        "notes": notes,
-        "paper_csv": paper_csv,
-        "skipped": skipped,
-        "figure": figure,
-        "generated": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-    }
-    store.write_json_atomic(out.with_suffix(".json"), meta)
-    return out
-
-
-def main_for(build: Callable[[str], Path], doc: str | None) -> None:
-    """Command line shared by the artifact scripts: `--profile P`, one error line on failure."""
-    ap = argparse.ArgumentParser(description=doc)
-    ap.add_argument("--profile", required=True)
-    args = ap.parse_args()
-    try:
-        out = build(args.profile)
-    except AnalysisError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        sys.exit(2)
-    print(f"wrote {out}")
 
 
 def speedups(df: pd.DataFrame, by: list[str], time_col: str = "total_time_s") -> pd.DataFrame:
@@ -361,17 +285,17 @@ def compact(
     order: dict[str, list[Any]] | None = None,
 ) -> pd.DataFrame:
     """The report's table: one row per `keys` group of finished runs, each value the median over
-    repeats, with `<value>_min`/`<value>_max` and `repeats` when a group has more than one run."""
+    repeats (analysis.repeats.collapse), with `<value>_min`/`<value>_max` and `repeats` when a
+    group has more than one run."""
     ok = ok_runs(t) if "status" in t else t
     if ok.empty:
         return pd.DataFrame(columns=[*keys, *values])
-    g = ok.groupby(keys, dropna=False)[values]
-    out = g.median(numeric_only=False)
-    n = ok.groupby(keys, dropna=False).size()
-    if int(n.max()) > 1:
-        out = out.join(g.min().add_suffix("_min")).join(g.max().add_suffix("_max"))
-        out["repeats"] = n
-    out = out.reset_index()
+    out = repeats.collapse(ok[[*keys, *values]], values)
+    out = out.sort_values(keys, kind="stable").reset_index(drop=True)
+    stats = [f"{v}_{s}" for s in ("min", "max") for v in values]
+    out = out[[*keys, *values, *stats, "repeats"]]
+    if int(out["repeats"].max()) <= 1:
+        out = out.drop(columns=[*stats, "repeats"])
     for col, vals in (order or {}).items():
         out = out.assign(_o=out[col].map(lambda v, vals=vals: vals.index(v) if v in vals else 99))
         out = out.sort_values([k if k != col else "_o" for k in keys]).drop(columns="_o")

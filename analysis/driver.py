@@ -87,16 +87,14 @@ def build(target: str, profile: str) -> Path:
     mod = artifact(target)
     if mod is None:
         raise c.AnalysisError(f"{target} is not implemented in this version of the artifact")
-    if not hasattr(mod, "table"):  # not yet on the contract: its own build() still judges
-        return mod.build(profile)
     runs, skipped = runs_of(exps, profile)
     t = mod.table(runs, profile)
     paper = mod.paper() if hasattr(mod, "paper") else None
     gates = {**default_gates(runs), **(mod.gates(runs, t) if hasattr(mod, "gates") else {})}
     gates = {k: v for k, v in gates.items() if v}
-    judged = [
-        cl.judge(claim, t, paper, gates, paper_gpus(exps)) for claim in cl.for_experiments(exps)
-    ]
+    gpus = paper_gpus(exps)
+    judged = [cl.judge(claim, t, paper, gates, gpus) for claim in cl.for_experiments(exps)]
+    compact = mod.compact(t)
     out = store.tables_dir(profile) / f"{target}.csv"
     out.parent.mkdir(parents=True, exist_ok=True)
     store.write_text_atomic(out, t.to_csv(index=False))
@@ -114,10 +112,10 @@ def build(target: str, profile: str) -> Path:
         "claims": judged,
         "notes": mod.notes(runs, t) if hasattr(mod, "notes") else [],
         "paper_csv": getattr(mod, "PAPER_CSV", None),
-        "compact": records(mod.compact(t)),
+        "compact": records(compact),
         "paper_compact": records(mod.compact(paper)) if paper is not None else None,
         "keys": list(getattr(mod, "KEYS", [])),
-        "compact_columns": list(mod.compact(t).columns),
+        "compact_columns": list(compact.columns),
         "skipped": skipped,
         "figure": bool(getattr(mod, "FIGURE", False)),
         "extra": [f"{target}-{name}.csv" for name in extra],
@@ -136,9 +134,8 @@ def self_check() -> list[dict[str, Any]]:
         exps = mx.experiments_for_target(target, matrix)
         mod = artifact(target)
         paper = mod.paper() if mod is not None and hasattr(mod, "paper") else None
-        paper = paper if paper is not None else None
-        for claim in cl.for_experiments(exps):
-            out.append(cl.judge(claim, paper, None, {}, paper_gpus(exps)))
+        gpus = paper_gpus(exps)
+        out.extend(cl.judge(claim, paper, None, {}, gpus) for claim in cl.for_experiments(exps))
     return out
 
 

@@ -198,14 +198,14 @@ def context(profile: str, roots: list[Path]) -> dict[str, Any]:
             "table": side_by_side(metas, labels),
             "claims": [],
         })  # fmt: skip
-    by_exp = {s["experiments"][0]: s for s in sections}
+    section_of = {e: s for s in sections for e in s["experiments"]}
     rows = []
     for c in all_claims:
+        sec = section_of[c["experiment"]]
         per = []
         for i, meta_claims in enumerate(judged):
             got = meta_claims.get(c["id"])
             if got is None:
-                sec = next(s for s in sections if c["experiment"] in s["experiments"])
                 why = (f"not implemented yet: {c['not_implemented']}" if c.get("not_implemented")
                        else sec["why"] or "not built")  # fmt: skip
                 got = {"verdict": cl.UNMEASURED, "reason": why}
@@ -214,17 +214,14 @@ def context(profile: str, roots: list[Path]) -> dict[str, Any]:
                "source": c["source"], "needs": c.get("needs", []), "per": per,
                "paper_verdict": next((p["paper_verdict"] for p in per if p["paper_verdict"]),
                                      ""),
-               "target": next(s["target"] for s in sections
-                              if c["experiment"] in s["experiments"])}  # fmt: skip
+               "target": sec["target"]}  # fmt: skip
         rows.append(row)
-        sec = next(s for s in sections if c["experiment"] in s["experiments"])
         sec["claims"].append(row)
     tally = [
         {"machine": labels[i],
          "counts": {v: sum(1 for r in rows if r["per"][i]["verdict"] == v) for v in VERDICT_ORDER}}
         for i in range(len(roots))
     ]  # fmt: skip
-    del by_exp
     prof = matrix["profiles"][profile]
     return {
         "profile": profile,

@@ -96,3 +96,17 @@ def module_sandbox(tmp_path_factory):
     with pytest.MonkeyPatch.context() as mp:
         sandbox_env(tmp, mp)
         yield tmp, mp
+
+
+@pytest.fixture
+def fake(sandbox, monkeypatch):
+    """Vision runs launch tests/fake_sweep.py; returns the file listing every launch."""
+    import fake_sweep  # tests/ is on sys.path for the test modules (pytest rootdir)
+
+    from run import vision_spec
+
+    launches = sandbox / "launches.txt"
+    launches.touch()
+    monkeypatch.setenv("FAKE_LAUNCHES", str(launches))
+    monkeypatch.setattr(vision_spec, "launch_command", fake_sweep.fake_launch)
+    return launches

@@ -108,7 +108,7 @@ def test_l1_claims_follow_the_numbers(llm_sandbox):
     fake_runs("L1", l1_rows(1.2))
     driver.build("fig-datasets", PROFILE)
     v = verdicts("fig-datasets")
-    assert v == {"L1a": c.HOLDS, "L1b": c.UNMEASURED, "L1c": c.HOLDS, "L1d": c.HOLDS}
+    assert v == {"L1a": cl.HOLDS, "L1b": cl.UNMEASURED, "L1c": cl.HOLDS, "L1d": cl.HOLDS}
     table = c.pd.read_csv(store.tables_dir(PROFILE) / "fig-datasets.csv")
     assert len(table) == 8
     meta = meta_of("fig-datasets")
@@ -123,13 +123,13 @@ def test_l1_claims_follow_the_numbers(llm_sandbox):
     assert meta["paper_csv"] == "table5_pin_memory_llm.csv"
     assert meta["paper_compact"][1]["1 GPU"] == 19912.0  # 5:31:52
     l1b = next(x for x in meta["claims"] if x["id"] == "L1b")
-    assert l1b["paper_verdict"] == c.HOLDS and "needs at least two values" in l1b["reason"]
+    assert l1b["paper_verdict"] == cl.HOLDS and "needs at least two values" in l1b["reason"]
 
     fake_runs("L1", l1_rows(2.5, swap=True))  # s/it more than doubles; grammar slow
     driver.build("fig-datasets", PROFILE)
     v = verdicts("fig-datasets")
-    assert v["L1a"] == c.FAILS and v["L1c"] == c.FAILS
-    assert v["L1d"] == c.FAILS  # 2.5x s/it on half the steps: the epoch takes longer
+    assert v["L1a"] == cl.FAILS and v["L1c"] == cl.FAILS
+    assert v["L1d"] == cl.FAILS  # 2.5x s/it on half the steps: the epoch takes longer
 
 
 def test_l1b_is_judged_with_more_than_two_gpu_counts(llm_sandbox):
@@ -139,27 +139,27 @@ def test_l1b_is_judged_with_more_than_two_gpu_counts(llm_sandbox):
             r["s_per_it"] = L1_SIT[r["dataset"]] * 1.2 * 1.05
     fake_runs("L1", rows)
     driver.build("fig-datasets", PROFILE)
-    assert verdicts("fig-datasets")["L1b"] == c.HOLDS
+    assert verdicts("fig-datasets")["L1b"] == cl.HOLDS
     rows[-1]["s_per_it"] *= 1.5
     fake_runs("L1", rows)
     driver.build("fig-datasets", PROFILE)
-    assert verdicts("fig-datasets")["L1b"] == c.FAILS
+    assert verdicts("fig-datasets")["L1b"] == cl.FAILS
 
 
 def test_l1_rules_on_a_gpu_table():
     rows = [r | {"device": "cuda"} for r in l1_rows(1.2, gpus=(1, 2, 3, 4))]
     t = fig_datasets.table(as_runs(rows), PROFILE)  # s/it 1.2x from 2 GPUs on, epochs shorter
     ids = ("L1a", "L1b", "L1c", "L1d")
-    assert {i: judge(i, t)["verdict"] for i in ids} == dict.fromkeys(ids, c.HOLDS)
+    assert {i: judge(i, t)["verdict"] for i in ids} == dict.fromkeys(ids, cl.HOLDS)
     g = t["gpus"]
     faster2 = t.assign(s_per_it=t["s_per_it"].mask(g == 2, t["s_per_it"] * 0.7))  # 0.84x 1 GPU
-    assert judge("L1a", faster2)["verdict"] == c.FAILS
+    assert judge("L1a", faster2)["verdict"] == cl.FAILS
     jump4 = t.assign(s_per_it=t["s_per_it"].mask(g == 4, t["s_per_it"] * 1.2))  # +20 % at 4
-    assert judge("L1b", jump4)["verdict"] == c.FAILS
+    assert judge("L1b", jump4)["verdict"] == cl.FAILS
     slow4 = t.assign(epoch_time_s=t["epoch_time_s"].mask(g == 4, t["epoch_time_s"] * 2))
-    assert judge("L1d", slow4)["verdict"] == c.FAILS  # 4 GPUs: 180 s after 120 s on 3
+    assert judge("L1d", slow4)["verdict"] == cl.FAILS  # 4 GPUs: 180 s after 120 s on 3
     swap = t.assign(dataset=t["dataset"].replace({"grammar": "alpaca", "alpaca": "grammar"}))
-    assert judge("L1c", swap)["verdict"] == c.FAILS  # alpaca now faster than samsum
+    assert judge("L1c", swap)["verdict"] == cl.FAILS  # alpaca now faster than samsum
     assert fig_datasets.compact(t).shape == (8, 6)
     # repeats (seeds): medians with their min-max in the report's table
     again = [r | {"seed": 1, "s_per_it": r["s_per_it"] * 1.1} for r in rows]
@@ -173,12 +173,12 @@ def test_l1_and_l2_on_the_paper_s_numbers():
     """The self-check's tables: Table 5's numbers through the same rules (alpaca only for L1)."""
     p1 = fig_datasets.paper()
     assert {i: judge(i, p1)["verdict"] for i in ("L1a", "L1b", "L1c", "L1d")} == {
-        "L1a": c.HOLDS, "L1b": c.HOLDS, "L1c": c.UNMEASURED, "L1d": c.HOLDS,
+        "L1a": cl.HOLDS, "L1b": cl.HOLDS, "L1c": cl.UNMEASURED, "L1d": cl.HOLDS,
     }  # fmt: skip
     assert p1["epoch_time_s"].tolist() == [19912.0, 12030.0, 7795.0, 6092.0]
     assert fig_datasets.compact(p1).shape == (2, 6)
     p2 = table_llm_pinmem.paper()
-    assert judge("L2a", p2)["verdict"] == c.HOLDS
+    assert judge("L2a", p2)["verdict"] == cl.HOLDS
     ct = table_llm_pinmem.compact(p2)
     assert ct.shape == (8, 5) and ct["total_time_s"].iloc[-1] == 5878.0  # 1:37:58
     assert ct["relative_improvement_pct"].dropna().tolist() == [0.04, 1.57, -0.03, 3.5]
@@ -208,7 +208,7 @@ def l2_rows(device: str, gain_pct: float) -> list[dict]:
 
 @pytest.mark.parametrize(
     "device,gain,verdict",
-    [("cuda", 1.0, c.HOLDS), ("cuda", 10.0, c.FAILS), ("cpu", 1.0, c.UNMEASURED)],
+    [("cuda", 1.0, cl.HOLDS), ("cuda", 10.0, cl.FAILS), ("cpu", 1.0, cl.UNMEASURED)],
 )
 def test_l2_pin_memory_claim(llm_sandbox, device, gain, verdict):
     fake_runs("L2", l2_rows(device, gain))
@@ -219,7 +219,7 @@ def test_l2_pin_memory_claim(llm_sandbox, device, gain, verdict):
     assert meta["compact_columns"] == ["gpus", "pin_memory", *table_llm_pinmem.VALUES]
     assert len(meta["compact"]) == 4 and len(meta["paper_compact"]) == 8
     l2a = meta["claims"][0]
-    assert l2a["paper_verdict"] == c.HOLDS
+    assert l2a["paper_verdict"] == cl.HOLDS
     if device == "cpu":  # the old claim's reason, now the gate's
         assert meta["gates"] == {"gpu": table_llm_pinmem.NO_PINNING}
         assert "no host-to-device copy for pinned memory" in l2a["reason"]
@@ -242,15 +242,15 @@ def test_l2_rule_on_a_gpu_table_with_repeats():
     # each pinned run against the unpinned run of its seed (the median of both would give 1.03 %)
     assert t["relative_improvement_pct"].dropna().round(6).unique().tolist() == [2.0]
     assert table_llm_pinmem.gates(runs, t) == {"gpu": ""}
-    assert judge("L2a", t)["verdict"] == c.HOLDS
+    assert judge("L2a", t)["verdict"] == cl.HOLDS
     for factor in (3.0, -3.0):  # 6 % faster or slower with pinning
         moved = t.assign(relative_improvement_pct=t["relative_improvement_pct"] * factor)
-        assert judge("L2a", moved)["verdict"] == c.FAILS
+        assert judge("L2a", moved)["verdict"] == cl.FAILS
     ct = table_llm_pinmem.compact(t)
     assert len(ct) == 8 and (ct["repeats"] == 2).all()
     gates = table_llm_pinmem.gates(runs.assign(device="cpu"), t)
     got = judge("L2a", t, gates)
-    assert got["verdict"] == c.UNMEASURED and got["reason"] == table_llm_pinmem.NO_PINNING
+    assert got["verdict"] == cl.UNMEASURED and got["reason"] == table_llm_pinmem.NO_PINNING
 
 
 # ---------------------------------------------------------------- L3 / L4 rules on GPU-like profiles
@@ -284,15 +284,15 @@ def test_l3_rules_on_gpu_profiles():
     t = fig_llm_api.build_table(runs, tidy)
     assert fig_llm_api.gates(runs, t) == {"gpu": ""}
     ids = ("L3a", "L3b", "L3c", "L3d")
-    assert {i: judge(i, t)["verdict"] for i in ids} == dict.fromkeys(ids, c.HOLDS)
-    assert judge("L3a", fig_llm_api.build_table(*l3_profiles(share=0.1)))["verdict"] == c.FAILS
+    assert {i: judge(i, t)["verdict"] for i in ids} == dict.fromkeys(ids, cl.HOLDS)
+    assert judge("L3a", fig_llm_api.build_table(*l3_profiles(share=0.1)))["verdict"] == cl.FAILS
     t_sync = fig_llm_api.build_table(*l3_profiles(sync={"grammar": 2.0}))
-    assert judge("L3c", t_sync)["verdict"] == c.FAILS  # spread 0.8 across datasets
+    assert judge("L3c", t_sync)["verdict"] == cl.FAILS  # spread 0.8 across datasets
     t_htod = fig_llm_api.build_table(*l3_profiles(htod_share=0.02))
-    assert judge("L3d", t_htod)["verdict"] == c.FAILS  # 2 % of the window
+    assert judge("L3d", t_htod)["verdict"] == cl.FAILS  # 2 % of the window
     # launch time no longer tracking s/it: the fastest dataset launches the most
     flipped = runs.assign(s_per_it=runs["dataset"].map({"grammar": 0.9}).fillna(runs["s_per_it"]))
-    assert judge("L3b", fig_llm_api.build_table(flipped, tidy))["verdict"] == c.FAILS
+    assert judge("L3b", fig_llm_api.build_table(flipped, tidy))["verdict"] == cl.FAILS
     ct = fig_llm_api.compact(t).set_index("dataset")
     assert list(ct.index) == fig_llm_api.DATASETS and ct.shape == (4, 6)
     assert ct.loc["alpaca", "cudaLaunchKernel [s]"] == pytest.approx(308.0)
@@ -305,7 +305,7 @@ def test_l3_rules_on_gpu_profiles():
     gates = fig_llm_api.gates(cpu, t_cpu)
     assert "no CUDA in the profile" in gates["gpu"]
     got = [judge(i, t_cpu, gates) for i in ids]
-    assert {g["verdict"] for g in got} == {c.UNMEASURED}
+    assert {g["verdict"] for g in got} == {cl.UNMEASURED}
     assert all(g["reason"] for g in got)
 
 
@@ -332,9 +332,9 @@ def test_l4_rule_on_gpu_profiles():
     runs, tidy = l4_profiles()
     t = fig_llm_api_pinmem.build_table(runs, tidy)
     assert fig_llm_api_pinmem.gates(runs, t) == {"gpu": ""}
-    assert judge("L4a", t)["verdict"] == c.HOLDS
+    assert judge("L4a", t)["verdict"] == cl.HOLDS
     cut = fig_llm_api_pinmem.build_table(*l4_profiles(pin_htod=0.5))  # pinning halves HtoD
-    assert judge("L4a", cut)["verdict"] == c.FAILS
+    assert judge("L4a", cut)["verdict"] == cl.FAILS
     ct = fig_llm_api_pinmem.compact(t).set_index(["gpus", "pin_memory"])
     assert ct.shape == (4, 6)
     assert ct.loc[(2, True), "HtoD [s]"] == pytest.approx(0.44)  # summed over 2 ranks
@@ -347,7 +347,7 @@ def test_l4_rule_on_gpu_profiles():
     assert judge("L4a", fig_llm_api_pinmem.build_table(failed, tidy))["evidence"].count("GPU") == 1
     cpu = runs.assign(device="cpu")
     got = judge("L4a", t, fig_llm_api_pinmem.gates(cpu, t))
-    assert got["verdict"] == c.UNMEASURED and "no CUDA in the profile" in got["reason"]
+    assert got["verdict"] == cl.UNMEASURED and "no CUDA in the profile" in got["reason"]
 
 
 # ---------------------------------------------------------------- L5 / L6 / L8
@@ -400,10 +400,10 @@ def test_l5_claims_and_token_counts(llm_sandbox):
     fake_runs("L5", template_rows())
     driver.build("fig-templates", PROFILE)
     assert verdicts("fig-templates") == {
-        "L5a": c.HOLDS,
-        "L5b": c.HOLDS,
-        "L5c": c.HOLDS,
-        "L5d": c.HOLDS,
+        "L5a": cl.HOLDS,
+        "L5b": cl.HOLDS,
+        "L5c": cl.HOLDS,
+        "L5d": cl.HOLDS,
     }
     meta = meta_of("fig-templates")
     assert meta["paper_csv"] == "template_subsets.csv" and meta["paper_compact"] is None
@@ -423,7 +423,7 @@ def test_l5_claims_and_token_counts(llm_sandbox):
     fake_runs("L5", template_rows(sit=slow))
     driver.build("fig-templates", PROFILE)
     v = verdicts("fig-templates")
-    assert v["L5a"] == c.FAILS and v["L5c"] == c.FAILS and v["L5b"] == c.FAILS
+    assert v["L5a"] == cl.FAILS and v["L5c"] == cl.FAILS and v["L5b"] == cl.FAILS
 
 
 def test_l5d_needs_error_correction_fastest(llm_sandbox):
@@ -433,33 +433,33 @@ def test_l5d_needs_error_correction_fastest(llm_sandbox):
         driver.build("fig-templates", PROFILE)
     finally:
         SIZE["error-correction"] = 0.5
-    assert verdicts("fig-templates")["L5d"] == c.FAILS
+    assert verdicts("fig-templates")["L5d"] == cl.FAILS
 
 
 def test_l6_scaling_and_lora_vs_dpo(llm_sandbox):
     rows = [r for r in template_rows() if r["method"] in ("lora", "dpo")]
     fake_runs("L6", rows)  # 2 ranks: same s/it, half the steps; LoRA 50 % below DPO
     driver.build("fig-template-scaling", PROFILE)
-    assert verdicts("fig-template-scaling") == {"L6a": c.HOLDS, "L6b": c.HOLDS}
+    assert verdicts("fig-template-scaling") == {"L6a": cl.HOLDS, "L6b": cl.HOLDS}
     fake_runs(
         "L6",
         [r for r in template_rows(sit={**SIT, "lora": 0.45}) if r["method"] in ("lora", "dpo")],
     )
     driver.build("fig-template-scaling", PROFILE)
-    assert verdicts("fig-template-scaling")["L6b"] == c.HOLDS  # LoRA / DPO 0.75: in 0.5-0.8
+    assert verdicts("fig-template-scaling")["L6b"] == cl.HOLDS  # LoRA / DPO 0.75: in 0.5-0.8
     fake_runs(
         "L6",
         [r for r in template_rows(sit={**SIT, "lora": 0.55}) if r["method"] in ("lora", "dpo")],
     )
     driver.build("fig-template-scaling", PROFILE)
-    assert verdicts("fig-template-scaling")["L6b"] == c.FAILS  # 0.92
+    assert verdicts("fig-template-scaling")["L6b"] == cl.FAILS  # 0.92
     slow = [r for r in template_rows() if r["method"] in ("lora", "dpo")]
     for r in slow:
         if r["gpus"] == 2:
             r["epoch_time_s"] *= 3
     fake_runs("L6", slow)
     driver.build("fig-template-scaling", PROFILE)
-    assert verdicts("fig-template-scaling")["L6a"] == c.FAILS
+    assert verdicts("fig-template-scaling")["L6a"] == cl.FAILS
     meta = meta_of("fig-template-scaling")
     assert meta["compact_columns"] == ["template", "method", "1 GPU [s]", "2 GPUs [s]"]
     assert len(meta["compact"]) == 6
@@ -468,7 +468,7 @@ def test_l6_scaling_and_lora_vs_dpo(llm_sandbox):
 def test_l8_on_cpu_is_host_memory_and_not_judged(llm_sandbox):
     fake_runs("L8", template_rows(), skipped=[{"run": "x-4gpu", "gpus": 4, "reason": "r"}])
     driver.build("fig-vram", PROFILE)
-    assert set(verdicts("fig-vram").values()) == {c.UNMEASURED}
+    assert set(verdicts("fig-vram").values()) == {cl.UNMEASURED}
     meta = meta_of("fig-vram")
     assert meta["skipped"] and any("not VRAM" in n for n in meta["notes"])
     assert meta["gates"] == {"gpu": fig_vram.NOT_VRAM, "gpu_oom": fig_vram.NO_OOM}
@@ -481,7 +481,7 @@ def test_l8_on_cpu_is_host_memory_and_not_judged(llm_sandbox):
     fake_runs("L8", template_rows(gpus=(1, 2, 4)))
     driver.build("fig-vram", PROFILE)
     l8d = next(cl_ for cl_ in meta_of("fig-vram")["claims"] if cl_["id"] == "L8d")
-    assert l8d["verdict"] == c.UNMEASURED and "QAT on 1 device is unsupported" in l8d["reason"]
+    assert l8d["verdict"] == cl.UNMEASURED and "QAT on 1 device is unsupported" in l8d["reason"]
 
 
 def test_l8_claims_on_gpu(llm_sandbox):
@@ -492,11 +492,11 @@ def test_l8_claims_on_gpu(llm_sandbox):
     fake_runs("L8", rows)
     driver.build("fig-vram", PROFILE)
     assert verdicts("fig-vram") == {
-        "L8a": c.HOLDS,
-        "L8b": c.HOLDS,
-        "L8c": c.HOLDS,
-        "L8d": c.HOLDS,
-        "L8e": c.HOLDS,
+        "L8a": cl.HOLDS,
+        "L8b": cl.HOLDS,
+        "L8c": cl.HOLDS,
+        "L8d": cl.HOLDS,
+        "L8e": cl.HOLDS,
     }
     t = c.pd.read_csv(store.tables_dir(PROFILE) / "fig-vram.csv")
     assert (t["status"] == "oom").sum() == 3
@@ -511,7 +511,7 @@ def test_l8_claims_on_gpu(llm_sandbox):
     fake_runs("L8", rows)
     driver.build("fig-vram", PROFILE)
     v = verdicts("fig-vram")
-    assert v["L8c"] == c.FAILS and v["L8d"] == c.FAILS and v["L8b"] == c.FAILS  # no drop: 1.0x
+    assert v["L8c"] == cl.FAILS and v["L8d"] == cl.FAILS and v["L8b"] == cl.FAILS  # no drop: 1.0x
 
 
 # ---------------------------------------------------------------- L5-L9 rules on GPU-like tables
@@ -530,13 +530,13 @@ def as_runs(rows: list[dict]) -> c.pd.DataFrame:
 def test_l5_rules_on_a_gpu_table():
     t = fig_templates.table(as_runs(template_rows("cuda", gpus=(1, 4))), PROFILE)
     ids = ("L5a", "L5b", "L5c", "L5d")
-    assert {i: judge(i, t)["verdict"] for i in ids} == dict.fromkeys(ids, c.HOLDS)
+    assert {i: judge(i, t)["verdict"] for i in ids} == dict.fromkeys(ids, cl.HOLDS)
     fast_qat = t.assign(s_per_it=t["s_per_it"].where(t["method"] != "qat", t["s_per_it"] / 8))
     assert {i: judge(i, fast_qat)["verdict"] for i in ids} == {
-        "L5a": c.FAILS, "L5b": c.FAILS, "L5c": c.FAILS, "L5d": c.HOLDS,
+        "L5a": cl.FAILS, "L5b": cl.FAILS, "L5c": cl.FAILS, "L5d": cl.HOLDS,
     }  # fmt: skip
     big_ec = t.assign(s_per_it=t["s_per_it"] * t["dataset"].map({"error-correction": 3}).fillna(1))
-    assert judge("L5d", big_ec)["verdict"] == c.FAILS
+    assert judge("L5d", big_ec)["verdict"] == cl.FAILS
     assert fig_templates.compact(t).shape == (12, 4)
 
 
@@ -545,11 +545,11 @@ def test_l6_rules_on_a_gpu_table():
     for r in rows:  # whole epochs, time falling with the GPUs
         r["epoch_time_s"] = SIT[r["method"]] * SIZE[r["dataset"]] * 100 / r["gpus"]
     t = fig_template_scaling.table(as_runs(rows), PROFILE)
-    assert judge("L6a", t)["verdict"] == c.HOLDS and judge("L6b", t)["verdict"] == c.HOLDS
+    assert judge("L6a", t)["verdict"] == cl.HOLDS and judge("L6b", t)["verdict"] == cl.HOLDS
     slower_at_3 = t.assign(tuning_time_s=t["tuning_time_s"] * t["gpus"].map({3: 2.0}).fillna(1))
-    assert judge("L6a", slower_at_3)["verdict"] == c.FAILS
+    assert judge("L6a", slower_at_3)["verdict"] == cl.FAILS
     close = t.assign(tuning_time_s=t["tuning_time_s"] * t["method"].map({"lora": 1.8}).fillna(1))
-    assert judge("L6b", close)["verdict"] == c.FAILS  # LoRA / DPO 0.9
+    assert judge("L6b", close)["verdict"] == cl.FAILS  # LoRA / DPO 0.9
 
 
 def qat_table(status: dict[int, str]) -> c.pd.DataFrame:
@@ -562,25 +562,25 @@ def qat_table(status: dict[int, str]) -> c.pd.DataFrame:
 @pytest.mark.parametrize(
     "status, verdict",
     [
-        ({1: "unsupported", 2: "oom", 3: "oom", 4: "ok"}, c.HOLDS),
-        ({2: "oom", 3: "oom", 4: "ok"}, c.HOLDS),
-        ({1: "unsupported", 2: "oom", 4: "ok"}, c.HOLDS),  # no 3-GPU run
-        ({1: "unsupported", 2: "oom", 3: "unsupported", 4: "ok"}, c.HOLDS),  # says nothing
-        ({1: "unsupported", 2: "ok", 3: "oom", 4: "ok"}, c.FAILS),  # fits on 2
-        ({2: "oom", 3: "oom", 4: "oom"}, c.FAILS),  # does not fit on 4 either
-        ({2: "oom", 3: "failed", 4: "ok"}, c.FAILS),  # 3 GPUs failed otherwise
-        ({1: "unsupported", 4: "ok"}, c.UNMEASURED),  # no run on 2-3 GPUs
-        ({1: "unsupported", 2: "unsupported", 3: "unsupported", 4: "ok"}, c.UNMEASURED),
-        ({1: "unsupported", 2: "oom"}, c.UNMEASURED),  # no run on 4 GPUs
+        ({1: "unsupported", 2: "oom", 3: "oom", 4: "ok"}, cl.HOLDS),
+        ({2: "oom", 3: "oom", 4: "ok"}, cl.HOLDS),
+        ({1: "unsupported", 2: "oom", 4: "ok"}, cl.HOLDS),  # no 3-GPU run
+        ({1: "unsupported", 2: "oom", 3: "unsupported", 4: "ok"}, cl.HOLDS),  # says nothing
+        ({1: "unsupported", 2: "ok", 3: "oom", 4: "ok"}, cl.FAILS),  # fits on 2
+        ({2: "oom", 3: "oom", 4: "oom"}, cl.FAILS),  # does not fit on 4 either
+        ({2: "oom", 3: "failed", 4: "ok"}, cl.FAILS),  # 3 GPUs failed otherwise
+        ({1: "unsupported", 4: "ok"}, cl.UNMEASURED),  # no run on 2-3 GPUs
+        ({1: "unsupported", 2: "unsupported", 3: "unsupported", 4: "ok"}, cl.UNMEASURED),
+        ({1: "unsupported", 2: "oom"}, cl.UNMEASURED),  # no run on 4 GPUs
     ],
 )
 def test_l8d_status_rule(status, verdict):
     got = judge("L8d", qat_table(status))
     assert got["verdict"] == verdict, got
     # without a GPU the gate says why, whenever the rule had runs to judge
-    if verdict != c.UNMEASURED:
+    if verdict != cl.UNMEASURED:
         gated = judge("L8d", qat_table(status), {"gpu_oom": fig_vram.NO_OOM})
-        assert gated["verdict"] == c.UNMEASURED and gated["reason"] == fig_vram.NO_OOM
+        assert gated["verdict"] == cl.UNMEASURED and gated["reason"] == fig_vram.NO_OOM
 
 
 def test_l8_memory_rules_on_a_gpu_table():
@@ -592,19 +592,19 @@ def test_l8_memory_rules_on_a_gpu_table():
     t = fig_vram.table(runs, PROFILE)
     assert fig_vram.gates(runs, t) == {}
     ids = ("L8a", "L8b", "L8c", "L8d", "L8e")
-    assert {i: judge(i, t)["verdict"] for i in ids} == dict.fromkeys(ids, c.HOLDS)
+    assert {i: judge(i, t)["verdict"] for i in ids} == dict.fromkeys(ids, cl.HOLDS)
     dpo4 = (t["method"] == "dpo") & (t["gpus"] == 4)  # DPO stays at its 2-GPU peak on 4 GPUs
     flat = t.assign(peak_memory_all_gpus_gib=t["peak_memory_all_gpus_gib"].mask(dpo4, 60.0 * 4))
-    assert judge("L8a", flat)["verdict"] == c.FAILS
+    assert judge("L8a", flat)["verdict"] == cl.FAILS
     lora4 = (t["method"] == "lora") & (t["gpus"] == 4)  # LoRA halves on 4 GPUs: not flat
     halved = t.assign(peak_memory_gib=t["peak_memory_gib"].mask(lora4, 10.0))
-    assert judge("L8b", halved)["verdict"] == c.FAILS
+    assert judge("L8b", halved)["verdict"] == cl.FAILS
     # the same numbers as host RSS of a CPU run: gated, with the reason of the old claims
     cpu = runs.assign(device="cpu")
     gates = fig_vram.gates(cpu, t)
     assert gates == {"gpu": fig_vram.NOT_VRAM, "gpu_oom": fig_vram.NO_OOM}
     got = judge("L8a", t, gates)
-    assert got["verdict"] == c.UNMEASURED and "not VRAM" in got["reason"]
+    assert got["verdict"] == cl.UNMEASURED and "not VRAM" in got["reason"]
 
 
 def llm_profiles(htod_share: float = 0.001, lora_mb: float = 10e6) -> tuple:
@@ -642,7 +642,7 @@ def test_l7_rules_on_gpu_profiles():
     runs, tidy = llm_profiles()
     t = fig_api_share.build_table(runs, tidy)
     ids = ("L7a", "L7b", "L7c", "L7d")
-    assert {i: judge(i, t)["verdict"] for i in ids} == dict.fromkeys(ids, c.HOLDS)
+    assert {i: judge(i, t)["verdict"] for i in ids} == dict.fromkeys(ids, cl.HOLDS)
     assert fig_api_share.gates(runs, t) == {"gpu": ""}
     ct = fig_api_share.compact(t).set_index(["method", "template"])
     assert ct.shape == (12, 5)
@@ -650,23 +650,23 @@ def test_l7_rules_on_gpu_profiles():
     assert ct.loc[("QLoRA", "Instruct"), "HtoD [%]"] == "unsupported"
     assert ct.loc[("LoRA", "Instruct"), "AllGather RING LL [%]"] == 0  # nsys saw none: a real 0
     runs, tidy = llm_profiles(htod_share=0.05)
-    assert judge("L7c", fig_api_share.build_table(runs, tidy))["verdict"] == c.FAILS
+    assert judge("L7c", fig_api_share.build_table(runs, tidy))["verdict"] == cl.FAILS
     t = fig_api_share.build_table(runs, tidy)  # QAT's share no longer the highest
     low_qat = t.assign(share_pct=t["share_pct"].where(t["method"] != "qat", 0.01))
-    assert judge("L7a", low_qat)["verdict"] == c.FAILS
-    assert judge("L7b", low_qat)["verdict"] == c.FAILS
+    assert judge("L7a", low_qat)["verdict"] == cl.FAILS
+    assert judge("L7b", low_qat)["verdict"] == cl.FAILS
 
 
 def test_l9_rules_on_gpu_profiles():
     runs, tidy = llm_profiles()
     t = fig_transfers.build_table(runs, tidy)
-    assert judge("L9a", t)["verdict"] == c.HOLDS and judge("L9b", t)["verdict"] == c.HOLDS
+    assert judge("L9a", t)["verdict"] == cl.HOLDS and judge("L9b", t)["verdict"] == cl.HOLDS
     ct = fig_transfers.compact(t).set_index(["method", "template"])
     assert list(ct.columns) == ["HtoD [MB]", "DtoD [MB]", "DtoH [MB]"]
     assert ct.loc[("DPO", "Instruct"), "HtoD [MB]"] == pytest.approx(200.0)  # 4 ranks x 50 MB
     assert ct.loc[("DPO", "Instruct"), "DtoH [MB]"] == 0  # no DtoH copy: 0 bytes
     runs, tidy = llm_profiles(lora_mb=20e6)  # DPO moves 2.5x LoRA's bytes
-    assert judge("L9a", fig_transfers.build_table(runs, tidy))["verdict"] == c.FAILS
+    assert judge("L9a", fig_transfers.build_table(runs, tidy))["verdict"] == cl.FAILS
     cpu = runs.assign(device="cpu")
     assert "no CUDA in the profile" in fig_transfers.gates(cpu, t)["gpu"]
 

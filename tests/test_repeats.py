@@ -14,7 +14,6 @@ from run import llm_spec, plan, store, sweep, vision_spec
 from run import matrix as mx
 
 sys.path.insert(0, str(Path(__file__).parent))
-import fake_sweep  # noqa: E402
 from fake_hw import CPU2  # noqa: E402
 
 # the repository's matrix (the sandbox points run.matrix at a small one)
@@ -102,15 +101,6 @@ def test_the_plan_counts_repeats(sandbox, monkeypatch):
 
 
 # ---------------------------------------------------------------- the sweep
-@pytest.fixture
-def fake(sandbox, monkeypatch):
-    launches = sandbox / "launches.txt"
-    launches.touch()
-    monkeypatch.setenv("FAKE_LAUNCHES", str(launches))
-    monkeypatch.setattr(vision_spec, "launch_command", fake_sweep.fake_launch)
-    return launches
-
-
 def test_a_sweep_records_every_repeat_and_reruns_only_missing_ones(fake, monkeypatch):
     monkeypatch.delenv("REPEATS", raising=False)
     sweep.sweep(["V3"], "test")

@@ -9,22 +9,10 @@ import sys
 import time
 from pathlib import Path
 
-import pytest
-
-from run import probe, store, sweep, vision_spec
+from run import probe, store, sweep
 
 FAKE_SWEEP = Path(__file__).with_name("fake_sweep.py")
 sys.path.insert(0, str(FAKE_SWEEP.parent))
-import fake_sweep  # noqa: E402
-
-
-@pytest.fixture
-def fake(sandbox, monkeypatch):
-    launches = sandbox / "launches.txt"
-    launches.touch()
-    monkeypatch.setenv("FAKE_LAUNCHES", str(launches))
-    monkeypatch.setattr(vision_spec, "launch_command", fake_sweep.fake_launch)
-    return launches
 
 
 def launched(launches: Path) -> list[str]:

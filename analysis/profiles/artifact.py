@@ -246,46 +246,10 @@ def per_run(
     return out.assign(status="ok").reset_index(drop=True)
 
 
-def value(t: pd.DataFrame, metric: str, col: str = "total_s", **conds: Any) -> float | None:
-    """One measured number of the table (None if absent or not measured)."""
-    sel = t[(t["metric"] == metric) & (t["measured"] == True)]  # noqa: E712 - pandas mask
-    for k, v in conds.items():
-        sel = sel[sel[k] == v]
-    if sel.empty or pd.isna(sel[col].iloc[0]):
-        return None
-    return float(sel[col].iloc[0])
-
-
 def measured(t: pd.DataFrame, metrics: Sequence[str]) -> bool:
     """True when every listed metric was measured in at least one run."""
     ok = t[(t["kind"] == PAPER) & (t["measured"] == True)]  # noqa: E712
     return all((ok["metric"] == m).any() for m in metrics)
-
-
-def unmeasured_claim(
-    cid: str, text: str, criterion: str, metrics: Sequence[str], t: pd.DataFrame | None = None
-) -> dict:
-    """A "not measured" claim whose evidence says why, from the notes of `t`'s rows.
-
-    Each listed metric that no run measured is named with its rows' note(s): "not measured on
-    this hardware" (CPU run) or "not recorded by torch.profiler" (profiler cannot record it).
-    Without `t` the reason is the CPU one, as before.
-    """
-    reasons: dict[str, list[str]] = {}
-    if t is not None:
-        paper = t[t["kind"] == PAPER]
-        for m in metrics:
-            rows = paper[paper["metric"] == m]
-            if len(rows) and not (rows["measured"] == True).any():  # noqa: E712
-                for note in dict.fromkeys(rows["note"].dropna().astype(str)):
-                    reasons.setdefault(note, []).append(METRICS[m])
-    if not reasons:
-        reasons = {NOT_MEASURED: [METRICS[m] for m in metrics]}
-    evidence = "; ".join(
-        f"{', '.join(names)}: {note}" + (f" ({cov.why(note)})" if cov.why(note) else "")
-        for note, names in reasons.items()
-    )
-    return c.claim(cid, text, criterion, c.UNMEASURED, evidence)
 
 
 def notes(t: pd.DataFrame, runs: pd.DataFrame) -> list[str]:
@@ -357,16 +321,3 @@ def _launch_notes(t: pd.DataFrame) -> list[str]:
                 f"{far.max():.3g}x): cudaLaunchKernel misses many of these runs' kernels."
             )
     return out
-
-
-def fmt(x: float | None, unit: str = "s") -> str:
-    return "n/a" if x is None else f"{x:.3g} {unit}".strip()
-
-
-def summed(
-    t: pd.DataFrame, metrics: Sequence[str], col: str = "total_s", **conds: Any
-) -> float | None:
-    """Sum of several metrics for one condition; None unless at least one was measured."""
-    vals = [value(t, m, col, **conds) for m in metrics]
-    got = [v for v in vals if v is not None]
-    return sum(got) if got else None

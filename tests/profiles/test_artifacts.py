@@ -16,7 +16,7 @@ from analysis import (
     fig_vision_metrics,
 )
 from analysis import table_precision_profile as v6
-from analysis.common import FAILS, HOLDS, UNMEASURED
+from analysis.claims import FAILS, HOLDS, UNMEASURED
 from analysis.profiles import artifact as pa
 from analysis.profiles import coverage as cov
 from analysis.profiles.metrics import COLUMNS, KERNEL_LAUNCH_ALL, LABELS, LAUNCH_APIS
