@@ -42,7 +42,8 @@ HOLDS, FAILS, INCONCLUSIVE, UNMEASURED = "holds", "does not hold", "inconclusive
 VERDICTS = (HOLDS, FAILS, INCONCLUSIVE, UNMEASURED)
 OPS = {">": operator.gt, ">=": operator.ge, "<": operator.lt, "<=": operator.le}
 RULES = ("threshold", "compare", "trend", "extreme", "within", "correlation", "spread",
-         "dominates", "step", "status")  # fmt: skip
+         "dominates", "step", "status", "all")  # fmt: skip
+FIELDS = ("experiment", "statement", "source", "criterion")  # what every claim states
 # A gate that fails makes a claim "not measured", except these, which make it "inconclusive":
 # the quantity exists, but the runs cannot speak for the paper's (a model that did not learn).
 INCONCLUSIVE_GATES = ("learned",)
@@ -65,7 +66,7 @@ def load(path: Path = CLAIMS_FILE) -> list[dict[str, Any]]:
 def check(cl: dict[str, Any]) -> None:
     """A claim's fields, without judging it: what `make test` validates for every entry."""
     cid = cl.get("id", "?")
-    for key in ("id", "experiment", "statement", "source", "criterion"):
+    for key in ("id", *FIELDS):
         if not cl.get(key):
             raise ClaimError(f"claim {cid}: missing '{key}'")
     rule = cl.get("rule")
@@ -75,6 +76,14 @@ def check(cl: dict[str, Any]) -> None:
         return
     if rule not in RULES:
         raise ClaimError(f"claim {cid}: unknown rule '{rule}' (one of {', '.join(RULES)})")
+    if rule == "all":  # each part is a rule of its own; `part` names it in the evidence
+        if len(cl.get("parts") or []) < 2:
+            raise ClaimError(f"claim {cid}: rule all needs two or more 'parts'")
+        for i, part in enumerate(cl["parts"]):
+            if not part.get("part"):
+                raise ClaimError(f"claim {cid}: part {i + 1} has no 'part' name")
+            check({"id": f"{cid} part {i + 1}", **{k: cl[k] for k in FIELDS}, **part})
+        return
     if "op" in cl and cl["op"] not in OPS:
         raise ClaimError(f"claim {cid}: unknown op '{cl['op']}'")
     needs = {"threshold": ("q", "than"), "compare": ("a", "b"), "trend": ("q", "along"),
@@ -100,6 +109,7 @@ class Q:
     frame: pd.DataFrame  # keys + med, lo, hi, n
     unmeasured: list[str] = field(default_factory=list)  # why rows were not measured
     missing: str = ""  # the filter that left no rows, with the values the table has
+    gpus: set[float] = field(default_factory=set)  # GPU counts of the rows read (coverage)
 
     def empty(self) -> bool:
         return self.frame.empty
@@ -120,19 +130,28 @@ def _resolve(t: pd.DataFrame, col: str, v: Any) -> list[Any]:
     return out
 
 
+def _where(t: pd.DataFrame, where: dict[str, Any] | None) -> tuple[pd.DataFrame, str]:
+    """Rows of `t` matching every filter, or none and the filter that left none (for people)."""
+    rows = t
+    for col, v in (where or {}).items():
+        if col not in rows:
+            return t.iloc[0:0], f"the table has no column {col}"
+        kept = rows[rows[col].isin(_resolve(t, col, v))]
+        if kept.empty:
+            have = ", ".join(str(x) for x in sorted(rows[col].dropna().unique().tolist()))
+            shown = ", ".join(map(str, v)) if isinstance(v, list) else v
+            return kept, f"no runs with {col} {shown} (ran: {have or 'none'})"
+        rows = kept
+    return rows, ""
+
+
 def select(t: pd.DataFrame, spec: dict[str, Any]) -> Q:
     """Rows of `t` matching `spec['where']`, reduced to one value per `spec['by']` group."""
     keys = list(spec.get("by", []))
-    rows = t
     empty = pd.DataFrame(columns=[*keys, "med", "lo", "hi", "n"])
-    for col, v in (spec.get("where") or {}).items():
-        if col not in rows:
-            return Q(keys, empty, missing=f"the table has no column {col}")
-        kept = rows[rows[col].isin(_resolve(t, col, v))]
-        if kept.empty and not rows.empty:
-            have = ", ".join(str(x) for x in sorted(rows[col].dropna().unique().tolist()))
-            return Q(keys, empty, missing=f"no runs with {col} {v} (ran: {have})")
-        rows = kept
+    rows, missing = _where(t, spec.get("where"))
+    if missing:
+        return Q(keys, empty, missing=missing)
     if "status" in rows:
         rows = rows[rows["status"] == "ok"]
     why: list[str] = []
@@ -141,6 +160,8 @@ def select(t: pd.DataFrame, spec: dict[str, Any]) -> Q:
         why = sorted(set(bad.get("note", pd.Series(dtype=str)).dropna().astype(str)))
         rows = rows[rows["measured"] == True]  # noqa: E712
     col, over = spec["value"], list(spec.get("over", []))
+    # the GPU counts judged, also where `where` fixed them and no group names them
+    gpus = set(rows.dropna(subset=[col])["gpus"].dropna()) if "gpus" in rows else set()
     rows = rows[[*keys, *over, *(["run"] if "run" in rows else []), col]].dropna(subset=[col])
     rows = rows.assign(_v=pd.to_numeric(rows[col], errors="coerce").astype(float))
     if spec.get("abs"):
@@ -157,7 +178,7 @@ def select(t: pd.DataFrame, spec: dict[str, Any]) -> Q:
         agg = spec.get("over_agg", "mean")
         g2 = frame.assign(_all="all").groupby(keys or ["_all"], dropna=False)
         frame = g2[["med", "lo", "hi"]].agg(agg).join(g2["n"].min()).reset_index()
-    return Q(keys, frame.drop(columns="_all", errors="ignore"), why)
+    return Q(keys, frame.drop(columns="_all", errors="ignore"), why, gpus=gpus)
 
 
 def _sub(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
@@ -215,10 +236,6 @@ class Outcome:
     gpus: set[float] = field(default_factory=set)
 
 
-def _gpus(q: Q) -> set[float]:
-    return set(q.frame["gpus"].dropna()) if "gpus" in q.frame else set()
-
-
 def _none(cl: dict[str, Any], *qs: Q) -> Outcome:
     reasons = sorted({w for q in qs for w in q.unmeasured})
     if reasons:
@@ -234,7 +251,7 @@ def _threshold(cl: dict[str, Any], t: pd.DataFrame) -> Outcome:
     if q.empty():
         return _none(cl, q)
     op, than, unit = OPS[cl.get("op", ">")], float(cl["than"]), cl.get("unit", "")
-    out = Outcome(True, gpus=_gpus(q))
+    out = Outcome(True, gpus=q.gpus)
     for _, r in q.frame.iterrows():
         good = op(r["med"], than)
         out.ok &= bool(good)
@@ -265,7 +282,7 @@ def _compare(cl: dict[str, Any], t: pd.DataFrame) -> Outcome:
         return _none(cl, a, b)
     names = cl.get("names", ["a", "b"])
     keys = [k for k in dict.fromkeys([*a.keys, *b.keys]) if k in m]
-    out = Outcome(True, gpus=_gpus(a) | _gpus(b))
+    out = Outcome(True, gpus=a.gpus | b.gpus)
     ratios = []
     for _, r in m.iterrows():
         ratio = r["med_a"] / r["med_b"] if r["med_b"] else math.inf
@@ -315,7 +332,7 @@ def _trend(cl: dict[str, Any], t: pd.DataFrame) -> Outcome:
     rest = [k for k in q.keys if k != along]
     direction, tol = cl.get("direction", "decreasing"), float(cl.get("tolerance", 0.0))
     step = cl.get("step_ratio")
-    out = Outcome(True, gpus=_gpus(q))
+    out = Outcome(True, gpus=q.gpus)
     groups = f.groupby(rest, dropna=False) if rest else [((), f)]
     decided = False
     for _key, g in groups:
@@ -359,7 +376,7 @@ def _extreme(cl: dict[str, Any], t: pd.DataFrame) -> Outcome:
     among, kind = cl["among"], cl.get("kind", "lowest")
     expect = cl["expect"] if isinstance(cl["expect"], list) else [cl["expect"]]
     rest = [k for k in q.keys if k != among]
-    out = Outcome(True, gpus=_gpus(q))
+    out = Outcome(True, gpus=q.gpus)
     groups = q.frame.groupby(rest, dropna=False) if rest else [((), q.frame)]
     decided = False
     for _, g in groups:
@@ -392,7 +409,7 @@ def _within(cl: dict[str, Any], t: pd.DataFrame) -> Outcome:
     tol_abs, tol_rel = float(cl.get("tol_abs", 0.0)), float(cl.get("tol_rel", 0.0))
     names = cl.get("names", ["a", "b"])
     keys = [k for k in dict.fromkeys([*a.keys, *b.keys]) if k in m]
-    out = Outcome(True, gpus=_gpus(a) | _gpus(b))
+    out = Outcome(True, gpus=a.gpus | b.gpus)
     diffs = (m["med_a"] - m["med_b"]).abs()
     for _, r in m.iterrows():
         out.facts.append(
@@ -415,12 +432,14 @@ def _within(cl: dict[str, Any], t: pd.DataFrame) -> Outcome:
 
 def _correlation(cl: dict[str, Any], t: pd.DataFrame) -> Outcome:
     a, b, m = _pairs(cl, t)
+    if a.empty() or b.empty():
+        return _none(cl, a, b)
     if len(m) < 3:
         return Outcome(None, why=f"needs 3 or more matched groups (have {len(m)})")
     r = float(m["med_a"].corr(m["med_b"]))
     return Outcome(
         r >= float(cl["r"]), facts=[f"Pearson r = {num(r)} over {len(m)} groups"], values=[r],
-        gpus=_gpus(a),
+        gpus=a.gpus,
     )  # fmt: skip
 
 
@@ -434,7 +453,7 @@ def _spread(cl: dict[str, Any], t: pd.DataFrame) -> Outcome:
     return Outcome(
         rel <= float(cl["max_rel"]),
         facts=[vals, f"(max - min) / mean = {num(rel)} (criterion <= {num(cl['max_rel'])})"],
-        values=[rel], gpus=_gpus(q),
+        values=[rel], gpus=q.gpus,
     )  # fmt: skip
 
 
@@ -451,7 +470,7 @@ def _dominates(cl: dict[str, Any], t: pd.DataFrame) -> Outcome:
     return Outcome(
         r_w > r_n,
         facts=[f"range over {cl['among']}: {num(r_w)}", f"range over {cl['over']}: {num(r_n)}"],
-        values=[r_w, r_n], gpus=_gpus(q),
+        values=[r_w, r_n], gpus=q.gpus,
     )  # fmt: skip
 
 
@@ -468,18 +487,16 @@ def _step(cl: dict[str, Any], t: pd.DataFrame) -> Outcome:
         return Outcome(None, why=f"needs two or more values of {cl['along']}")
     # a step: some below, then only at or above (never back below)
     ok = above[0] is False and any(above) and above == sorted(above)
-    return Outcome(ok, facts=facts, values=f["med"].tolist(), gpus=_gpus(q))
+    return Outcome(ok, facts=facts, values=f["med"].tolist(), gpus=q.gpus)
 
 
 def _status(cl: dict[str, Any], t: pd.DataFrame) -> Outcome:
     out = Outcome(True)
     for case in cl["cases"]:
-        rows = t
-        for col, v in case["where"].items():
-            rows = rows[rows[col].isin(_resolve(t, col, v))] if col in rows else rows.iloc[0:0]
+        rows, missing = _where(t, case["where"])
+        if missing:
+            return Outcome(None, why=missing)
         rows = rows.drop_duplicates("run") if "run" in rows else rows
-        if rows.empty:
-            return Outcome(None, why=f"no runs for {case['where']}")
         got = rows["status"].tolist()
         out.ok &= all(s == case["status"] for s in got)
         out.facts.append(
@@ -492,7 +509,25 @@ def _status(cl: dict[str, Any], t: pd.DataFrame) -> Outcome:
     return out
 
 
-JUDGES = {"threshold": _threshold, "compare": _compare, "trend": _trend, "extreme": _extreme,
+def _all(cl: dict[str, Any], t: pd.DataFrame) -> Outcome:
+    """A claim of several parts ("cuts HtoD but raises sync"): it holds when every part holds.
+
+    Any part not measured leaves the claim not measured; any part within the spread of the
+    repeats makes it inconclusive. The range check reads the first part's numbers."""
+    out = Outcome(True)
+    for i, part in enumerate(cl["parts"]):
+        o = JUDGES[part["rule"]](part, t)
+        if o.ok is None:
+            return Outcome(None, why=f"{part['part']}: {o.why}")
+        out.ok &= o.ok
+        out.overlap |= o.overlap
+        out.facts.append(f"{part['part']}: " + "; ".join(o.facts))
+        out.values = out.values if i else o.values
+        out.gpus |= o.gpus
+    return out
+
+
+JUDGES = {"all": _all, "threshold": _threshold, "compare": _compare, "trend": _trend, "extreme": _extreme,
           "within": _within, "correlation": _correlation, "spread": _spread,
           "dominates": _dominates, "step": _step, "status": _status}  # fmt: skip
 
@@ -538,9 +573,14 @@ def judge(
     verdict, reason = verdict_of(mine), mine.why
     for gate in cl.get("needs", []):
         why = (gates or {}).get(gate)
-        if why and verdict != UNMEASURED:
-            verdict = INCONCLUSIVE if gate in INCONCLUSIVE_GATES else UNMEASURED
-            reason = why
+        if not why:
+            continue
+        if gate not in INCONCLUSIVE_GATES:
+            # the gate says why nothing could be measured, which beats a missing-rows reason
+            verdict, reason = UNMEASURED, why
+            break
+        if verdict != UNMEASURED:
+            verdict, reason = INCONCLUSIVE, why
     if cl.get("not_implemented"):
         verdict, reason = UNMEASURED, f"not implemented yet: {cl['not_implemented']}"
     if verdict == INCONCLUSIVE and not reason:
@@ -556,7 +596,7 @@ def judge(
         "evidence": "; ".join(mine.facts),
         "paper_verdict": verdict_of(theirs),
         "paper_evidence": "; ".join(theirs.facts) if theirs.ok is not None else theirs.why,
-        "coverage": coverage(mine, paper_gpus or []) if mine.ok is not None else "",
+        "coverage": coverage(mine, paper_gpus or []) if verdict != UNMEASURED else "",
         "in_paper_range": None,
         "paper_range": None,
     }

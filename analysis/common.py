@@ -5,6 +5,7 @@ The contract an artifact module follows, and the files it ends up in, are analys
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import pandas as pd
@@ -66,12 +67,18 @@ def speedups(df: pd.DataFrame, by: list[str], time_col: str = "total_time_s") ->
     """Add speed-up vs the 1-GPU run of the same group and efficiency = speed-up / GPUs.
 
     The 1-GPU run of a strategy is the shared ddp_ds run (one rank does the same work under
-    every strategy), so for V1 the baseline is looked up without the strategy column.
+    every strategy), so for V1 the baseline is looked up without the strategy column. With
+    repeats (REPEATS=n) the baseline is the median of the 1-GPU repeats, so each repeat's
+    speed-up is measured against the same time.
     """
     df = df.copy()
     base_keys = [k for k in by if k != "strategy"]
     ones = df[(df["gpus"] == 1) & (df["status"] == "ok")]
-    base = {tuple(r[k] for k in base_keys): r[time_col] for _, r in ones.iterrows()}
+    if base_keys:
+        med = ones.groupby(base_keys, dropna=False)[time_col].median()
+        base = {(k if isinstance(k, tuple) else (k,)): v for k, v in med.items()}
+    else:
+        base = {(): ones[time_col].median()} if len(ones) else {}
     df["speedup_vs_1gpu"] = [
         (base.get(tuple(r[k] for k in base_keys)) / r[time_col])
         if r["status"] == "ok" and base.get(tuple(r[k] for k in base_keys))
@@ -320,3 +327,90 @@ def not_paper_data(runs: pd.DataFrame) -> str:
     """Why accuracies cannot be set against the paper's 98-99.5 % ("" when they can)."""
     comparable, why = accuracy_comparable(runs)
     return "" if comparable else f"accuracy thresholds are the paper's for MNIST; {why}"
+
+
+# ---------------------------------------------------------------- compact tables shared by artifacts
+def wide(
+    t: pd.DataFrame,
+    index: Sequence[str],
+    column: str,
+    values: dict[str, Callable[[Any], str | None]],
+    order: Sequence[Any] | None = None,
+) -> pd.DataFrame:
+    """The medians over repeats (common.compact) of `t`'s finished runs, `index` as rows and one
+    column per value of `column` (in `order`, else sorted) for each of `values` (value -> the
+    column's name for a value of `column`, or None to leave it out), with `_min`/`_max` beside
+    when there are repeats. Shared by V1 and V2."""
+    index = list(index)
+    long = compact(t, [*index, column], list(values))
+    out = long[index].drop_duplicates().reset_index(drop=True)
+    if long.empty:
+        return out
+    have = list(long[column].unique())
+    xs = [x for x in order if x in have] if order is not None else sorted(have)
+    for v, name in values.items():
+        for x in xs:
+            col = name(x)
+            if col is None:
+                continue
+            part = long[long[column] == x]
+            stats = [s for s in (f"{v}_min", f"{v}_max") if s in part]
+            part = part[[*index, v, *stats]].rename(
+                columns={v: col, **{s: col + s[len(v) :] for s in stats}}
+            )
+            out = out.merge(part, on=index, how="left")
+    if "repeats" in long:
+        n = long.groupby(index, dropna=False)["repeats"].max().reset_index()
+        out = out.merge(n, on=index, how="left")
+    return out
+
+
+def reasons(df: pd.DataFrame) -> list[str | None]:
+    """The first clause of a run's error ("QAT needs several devices"); summary.json keeps it all."""
+    return [
+        str(e).split(":")[0] if s != "ok" and isinstance(e, str) else None
+        for e, s in zip(df["error"], df["status"], strict=True)
+    ]
+
+
+def gpu_label(g: Any, unit: str) -> str:
+    return f"{int(g)} GPU{'s' if int(g) > 1 else ''} [{unit}]"
+
+
+def by_gpus(
+    t: pd.DataFrame, keys: list[str], value: str, unit: str, order: dict[str, list[Any]]
+) -> pd.DataFrame:
+    """`keys` as rows and one column per GPU count (as the paper's panels and bar groups): the
+    median over repeats of the finished runs, or where no run of a cell finished, its runs'
+    status (oom, unsupported, failed). Shared by L5, L6 and L8."""
+    if t.empty or "gpus" not in t:
+        return pd.DataFrame(columns=keys)
+    cell = [*keys, "gpus"]
+    status = (
+        t.groupby(cell, dropna=False)["status"]
+        .agg(lambda s: "/".join(sorted(set(s.dropna().astype(str)) - {"ok"})) or None)
+        .rename("_status")
+        .reset_index()
+    )
+    med = compact(t.dropna(subset=[value]), cell, [value])
+    long = status.merge(med, on=cell, how="left")
+    long[value] = long[value].astype(object).where(long[value].notna(), long["_status"])
+    stats = [s for s in (f"{value}_min", f"{value}_max") if s in long]
+    wide = long.pivot(index=keys, columns="gpus", values=[value, *stats])
+    out = wide.index.to_frame(index=False)
+    for g in sorted(long["gpus"].unique()):
+        name = gpu_label(g, unit)
+        out[name] = wide[(value, g)].to_numpy()
+        for s in stats:
+            out[name + s[len(value) :]] = wide[(s, g)].to_numpy()
+    if "repeats" in long:
+        out["repeats"] = long.groupby(keys)["repeats"].max().reindex(wide.index).to_numpy()
+    rank = [
+        out[k].map(lambda v, k=k: _order_of(v, order[k])) if k in order else out[k] for k in keys
+    ]
+    out = out.iloc[pd.DataFrame(dict(enumerate(rank))).sort_values(list(range(len(keys)))).index]
+    return out.reset_index(drop=True)
+
+
+def _order_of(v: Any, vals: list[Any]) -> int:
+    return vals.index(v) if v in vals else len(vals)

@@ -8,7 +8,6 @@ from __future__ import annotations
 import pandas as pd
 
 from analysis import common as c
-from analysis.fig_strategies import wide
 
 FIGURE = True
 KEYS = ["image_size"]
@@ -32,4 +31,4 @@ def compact(t: pd.DataFrame) -> pd.DataFrame:
         "total_time_s": lambda g: f"{_gpus(g)} [s]",
         "efficiency_pct": lambda g: f"{_gpus(g)} efficiency [%]" if g > 1 else None,
     }
-    return wide(t, KEYS, "gpus", names)
+    return c.wide(t, KEYS, "gpus", names)

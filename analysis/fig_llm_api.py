@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import pandas as pd
 
-from analysis import common as c
 from analysis.profiles import artifact as pa
 
 FIGURE = True
@@ -31,50 +30,21 @@ COMPACT: dict[str, tuple[list[str], str]] = {
 def build_table(runs: pd.DataFrame, tidy: pd.DataFrame) -> pd.DataFrame:
     """The table from the runs and their tidy profiler metrics (table() reads those from disk)."""
     t = pa.table(runs, tidy, ["dataset"], METRICS)  # + kernel_launch_all beside cudaLaunchKernel
-    t.insert(1, "s_per_it", t["run"].map(s_per_it(runs)))
+    t.insert(1, "s_per_it", t["run"].map(pa.s_per_it(runs)))
     rank = t["dataset"].map(lambda d: DATASETS.index(d) if d in DATASETS else len(DATASETS))
     t = t.assign(o=rank, k=pa.kind_order(t))
     return t.sort_values(["o", "k"], kind="mergesort").drop(columns=["o", "k"])
-
-
-def s_per_it(runs: pd.DataFrame) -> dict[str, float | None]:
-    """run -> its s/it (None where the summary has none). Shared by L4."""
-    its = runs["s_per_it"] if "s_per_it" in runs else pd.Series([None] * len(runs))
-    return dict(zip(runs["run"], its, strict=True))
 
 
 def table(runs: pd.DataFrame, profile: str) -> pd.DataFrame:
     return build_table(runs, pa.run_metrics(runs, profile))
 
 
-def by_run(t: pd.DataFrame, keys: list[str], columns: dict) -> pd.DataFrame:
-    """The report's table of a profiler artifact: `keys` as rows, `columns` (pa.per_run's
-    column -> (metrics, value)) and the run's s/it as columns, medians over repeats. A condition
-    none of whose runs finished shows their status in every cell. Shared by L4."""
-    per = pa.per_run(t, keys, columns)
-    its = t.drop_duplicates("run").set_index("run")["s_per_it"] if len(t) else pd.Series()
-    per = per.assign(**{"s/it": pd.to_numeric(per["run"].map(its), errors="coerce")})
-    values = [*columns, "s/it"]
-    out = c.compact(per, keys, values)
-    if t.empty:
-        return out
-    status = t.groupby(keys)["status"].agg(
-        lambda s: None if (s == "ok").any() else "/".join(sorted(set(s.astype(str))))
-    )
-    failed = status.dropna()
-    if len(failed):
-        rows = failed.index.to_frame(index=False)
-        for col in values:
-            rows[col] = failed.to_numpy()
-        out = pd.concat([out, rows], ignore_index=True).sort_values(keys, kind="mergesort")
-    return out.reset_index(drop=True)
-
-
 def compact(t: pd.DataFrame) -> pd.DataFrame:
     """Datasets as rows (the paper's bar groups); the paper's three metrics in seconds, the
     share of launch + sync and of HtoD in the profiled time, and s/it as columns; medians over
     repeats. A metric no run measured stays empty (the notes and claims say why)."""
-    out = by_run(t, KEYS, COMPACT)
+    out = pa.by_run(t, KEYS, COMPACT)
     rank = out["dataset"].map(lambda d: DATASETS.index(d) if d in DATASETS else len(DATASETS))
     return out.iloc[rank.argsort(kind="stable")].reset_index(drop=True)
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import pandas as pd
 
-from analysis import fig_llm_api as l3
 from analysis.profiles import artifact as pa
 
 FIGURE = True
@@ -30,7 +29,7 @@ COMPACT: dict[str, tuple[list[str], str]] = {
 def build_table(runs: pd.DataFrame, tidy: pd.DataFrame) -> pd.DataFrame:
     """The table from the runs and their tidy profiler metrics (table() reads those from disk)."""
     t = pa.table(runs, tidy, ["gpus", "pin_memory"], METRICS)  # + kernel_launch_all
-    t.insert(2, "s_per_it", t["run"].map(l3.s_per_it(runs)))
+    t.insert(2, "s_per_it", t["run"].map(pa.s_per_it(runs)))
     t = t.assign(k=pa.kind_order(t))
     return t.sort_values(["gpus", "pin_memory", "k"], kind="mergesort").drop(columns="k")
 
@@ -43,7 +42,7 @@ def compact(t: pd.DataFrame) -> pd.DataFrame:
     """GPUs x pin_memory as rows (the paper's bars); cudaLaunchKernel, HtoD and NCCL kernel
     seconds (summed over ranks), the HtoD share and s/it as columns; medians over repeats; a
     condition whose runs did not finish shows their status."""
-    return l3.by_run(t, KEYS, COMPACT)
+    return pa.by_run(t, KEYS, COMPACT)
 
 
 def notes(runs: pd.DataFrame, t: pd.DataFrame) -> list[str]:

@@ -5,9 +5,6 @@ The paper printed no numbers for this figure: there is no paper() table and no s
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from typing import Any
-
 import pandas as pd
 
 from analysis import common as c
@@ -33,47 +30,12 @@ def table(runs: pd.DataFrame, profile: str) -> pd.DataFrame:
     ]
 
 
-def wide(
-    t: pd.DataFrame,
-    index: Sequence[str],
-    column: str,
-    values: dict[str, Callable[[Any], str | None]],
-    order: Sequence[Any] | None = None,
-) -> pd.DataFrame:
-    """The medians over repeats (common.compact) of `t`'s finished runs, `index` as rows and one
-    column per value of `column` (in `order`, else sorted) for each of `values` (value -> the
-    column's name for a value of `column`, or None to leave it out), with `_min`/`_max` beside
-    when there are repeats. Shared by V1 and V2."""
-    index = list(index)
-    long = c.compact(t, [*index, column], list(values))
-    out = long[index].drop_duplicates().reset_index(drop=True)
-    if long.empty:
-        return out
-    have = list(long[column].unique())
-    xs = [x for x in order if x in have] if order is not None else sorted(have)
-    for v, name in values.items():
-        for x in xs:
-            col = name(x)
-            if col is None:
-                continue
-            part = long[long[column] == x]
-            stats = [s for s in (f"{v}_min", f"{v}_max") if s in part]
-            part = part[[*index, v, *stats]].rename(
-                columns={v: col, **{s: col + s[len(v) :] for s in stats}}
-            )
-            out = out.merge(part, on=index, how="left")
-    if "repeats" in long:
-        n = long.groupby(index, dropna=False)["repeats"].max().reset_index()
-        out = out.merge(n, on=index, how="left")
-    return out
-
-
 def compact(t: pd.DataFrame) -> pd.DataFrame:
     """GPUs as rows; each strategy's total time and speed-up over 1 GPU as columns (Fig.1's two
     panels, one line per strategy)."""
     t = t.assign(strategy=t["strategy"].map(STRATEGY_LABELS))
     names = {"total_time_s": lambda s: f"{s} [s]", "speedup_vs_1gpu": lambda s: f"{s} speed-up"}
-    return wide(t, KEYS, "strategy", names, order=list(STRATEGY_LABELS.values()))
+    return c.wide(t, KEYS, "strategy", names, order=list(STRATEGY_LABELS.values()))
 
 
 def notes(runs: pd.DataFrame, t: pd.DataFrame) -> list[str]:

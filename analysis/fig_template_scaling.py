@@ -11,7 +11,6 @@ from __future__ import annotations
 import pandas as pd
 
 from analysis import common as c
-from analysis.fig_templates import by_gpus
 
 FIGURE = True
 KEYS = ["template", "method"]
@@ -53,7 +52,7 @@ def compact(t: pd.DataFrame) -> pd.DataFrame:
     t = t.assign(method=t["method_label"]) if "method_label" in t else t
     order = {"template": list(c.LLM_TEMPLATE_LABELS.values()),
              "method": [c.LLM_METHOD_LABELS[m] for m in METHODS]}  # fmt: skip
-    return by_gpus(t, KEYS, "tuning_time_s", "s", order)
+    return c.by_gpus(t, KEYS, "tuning_time_s", "s", order)
 
 
 def notes(runs: pd.DataFrame, t: pd.DataFrame) -> list[str]:

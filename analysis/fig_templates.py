@@ -12,8 +12,6 @@ s/it numbers, so there is no paper() table and no self-check for L5.
 
 from __future__ import annotations
 
-from typing import Any
-
 import pandas as pd
 
 from analysis import common as c
@@ -23,7 +21,6 @@ FIGURE = True
 KEYS = ["template", "method"]
 TARGET = "fig-templates"
 TOKENS = "tokens"  # extra(): results/<profile>/tables/fig-templates-tokens.csv
-SIMILAR = 0.25  # "Instruct and Summary similar": s/it within 25 % of each other (a note)
 COLUMNS = ["template", "dataset", "method", "method_label", "gpus", "s_per_it", "steps",
            "dataset_rows", "dataset_tokens", "status", "reason", "run"]  # fmt: skip
 
@@ -42,58 +39,11 @@ def table(runs: pd.DataFrame, profile: str) -> pd.DataFrame:
     df = df.sort_values(["gpus", "_m", "_t"])
     for col in ("steps", "dataset_rows", "dataset_tokens"):
         df[col] = pd.to_numeric(df[col]).astype("Int64")
-    df["reason"] = reasons(df)
+    df["reason"] = c.reasons(df)
     return df[COLUMNS]
 
 
-def reasons(df: pd.DataFrame) -> list[str | None]:
-    """The first clause of a run's error ("QAT needs several devices"); summary.json keeps it all."""
-    return [
-        str(e).split(":")[0] if s != "ok" and isinstance(e, str) else None
-        for e, s in zip(df["error"], df["status"], strict=True)
-    ]
-
-
 # ---------------------------------------------------------------- the report's table
-def gpu_label(g: Any, unit: str) -> str:
-    return f"{int(g)} GPU{'s' if int(g) > 1 else ''} [{unit}]"
-
-
-def by_gpus(
-    t: pd.DataFrame, keys: list[str], value: str, unit: str, order: dict[str, list[Any]]
-) -> pd.DataFrame:
-    """`keys` as rows and one column per GPU count (as the paper's panels and bar groups): the
-    median over repeats of the finished runs, or where no run of a cell finished, its runs'
-    status (oom, unsupported, failed). Shared by L5, L6 and L8."""
-    if t.empty or "gpus" not in t:
-        return pd.DataFrame(columns=keys)
-    cell = [*keys, "gpus"]
-    status = (
-        t.groupby(cell, dropna=False)["status"]
-        .agg(lambda s: "/".join(sorted(set(s.dropna().astype(str)) - {"ok"})) or None)
-        .rename("_status")
-        .reset_index()
-    )
-    med = c.compact(t.dropna(subset=[value]), cell, [value])
-    long = status.merge(med, on=cell, how="left")
-    long[value] = long[value].astype(object).where(long[value].notna(), long["_status"])
-    stats = [s for s in (f"{value}_min", f"{value}_max") if s in long]
-    wide = long.pivot(index=keys, columns="gpus", values=[value, *stats])
-    out = wide.index.to_frame(index=False)
-    for g in sorted(long["gpus"].unique()):
-        name = gpu_label(g, unit)
-        out[name] = wide[(value, g)].to_numpy()
-        for s in stats:
-            out[name + s[len(value) :]] = wide[(s, g)].to_numpy()
-    if "repeats" in long:
-        out["repeats"] = long.groupby(keys)["repeats"].max().reindex(wide.index).to_numpy()
-    rank = [out[k].map(lambda v, k=k: _rank(v, order[k])) if k in order else out[k] for k in keys]
-    out = out.iloc[pd.DataFrame(dict(enumerate(rank))).sort_values(list(range(len(keys)))).index]
-    return out.reset_index(drop=True)
-
-
-def _rank(v: Any, vals: list[Any]) -> int:
-    return vals.index(v) if v in vals else len(vals)
 
 
 def compact(t: pd.DataFrame) -> pd.DataFrame:
@@ -101,7 +51,7 @@ def compact(t: pd.DataFrame) -> pd.DataFrame:
     t = t.assign(method=t["method_label"]) if "method_label" in t else t
     order = {"template": list(c.LLM_TEMPLATE_LABELS.values()),
              "method": list(c.LLM_METHOD_LABELS.values())}  # fmt: skip
-    return by_gpus(t, KEYS, "s_per_it", "s/it", order)
+    return c.by_gpus(t, KEYS, "s_per_it", "s/it", order)
 
 
 # ---------------------------------------------------------------- the subsets' token counts
@@ -129,28 +79,9 @@ def token_notes(tokens: pd.DataFrame) -> list[str]:
     ]
 
 
-def similar_note(t: pd.DataFrame) -> list[str]:
-    """L5d's second half, which its rule does not judge: Instruct and Summary s/it alike."""
-    ok = c.ok_runs(t).dropna(subset=["s_per_it"]) if len(t) else t
-    if ok.empty:
-        return []
-    med = ok.groupby(["method", "gpus", "dataset"])["s_per_it"].median().unstack("dataset")
-    if not {"instruct", "summary"} <= set(med.columns):
-        return []
-    ratio = (med["summary"] / med["instruct"]).dropna()
-    if ratio.empty:
-        return []
-    near = int(((ratio - 1).abs() <= SIMILAR).sum())
-    return [
-        f"L5d's second half (not judged by its rule): Summary's s/it is within "
-        f"{100 * SIMILAR:.0f} % of Instruct's in {near} of {len(ratio)} method and GPU cells "
-        f"(Summary / Instruct {ratio.min():.2f}-{ratio.max():.2f})."
-    ]
-
-
 # ---------------------------------------------------------------- the artifact contract
 def notes(runs: pd.DataFrame, t: pd.DataFrame) -> list[str]:
-    out = c.llm_cpu_notes(runs) + token_notes(token_table(runs)) + similar_note(t)
+    out = c.llm_cpu_notes(runs) + token_notes(token_table(runs))
     unsupported = t[t["status"] == "unsupported"] if len(t) else t
     if len(unsupported):
         cells = sorted({f"{r['method_label']} {int(r['gpus'])} GPU" for _, r in

@@ -10,7 +10,6 @@ from __future__ import annotations
 import pandas as pd
 
 from analysis import common as c
-from analysis.fig_api_share import by_metric, no_cuda
 from analysis.profiles import artifact as pa
 from analysis.profiles.metrics import MEMCPY_METRICS
 
@@ -36,7 +35,7 @@ def table(runs: pd.DataFrame, profile: str) -> pd.DataFrame:
 
 def compact(t: pd.DataFrame) -> pd.DataFrame:
     """Megabytes moved per direction in the profiled window, per method and template."""
-    return by_metric(t, DIRECTIONS, "bytes", NAMES, scale=1 / MB)
+    return pa.by_method_template(t, DIRECTIONS, "bytes", NAMES, scale=1 / MB)
 
 
 def notes(runs: pd.DataFrame, t: pd.DataFrame) -> list[str]:
@@ -44,4 +43,4 @@ def notes(runs: pd.DataFrame, t: pd.DataFrame) -> list[str]:
 
 
 def gates(runs: pd.DataFrame, t: pd.DataFrame) -> dict[str, str]:
-    return {"gpu": no_cuda(runs)}
+    return {"gpu": pa.gpu_gate(runs)}

@@ -16,7 +16,6 @@ from __future__ import annotations
 import pandas as pd
 
 from analysis import common as c
-from analysis.fig_templates import by_gpus, reasons
 
 FIGURE = True
 KEYS = ["method", "template"]
@@ -54,7 +53,7 @@ def table(runs: pd.DataFrame, profile: str) -> pd.DataFrame:
             for b, s in zip(df[src], df["status"], strict=True)
         ]
     df["peak_memory_all_gpus_gib"] = pd.to_numeric(df["peak_memory_gib"]) * df["gpus"]
-    df["reason"] = reasons(df)
+    df["reason"] = c.reasons(df)
     df["_t"] = df["dataset"].map(c.LLM_TEMPLATES.index)
     df["_m"] = df["method"].map(c.LLM_METHODS.index)
     df = df.sort_values(["_m", "_t", "gpus"])
@@ -67,7 +66,7 @@ def compact(t: pd.DataFrame) -> pd.DataFrame:
     t = t.assign(method=t["method_label"]) if "method_label" in t else t
     order = {"method": list(c.LLM_METHOD_LABELS.values()),
              "template": list(c.LLM_TEMPLATE_LABELS.values())}  # fmt: skip
-    return by_gpus(t, KEYS, "peak_memory_gib", "GiB", order)
+    return c.by_gpus(t, KEYS, "peak_memory_gib", "GiB", order)
 
 
 def on_gpu_memory(runs: pd.DataFrame, t: pd.DataFrame) -> bool:

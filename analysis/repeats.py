@@ -4,8 +4,8 @@ A sweep with REPEATS=n runs every cell n times, seeds seed..seed+n-1, each repea
 (`-seed<k>` in its name). A per-run table then holds n rows per cell that differ only in `seed`
 and `run`. `collapse()` turns it into one row per cell: each value's median over the repeats with
 its min and max (`v`, `v_min`, `v_max`), how many repeats finished (`repeats`) and which runs they
-were. `spread_overlaps()` says whether two cells' ranges overlap: a difference of medians within
-the spread of the repeats decides nothing.
+were. Whether a difference is within the spread of the repeats is the claims engine's question
+(analysis/claims.py), asked of the same median and min-max.
 """
 
 from __future__ import annotations
@@ -102,18 +102,3 @@ def collapse(df: pd.DataFrame, values: list[str]) -> pd.DataFrame:
     result = pd.DataFrame(rows, columns=out_cols)
     result["repeats"] = result["repeats"].astype(int)
     return result
-
-
-def spread_overlaps(a_min: float, a_max: float, b_min: float, b_max: float) -> bool:
-    """Whether the ranges [a_min, a_max] and [b_min, b_max] of two cells' repeats overlap, i.e. the
-    difference of their medians is within the spread of the repeats.
-
-    A range with an unknown end (NaN) overlaps nothing: without a spread, the medians decide. Ends
-    given in the wrong order are put right, so a caller need not know which is which.
-    """
-    ends = (a_min, a_max, b_min, b_max)
-    if any(x is None or math.isnan(float(x)) for x in ends):
-        return False
-    a_lo, a_hi = sorted((float(a_min), float(a_max)))
-    b_lo, b_hi = sorted((float(b_min), float(b_max)))
-    return max(a_lo, b_lo) <= min(a_hi, b_hi)

@@ -97,6 +97,33 @@ def test_compare_trend_step_extreme_within_status():
     assert cl.judge(status, st)["verdict"] == cl.HOLDS
 
 
+def test_all_holds_only_when_every_part_holds():
+    t = frame([(1, "a", 10.0), (2, "a", 6.0), (1, "b", 10.0), (2, "b", 11.0)], "gpus s v")
+    falls = {"part": "a falls", "rule": "trend", "q": {"value": "v", "where": {"s": "a"},
+             "by": ["gpus"]}, "along": "gpus", "direction": "decreasing"}  # fmt: skip
+    rises = {**falls, "part": "b rises", "q": {**falls["q"], "where": {"s": "b"}},
+             "direction": "increasing"}  # fmt: skip
+    both = claim("all", parts=[falls, rises])
+    cl.check(both)
+    got = cl.judge(both, t)
+    assert got["verdict"] == cl.HOLDS
+    assert (
+        got["evidence"].startswith("a falls: 1 GPU: 10 -> 2 GPU: 6")
+        and "b rises: " in got["evidence"]
+    )
+    assert cl.judge(claim("all", parts=[falls, {**rises, "direction": "decreasing"}]), t)[
+        "verdict"] == cl.FAILS  # fmt: skip
+    gone = {**rises, "q": {**rises["q"], "where": {"s": "c"}}}
+    got = cl.judge(claim("all", parts=[falls, gone]), t)
+    assert (
+        got["verdict"] == cl.UNMEASURED and got["reason"] == "b rises: no runs with s c (ran: a, b)"
+    )
+    with pytest.raises(cl.ClaimError, match="X1a: rule all needs two or more 'parts'"):
+        cl.check(claim("all", parts=[falls]))
+    with pytest.raises(cl.ClaimError, match="X1a part 2: rule trend needs 'along'"):
+        cl.check(claim("all", parts=[falls, {"part": "p", "rule": "trend", "q": {"value": "v"}}]))
+
+
 def test_gates_and_missing_rows_give_reasons():
     c = claim("threshold", q={"value": "v", "where": {"gpus": 4}, "by": ["gpus"]}, than=1,
               needs=["gpu"])  # fmt: skip
@@ -105,6 +132,10 @@ def test_gates_and_missing_rows_give_reasons():
     c["q"]["where"] = {}
     got = cl.judge(c, frame([(1, 5.0)], "gpus v"), gates={"gpu": "needs a GPU"})
     assert (got["verdict"], got["reason"]) == (cl.UNMEASURED, "needs a GPU")
+    c["q"]["where"] = {"gpus": 4}  # no rows and no GPU: the missing GPU is the reason given
+    got = cl.judge(c, frame([(1, 5.0)], "gpus v"), gates={"gpu": "needs a GPU"})
+    assert (got["verdict"], got["reason"]) == (cl.UNMEASURED, "needs a GPU")
+    c["q"]["where"] = {}
     c["needs"] = ["learned"]
     got = cl.judge(c, frame([(1, 5.0)], "gpus v"), gates={"learned": "did not learn"})
     assert got["verdict"] == cl.INCONCLUSIVE
@@ -118,6 +149,9 @@ def test_range_and_coverage():
                    paper_gpus=[1, 2, 3, 4])  # fmt: skip
     assert got["paper_range"] == [154.0, 168.0] and got["in_paper_range"] is False
     assert got["coverage"] == "judged on 1 of the paper's 1-4 GPUs"
+    fixed = claim("threshold", q={"value": "v", "where": {"gpus": 2}}, than=100)  # no `by`
+    got = cl.judge(fixed, frame([(1, 150.0), (2, 170.0)], "gpus v"), paper_gpus=[1, 2, 3, 4])
+    assert got["coverage"] == "judged on 2 of the paper's 1-4 GPUs"
 
 
 @pytest.mark.parametrize(

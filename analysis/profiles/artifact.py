@@ -321,3 +321,69 @@ def _launch_notes(t: pd.DataFrame) -> list[str]:
                 f"{far.max():.3g}x): cudaLaunchKernel misses many of these runs' kernels."
             )
     return out
+
+
+# ---------------------------------------------------------- compact tables shared by artifacts
+def by_method_template(t: pd.DataFrame, metrics: list[str], value: str, names: dict[str, str],
+              scale: float = 1.0) -> pd.DataFrame:  # fmt: skip
+    """Method x template as rows, one column per metric (`names`): the median over repeats of
+    the measured runs; a cell no run measured stays empty (the notes say why), a condition
+    whose runs did not finish shows their status (unsupported)."""
+    keys = ["method", "template"]
+    if t.empty:
+        return pd.DataFrame(columns=[*keys, *names.values()])
+    t = t.assign(method=t["method"].map(c.LLM_METHOD_LABELS),
+                 template=t["dataset"].map(c.LLM_TEMPLATE_LABELS))  # fmt: skip
+    ok = t[(t["status"] == "ok") & (t["measured"] == True) & t["metric"].isin(metrics)]  # noqa: E712
+    wide = ok.assign(v=pd.to_numeric(ok[value], errors="coerce") * scale).pivot_table(
+        index=[*keys, "run"], columns="metric", values="v", aggfunc="sum"
+    )
+    wide = wide.reindex(columns=metrics).rename(columns=names).reset_index()
+    wide["status"] = "ok"
+    out = c.compact(wide, keys, list(names.values())) if len(wide) else None
+    conds = t[keys].drop_duplicates()
+    out = conds.merge(out, on=keys, how="left") if out is not None else conds
+    status = t.groupby(keys)["status"].agg(
+        lambda s: None if (s == "ok").any() else "/".join(sorted(set(s.astype(str))))
+    )
+    failed = out.set_index(keys).index.map(status.get).to_series(index=out.index)
+    for col in names.values():
+        cells = out[col].astype(object) if col in out else pd.Series(None, out.index, object)
+        out[col] = cells.where(failed.isna(), failed)
+    rank = out["method"].map(_label_rank(c.LLM_METHOD_LABELS)) * 10 + out["template"].map(
+        _label_rank(c.LLM_TEMPLATE_LABELS)
+    )
+    return out.iloc[rank.argsort(kind="stable")].reset_index(drop=True)
+
+
+def _label_rank(labels: dict[str, str]) -> dict[str, int]:
+    return {v: i for i, v in enumerate(labels.values())}
+
+
+def s_per_it(runs: pd.DataFrame) -> dict[str, float | None]:
+    """run -> its s/it (None where the summary has none). Shared by L3 and L4."""
+    its = runs["s_per_it"] if "s_per_it" in runs else pd.Series([None] * len(runs))
+    return dict(zip(runs["run"], its, strict=True))
+
+
+def by_run(t: pd.DataFrame, keys: list[str], columns: dict) -> pd.DataFrame:
+    """The report's table of a profiler artifact: `keys` as rows, `columns` (pa.per_run's
+    column -> (metrics, value)) and the run's s/it as columns, medians over repeats. A condition
+    none of whose runs finished shows their status in every cell. Shared by L3 and L4."""
+    per = per_run(t, keys, columns)
+    its = t.drop_duplicates("run").set_index("run")["s_per_it"] if len(t) else pd.Series()
+    per = per.assign(**{"s/it": pd.to_numeric(per["run"].map(its), errors="coerce")})
+    values = [*columns, "s/it"]
+    out = c.compact(per, keys, values)
+    if t.empty:
+        return out
+    status = t.groupby(keys)["status"].agg(
+        lambda s: None if (s == "ok").any() else "/".join(sorted(set(s.astype(str))))
+    )
+    failed = status.dropna()
+    if len(failed):
+        rows = failed.index.to_frame(index=False)
+        for col in values:
+            rows[col] = failed.to_numpy()
+        out = pd.concat([out, rows], ignore_index=True).sort_values(keys, kind="mergesort")
+    return out.reset_index(drop=True)
