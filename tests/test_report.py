@@ -224,3 +224,23 @@ def test_self_check_decides_the_vision_claims_the_paper_printed_numbers_for():
     # no published numbers: V1 and V2 are figures only, V5a's shares were never quoted
     assert {k for k, v in got.items() if v == claims.UNMEASURED} == {"V1a", "V1b", "V2a",
                                                                       "V2b", "V5a"}  # fmt: skip
+
+
+def test_two_results_folders_give_one_column_per_machine(built, tmp_path):
+    """A GPU node's committed results beside this machine's: one column each, by hardware."""
+    import shutil
+
+    other = tmp_path / "h100"
+    shutil.copytree(store.profile_dir("test"), store.profile_dir("test", other))
+    for prov in store.runs_dir("test", other).glob(f"*/{store.PROVENANCE}"):
+        p = store.read_json(prov)
+        p["hardware"] = {**p["hardware"], "gpu_count": 4, "gpu_model": "NVIDIA H100 (other)"}
+        prov.write_text(json.dumps(p))
+    written = build.render("test", [store.RESULTS_ROOT, other], tmp_path / "out")
+    md = next(p for p in written if p.suffix == ".md").read_text()
+    mine = build.machine(store.RESULTS_ROOT, "test")["label"]
+    assert mine != "4 x NVIDIA H100 (other)"
+    # the tally has a row per machine, and the claims table a verdict column per machine
+    assert f"| {mine} |" in md and "| 4 x NVIDIA H100 (other) |" in md
+    header = next(ln for ln in md.splitlines() if ln.startswith("| claim | paper's statement |"))
+    assert header.count(" | ") == 4 and mine in header and "4 x NVIDIA H100 (other)" in header
