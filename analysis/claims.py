@@ -17,7 +17,7 @@ columns; repeats of a run (rows that differ only in seed) give the median and th
     step        along a column, values are below `than` up to some point and at or above it after
     status      runs matching each case ended with the status it names (L8d: OOM cells)
 
-Verdicts: holds, does not hold, inconclusive (medians decide but the repeats' spreads overlap,
+Verdicts: holds, does not hold, inconclusive (the medians decide, but the repeats' spreads overlap,
 or a gate such as "the model learned" failed) and not measured (with the reason: a gate such as
 "needs a GPU", no rows for the quantity, metric not recorded, artifact not implemented).
 The same engine judges the paper's own numbers (the artifact's `paper()` table): that is the
@@ -229,11 +229,32 @@ def _val(row: pd.Series, unit: str = "") -> str:
 @dataclass
 class Outcome:
     ok: bool | None  # None: nothing to judge
-    overlap: bool = False  # decided on medians, but the repeats' spreads overlap
     facts: list[str] = field(default_factory=list)
     values: list[float] = field(default_factory=list)  # the primary numbers (for ranges)
     why: str = ""  # when ok is None
     gpus: set[float] = field(default_factory=set)
+    weak_pass: bool = False  # a comparison that passed on medians but not across the spreads
+    weak_fail: bool = False  # one that failed on medians but not across the spreads
+    firm_fail: bool = False  # one that failed whichever repeats are taken
+
+    def check(self, good: bool, firm: bool) -> None:
+        """One comparison: `good` on the medians; `firm` when every end of the repeats' spreads
+        (or the stated noise floor) gives the same answer."""
+        self.ok = bool(self.ok and good)
+        if good:
+            self.weak_pass |= not firm
+        elif firm:
+            self.firm_fail = True
+        else:
+            self.weak_fail = True
+
+    @property
+    def overlap(self) -> bool:
+        """Within the spread: a pass that is not firm, or failures that all are not firm. A rule
+        that sets `ok` itself (ratios, spreads) decides firmly."""
+        if self.ok:
+            return self.weak_pass
+        return self.weak_fail and not self.firm_fail
 
 
 def _none(cl: dict[str, Any], *qs: Q) -> Outcome:
@@ -253,9 +274,8 @@ def _threshold(cl: dict[str, Any], t: pd.DataFrame) -> Outcome:
     op, than, unit = OPS[cl.get("op", ">")], float(cl["than"]), cl.get("unit", "")
     out = Outcome(True, gpus=q.gpus)
     for _, r in q.frame.iterrows():
-        good = op(r["med"], than)
-        out.ok &= bool(good)
-        out.overlap |= good and not (op(r["lo"], than) and op(r["hi"], than))
+        good = bool(op(r["med"], than))
+        out.check(good, op(r["lo"], than) == good == op(r["hi"], than))
         out.facts.append(f"{_label(r, q.keys)}: {_val(r, unit)}")
         out.values.append(float(r["med"]))
     out.facts.append(f"(criterion {cl.get('op', '>')} {num(than)}{unit})")
@@ -295,17 +315,15 @@ def _compare(cl: dict[str, Any], t: pd.DataFrame) -> Outcome:
         )
         if "ratio" not in cl:
             op, f = OPS[cl.get("op", ">")], float(cl.get("factor", 1.0))
-            good = op(r["med_a"], f * r["med_b"])
-            out.ok &= bool(good)
-            spread = (
-                op(r["lo_a"], f * r["hi_b"])
-                if op in (operator.gt, operator.ge)
-                else op(r["hi_a"], f * r["lo_b"])
-            )
-            out.overlap |= good and not spread
+            good = bool(op(r["med_a"], f * r["med_b"]))
+            # the ends most and least favourable to a passing comparison
+            up = op in (operator.gt, operator.ge)
+            best = op(r["hi_a"], f * r["lo_b"]) if up else op(r["lo_a"], f * r["hi_b"])
+            worst = op(r["lo_a"], f * r["hi_b"]) if up else op(r["hi_a"], f * r["lo_b"])
             # without repeats, a stated noise floor: runs differing by less decide nothing
             noise = float(cl.get("noise_rel", 0.0)) * abs(r["med_b"])
-            out.overlap |= abs(r["med_a"] - r["med_b"]) <= noise and noise > 0
+            quiet = noise > 0 and abs(r["med_a"] - r["med_b"]) <= noise
+            out.check(good, best == good == worst and not quiet)
         out.values.append(ratio)
     if "ratio" in cl:
         lo, hi = (float(x) for x in cl["ratio"])
@@ -347,20 +365,20 @@ def _trend(cl: dict[str, Any], t: pd.DataFrame) -> Outcome:
         out.values.extend(meds)
         for (_, p), (_, n) in zip(g.iloc[:-1].iterrows(), g.iloc[1:].iterrows(), strict=True):
             if direction == "flat":
-                good = abs(n["med"] - meds[0]) <= tol * abs(meds[0])
-                out.ok &= bool(good)
+                out.check(bool(abs(n["med"] - meds[0]) <= tol * abs(meds[0])), True)
                 continue
-            limit = p["med"] * float(step) if step else p["med"]
-            good = n["med"] < limit if direction == "decreasing" else n["med"] > limit
-            out.ok &= bool(good)
-            plo, phi = (
-                (p["lo"] * float(step), p["hi"] * float(step)) if step else (p["lo"], p["hi"])
-            )
-            sep = n["hi"] < plo if direction == "decreasing" else n["lo"] > phi
-            out.overlap |= bool(good) and not sep
+            k = float(step) if step else 1.0
+            if direction == "decreasing":
+                good = bool(n["med"] < p["med"] * k)
+                best, worst = n["lo"] < p["hi"] * k, n["hi"] < p["lo"] * k
+            else:
+                good = bool(n["med"] > p["med"] * k)
+                best, worst = n["hi"] > p["lo"] * k, n["lo"] > p["hi"] * k
+            out.check(good, best == good == worst)
     if not decided:
         have = sorted(f[along].dropna().unique().tolist()) if along in f else []
-        return Outcome(None, why=f"needs at least two values of {along} (have: "
+        since = f" from {start} on" if start is not None else ""
+        return Outcome(None, why=f"needs runs at two or more {along}{since} (ran: "
                        f"{', '.join(map(str, have)) or 'none'})")  # fmt: skip
     if direction == "flat":
         out.facts.append(f"(criterion: within {num(100 * tol)} % of the first)")
@@ -385,14 +403,16 @@ def _extreme(cl: dict[str, Any], t: pd.DataFrame) -> Outcome:
         decided = True
         g = g.sort_values("med", ascending=(kind == "lowest"))
         top = g.iloc[0]
-        good = top[among] in expect
-        out.ok &= bool(good)
-        others = g[~g[among].isin(expect)]
-        if good and len(others):
-            best_other = others.iloc[0]
-            out.overlap |= (
-                top["hi"] >= best_other["lo"] if kind == "lowest" else top["lo"] <= best_other["hi"]
-            )
+        good = bool(top[among] in expect)
+        # the runner-up on the other side: the best non-expected when the expected won, else
+        # the best expected; firm when the two spreads do not touch
+        rivals = g[~g[among].isin(expect) if good else g[among].isin(expect)]
+        firm = rivals.empty or (
+            top["hi"] < rivals.iloc[0]["lo"]
+            if kind == "lowest"
+            else top["lo"] > rivals.iloc[0]["hi"]
+        )
+        out.check(good, bool(firm))
         label = _label(g.iloc[0], rest) if rest else ""
         vals = ", ".join(f"{r[among]} {_val(r)}" for _, r in g.iterrows())
         out.facts.append(f"{label + ': ' if label else ''}{vals}")
@@ -519,8 +539,10 @@ def _all(cl: dict[str, Any], t: pd.DataFrame) -> Outcome:
         o = JUDGES[part["rule"]](part, t)
         if o.ok is None:
             return Outcome(None, why=f"{part['part']}: {o.why}")
-        out.ok &= o.ok
-        out.overlap |= o.overlap
+        out.ok = bool(out.ok and o.ok)
+        out.weak_pass |= o.ok and o.weak_pass
+        out.weak_fail |= not o.ok and o.overlap
+        out.firm_fail |= not o.ok and not o.overlap
         out.facts.append(f"{part['part']}: " + "; ".join(o.facts))
         out.values = out.values if i else o.values
         out.gpus |= o.gpus

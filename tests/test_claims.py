@@ -64,6 +64,11 @@ def test_threshold_holds_fails_and_is_inconclusive_when_repeats_straddle():
     got = cl.judge(c, repeats)
     assert got["verdict"] == cl.INCONCLUSIVE  # median 120 > 100, but one repeat is 95
     assert "95-130" in got["evidence"]
+    # a failure within the spread is no more decided than a pass within it
+    weak_fail = frame([(1, 150.0), (2, 90.0), (2, 95.0), (2, 105.0)], "gpus v")
+    assert cl.judge(c, weak_fail)["verdict"] == cl.INCONCLUSIVE  # median 95, one repeat 105
+    firm_fail = frame([(1, 150.0), (1, 99.0), (2, 90.0), (2, 95.0)], "gpus v")
+    assert cl.judge(c, firm_fail)["verdict"] == cl.FAILS  # 2 GPUs fail whichever repeat
 
 
 def test_compare_trend_step_extreme_within_status():

@@ -123,7 +123,10 @@ def test_l1_claims_follow_the_numbers(llm_sandbox):
     assert meta["paper_csv"] == "table5_pin_memory_llm.csv"
     assert meta["paper_compact"][1]["1 GPU"] == 19912.0  # 5:31:52
     l1b = next(x for x in meta["claims"] if x["id"] == "L1b")
-    assert l1b["paper_verdict"] == cl.HOLDS and "needs at least two values" in l1b["reason"]
+    assert (
+        l1b["paper_verdict"] == cl.HOLDS
+        and "needs runs at two or more gpus from 2 on (ran: 2)" == l1b["reason"]
+    )
 
     fake_runs("L1", l1_rows(2.5, swap=True))  # s/it more than doubles; grammar slow
     driver.build("fig-datasets", PROFILE)
