@@ -10,6 +10,9 @@ the sweep goes on. When every run of an experiment has been dealt with,
 results/<profile>/sweeps/<EXP>.json records the outcome; that file is what the Makefile waits for.
 With REPEATS=n (run/matrix.py) every cell runs n times with seeds seed..seed+n-1, each repeat a run
 of its own: the record lists every repeat's run, and a rerun launches only the missing repeats.
+Sweeps sharing a results folder (SLURM job array, `make -j`) take each run under a lock
+(run/lock.py): a run another sweep holds is waited for after this sweep's own runs, and run here
+if that sweep died.
 
 Before anything runs: the profile's device (a `gpu` profile never trains on a CPU), GPUs that the
 installed torch cannot use, the profiler choice and every data set are checked; bad input stops
@@ -30,9 +33,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+from run import lock, profiling, provenance, store
 from run import matrix as mx
 from run import probe as hw
-from run import profiling, provenance, store
 from run.errors import UserError
 from run.failure import root_cause
 
@@ -40,6 +43,8 @@ from run.failure import root_cause
 RUN_TIMEOUT_S = int(os.environ.get("RUN_TIMEOUT_S", "0"))
 # A line at least this often while a run goes, so a SLURM log shows the job is alive.
 HEARTBEAT_S = float(os.environ.get("HEARTBEAT_S", "60"))
+# How often a sweep looks again at a run another sweep holds (run/lock.py).
+LOCK_POLL_S = float(os.environ.get("LOCK_POLL_S", "5"))
 OOM_PATTERNS = ("CUDA out of memory", "OutOfMemoryError", "CUBLAS_STATUS_ALLOC_FAILED")
 
 
@@ -232,6 +237,54 @@ def execute(
     return summary
 
 
+def attempt(
+    spec: dict[str, Any],
+    profile: str,
+    info: dict[str, Any],
+    matrix: dict[str, Any],
+    progress: Progress | None,
+    retry_failed: bool,
+) -> dict[str, Any] | None:
+    """The run's entry in the sweep record: reused, or run under its lock; None if another
+    sweep holds the lock (run/lock.py)."""
+    name = mx.run_name(spec)
+    if not _wanted(profile, name, retry_failed):
+        status = store.read_json(store.run_dir(profile, name) / store.SUMMARY)["status"]
+        return {"run": name, "status": status, "reused": True}
+    held = lock.acquire(profile, name)
+    if held is None:
+        return None
+    with held:
+        if not _wanted(profile, name, retry_failed):  # finished by another sweep meanwhile
+            return attempt(spec, profile, info, matrix, progress, retry_failed=False)
+        summary = execute(spec, profile, info, matrix, progress)
+    return {"run": name, "status": summary["status"], "reused": False}
+
+
+def _wanted(profile: str, name: str, retry_failed: bool) -> bool:
+    if not store.is_finished(profile, name):
+        return True
+    status = store.read_json(store.run_dir(profile, name) / store.SUMMARY)["status"]
+    return retry_failed and status == "failed"
+
+
+def wait_for(
+    spec: dict[str, Any],
+    profile: str,
+    info: dict[str, Any],
+    matrix: dict[str, Any],
+    progress: Progress | None,
+    retry_failed: bool,
+) -> dict[str, Any]:
+    """A run another sweep had taken: its result once published, or run here if that sweep
+    died (its lock goes stale). A run retried by the other sweep is not retried again."""
+    while True:
+        got = attempt(spec, profile, info, matrix, progress, retry_failed=False)
+        if got is not None:
+            return got
+        time.sleep(LOCK_POLL_S)
+
+
 def check_device(profile: str, info: dict[str, Any], matrix: dict[str, Any]) -> None:
     """A GPU profile never trains on a CPU; GPUs that torch cannot use stop every profile."""
     hw.check_cuda(info)
@@ -276,7 +329,7 @@ def sweep(exp_ids: list[str], profile: str, retry_failed: bool = False) -> int:
             "profile": profile,
             "repeats": exp.repeats,
         }
-        ran, skipped = [], []
+        ran, skipped, taken = [], [], []
         for spec in resolved[exp.id]:
             name = mx.run_name(spec)
             if spec["gpus"] > limit:
@@ -285,13 +338,18 @@ def sweep(exp_ids: list[str], profile: str, retry_failed: bool = False) -> int:
                 skipped.append({"run": name, "gpus": spec["gpus"], "reason": why})
                 print(f"[sweep] {name}: skipped ({why})", flush=True)
                 continue
-            if store.is_finished(profile, name):
-                status = store.read_json(store.run_dir(profile, name) / store.SUMMARY)["status"]
-                if not (retry_failed and status == "failed"):
-                    ran.append({"run": name, "status": status, "reused": True})
-                    continue
-            summary = execute(spec, profile, info, matrix, progress)
-            ran.append({"run": name, "status": summary["status"], "reused": False})
+            got = attempt(spec, profile, info, matrix, progress, retry_failed)
+            if got is None:  # another sweep runs it now: wait for it after this sweep's own runs
+                path = lock.lock_path(profile, name)
+                print(
+                    f"[sweep] {name}: taken by {lock.describe(path)}; waiting for it later",
+                    flush=True,
+                )
+                taken.append(spec)
+            else:
+                ran.append(got)
+        for spec in taken:
+            ran.append(wait_for(spec, profile, info, matrix, progress, retry_failed))
         record["runs"] = ran
         record["skipped"] = skipped
         record["hardware"] = {k: info[k] for k in ("gpu_count", "gpu_model", "cpu_count", "nsys")}
