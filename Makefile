@@ -66,7 +66,7 @@ REPORT_RESULTS ?= $(RESULTS_DIR)
 
 .PHONY: help all vision llm report test test-unit test-gpu lint format probe venv matrix clean \
         clean-results bench-vision bench-analysis bench-profiler data-mnist container sif slurm \
-        plan plan-brief check-cuda gpu-check gpu-wheels self-check pdf $(ALL_TARGETS)
+        plan plan-brief check-cuda gpu-check gpu-wheels self-check pdf runs $(ALL_TARGETS)
 
 help: ## show this help
 	@echo "Usage: make <target> [PROFILE=smoke|quick|paper] [PROFILER=auto|torch|nsys|none] [REPEATS=n]"
@@ -86,6 +86,11 @@ vision: check-cuda $(call outputs,$(VISION)) ## only the vision experiments (V*)
 
 llm: check-cuda $(call outputs,$(LLM)) ## only the LLM experiments (L*), then the report
 	@$(MAKE) --no-print-directory report
+
+# Every missing run of the built artifacts in one sweep, no tables: what each node of
+# `make slurm NODES=n` does. Sweeps sharing the results folder split the runs by their locks.
+runs: check-cuda | $(VENV_STAMP) ## only the runs of PROFILE (no tables, no report); several at once share the work
+	$(PY) -m run.sweep --profile $(PROFILE) $(addprefix --exp ,$(call uniq,$(foreach t,$(ARTIFACTS),$(exp_$(t)))))
 
 plan: | $(VENV_STAMP) ## every run of PROFILE: state, estimated time, GPU-hours and wall time still to spend
 	@$(PY) -m run.plan --profile $(PROFILE)
@@ -158,8 +163,11 @@ container: ## build the podman/docker image (pins: container/build.args, require
 sif: ## build the Apptainer image artifact.sif (same pins)
 	apptainer build --build-arg-file container/build.args artifact.sif apptainer.def
 
-slurm: ## submit `make all` (PROFILE) to SLURM, in artifact.sif when it exists
-	PROFILE=$(PROFILE) sbatch run/slurm/artifact.sbatch all
+# PROFILE goes to the job only when you set it: otherwise the compute node decides, not this one.
+NODES ?= 1
+slurm: ## submit to SLURM (in artifact.sif when it exists): NODES=n spreads the runs over n nodes, then the report
+	NODES=$(NODES) $(if $(filter command line environment,$(origin PROFILE)),PROFILE=$(PROFILE)) \
+	  bash run/slurm/submit.sh
 
 data-mnist: | $(VENV_STAMP) ## download real MNIST into data/mnist (needs the network)
 	$(PY) -c "from run.tvcompat import import_torchvision as t; t().datasets.MNIST('data/mnist', download=True)"

@@ -27,6 +27,7 @@ import argparse
 import logging
 import os
 import shlex
+import signal
 import subprocess
 import sys
 import time
@@ -322,42 +323,44 @@ def sweep(exp_ids: list[str], profile: str, retry_failed: bool = False) -> int:
         if specs and hasattr(mod, "preflight"):
             mod.preflight([s for s in specs if s["gpus"] <= limit])
     progress = Progress(profile, info, matrix)
+    # First every experiment's own runs, then the runs other sweeps held: nodes sharing the
+    # results folder wait only once, at the end, not at the tail of every experiment.
+    ran: dict[str, list[dict[str, Any]]] = {exp.id: [] for exp in expanded}
+    skipped: dict[str, list[dict[str, Any]]] = {exp.id: [] for exp in expanded}
+    taken: list[tuple[str, dict[str, Any]]] = []
+    for exp in expanded:
+        for spec in resolved[exp.id]:
+            name = mx.run_name(spec)
+            if spec["gpus"] > limit:
+                unit = "GPU(s)" if info["gpu_count"] else "CPU core(s) for gloo ranks"
+                why = f"needs {spec['gpus']} ranks, this machine has {limit} {unit}"
+                skipped[exp.id].append({"run": name, "gpus": spec["gpus"], "reason": why})
+                print(f"[sweep] {name}: skipped ({why})", flush=True)
+                continue
+            got = attempt(spec, profile, info, matrix, progress, retry_failed)
+            if got is None:
+                who = lock.describe(lock.lock_path(profile, name))
+                print(f"[sweep] {name}: taken by {who}; waiting for it later", flush=True)
+                taken.append((exp.id, spec))
+            else:
+                ran[exp.id].append(got)
+    for exp_id, spec in taken:
+        ran[exp_id].append(wait_for(spec, profile, info, matrix, progress, retry_failed))
     for exp in expanded:
         record: dict[str, Any] = {
             "experiment": exp.id,
             "target": exp.target,
             "profile": profile,
             "repeats": exp.repeats,
+            "runs": ran[exp.id],
+            "skipped": skipped[exp.id],
+            "hardware": {k: info[k] for k in ("gpu_count", "gpu_model", "cpu_count", "nsys")},
         }
-        ran, skipped, taken = [], [], []
-        for spec in resolved[exp.id]:
-            name = mx.run_name(spec)
-            if spec["gpus"] > limit:
-                unit = "GPU(s)" if info["gpu_count"] else "CPU core(s) for gloo ranks"
-                why = f"needs {spec['gpus']} ranks, this machine has {limit} {unit}"
-                skipped.append({"run": name, "gpus": spec["gpus"], "reason": why})
-                print(f"[sweep] {name}: skipped ({why})", flush=True)
-                continue
-            got = attempt(spec, profile, info, matrix, progress, retry_failed)
-            if got is None:  # another sweep runs it now: wait for it after this sweep's own runs
-                path = lock.lock_path(profile, name)
-                print(
-                    f"[sweep] {name}: taken by {lock.describe(path)}; waiting for it later",
-                    flush=True,
-                )
-                taken.append(spec)
-            else:
-                ran.append(got)
-        for spec in taken:
-            ran.append(wait_for(spec, profile, info, matrix, progress, retry_failed))
-        record["runs"] = ran
-        record["skipped"] = skipped
-        record["hardware"] = {k: info[k] for k in ("gpu_count", "gpu_model", "cpu_count", "nsys")}
         store.write_json_atomic(store.sweeps_dir(profile) / f"{exp.id}.json", record)
-        done = sum(1 for r in ran if not r["reused"])
+        done = sum(1 for r in ran[exp.id] if not r["reused"])
         print(
-            f"[sweep] {exp.id}: {len(ran)} runs ({done} new, {len(ran) - done} reused), "
-            f"{len(skipped)} skipped",
+            f"[sweep] {exp.id}: {len(ran[exp.id])} runs ({done} new, "
+            f"{len(ran[exp.id]) - done} reused), {len(skipped[exp.id])} skipped",
             flush=True,
         )
     return 0
@@ -372,6 +375,9 @@ def main(argv: list[str] | None = None) -> int:
     # Preflight imports torchtune, whose torchao prints a notice about its C++ extensions; the
     # runs' own logs keep it, the sweep's one-line errors should not be buried under it.
     logging.getLogger("torchao").setLevel(logging.ERROR)
+    # SIGTERM (SLURM's requeue, a killed make) unwinds like an exception, so the run's lock is
+    # released at once rather than going stale.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     try:
         return sweep(args.exp, args.profile, args.retry_failed)
     except (UserError, FileNotFoundError) as exc:
