@@ -8,6 +8,10 @@ Layout (all paths are constants here so that `analysis/` imports them instead of
         summary.json       written last; its presence is what makes the run count
         epochs.jsonl       vision: one JSON object per epoch
         steps.jsonl        llm: one JSON object per logged step
+        timeline.rank<R>.jsonl  vision: rank R's intervals, one per line: {"phase": train_step |
+                           eval_step | epoch | eval, "epoch": 1-based, "step": int or null,
+                           "t0": unix s, "t1": unix s}; the steps are the CPU stand-in for the
+                           GPU's busy intervals (V9), epoch and eval locate the pauses
         log.txt            stdout and stderr of the launch
     results/<profile>/runs/.staging/<run-name>/   a run in progress; moved into place when done
     results/<profile>/sweeps/<EXP>.json      what a sweep of one experiment found (incl. skipped cells)
@@ -36,6 +40,7 @@ SUMMARY = "summary.json"
 EPOCHS = "epochs.jsonl"
 STEPS = "steps.jsonl"
 LOG = "log.txt"
+TIMELINE = "timeline.rank{rank}.jsonl"
 STAGING = ".staging"
 
 # Run outcomes. "unsupported" marks cells the paper itself could not run (e.g. QLoRA distributed).
@@ -56,6 +61,10 @@ def run_dir(profile: str, name: str, root: Path | None = None) -> Path:
 
 def staging_dir(profile: str, name: str, root: Path | None = None) -> Path:
     return runs_dir(profile, root) / STAGING / name
+
+
+def timeline_file(run: Path, rank: int) -> Path:
+    return run / TIMELINE.format(rank=rank)
 
 
 def tables_dir(profile: str, root: Path | None = None) -> Path:

@@ -337,6 +337,13 @@ def sweep(exp_ids: list[str], profile: str, retry_failed: bool = False) -> int:
                 skipped[exp.id].append({"run": name, "gpus": spec["gpus"], "reason": why})
                 print(f"[sweep] {name}: skipped ({why})", flush=True)
                 continue
+            why = getattr(mx.WORKLOADS[spec["workload"]], "skip_reason", lambda s, i: "")(
+                spec, info
+            )
+            if why and not store.is_finished(profile, name):
+                skipped[exp.id].append({"run": name, "gpus": spec["gpus"], "reason": why})
+                print(f"[sweep] {name}: skipped ({why})", flush=True)
+                continue
             got = attempt(spec, profile, info, matrix, progress, retry_failed)
             if got is None:
                 who = lock.describe(lock.lock_path(profile, name))

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import os
 import resource
 import sys
@@ -47,7 +48,7 @@ from torch.distributed.algorithms.join import Join
 from torch.nn.parallel import DistributedDataParallel as DDP
 from torch.utils.data import DataLoader, DistributedSampler, RandomSampler, Subset
 
-from run import probe, profiling, provenance, store, vision_spec
+from run import probe, profiling, provenance, scenario_b, store, vision_spec
 from run.tvcompat import import_torchvision
 
 T_START = time.monotonic()
@@ -162,6 +163,11 @@ def data_sets(spec: dict[str, Any], dtype: torch.dtype = torch.float32) -> tuple
     return Subset(train, range(spec["train_images"])), Subset(test, range(spec["test_images"]))
 
 
+def interval(phase: str, epoch: int, step: int | None, t0: float) -> dict[str, Any]:
+    """One line of the rank's timeline (store.TIMELINE), ending now."""
+    return {"phase": phase, "epoch": epoch, "step": step, "t0": t0, "t1": time.time()}
+
+
 def peak_memory(device: torch.device) -> tuple[int, str]:
     if device.type == "cuda":
         return torch.cuda.max_memory_allocated(device), "gpu_max_allocated"
@@ -177,24 +183,27 @@ def all_sum(values: list[float], device: torch.device, op=dist.ReduceOp.SUM) -> 
 def to_device(x: torch.Tensor, y: torch.Tensor, device: torch.device, spec: dict[str, Any]):  # noqa: ANN201
     """One batch to the GPU as it left the DataLoader (already in the input dtype)."""
     x = x.to(device, non_blocking=spec["pin_memory"])
-    if spec["channels_last"]:
+    if spec["channels_last"] and not x.is_contiguous(memory_format=torch.channels_last):
         x = x.contiguous(memory_format=torch.channels_last)
     return x, y.to(device, non_blocking=spec["pin_memory"])
 
 
-def evaluate(model, loader, device, spec, prec: Precision) -> float:  # noqa: ANN001
+def evaluate(model, loader, device, spec, prec: Precision, timeline=None, epoch=0) -> float:  # noqa: ANN001
     """Test accuracy in percent over all ranks' shards (on the plain module: no DDP syncs).
     Counts stay on the device until the end: one synchronisation per evaluation."""
     model.eval()
     correct = torch.zeros((), dtype=torch.int64, device=device)
     total = 0
     with torch.no_grad():
-        for x, y in loader:
+        for i, (x, y) in enumerate(loader):
             x, y = to_device(x, y, device, spec)
+            t0 = time.time()
             with prec.autocast():
                 pred = model(x).argmax(1)
             correct += (pred == y).sum()
             total += y.numel()
+            if timeline is not None:
+                timeline.append(interval("eval_step", epoch, i, t0))
     model.train()
     c, t = all_sum([float(correct), total], device)
     return 100.0 * c / max(t, 1)
@@ -210,10 +219,9 @@ def check_inputs(spec_path: Path) -> dict[str, Any]:
         raise ValueError(f"spec file {spec_path} is not valid JSON") from exc
     vision_spec.validate(spec)
     probe.check_cuda()  # GPUs that torch cannot use: stop here, never train on the CPU instead
-    if spec["scenario"] != "A" or spec["loader"] != "torch" or spec["numa"] != "none":
-        raise ValueError(
-            "Scenario B, the DALI loader and NUMA binding (V8-V11) are not implemented yet"
-        )
+    if spec["loader"] == "dali" and (spec["scenario"] != "B" or spec["strategy"] != "ddp_ds"):
+        raise ValueError("loader=dali reads the Scenario B files sharded by rank: it needs "
+                         "scenario B and strategy ddp_ds")  # fmt: skip
     world = int(os.environ.get("WORLD_SIZE", 1))
     if spec["gpus"] != world:
         raise ValueError(
@@ -270,18 +278,31 @@ def train(spec: dict[str, Any], run_dir: Path, device: torch.device) -> int:
     torch.manual_seed(spec["seed"])
     prec = precision_setup(spec["precision"], device)
 
-    # --- data: MNIST files (real or the embedded digits), Scenario A transforms, input dtype -----
-    train_set, test_set = data_sets(spec, prec.input_dtype)
-    sampler = make_sampler(spec["strategy"], len(train_set), world, rank, spec["seed"])
-    loader_kw = dict(
-        batch_size=spec["batch_size"],
-        num_workers=spec["num_workers"],
-        pin_memory=spec["pin_memory"],
-        persistent_workers=spec["num_workers"] > 0,
-    )
-    train_loader = DataLoader(train_set, sampler=sampler, **loader_kw)
-    # Evaluation is sharded the same way for every strategy: rank r scores test images r, r+W, ...
-    test_loader = DataLoader(Subset(test_set, range(rank, len(test_set), world)), **loader_kw)
+    # --- data: Scenario A (MNIST files upsampled on the fly) or B (prepared JPEGs, J 4.3) -------
+    sampler = None
+    if spec["loader"] == "dali":  # DALI reads, decodes and shards the prepared files itself
+        path = scenario_b.for_spec(spec)
+        dali = dict(batch=spec["batch_size"], rank=rank, world=world, seed=spec["seed"],
+                    device_id=device.index if cuda else None, nhwc=spec["channels_last"])  # fmt: skip
+        train_loader = scenario_b.DaliLoader(path, "train", shuffle=True, **dali)
+        test_loader = scenario_b.DaliLoader(path, "test", shuffle=False, **dali)
+    else:
+        if spec["scenario"] == "B":  # every rank unpacks the whole set into host memory
+            path = scenario_b.for_spec(spec)
+            train_set = scenario_b.Unpacked(path, "train", prec.input_dtype)
+            test_set = scenario_b.Unpacked(path, "test", prec.input_dtype)
+        else:
+            train_set, test_set = data_sets(spec, prec.input_dtype)
+        sampler = make_sampler(spec["strategy"], len(train_set), world, rank, spec["seed"])
+        loader_kw = dict(
+            batch_size=spec["batch_size"],
+            num_workers=spec["num_workers"],
+            pin_memory=spec["pin_memory"],
+            persistent_workers=spec["num_workers"] > 0,
+        )
+        train_loader = DataLoader(train_set, sampler=sampler, **loader_kw)
+        # Evaluation is sharded alike for every strategy: rank r scores test images r, r+W, ...
+        test_loader = DataLoader(Subset(test_set, range(rank, len(test_set), world)), **loader_kw)
 
     # --- model and precision ---------------------------------------------------------------------
     model = import_torchvision().models.mobilenet_v2(num_classes=10, width_mult=spec["width_mult"])
@@ -302,12 +323,14 @@ def train(spec: dict[str, Any], run_dir: Path, device: torch.device) -> int:
     accuracy = float("nan")
     round_robin = spec["strategy"] == "ddp_rr"
     copied = trained = 0  # this rank's batches sent to its device / trained on (whole run)
+    timeline: list[dict[str, Any]] = []  # written once at the end: no file I/O inside the loop
     with prof:  # writes this rank's trace on leaving if the window is still open
         for epoch in range(spec["epochs"]):
-            set_epoch(sampler, epoch, spec["seed"])
+            if sampler is not None:
+                set_epoch(sampler, epoch, spec["seed"])
             if cuda:
                 torch.cuda.synchronize()
-            t0 = time.monotonic()
+            t0, t0_wall = time.monotonic(), time.time()
             loss_sum = torch.zeros((), dtype=torch.float64, device=device)
             images = 0
             # Join only for round robin: its ranks run out of batches at different steps and Join
@@ -319,6 +342,7 @@ def train(spec: dict[str, Any], run_dir: Path, device: torch.device) -> int:
                     copied += 1
                     if not keeps_batch(spec["strategy"], i, world, rank):
                         continue
+                    t_step = time.time()
                     trained += 1
                     with prec.autocast():
                         loss = F.cross_entropy(ddp(x), y)
@@ -333,12 +357,15 @@ def train(spec: dict[str, Any], run_dir: Path, device: torch.device) -> int:
                     loss_sum += loss.detach().double() * y.numel()
                     images += y.numel()
                     prof.step()
+                    timeline.append(interval("train_step", epoch + 1, i, t_step))
             if cuda:
                 torch.cuda.synchronize()
             train_s = time.monotonic() - t0
-            t1 = time.monotonic()
-            accuracy = evaluate(model, test_loader, device, spec, prec)
+            timeline.append(interval("epoch", epoch + 1, None, t0_wall))
+            t1, t1_wall = time.monotonic(), time.time()
+            accuracy = evaluate(model, test_loader, device, spec, prec, timeline, epoch + 1)
             eval_s = time.monotonic() - t1
+            timeline.append(interval("eval", epoch + 1, None, t1_wall))
             total_loss, total_images = all_sum([float(loss_sum), images], device)
             (slowest_train_s,) = all_sum([train_s], device, op=dist.ReduceOp.MAX)
             if rank == 0:
@@ -354,6 +381,8 @@ def train(spec: dict[str, Any], run_dir: Path, device: torch.device) -> int:
                 store.append_jsonl(epochs_file, row)
                 print(f"[vision] epoch {row}", flush=True)
     loop_s = time.monotonic() - t_loop
+    store.write_text_atomic(store.timeline_file(run_dir, rank),
+                            "".join(json.dumps(e) + "\n" for e in timeline))  # fmt: skip
 
     # --- summary: written last, atomically; its presence marks the run as finished ---------------
     mem, mem_kind = peak_memory(device)

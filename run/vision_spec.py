@@ -142,6 +142,14 @@ def preflight(specs: list[dict[str, Any]]) -> None:
     """Before any run starts: make the embedded data set, or insist the real one is there."""
     from run import digits
 
+    if any(s.get("loader") == "dali" for s in specs):
+        try:
+            import nvidia.dali  # noqa: F401
+        except ImportError:
+            raise FileNotFoundError(
+                "loader=dali runs need NVIDIA DALI, which is not installed: pip install the "
+                "nvidia-dali wheel whose CUDA major matches torch's (requirements.txt)"
+            ) from None
     for dataset in sorted({s["dataset"] for s in specs}):
         need = [s for s in specs if s["dataset"] == dataset]
         n_train = max(s["train_images"] for s in need)
@@ -164,6 +172,24 @@ def preflight(specs: list[dict[str, Any]]) -> None:
                 f"MNIST under {root} has {have['train']}/{have['test']} images, "
                 f"runs need {n_train}/{n_test}"
             )
+    from run import scenario_b
+
+    # Scenario B's prepared JPEGs, made once per size and count from the set above
+    for s in {scenario_b.for_spec(s): s for s in specs if s.get("scenario") == "B"}.values():
+        scenario_b.prepare(data_root(s["dataset"]), s["dataset"], s["image_size"],
+                           s["train_images"], s["test_images"])  # fmt: skip
+
+
+def skip_reason(spec: dict[str, Any], info: dict[str, Any]) -> str:
+    """Why the sweep skips a cell on this machine ("" to run it): Scenario B's DataLoader ranks
+    each unpack the whole set, which must fit in the node's memory (the paper's 500 px case)."""
+    if spec["scenario"] != "B":
+        return ""
+    import psutil
+
+    from run import scenario_b
+
+    return scenario_b.memory_check(spec, psutil.virtual_memory().available)
 
 
 def launch_command(spec: dict[str, Any], run_dir: Path, info: dict[str, Any]) -> list[str]:

@@ -1,0 +1,118 @@
+"""Scenario B (run/scenario_b.py): the prepared set, its two loaders, the memory check, and real
+2-rank gloo runs with each loader and layout."""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from run import digits, scenario_b, store, vision_spec
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from test_vision_integration import launch, spec_of  # noqa: E402
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture
+def made(tmp_path, monkeypatch) -> Path:
+    monkeypatch.setenv("SCENARIO_B_DIR", str(tmp_path / "scenb"))
+    src = tmp_path / "digits"
+    digits.generate(src, 64, 32)
+    return scenario_b.prepare(src, "digits", 16, 40, 20)
+
+
+def test_the_set_is_made_once_with_a_manifest_and_checked(made):
+    m = scenario_b.check(made)
+    assert m["counts"] == {"train": 40, "test": 20} and m["bytes_on_disk"] > 0
+    assert m["unpacked_bytes_per_rank"] == 60 * 3 * 16 * 16 * 4
+    stamp = (made / scenario_b.MANIFEST).stat().st_mtime_ns
+    assert scenario_b.prepare(made.parent.parent / "digits", "digits", 16, 40, 20) == made
+    assert (made / scenario_b.MANIFEST).stat().st_mtime_ns == stamp  # reused, not made again
+
+
+def test_a_missing_or_corrupt_set_is_one_clear_error(made, tmp_path):
+    with pytest.raises(FileNotFoundError, match="no Scenario B set at .*run.scenario_b prepare"):
+        scenario_b.check(tmp_path / "nothing")
+    next((made / "train").rglob("*.jpg")).unlink()
+    with pytest.raises(ValueError, match="corrupt: 39 train files, the manifest says 40"):
+        scenario_b.check(made)
+    out = scenario_b.main(["prepare", "--size", "8", "--train", "999999", "--test", "1"])
+    assert out == 2
+
+
+def test_the_dataloader_path_unpacks_float32_and_normalises_at_load(made):
+    u = scenario_b.Unpacked(made, "train", torch.float32)
+    assert u.images.shape == (40, 3, 16, 16) and u.images.dtype == torch.float32
+    assert 0 <= float(u.images.min()) and float(u.images.max()) <= 1  # unpacked, not normalised
+    x, _ = u[0]
+    assert torch.allclose(x, (u.images[0] - scenario_b.MEAN) / scenario_b.STD)
+
+
+@pytest.mark.parametrize("nhwc", [False, True])
+def test_dali_shards_give_each_rank_its_own_part_and_together_the_whole_set(made, nhwc):
+    seen = []
+    for rank in range(2):
+        loader = scenario_b.DaliLoader(made, "train", 8, rank, 2, None, nhwc, False, 0)
+        xs, ys = zip(*loader, strict=True)
+        x = torch.cat(xs)
+        assert x.shape == (20, 3, 16, 16)
+        assert x.is_contiguous(memory_format=torch.channels_last) == nhwc
+        seen.append(x.flatten(1))
+    a, b = seen
+    assert not any(torch.equal(r, s) for r in a for s in b)  # no image on both ranks
+    ref = scenario_b.Unpacked(made, "train", torch.float32)
+    mine = ((ref.images - scenario_b.MEAN) / scenario_b.STD).flatten(1)
+    both = torch.cat(seen)
+    # every image of the set appears once (DALI decodes the same JPEGs as PIL, within rounding)
+    dist = torch.cdist(mine, both)
+    assert (dist.min(1).values < 1.0).all() and len(set(dist.argmin(1).tolist())) == 40
+
+
+def test_the_memory_check_skips_with_the_numbers():
+    spec = {"loader": "torch", "image_size": 300, "train_images": 60000, "test_images": 10000,
+            "gpus": 4}  # fmt: skip
+    why = scenario_b.memory_check(spec, 128 * 2**30)
+    assert why == (
+        "the DataLoader ranks would unpack 4 x 70.4 GiB = 281.6 GiB, the node has 128.0 GiB "
+        "available"
+    )
+    assert scenario_b.memory_check({**spec, "gpus": 1}, 128 * 2**30) == ""
+    assert scenario_b.memory_check({**spec, "loader": "dali"}, 1) == ""  # DALI unpacks nothing
+
+
+def test_a_loader_other_than_torch_or_dali_and_dali_outside_scenario_b_are_refused(tmp_path):
+    with pytest.raises(ValueError, match="loader='bogus' is not one of torch, dali"):
+        vision_spec.validate({**vision_spec.DEFAULTS, "loader": "bogus"})
+    from run import vision
+
+    path = tmp_path / "spec.json"
+    store.write_json_atomic(path, {**vision_spec.DEFAULTS, "loader": "dali", "scenario": "A"})
+    with pytest.raises(ValueError, match="loader=dali reads the Scenario B files sharded by rank"):
+        vision.check_inputs(path)
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("loader, nhwc", [("torch", False), ("torch", True), ("dali", False),
+                                          ("dali", True)])  # fmt: skip
+def test_two_gloo_ranks_train_with_each_loader_and_layout(sandbox, monkeypatch, loader, nhwc):
+    monkeypatch.setenv("SCENARIO_B_DIR", str(sandbox / "scenb"))
+    spec = spec_of(scenario="B", loader=loader, channels_last=nhwc, image_size=16)
+    vision_spec.preflight([spec])
+    run_dir = sandbox / f"{loader}-{nhwc}"
+    proc = launch(spec, run_dir)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    summary = store.read_json(run_dir / store.SUMMARY)
+    assert summary["status"] == "ok" and summary["world_size"] == 2
+    (epoch,) = store.read_jsonl(run_dir / store.EPOCHS)
+    assert epoch["images"] == 64 and 0 < epoch["train_loss"] < 10
+    for rank in (0, 1):
+        tl = store.read_jsonl(store.timeline_file(run_dir, rank))
+        phases = [e["phase"] for e in tl]
+        assert phases.count("train_step") == 2 and phases.count("epoch") == 1
+        assert phases.count("eval") == 1 and all(e["t1"] >= e["t0"] for e in tl)
+    shutil.rmtree(run_dir)
