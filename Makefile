@@ -30,7 +30,10 @@ REPORT_OUT := report/out/$(PROFILE)
 FIGS := $(REPORT_OUT)/figures
 export PYTHONPATH := $(CURDIR)
 export PYTHONUNBUFFERED := 1
-export PROFILER RESULTS_DIR
+# How ranks are bound to NUMA nodes (run/numa.py): auto = bind when numactl is installed and the
+# machine has more than one node; bind; off.
+NUMA ?= auto
+export PROFILER RESULTS_DIR NUMA
 
 # Sources whose change may change a run: a sweep re-checks its runs (finished ones are kept).
 RUN_SRC := experiments/matrix.yaml $(wildcard run/*.py run/llm/*.py configs/llm/*.yaml)

@@ -281,7 +281,9 @@ def launch_command(spec: dict[str, Any], run_dir: Path, info: dict[str, Any]) ->
         from run import profiling
 
         cmd = profiling.with_nsys(cmd, run_dir, capture_api=False)
-    return cmd
+    from run import numa
+
+    return numa.wrap(cmd, numa.plan(spec["gpus"], info))
 
 
 def preflight(specs: list[dict[str, Any]]) -> None:

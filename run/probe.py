@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from run.errors import UserError
+from run.numa import gpu_node
 
 # What to tell a user whose torch cannot use the GPUs: a CUDA build of the pinned torch from
 # PyTorch's own wheel index, chosen with one variable (Makefile venv and container recipes).
@@ -72,10 +73,7 @@ def gpus() -> list[dict[str, Any]]:
         if len(fields) < 6:
             continue
         idx, name, mem, bus, driver, uuid = fields[:6]
-        numa = None
-        sysfs = Path(f"/sys/bus/pci/devices/{bus.lower()[-12:]}/numa_node")
-        if sysfs.exists():
-            numa = int(sysfs.read_text().strip())
+        numa = gpu_node(bus)  # from sysfs; None where it does not say
         found.append(
             {
                 "index": int(idx),

@@ -67,7 +67,11 @@ def torch_build() -> dict[str, Any]:
 
 
 def collect(spec: dict[str, Any], command: list[str], hardware: dict[str, Any]) -> dict[str, Any]:
+    from run import numa
+
     return {
+        # the NUMA policy in force, whether the ranks were bound and each rank's node
+        "numa": numa.plan(spec.get("gpus", 1), hardware, spec.get("numa")) if command else None,
         "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
         "git": git_state(),
         "versions": versions(),

@@ -34,7 +34,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from run import lock, profiling, provenance, store
+from run import lock, numa, profiling, provenance, store
 from run import matrix as mx
 from run import probe as hw
 from run.errors import UserError
@@ -310,6 +310,7 @@ def sweep(exp_ids: list[str], profile: str, retry_failed: bool = False) -> int:
         raise mx.MatrixError(f"unknown PROFILER '{override}' (none, auto, torch, nsys)")
     matrix = mx.load_matrix()
     expanded = [mx.expand(e, profile, matrix) for e in exp_ids]
+    numa.plan(1, info)  # NUMA=bind without numactl, or a bad NUMA value: stop before any run
     check_device(profile, info, matrix)
     # The profiler choice is resolved for every spec before anything runs, so PROFILER=nsys
     # without nsys stops here with one line, not halfway through a sweep.

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import os
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +30,7 @@ DEFAULTS: dict[str, Any] = {
     "pin_memory": False,
     "channels_last": False,
     "loader": "torch",
-    "numa": "none",
+    "numa": "policy",  # run/numa.py: the NUMA policy in force; V11 sets off or bind
     "gpus": 1,
     "profiler": "none",
 }
@@ -43,7 +44,7 @@ CHOICES: dict[str, tuple[Any, ...]] = {
     "pin_memory": (False, True),
     "channels_last": (False, True),
     "loader": ("torch", "dali"),
-    "numa": ("none", "gpu-socket"),
+    "numa": ("policy", "off", "bind"),
     "profiler": PROFILERS,
 }
 POSITIVE_INTS = ("train_images", "test_images", "epochs", "batch_size", "image_size", "gpus")
@@ -120,7 +121,7 @@ def run_name(spec: dict[str, Any]) -> str:
         parts.append(spec["loader"])
     if spec["channels_last"]:
         parts.append("nhwc")
-    if spec["numa"] != "none":
+    if spec["numa"] != "policy":
         parts.append(f"numa_{spec['numa']}")
     if spec["profiler"] != "none":
         parts.append(f"prof_{spec['profiler']}")
@@ -183,6 +184,8 @@ def preflight(specs: list[dict[str, Any]]) -> None:
 def skip_reason(spec: dict[str, Any], info: dict[str, Any]) -> str:
     """Why the sweep skips a cell on this machine ("" to run it): Scenario B's DataLoader ranks
     each unpack the whole set, which must fit in the node's memory (the paper's 500 px case)."""
+    if spec.get("numa") == "bind" and not shutil.which("numactl"):
+        return "numactl is not installed, so this run cannot be bound (Debian: apt-get install numactl)"
     if spec["scenario"] != "B":
         return ""
     import psutil
@@ -212,4 +215,6 @@ def launch_command(spec: dict[str, Any], run_dir: Path, info: dict[str, Any]) ->
 
         # every rank under nsys; the vision loop opens/closes the capture range (cudaProfilerApi)
         cmd = profiling.with_nsys(cmd, run_dir, capture_api=True)
-    return cmd
+    from run import numa
+
+    return numa.wrap(cmd, numa.plan(spec["gpus"], info, spec["numa"]))
