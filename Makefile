@@ -76,7 +76,7 @@ help: ## show this help
 	@echo "PROFILE now: $(PROFILE)"
 	@grep -hE '^[a-zA-Z0-9_.-]+:.*## ' $(MAKEFILE_LIST) | \
 	  awk 'BEGIN {FS = ":.*## "}; {printf "  %-24s %s\n", $$1, $$2}'
-	@echo "One target per artifact (experiments/matrix.yaml; not implemented yet: $(filter-out $(ARTIFACTS),$(ALL_TARGETS))):"
+	@echo "One target per artifact (experiments/matrix.yaml$(if $(filter-out $(ARTIFACTS),$(ALL_TARGETS)),; not implemented yet: $(filter-out $(ARTIFACTS),$(ALL_TARGETS)))):"
 	@awk -v help=1 -f experiments/targets.awk experiments/matrix.yaml
 
 # The plan comes first: a serial make builds prerequisites left to right, so what the GPUs will

@@ -414,3 +414,12 @@ def by_gpus(
 
 def _order_of(v: Any, vals: list[Any]) -> int:
     return vals.index(v) if v in vals else len(vals)
+
+
+# ---------------------------------------------------------------- Scenario B artifacts (V8-V11)
+LOADER_LABELS = {"torch": "DataLoader", "dali": "DALI"}
+
+
+def gpus_label(g: float) -> str:
+    """2 -> '2 GPUs' (a column name of the compact tables)."""
+    return f"{int(g)} GPU{'s' if int(g) > 1 else ''}"

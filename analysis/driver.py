@@ -8,6 +8,7 @@ An artifact is one module, `analysis/<target with _>.py`, which provides
     notes(runs, t) -> list[str]           what a reader must know (optional)
     gates(runs, t) -> dict[str, str]      failing gates of claims.yaml (`needs:`), with reasons
     extra(runs, t) -> dict[str, DataFrame] side tables, written as <target>-<name>.csv (optional)
+    (`runs.attrs["profile"]` names the profile, for hooks that read a run's own files)
     PAPER_CSV, FIGURE                     the reference CSV it sets ours beside; draws a figure
 
 The experiments behind a target come from experiments/matrix.yaml (its `target:` fields) and
@@ -65,7 +66,9 @@ def runs_of(exps: list[str], profile: str) -> tuple[pd.DataFrame, list[dict[str,
         frames.append(df)
         skipped.extend(sk)
     runs = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
-    return runs.drop_duplicates("run") if "run" in runs else runs, skipped
+    runs = runs.drop_duplicates("run") if "run" in runs else runs
+    runs.attrs["profile"] = profile  # for hooks that read run files beside the summaries
+    return runs, skipped
 
 
 def default_gates(runs: pd.DataFrame) -> dict[str, str]:

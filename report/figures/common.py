@@ -40,6 +40,24 @@ def save(fig: plt.Figure, target: str, profile: str) -> Path:
     return png
 
 
+def extra_table(target: str, profile: str, name: str) -> pd.DataFrame:
+    """A side table the analysis wrote beside the target's CSV (<target>-<name>.csv)."""
+    return pd.read_csv(store.tables_dir(profile) / f"{target}-{name}.csv")
+
+
+def time_bars(ax: plt.Axes, df: pd.DataFrame, by: str) -> None:
+    """Total time as grouped bars: one group per GPU count, one bar per value of `by` (V8, V10,
+    V11); medians over repeats."""
+    df = df[df["status"] == "ok"]
+    med = df.groupby([by, "gpus"])["total_time_s"].median().unstack(by)
+    width = 0.8 / max(len(med.columns), 1)
+    for i, col in enumerate(med.columns):
+        ax.bar([g + (i - (len(med.columns) - 1) / 2) * width for g in med.index], med[col],
+               width=width, label=str(col))  # fmt: skip
+    ax.set(xlabel="GPUs (ranks)", ylabel="total time [s]", xticks=list(med.index))
+    ax.legend()
+
+
 def subtitle(meta: dict) -> str:
     return f"{meta['source']} | measured, profile '{meta['profile']}'"
 

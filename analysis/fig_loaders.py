@@ -1,0 +1,33 @@
+"""V8 (J Fig.6): Scenario B total time, DataLoader against DALI, by GPU count.
+
+The paper printed no numbers for this figure: there is no paper() table and no self-check.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from analysis import common as c
+
+FIGURE = True
+KEYS = ["loader"]
+
+
+def table(runs: pd.DataFrame, profile: str) -> pd.DataFrame:
+    df = runs.assign(loader_label=runs["loader"].map(c.LOADER_LABELS))
+    df = df.sort_values(["loader", "gpus"], ascending=[False, True])
+    return df[["loader", "loader_label", "gpus", "total_time_s", "images_per_s", "status", "run"]]
+
+
+def compact(t: pd.DataFrame) -> pd.DataFrame:
+    """Loader as rows, total time per GPU count as columns (the figure's bars)."""
+    return c.wide(t, KEYS, "gpus", {"total_time_s": lambda g: f"{c.gpus_label(g)} [s]"})
+
+
+def notes(runs: pd.DataFrame, t: pd.DataFrame) -> list[str]:
+    if c.on_gpu(runs):
+        return []
+    return [
+        "CPU run: DALI decodes on the CPU (no `mixed` decoder without a GPU) and gloo ranks share "
+        "the machine's cores, so this shows the pipeline working, not the paper's GPU behaviour."
+    ]

@@ -1,0 +1,29 @@
+"""V10 (J Fig.9): Scenario B, DataLoader with NCHW and with NHWC (channels_last) against DALI.
+
+The DataLoader NCHW and DALI NCHW cells are the V8 runs (identical specs are run once). The
+paper printed no numbers for this figure: there is no paper() table and no self-check.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from analysis import common as c
+
+FIGURE = True
+KEYS = ["setup"]
+
+
+def table(runs: pd.DataFrame, profile: str) -> pd.DataFrame:
+    layout = runs["channels_last"].map({True: "NHWC", False: "NCHW"})
+    df = runs.assign(setup=runs["loader"].map(c.LOADER_LABELS) + " " + layout)
+    df = df.sort_values(["loader", "channels_last", "gpus"], ascending=[False, True, True])
+    return df[["setup", "loader", "channels_last", "gpus", "total_time_s", "images_per_s",
+               "status", "run"]]  # fmt: skip
+
+
+def compact(t: pd.DataFrame) -> pd.DataFrame:
+    order = ["DataLoader NCHW", "DataLoader NHWC", "DALI NCHW", "DALI NHWC"]
+    out = c.wide(t, KEYS, "gpus", {"total_time_s": lambda g: f"{c.gpus_label(g)} [s]"})
+    rank = out["setup"].map(lambda s: order.index(s) if s in order else len(order))
+    return out.iloc[rank.argsort(kind="stable")].reset_index(drop=True)

@@ -1,0 +1,21 @@
+"""V8: Scenario B total time, DataLoader against DALI, by GPU count."""
+
+from __future__ import annotations
+
+import matplotlib.pyplot as plt
+import pandas as pd
+
+from report.figures import common
+
+TARGET = "fig-loaders"
+
+
+def draw(df: pd.DataFrame, meta: dict) -> plt.Figure:
+    fig, ax = plt.subplots(figsize=(6, 3.6))
+    common.time_bars(ax, df, "loader_label")
+    fig.suptitle(f"DataLoader against DALI (Scenario B)\n{common.subtitle(meta)}", fontsize=10)
+    return fig
+
+
+if __name__ == "__main__":
+    common.main_for(draw, TARGET)

@@ -1,0 +1,22 @@
+"""V10: Scenario B total time, DataLoader NCHW / NHWC against DALI, by GPU count."""
+
+from __future__ import annotations
+
+import matplotlib.pyplot as plt
+import pandas as pd
+
+from report.figures import common
+
+TARGET = "fig-nhwc"
+
+
+def draw(df: pd.DataFrame, meta: dict) -> plt.Figure:
+    fig, ax = plt.subplots(figsize=(6.5, 3.6))
+    common.time_bars(ax, df, "setup")
+    fig.suptitle(f"NHWC (channels_last) DataLoader against DALI\n{common.subtitle(meta)}",
+                 fontsize=10)  # fmt: skip
+    return fig
+
+
+if __name__ == "__main__":
+    common.main_for(draw, TARGET)
