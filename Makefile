@@ -68,7 +68,7 @@ export REPEATS
 REPORT_RESULTS ?= $(RESULTS_DIR)
 
 .PHONY: help all vision llm report test test-unit test-gpu lint format probe venv matrix clean \
-        clean-results bench-vision bench-analysis bench-profiler data-mnist container sif slurm \
+        clean-results bench-vision bench-loaders bench-analysis bench-profiler data-mnist container sif slurm \
         plan plan-brief check-cuda gpu-check gpu-wheels self-check pdf runs $(ALL_TARGETS)
 
 help: ## show this help
@@ -153,6 +153,9 @@ self-check: | $(VENV_STAMP) ## judge every claim on the paper's own published nu
 
 bench-vision: | $(VENV_STAMP) ## images/s: real training loop vs synthetic in-memory tensors
 	$(PY) -m run.bench_vision
+
+bench-loaders: | $(VENV_STAMP) ## Scenario B images/s: DataLoader and DALI vs the synthetic in-memory ceiling
+	$(PY) -m run.bench_loaders
 
 bench-analysis: | $(VENV_STAMP) ## profile parsers on >= 1 GB synthetic profiles: MB/s and peak memory
 	$(PY) -m run.bench_analysis

@@ -1,0 +1,87 @@
+"""Benchmark: images/s of the Scenario B loaders against the synthetic in-memory ceiling.
+
+    python -m run.bench_loaders [--size 32] [--steps 30] [--batch-size 32]
+
+One training loop (MobileNetV2 fp32, one device: a GPU if visible) fed three ways:
+- DataLoader: the prepared set unpacked into host float32 tensors, normalised at load time
+  (run/scenario_b.py Unpacked), `pin_memory` on a GPU;
+- DALI: the pipeline reading and decoding the prepared JPEGs (`mixed` decoding on a GPU);
+- synthetic: tensors already on the device, the ceiling a free data pipeline would give.
+Each loader's images/s is printed with its ratio to the ceiling. The three loops alternate
+--repeats times and each one's best is kept; warm-up steps are not timed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import sys
+
+import torch
+from torch.utils.data import DataLoader
+
+from run import scenario_b, vision_spec
+from run.bench_vision import WARMUP, timed_loop
+from run.tvcompat import import_torchvision
+
+
+def endless(make):  # noqa: ANN001, ANN201
+    """Batches from a loader made again whenever it runs out (the timed steps may need more)."""
+    while True:
+        yield from make()
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--size", type=int, default=None, help="default: 32 (CPU), 300 (GPU)")
+    ap.add_argument("--steps", type=int, default=30)
+    ap.add_argument("--batch-size", type=int, default=32)
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--num-workers", type=int, default=None, help="default: 0 (CPU), 4 (GPU)")
+    args = ap.parse_args(argv)
+
+    cuda = torch.cuda.is_available()
+    device = torch.device("cuda" if cuda else "cpu")
+    size = args.size or (300 if cuda else 32)
+    workers = args.num_workers if args.num_workers is not None else (4 if cuda else 0)
+    n = args.batch_size * 8  # a small set, read again as often as the steps need
+    spec = {"dataset": "digits", "scenario": "B", "loader": "dali", "image_size": size,
+            "train_images": n, "test_images": 1}  # fmt: skip
+    try:
+        vision_spec.preflight([spec])
+    except (FileNotFoundError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    path = scenario_b.for_spec(spec)
+    unpacked = scenario_b.Unpacked(path, "train", torch.float32)
+    loader = DataLoader(unpacked, batch_size=args.batch_size, shuffle=True, drop_last=True,
+                        num_workers=workers, pin_memory=cuda)  # fmt: skip
+    dali = scenario_b.DaliLoader(path, "train", args.batch_size, 0, 1,
+                                 0 if cuda else None, False, True, 0)  # fmt: skip
+    x = torch.randn(args.batch_size, 3, size, size, device=device)
+    y = torch.randint(0, 10, (args.batch_size,), device=device)
+    torch.manual_seed(0)
+    model = import_torchvision().models.mobilenet_v2(num_classes=10).to(device)
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+    # one endless stream per loader, continued across repeats (DALI's epochs are never cut)
+    feeds = {
+        "DataLoader": endless(lambda: iter(loader)),
+        "DALI": endless(lambda: iter(dali)),
+        "synthetic": itertools.repeat((x, y)),
+    }
+    best = dict.fromkeys(feeds, 0.0)
+    for _ in range(args.repeats):
+        for name, feed in feeds.items():
+            best[name] = max(best[name], timed_loop(model, opt, feed, device, args.steps))
+    print(f"bench-loaders: MobileNetV2 fp32 on {device}, Scenario B {size} px, batch "
+          f"{args.batch_size}, {args.steps} timed steps after {WARMUP} warm-up, best of "
+          f"{args.repeats}, {workers} DataLoader workers, DALI decoding on "
+          f"{'the GPU (mixed)' if cuda else 'the CPU'}")  # fmt: skip
+    print(f"{'loader':>12} {'img/s':>10} {'of ceiling':>11}")
+    for name, v in best.items():
+        print(f"{name:>12} {v:>10.1f} {v / best['synthetic']:>11.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
