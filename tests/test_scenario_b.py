@@ -116,3 +116,30 @@ def test_two_gloo_ranks_train_with_each_loader_and_layout(sandbox, monkeypatch, 
         assert phases.count("train_step") == 2 and phases.count("epoch") == 1
         assert phases.count("eval") == 1 and all(e["t1"] >= e["t0"] for e in tl)
     shutil.rmtree(run_dir)
+
+
+def test_the_sweep_skips_dataloader_cells_that_do_not_fit_and_runs_the_rest(
+    fake, sandbox, monkeypatch
+):
+    import collections
+
+    import psutil
+    import yaml
+
+    from run import matrix as mx
+    from run import sweep
+
+    m = yaml.safe_load(mx.MATRIX_FILE.read_text())
+    m["experiments"]["V8"] = {**mx.load_matrix(REPO / "experiments" / "matrix.yaml")[
+        "experiments"]["V8"], "fixed": {"scenario": "B", "strategy": "ddp_ds",
+                                        "precision": "fp32", "image_size": 16}}  # fmt: skip
+    mx.MATRIX_FILE.write_text(yaml.safe_dump(m))
+    monkeypatch.setenv("SCENARIO_B_DIR", str(sandbox / "scenb"))
+    mem = collections.namedtuple("mem", "available")
+    monkeypatch.setattr(psutil, "virtual_memory", lambda: mem(1000))  # 1 kB free
+    sweep.sweep(["V8"], "test")
+    rec = store.read_json(store.sweeps_dir("test") / "V8.json")
+    assert {r["run"].endswith("-dali") for r in rec["runs"]} == {True}  # DALI unpacks nothing
+    assert len(rec["skipped"]) == 2
+    assert all("the DataLoader ranks would unpack" in s["reason"] for s in rec["skipped"])
+    assert len(fake.read_text().split()) == 2
