@@ -167,7 +167,7 @@ def test_llm_methods_and_templates_are_ordered_as_the_journal(real):
 
 def test_the_smoke_plan_adds_up_to_the_measured_smoke_make_all(real):
     rows = plan.build("smoke", None, CPU2, real)
-    assert len(rows) == 83
+    assert len(rows) == 99
     windows = {w: plan.profiling.window_for("smoke", w, real) for w in ("vision", "llm")}
 
     def launches(workload: str) -> float:
@@ -179,10 +179,12 @@ def test_the_smoke_plan_adds_up_to_the_measured_smoke_make_all(real):
 
     # the CPU constants are fitted to about 500 s of vision launches and 465 s of LLM launches;
     # since then V3/V4/V7 learn (issue 10): their 10 smoke runs went from 194 s to ~355 s measured,
-    # which the plan puts at 293 s (it had 200 s), so vision now plans about 594 s
-    assert launches("vision") == pytest.approx(594, rel=0.05)
+    # which the plan puts at 293 s (it had 200 s); V8-V11 (issue 11) add 16 Scenario B runs,
+    # measured at 217 s and planned at 231 s, so vision now plans about 825 s (measured: 913 s)
+    assert launches("vision") == pytest.approx(825, rel=0.05)
     assert launches("llm") == pytest.approx(465, rel=0.05)
-    assert 15 * 60 <= plan.wall_s(rows) <= 22 * 60  # with trace parsing: the smoke's ~20 min
+    # with trace parsing; a fresh clone's `make all` took 24 min, the environment's set-up included
+    assert 17 * 60 <= plan.wall_s(rows) <= 24 * 60
 
 
 # --- calibration and totals -----------------------------------------------------------------------
