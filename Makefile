@@ -15,10 +15,13 @@ PYTHON ?= python3
 CONTAINER_ENGINE ?= $(shell command -v podman || command -v docker || echo podman)
 VENV ?= .venv
 PY := $(VENV)/bin/python
+# Pins: Python packages in requirements.txt; the base image, Python, nsys and the torch build in
+# container/pins.env, one file for this Makefile, the Containerfile and apptainer.def.
 # The torch build: empty = PyPI's (CUDA 13: NVIDIA driver 580 or newer); for an older driver a
-# PyTorch wheel index, e.g. TORCH_INDEX=https://download.pytorch.org/whl/cu126. The containers
-# take the same variable (container/build.args); pins stay in requirements.txt.
-TORCH_INDEX ?=
+# PyTorch wheel index, e.g. TORCH_INDEX=https://download.pytorch.org/whl/cu126.
+PINS := container/pins.env
+pin = $(shell sed -n 's/^$(1)=//p' $(PINS))
+TORCH_INDEX ?= $(call pin,TORCH_INDEX)
 export TORCH_INDEX
 VENV_STAMP := $(VENV)/$(shell bash container/install-python.sh --stamp)
 # Where runs, sweeps and tables go (run/store.py reads the same variable).
@@ -68,7 +71,8 @@ export REPEATS
 REPORT_RESULTS ?= $(RESULTS_DIR)
 
 .PHONY: help all vision llm report test test-unit test-gpu lint format probe venv matrix clean \
-        clean-results bench-vision bench-loaders bench-analysis bench-profiler data-mnist container sif slurm \
+        clean-results bench-vision bench-loaders bench-analysis bench-profiler data-mnist container \
+        container-test container-local sif slurm \
         plan plan-brief check-cuda gpu-check gpu-wheels self-check pdf runs $(ALL_TARGETS)
 
 help: ## show this help
@@ -105,7 +109,9 @@ plan-brief: | $(VENV_STAMP)
 check-cuda: | $(VENV_STAMP)
 	@$(PY) -m run.probe --check-cuda
 
-$(VENV_STAMP): requirements.txt container/install-python.sh
+# The stamp's name is a checksum of what gets installed, so it needs no prerequisites: file times
+# would send a fresh clone to reinstall the read-only environment of a container image.
+$(VENV_STAMP):
 	PYTHON=$(PYTHON) bash container/install-python.sh $(VENV)
 
 venv: $(VENV_STAMP) ## create the virtual environment (pinned versions)
@@ -163,11 +169,25 @@ bench-analysis: | $(VENV_STAMP) ## profile parsers on >= 1 GB synthetic profiles
 bench-profiler: | $(VENV_STAMP) ## overhead of torch.profiler (and nsys if present) on the vision loop
 	$(PY) -m run.bench_profiler
 
-container: ## build the podman/docker image (pins: container/build.args, requirements.txt)
-	$(CONTAINER_ENGINE) build --build-arg-file container/build.args -t mgpu-artifact -f Containerfile .
+# container/build.sh passes container/pins.env to the engine as --build-arg; TORCH_INDEX as here
+export CONTAINER_ENGINE
+container: ## build the OCI image mgpu-artifact with podman or docker (pins: container/pins.env)
+	bash container/build.sh oci TORCH_INDEX=$(TORCH_INDEX)
 
-sif: ## build the Apptainer image artifact.sif (same pins)
-	apptainer build --build-arg-file container/build.args artifact.sif apptainer.def
+container-test: ## the OCI image's self-test: make probe and the CPU unit tests inside it
+	bash container/build.sh test
+
+sif: ## build the Apptainer image artifact.sif from apptainer.def (same pins, same set-up script)
+	bash container/build.sh sif TORCH_INDEX=$(TORCH_INDEX)
+
+# Where no registry and no download.pytorch.org can be reached (our dev machines): a Debian base
+# made with debootstrap, the CPU torch wheel from LOCAL_WHEELS, the host's CA bundle for pip.
+LOCAL_WHEELS ?= /opt/wheels
+HOST_CA ?= /etc/ssl/certs/ca-certificates.crt
+container-local: ## build and self-test the image here: podman --isolation chroot, debootstrap base, CPU torch
+	ISOLATION=chroot BUILD_OPTS="--volume $(abspath $(LOCAL_WHEELS)):/wheels:ro --volume $(HOST_CA):/ca.crt:ro" \
+	  bash container/build.sh oci BASE_IMAGE=$$(bash container/local-base.sh) WHEELS=/wheels CA_BUNDLE=/ca.crt
+	ISOLATION=chroot bash container/build.sh test
 
 # PROFILE goes to the job only when you set it: otherwise the compute node decides, not this one.
 NODES ?= 1

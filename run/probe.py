@@ -34,6 +34,10 @@ TORCH_INDEX_HELP = (
 )
 
 
+# What the image build got when it tried to install nsys (container/setup-image.sh writes it)
+IMAGE_NSYS = Path("/etc/artifact/nsys")
+
+
 class CudaUnusable(UserError):
     """nvidia-smi lists GPUs but the installed torch cannot use them."""
 
@@ -46,6 +50,13 @@ def _cmd(args: list[str], timeout: float = 10) -> str | None:
     except (OSError, subprocess.TimeoutExpired):
         return None
     return out.stdout.strip() if out.returncode == 0 else None
+
+
+def _read(path: Path) -> str | None:
+    try:
+        return path.read_text().strip() or None
+    except OSError:
+        return None
 
 
 def numa_nodes() -> list[dict[str, Any]]:
@@ -216,6 +227,7 @@ def probe() -> dict[str, Any]:
         "numactl_hardware": _cmd(["numactl", "--hardware"]),
         "nsys": shutil.which("nsys"),
         "nsys_version": _cmd(["nsys", "--version"]),
+        "image_nsys": _read(IMAGE_NSYS),
         "slurm_job_id": os.environ.get("SLURM_JOB_ID"),
     }
 
@@ -266,6 +278,8 @@ def describe(info: dict[str, Any]) -> str:
         lines.append("gpu         none visible: experiments run on CPU with gloo ranks")
     lines.append(f"numactl     {info['numactl'] or 'not found'}")
     nsys = f"{info['nsys']} ({info['nsys_version']})" if info["nsys"] else None
+    if not nsys and info.get("image_nsys"):
+        nsys = f"not in this image ({info['image_nsys']}): torch.profiler is the fallback"
     lines.append(f"nsys        {nsys or 'not found: torch.profiler is the fallback'}")
     lines.append(f"max ranks   {max_ranks(info)}")
     lines.append(f"profile     default PROFILE={default_profile(info)}")

@@ -3,18 +3,21 @@
 from __future__ import annotations
 
 import datetime as dt
+import os
 import subprocess
 from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
+IMAGE_SHA_ENV = "ARTIFACT_GIT_SHA"  # set by the container images (Containerfile, apptainer.def)
 PACKAGES = (
     "torch",
     "torchvision",
     "torchtune",
     "torchao",
     "torchdata",
+    "nvidia-dali-cuda130",  # the flavour requirements.txt pins; a cu12x torch gets cuda120
     "nvidia-dali-cuda120",
     "bitsandbytes",
     "numpy",
@@ -33,6 +36,9 @@ def git_state() -> dict[str, Any]:
         return out.stdout.strip() if out.returncode == 0 else None
 
     sha = git("rev-parse", "HEAD")
+    if sha is None and os.environ.get(IMAGE_SHA_ENV):
+        # code copied out of the image (container/run-make.sh): no .git, the image's build SHA
+        return {"sha": os.environ[IMAGE_SHA_ENV], "dirty": None, "from": "container image"}
     dirty = git("status", "--porcelain", "--untracked-files=no")
     return {"sha": sha, "dirty": bool(dirty) if dirty is not None else None}
 

@@ -248,9 +248,11 @@ def test_torch_index_is_one_variable_used_by_make_and_both_recipes():
     assert "TORCH_INDEX ?=" in make and "container/install-python.sh" in make
     for recipe in ("Containerfile", "apptainer.def"):
         text = (REPO / recipe).read_text()
-        assert "TORCH_INDEX" in text and "install-python.sh" in text, recipe
-    args = (REPO / "container" / "build.args").read_text()
-    assert "TORCH_INDEX=" in args
+        assert "TORCH_INDEX" in text and "setup-image.sh" in text, recipe
+    setup = (REPO / "container" / "setup-image.sh").read_text()
+    assert "install-python.sh" in setup
+    pins = (REPO / "container" / "pins.env").read_text()
+    assert "\nTORCH_INDEX=" in pins
     # torch's own pin stays in requirements.txt only
     for text in (install, make):
         assert "torch==" not in text

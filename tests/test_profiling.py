@@ -224,6 +224,7 @@ def test_unprofiled_or_failed_runs_are_left_alone(tmp_path: Path) -> None:
     assert sweep.profile_metrics(vision(profiler="torch"), tmp_path, failed) == failed
 
 
+@pytest.mark.integration
 def test_real_two_rank_cpu_run_gives_per_rank_metrics(tmp_path: Path) -> None:
     """run.vision under torchrun with 2 gloo ranks and torch.profiler, then the sweep's step."""
     import subprocess
