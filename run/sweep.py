@@ -180,6 +180,14 @@ def profile_metrics(spec: dict[str, Any], stage: Path, summary: dict[str, Any]) 
     return summary
 
 
+def numa_note(p: dict[str, Any]) -> str:
+    """The NUMA policy in force, as a shell comment after the launch command in log.txt (the
+    command stays runnable as it is copied): policy, bound or not, and why."""
+    nodes = ",".join(str(r["node"]) for r in p["ranks"])
+    state = f"bound, rank nodes {nodes}" if p["bound"] else f"not bound: {p['why']}"
+    return f"# NUMA={p['policy']}: {state}"
+
+
 def execute(
     spec: dict[str, Any],
     profile: str,
@@ -201,11 +209,13 @@ def execute(
         summary = {"status": "unsupported", "error": reason, "name": name}
     else:
         cmd = launch_command(spec, stage, info)
-    store.write_json_atomic(stage / store.PROVENANCE, provenance.collect(spec, cmd, info))
+    prov = provenance.collect(spec, cmd, info)
+    store.write_json_atomic(stage / store.PROVENANCE, prov)
     if cmd:
         head = progress.start(name) if progress else f"[sweep] {name}"
-        print(f"{head}\n        $ {shlex.join(cmd)}", flush=True)
-        (stage / store.LOG).write_text(f"$ {shlex.join(cmd)}\n")
+        line = f"$ {shlex.join(cmd)}  {numa_note(prov['numa'])}"
+        print(f"{head}\n        {line}", flush=True)
+        (stage / store.LOG).write_text(f"{line}\n")
         rc, wall = run_logged(cmd, stage / store.LOG, progress, name)
         if progress:
             progress.finish(name)

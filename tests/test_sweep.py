@@ -37,6 +37,10 @@ def test_sweep_runs_each_spec_once_and_shares_runs(fake):
         "log.txt",
     }
     prov = store.read_json(one / "provenance.json")
+    # log.txt starts with the launch command and the NUMA policy in force (issue 11)
+    head = (one / "log.txt").read_text().splitlines()[0]
+    assert head.startswith("$ ") and head.endswith(sweep.numa_note(prov["numa"]))
+    assert "# NUMA=" in head and ("not bound: " in head) != prov["numa"]["bound"]
     assert (
         prov["hardware"]["cpu_count"]
         and prov["versions"]["torch"]
