@@ -444,7 +444,11 @@ def _within(cl: dict[str, Any], t: pd.DataFrame) -> Outcome:
         lim = tol_abs + tol_rel * m["med_b"].abs()
         out.ok = bool((diffs <= lim).all())
         out.values = diffs.tolist()
-        out.facts.append(f"largest difference {num(float(diffs.max()))}")
+        big = f"largest difference {num(float(diffs.max()))}"
+        if tol_rel:  # the criterion is relative: say so beside the absolute figure
+            rel = (diffs / m["med_b"].abs()).max()
+            big += f" ({num(100 * float(rel))} % of {names[1]})"
+        out.facts.append(big)
     tol = " + ".join([num(tol_abs)] * bool(tol_abs) + [f"{num(100 * tol_rel)} %"] * bool(tol_rel))
     out.facts.append(f"(criterion: within {tol or '0'})")
     return out

@@ -44,6 +44,23 @@ def tex(value: Any) -> str:
     return "".join(TEX_ESCAPES.get(ch, ch) for ch in str(value))
 
 
+def texpath(value: Any) -> str:
+    """A path or run name in typewriter type that may break after / and - (a long one would
+    run off the page: \\texttt never hyphenates)."""
+    return tex(value).replace("/", "/\\allowbreak{}").replace("-", "-\\allowbreak{}")
+
+
+def duration(seconds: float | None) -> str:
+    """Wall time in the unit that reads best: s under 2 min, min under 2 h, else h."""
+    if not seconds:
+        return "-"
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.1f} min"
+    return f"{seconds / 3600:.1f} h"
+
+
 def cell(value: Any) -> str:
     """A table cell: 3 significant digits, integers as integers, on/off for booleans."""
     if value is None or (isinstance(value, float) and math.isnan(value)):
@@ -89,24 +106,25 @@ def machine(root: Path, profile: str) -> dict[str, Any]:
         "nsys": hw["nsys"] or "not found",
         "host": hw["hostname"],
     }
-    info["runs"], info["run_hours"] = run_totals(root, profile)
+    info["runs"], info["run_seconds"] = run_totals(root, profile)
     return info
 
 
 def run_totals(root: Path, profile: str) -> tuple[Counter, dict[str, float]]:
-    """Runs by status, and measured wall hours per experiment (from the sweeps' run lists)."""
-    status: Counter = Counter()
-    hours: dict[str, float] = {}
+    """Runs by status, each run counted once however many experiments share it, and measured
+    wall seconds per experiment (a shared run counts in each experiment that needs it)."""
+    status: dict[str, str] = {}
+    seconds: dict[str, float] = {}
     for sweep in sorted(store.sweeps_dir(profile, root).glob("*.json")):
         rec = store.read_json(sweep)
         for entry in rec.get("runs", []):
             s = store.run_dir(profile, entry["run"], root) / store.SUMMARY
             if s.is_file():
                 summ = store.read_json(s)
-                status[summ.get("status", "?")] += 1
+                status[entry["run"]] = summ.get("status", "?")
                 wall = summ.get("launch_wall_s") or summ.get("total_time_s") or 0.0
-                hours[sweep.stem] = hours.get(sweep.stem, 0.0) + float(wall) / 3600
-    return status, hours
+                seconds[sweep.stem] = seconds.get(sweep.stem, 0.0) + float(wall)
+    return Counter(status.values()), seconds
 
 
 def artifact_meta(root: Path, profile: str, target: str) -> dict[str, Any] | None:
@@ -278,6 +296,8 @@ def render(profile: str, roots: list[Path], out_dir: Path | None = None) -> list
         comment_end_string="##}",
     )
     env.filters["tex"] = tex
+    env.filters["texpath"] = texpath
+    env.filters["duration"] = duration
     ctx = context(profile, roots)
     out_dir.mkdir(parents=True, exist_ok=True)
     written = []

@@ -91,6 +91,11 @@ def test_compare_trend_step_extreme_within_status():
     within = claim("within", a={"value": "v", "where": {"s": "b"}, "by": ["gpus"]},
                    b={"where": {"s": "a"}}, tol_abs=1.0, aggregate="mean")  # fmt: skip
     assert cl.judge(within, t)["verdict"] == cl.FAILS  # mean difference 13/3 > 1
+    rel = claim("within", a={"value": "v", "where": {"s": "b"}, "by": ["gpus"]},
+                b={"where": {"s": "a"}}, names=["B", "A"], tol_rel=0.1)  # fmt: skip
+    got = cl.judge(rel, t)
+    assert got["verdict"] == cl.FAILS  # at 4 GPUs b is 12 against a's 4
+    assert "largest difference 8 (200 % of A)" in got["evidence"]
     st = frame([("qat", 2, 0.0), ("qat", 4, 0.0)], "method gpus v").assign(status=["oom", "ok"])
     status = claim(
         "status",

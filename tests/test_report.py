@@ -244,3 +244,16 @@ def test_two_results_folders_give_one_column_per_machine(built, tmp_path):
     assert f"| {mine} |" in md and "| 4 x NVIDIA H100 (other) |" in md
     header = next(ln for ln in md.splitlines() if ln.startswith("| claim | paper's statement |"))
     assert header.count(" | ") == 4 and mine in header and "4 x NVIDIA H100 (other)" in header
+
+
+def test_the_appendix_counts_each_shared_run_once_and_paths_can_break(built):
+    md, tex = built[0][".md"], built[0][".tex"]
+    runs = [p for p in store.runs_dir("test").iterdir() if (p / store.SUMMARY).is_file()]
+    # V3, V4 and V7 share runs: each is counted once, however many sweeps list it
+    assert f"| runs | {len(runs)} ok |" in md
+    assert "| V3 (`table-precision`) | " in md and " [h]" not in md
+    assert build.duration(42) == "42 s" and build.duration(600) == "10.0 min"
+    assert build.duration(9000) == "2.5 h" and build.duration(None) == "-"
+    # a long path or run name in typewriter type may break after / and -
+    assert "results/\\allowbreak{}test/\\allowbreak{}tables/\\allowbreak{}" in tex
+    assert build.texpath("a_b-c/d") == "a\\_b-\\allowbreak{}c/\\allowbreak{}d"
