@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 import numpy as np
 import pytest
 import torch
@@ -196,3 +198,12 @@ def test_missing_and_corrupt_mnist_are_reported(tmp_path, monkeypatch):
     monkeypatch.setenv("MNIST_DIR", str(corrupt))
     with pytest.raises(FileNotFoundError, match="corrupt"):
         vision_spec.preflight([spec])
+
+
+def test_dali_runs_without_dali_installed_are_one_clear_error(monkeypatch, tmp_path):
+    monkeypatch.setitem(sys.modules, "nvidia.dali", None)  # import nvidia.dali -> ImportError
+    monkeypatch.setenv("DIGITS_DIR", str(tmp_path / "digits"))
+    spec = {"dataset": "digits", "loader": "dali", "train_images": 8, "test_images": 8}
+    with pytest.raises(FileNotFoundError, match="need NVIDIA DALI, which is not installed"):
+        vision_spec.preflight([spec])
+    assert not (tmp_path / "digits").exists()  # refused before any data set is made
