@@ -267,6 +267,8 @@ NEEDS_TEXT = {
     "gpu_oom": "a GPU that can run out of memory",
     "learned": "runs that learn",
     "paper_data": "the paper's MNIST",
+    "multi_numa": "two or more NUMA nodes",
+    "records_cuda_event_destroy": "a profiler that records cudaEventDestroy (nsys)",
 }
 
 

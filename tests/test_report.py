@@ -257,3 +257,8 @@ def test_the_appendix_counts_each_shared_run_once_and_paths_can_break(built):
     # a long path or run name in typewriter type may break after / and -
     assert "results/\\allowbreak{}test/\\allowbreak{}tables/\\allowbreak{}" in tex
     assert build.texpath("a_b-c/d") == "a\\_b-\\allowbreak{}c/\\allowbreak{}d"
+
+
+def test_every_gate_a_claim_needs_is_written_out_for_the_appendix():
+    gates = {g for c in claims.load() for g in c.get("needs", [])}
+    assert len(gates) >= 6 and gates <= set(build.NEEDS_TEXT), gates - set(build.NEEDS_TEXT)
