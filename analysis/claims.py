@@ -430,25 +430,30 @@ def _within(cl: dict[str, Any], t: pd.DataFrame) -> Outcome:
     names = cl.get("names", ["a", "b"])
     keys = [k for k in dict.fromkeys([*a.keys, *b.keys]) if k in m]
     out = Outcome(True, gpus=a.gpus | b.gpus)
-    diffs = (m["med_a"] - m["med_b"]).abs()
-    for _, r in m.iterrows():
-        out.facts.append(
-            f"{_label(r, keys)}: {names[0]} {num(r['med_a'])} vs {names[1]} {num(r['med_b'])}"
-        )
+    side = {x: m[[f"{c}_{x}" for c in ("med", "lo", "hi", "n")]] for x in "ab"}
+    for i, r in m.iterrows():
+        fa, fb = (side[x].loc[i].set_axis(["med", "lo", "hi", "n"]) for x in "ab")
+        out.facts.append(f"{_label(r, keys)}: {names[0]} {_val(fa)} vs {names[1]} {_val(fb)}")
+    # the difference on the medians, and its widest reach across the repeats' spreads
+    diff, low, high = m["med_a"] - m["med_b"], m["lo_a"] - m["hi_b"], m["hi_a"] - m["lo_b"]
     if cl.get("aggregate") == "mean":
-        d, ref = float((m["med_a"] - m["med_b"]).mean()), float(m["med_b"].abs().mean())
-        out.ok = abs(d) <= tol_abs + tol_rel * ref
-        out.facts.append(f"mean difference {num(d)}")
-        out.values = [d]
+        lim = tol_abs + tol_rel * float(m["med_b"].abs().mean())
+        cases = [(float(diff.mean()), float(low.mean()), float(high.mean()), lim)]
+        out.facts.append(f"mean difference {num(cases[0][0])}")
+        out.values = [cases[0][0]]
     else:
-        lim = tol_abs + tol_rel * m["med_b"].abs()
-        out.ok = bool((diffs <= lim).all())
-        out.values = diffs.tolist()
-        big = f"largest difference {num(float(diffs.max()))}"
+        lims = tol_abs + tol_rel * m["med_b"].abs()
+        cases = list(zip(diff, low, high, lims, strict=True))
+        big = f"largest difference {num(float(diff.abs().max()))}"
         if tol_rel:  # the criterion is relative: say so beside the absolute figure
-            rel = (diffs / m["med_b"].abs()).max()
-            big += f" ({num(100 * float(rel))} % of {names[1]})"
+            big += f" ({num(100 * float((diff.abs() / m['med_b'].abs()).max()))} % of {names[1]})"
         out.facts.append(big)
+        out.values = diff.abs().tolist()
+    for d, lo, hi, lim in cases:
+        good = abs(d) <= lim
+        # firm: every pair of spread ends agrees with the medians' answer
+        firm = max(abs(lo), abs(hi)) <= lim if good else (lo > lim or hi < -lim)
+        out.check(good, firm)
     tol = " + ".join([num(tol_abs)] * bool(tol_abs) + [f"{num(100 * tol_rel)} %"] * bool(tol_rel))
     out.facts.append(f"(criterion: within {tol or '0'})")
     return out

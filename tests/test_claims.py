@@ -96,6 +96,18 @@ def test_compare_trend_step_extreme_within_status():
     got = cl.judge(rel, t)
     assert got["verdict"] == cl.FAILS  # at 4 GPUs b is 12 against a's 4
     assert "largest difference 8 (200 % of A)" in got["evidence"]
+    # repeats: a difference the spreads could close (or open) decides nothing
+    close = claim("within", a={"value": "v", "where": {"s": "b"}, "by": ["gpus"]},
+                  b={"where": {"s": "a"}}, tol_abs=1.0, aggregate="mean")  # fmt: skip
+    wide = frame([(1, "a", 10.0), (1, "b", 11.5), (1, "b", 12.0), (1, "b", 10.2)], "gpus s v")
+    got = cl.judge(close, wide)  # median difference 1.5 > 1, but one repeat is 0.2 away
+    assert got["verdict"] == cl.INCONCLUSIVE and "10.2-12" in got["evidence"]
+    far = frame([(1, "a", 10.0), (1, "b", 13.0), (1, "b", 14.0), (1, "b", 12.0)], "gpus s v")
+    assert cl.judge(close, far)["verdict"] == cl.FAILS  # 2 to 4 away whichever repeat
+    near = frame([(1, "a", 10.0), (1, "b", 10.5), (1, "b", 9.6), (1, "b", 10.3)], "gpus s v")
+    assert cl.judge(close, near)["verdict"] == cl.HOLDS  # within 1 whichever repeat
+    shaky = frame([(1, "a", 10.0), (1, "b", 10.5), (1, "b", 8.5), (1, "b", 10.3)], "gpus s v")
+    assert cl.judge(close, shaky)["verdict"] == cl.INCONCLUSIVE  # one repeat 1.5 away
     st = frame([("qat", 2, 0.0), ("qat", 4, 0.0)], "method gpus v").assign(status=["oom", "ok"])
     status = claim(
         "status",
