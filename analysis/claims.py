@@ -296,6 +296,11 @@ def _pairs(cl: dict[str, Any], t: pd.DataFrame) -> tuple[Q, Q, pd.DataFrame]:
     return a, b, m
 
 
+def _side(row: pd.Series, x: str) -> pd.Series:
+    """Side a or b of a row of _pairs' merge, as _val takes it."""
+    return pd.Series({k: row[f"{k}_{x}"] for k in ("med", "lo", "hi", "n")})
+
+
 def _compare(cl: dict[str, Any], t: pd.DataFrame) -> Outcome:
     a, b, m = _pairs(cl, t)
     if m.empty:
@@ -307,11 +312,9 @@ def _compare(cl: dict[str, Any], t: pd.DataFrame) -> Outcome:
     for _, r in m.iterrows():
         ratio = r["med_a"] / r["med_b"] if r["med_b"] else math.inf
         ratios.append(ratio)
-        fa = pd.Series({"med": r["med_a"], "lo": r["lo_a"], "hi": r["hi_a"], "n": r["n_a"]})
-        fb = pd.Series({"med": r["med_b"], "lo": r["lo_b"], "hi": r["hi_b"], "n": r["n_b"]})
         out.facts.append(
-            f"{_label(r, keys)}: {names[0]} {_val(fa)} vs {names[1]} {_val(fb)} "
-            f"(ratio {num(ratio)})"
+            f"{_label(r, keys)}: {names[0]} {_val(_side(r, 'a'))} vs {names[1]} "
+            f"{_val(_side(r, 'b'))} (ratio {num(ratio)})"
         )
         if "ratio" not in cl:
             op, f = OPS[cl.get("op", ">")], float(cl.get("factor", 1.0))
@@ -430,10 +433,10 @@ def _within(cl: dict[str, Any], t: pd.DataFrame) -> Outcome:
     names = cl.get("names", ["a", "b"])
     keys = [k for k in dict.fromkeys([*a.keys, *b.keys]) if k in m]
     out = Outcome(True, gpus=a.gpus | b.gpus)
-    side = {x: m[[f"{c}_{x}" for c in ("med", "lo", "hi", "n")]] for x in "ab"}
-    for i, r in m.iterrows():
-        fa, fb = (side[x].loc[i].set_axis(["med", "lo", "hi", "n"]) for x in "ab")
-        out.facts.append(f"{_label(r, keys)}: {names[0]} {_val(fa)} vs {names[1]} {_val(fb)}")
+    for _, r in m.iterrows():
+        out.facts.append(
+            f"{_label(r, keys)}: {names[0]} {_val(_side(r, 'a'))} vs {names[1]} {_val(_side(r, 'b'))}"
+        )
     # the difference on the medians, and its widest reach across the repeats' spreads
     diff, low, high = m["med_a"] - m["med_b"], m["lo_a"] - m["hi_b"], m["hi_a"] - m["lo_b"]
     if cl.get("aggregate") == "mean":

@@ -82,6 +82,14 @@ def plan(ranks: int, info: dict[str, Any], spec_numa: str | None = None,
             "ranks": per_rank}  # fmt: skip
 
 
+def note(p: dict[str, Any]) -> str:
+    """The plan as a shell comment for log.txt's first line, after the launch command (which
+    stays runnable as it is copied): policy, bound or not, and why."""
+    nodes = ",".join(str(r["node"]) for r in p["ranks"])
+    state = f"bound, rank nodes {nodes}" if p["bound"] else f"not bound: {p['why']}"
+    return f"# NUMA={p['policy']}: {state}"
+
+
 def bind_args(node: int) -> list[str]:
     return ["numactl", f"--cpunodebind={node}", f"--membind={node}"]
 

@@ -180,14 +180,6 @@ def profile_metrics(spec: dict[str, Any], stage: Path, summary: dict[str, Any]) 
     return summary
 
 
-def numa_note(p: dict[str, Any]) -> str:
-    """The NUMA policy in force, as a shell comment after the launch command in log.txt (the
-    command stays runnable as it is copied): policy, bound or not, and why."""
-    nodes = ",".join(str(r["node"]) for r in p["ranks"])
-    state = f"bound, rank nodes {nodes}" if p["bound"] else f"not bound: {p['why']}"
-    return f"# NUMA={p['policy']}: {state}"
-
-
 def execute(
     spec: dict[str, Any],
     profile: str,
@@ -213,7 +205,7 @@ def execute(
     store.write_json_atomic(stage / store.PROVENANCE, prov)
     if cmd:
         head = progress.start(name) if progress else f"[sweep] {name}"
-        line = f"$ {shlex.join(cmd)}  {numa_note(prov['numa'])}"
+        line = f"$ {shlex.join(cmd)}  {numa.note(prov['numa'])}"
         print(f"{head}\n        {line}", flush=True)
         (stage / store.LOG).write_text(f"{line}\n")
         rc, wall = run_logged(cmd, stage / store.LOG, progress, name)

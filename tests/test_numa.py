@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from run import llm_spec, numa, provenance, sweep, vision_spec
+from run import llm_spec, numa, provenance, vision_spec
 from run.errors import UserError
 
 REPO = Path(__file__).resolve().parent.parent
@@ -98,9 +98,9 @@ def test_both_workloads_launch_bound_or_plain(monkeypatch, two_sockets, tmp_path
     assert vision_spec.run_name({**spec, "numa": "bind"}).endswith("-numa_bind")
     assert "numa" not in vision_spec.run_name(spec)
     # what log.txt's first line says after the command, bound and plain
-    assert sweep.numa_note(prov["numa"]) == "# NUMA=auto: bound, rank nodes 0,0"
+    assert numa.note(prov["numa"]) == "# NUMA=auto: bound, rank nodes 0,0"
     monkeypatch.setenv("NUMA", "off")
-    assert sweep.numa_note(numa.plan(2, two_sockets)) == "# NUMA=off: not bound: policy off"
+    assert numa.note(numa.plan(2, two_sockets)) == "# NUMA=off: not bound: policy off"
 
 
 def llm_spec_defaults() -> dict:

@@ -9,7 +9,7 @@ import sys
 import time
 from pathlib import Path
 
-from run import probe, store, sweep
+from run import numa, probe, store, sweep
 
 FAKE_SWEEP = Path(__file__).with_name("fake_sweep.py")
 sys.path.insert(0, str(FAKE_SWEEP.parent))
@@ -39,7 +39,7 @@ def test_sweep_runs_each_spec_once_and_shares_runs(fake):
     prov = store.read_json(one / "provenance.json")
     # log.txt starts with the launch command and the NUMA policy in force (issue 11)
     head = (one / "log.txt").read_text().splitlines()[0]
-    assert head.startswith("$ ") and head.endswith(sweep.numa_note(prov["numa"]))
+    assert head.startswith("$ ") and head.endswith(numa.note(prov["numa"]))
     assert "# NUMA=" in head and ("not bound: " in head) != prov["numa"]["bound"]
     assert (
         prov["hardware"]["cpu_count"]
