@@ -111,7 +111,11 @@ class Progress:
 
     def heartbeat(self, name: str, running_s: float, log: Path) -> str:
         est = self.estimates.get(name)
-        left = f", about {hms(max(est - running_s, 0))} left" if est else ""
+        left = ""
+        if est and running_s > est:  # the cost model was short: say by how much, not "0s left"
+            left = f", over the estimate by {hms(running_s - est)}"
+        elif est:
+            left = f", about {hms(est - running_s)} left"
         last = _last_line(log)
         return f"        ... {name}: running {hms(running_s)}{left}" + (
             f" | {last}" if last else ""

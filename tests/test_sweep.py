@@ -109,3 +109,16 @@ def test_a_killed_sweep_resumes_with_only_the_missing_runs(fake, sandbox, monkey
     new = launched(fake)[before:]
     assert set(new).isdisjoint(done_before)
     assert len(new) == 6 - len(done_before)
+
+
+def test_a_heartbeat_past_the_estimate_says_by_how_much(tmp_path):
+    progress = sweep.Progress.__new__(sweep.Progress)  # no plan: the estimate is set by hand
+    progress.estimates = {"run-a": 60.0}
+    log = tmp_path / "log.txt"
+    log.write_text("step 3\n")
+    over = progress.heartbeat("run-a", 60.0 + 405, log)
+    assert "over the estimate by 6m45s" in over and "left" not in over
+    assert over.endswith("| step 3")
+    under = progress.heartbeat("run-a", 15.0, log)
+    assert "about 45s left" in under and "over" not in under
+    assert "left" not in progress.heartbeat("run-b", 15.0, log)  # no estimate, no guess
