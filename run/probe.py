@@ -25,14 +25,19 @@ from typing import Any
 from run.errors import UserError
 from run.numa import gpu_node
 
-# What to tell a user whose torch cannot use the GPUs: a CUDA build of the pinned torch from
-# PyTorch's own wheel index, chosen with one variable (Makefile venv and container recipes).
-TORCH_INDEX_HELP = (
-    "rebuild the environment with a torch build this driver supports, e.g. "
-    "`make venv TORCH_INDEX=https://download.pytorch.org/whl/cu126` (README: 'GPU nodes and "
-    "drivers'), or update the NVIDIA driver"
-)
-
+# Which torch 2.13 build a driver runs, by the driver's major version (Linux x86-64). NVIDIA's
+# CUDA Toolkit release notes ("CUDA Toolkit and Corresponding Driver Versions") and its CUDA
+# Compatibility guide ("Minor Version Compatibility", table "CUDA Toolkit 11.x, 12.x, and 13.x
+# Driver Version Ranges"): CUDA 13.x needs 580 or newer (13.0 GA ships 580.65.06); CUDA 12.8 GA
+# ships 570.26 and 12.6 GA 560.28.03, and any CUDA 12.x runs on 525 or newer through minor-version
+# compatibility (no PTX JIT, which torch's wheels do not need: they carry SASS for their GPUs).
+# Newest build first; the cu12x ones come from PyTorch's own wheel index (README: "GPU nodes and
+# drivers"), the CUDA 13 one is PyPI's default torch.
+TORCH_BUILDS = (("cu130", 580), ("cu128", 570), ("cu126", 525))
+# The same for the "CUDA Version" nvidia-smi prints, when the driver version is unknown.
+CUDA_BUILDS = (("cu130", (13, 0)), ("cu128", (12, 8)), ("cu126", (12, 0)))
+WHEEL_INDEX = "https://download.pytorch.org/whl/"
+README = "README: 'GPU nodes and drivers'"
 
 # What the image build got when it tried to install nsys (container/setup-image.sh writes it)
 IMAGE_NSYS = Path("/etc/artifact/nsys")
@@ -168,7 +173,52 @@ def cuda_problem(info: dict[str, Any], torch_cuda: dict[str, Any] | None = None)
             f"torch {torch_cuda['version']} (CUDA {torch_cuda['cuda']}) cannot initialise CUDA "
             "(torch.cuda.is_available() is False)"
         )
-    return f"nvidia-smi lists {n} x {model} ({drv}) but {what}: {TORCH_INDEX_HELP}"
+    return f"nvidia-smi lists {n} x {model} ({drv}) but {what}: {build_advice(driver, info, torch_cuda['cuda'])}"
+
+
+def torch_build_for(driver: str | None, driver_cuda: str | None) -> str | None:
+    """The newest torch build the driver runs ("cu130", "cu128", "cu126"), "" when the driver is
+    too old for any, None when neither the driver nor its CUDA version is known."""
+    major = _version(driver)[:1]
+    if major:
+        return next((b for b, least in TORCH_BUILDS if major[0] >= least), "")
+    cuda = _version(driver_cuda)
+    if cuda:
+        return next((b for b, least in CUDA_BUILDS if cuda >= least), "")
+    return None
+
+
+def build_advice(driver: str | None, info: dict[str, Any], torch_cuda: str | None = None) -> str:
+    """What to do, in part of one line: the torch build the found driver supports."""
+    build = torch_build_for(driver, info.get("driver_cuda"))
+    if build and torch_cuda and build == "cu" + "".join(map(str, _version(torch_cuda))):
+        # the right build already: a new environment would fail the same way
+        return (
+            f"torch's {build} build is the one this driver runs: look at the GPUs' state "
+            "(nvidia-smi, /dev/nvidia* permissions, CUDA_VISIBLE_DEVICES)"
+        )
+    builds = ", ".join(f"{b} (driver {least}+)" for b, least in TORCH_BUILDS)
+    if build is None:
+        return (
+            f"rebuild the environment with the torch build this driver supports, one of {builds}: "
+            f"`make venv TORCH_INDEX={WHEEL_INDEX}cu126` for example ({README}), or update the "
+            "NVIDIA driver"
+        )
+    if not build:
+        return (
+            f"this driver is too old for torch 2.13, whose CUDA builds are {builds}: update the "
+            f"NVIDIA driver ({README})"
+        )
+    if build == "cu130":
+        return (
+            "this driver runs PyPI's torch (CUDA 13): rebuild the environment with "
+            f"`make venv TORCH_INDEX=` or `make venv TORCH_INDEX={WHEEL_INDEX}cu130` ({README})"
+        )
+    return (
+        f"this driver runs the {build} build: rebuild the environment with "
+        f"`make venv TORCH_INDEX={WHEEL_INDEX}{build}` ({README}), or update the NVIDIA driver to "
+        "580+ for PyPI's CUDA 13 torch"
+    )
 
 
 def check_cuda(info: dict[str, Any] | None = None) -> None:

@@ -169,6 +169,44 @@ def test_unusable_cuda_is_named_in_one_line(build, expect):
     assert "TORCH_INDEX=" in line  # what to do
 
 
+CPU_TORCH = {"version": "2.13.0+cpu", "cuda": None, "available": False}
+
+
+@pytest.mark.parametrize(
+    "driver, driver_cuda, build, says",
+    [
+        ("580.65.06", "13.0", "cu130", "`make venv TORCH_INDEX=` or"),
+        ("590.44.01", "13.1", "cu130", "/whl/cu130`"),
+        ("570.124.06", "12.8", "cu128", "TORCH_INDEX=https://download.pytorch.org/whl/cu128`"),
+        ("575.57.08", "12.9", "cu128", "/whl/cu128`"),
+        ("560.35.03", "12.6", "cu126", "/whl/cu126`"),
+        ("550.54.15", "12.4", "cu126", "/whl/cu126`"),
+        ("535.104.05", "12.2", "cu126", "/whl/cu126`"),  # CUDA 12.x minor-version compatibility
+        ("525.60.13", "12.0", "cu126", "/whl/cu126`"),
+        ("470.256.02", "11.4", "", "too old for torch 2.13"),
+        (None, "12.8", "cu128", "/whl/cu128`"),  # no driver version: nvidia-smi's CUDA Version
+        (None, "11.8", "", "too old for torch 2.13"),
+        (None, None, None, "one of cu130 (driver 580+), cu128 (driver 570+), cu126 (driver 525+)"),
+    ],
+)
+def test_the_suggested_torch_build_follows_the_driver(driver, driver_cuda, build, says):
+    assert hw.torch_build_for(driver, driver_cuda) == build
+    node = {**NODE, "gpus": [{"driver": driver}], "driver_cuda": driver_cuda}
+    line = hw.cuda_problem(node, CPU_TORCH)
+    assert line and "\n" not in line and says in line
+    others = {"cu126", "cu128", "cu130"} - {build}
+    if build:  # one build is named, never the others
+        assert not any(f"/whl/{b}" in line for b in others)
+    if build == "":
+        assert "update the NVIDIA driver" in line and "/whl/" not in line
+
+
+def test_the_right_build_that_still_fails_is_not_told_to_reinstall():
+    node = {**NODE, "gpus": [{"driver": "570.124.06"}], "driver_cuda": "12.8"}
+    line = hw.cuda_problem(node, {"version": "2.13.0+cu128", "cuda": "12.8", "available": False})
+    assert "cu128 build is the one this driver runs" in line and "TORCH_INDEX" not in line
+
+
 def test_usable_cuda_or_no_gpu_is_no_problem():
     assert hw.cuda_problem(NODE, {"version": "2.13.0", "cuda": "12.1", "available": True}) is None
     assert hw.cuda_problem({**NODE, "gpu_count": 0}, None) is None  # torch is not even read
