@@ -25,6 +25,16 @@ it to exercise FSDP and QAT on a single GPU). `data_source`: `auto` = the projec
 sets for tiny, the paper's real sets (offline cache) for llama3_8b; `synthetic` gives llama3_8b
 the generated sets, so a GPU check runs the real model shape without any download.
 
+Optimisations beyond the paper (issue 20; defaults = the paper's runs, so no old name changes),
+each one of torchtune's own config options: `compile` (torchtune's `compile: True`: the model's
+layers and the loss under torch.compile), `packed` (`dataset.packed: True`: rows packed into
+sequences of max_seq_len tokens, so a step carries more tokens), `fused_optimizer`
+(`optimizer.fused: True`; the paper's torchtune 0.5.0 configs already set it for AdamW, so it
+changes nothing there), `optimizer: paged_adamw8bit` (bitsandbytes.optim.PagedAdamW8bit; without
+CUDA bitsandbytes 0.50.2 keeps the 8-bit states but falls back to unpaged memory, which the
+summary says). Run names gain `compile`, `packed`, `fused`, `paged8bit`. A packed run takes fewer
+steps than `planned_steps` (an upper bound there).
+
 Every run's length is known before it starts (`planned_steps`): the matrix check refuses a spec
 whose planned steps exceed MAX_PLANNED_STEPS (a whole epoch of C4-200M is 92M steps).
 """
@@ -47,6 +57,10 @@ WEIGHTS = ("auto", "tiny", "real", "random")
 TOKENIZERS = ("auto", "bytes", "llama3")
 RECIPES = ("auto", "distributed")
 DATA_SOURCES = ("auto", "synthetic", "real")
+OPTIMIZERS = ("adamw", "paged_adamw8bit")
+# torchtune's PackedDataset packs (and so tokenises) every row before the first step; above this
+# many rows (C4-200M's grammar set) that is hours of start-up, not an optimisation.
+PACK_MAX_ROWS = 1_000_000
 # The sequence cap each model gets when a spec leaves max_seq_len at 0 (see the docstring).
 DEFAULT_MAX_SEQ_LEN = {"tiny": 768, "llama3_8b": 2048}
 TINY_CONTEXT = 1024  # the tiny llama3's max_seq_len (run/llm/assets.py TINY_ARCH)
@@ -84,6 +98,11 @@ DEFAULTS: dict[str, Any] = {
     "max_seq_len": 0,
     "recipe": "auto",
     "data_source": "auto",
+    # Beyond the paper (issue 20): torchtune's own config options; the defaults are the paper's.
+    "compile": False,
+    "packed": False,
+    "fused_optimizer": False,
+    "optimizer": "adamw",
 }
 
 CHOICES: dict[str, tuple[Any, ...]] = {
@@ -100,6 +119,10 @@ CHOICES: dict[str, tuple[Any, ...]] = {
     "tokenizer": TOKENIZERS,
     "recipe": RECIPES,
     "data_source": DATA_SOURCES,
+    "compile": (False, True),
+    "packed": (False, True),
+    "fused_optimizer": (False, True),
+    "optimizer": OPTIMIZERS,
 }
 
 
@@ -134,6 +157,7 @@ def validate(spec: dict[str, Any]) -> None:
             raise ValueError(f"max_seq_len={spec['max_seq_len']} exceeds the tiny model's context")
     if spec["weights"] == "real" and spec["tokenizer"] == "bytes":
         raise ValueError("real Llama3-8B weights need the llama3 tokenizer, not bytes")
+    _check_optimisations(spec)
     steps = planned_steps(spec)
     if steps > MAX_PLANNED_STEPS:
         raise ValueError(
@@ -141,6 +165,26 @@ def validate(spec: dict[str, Any]) -> None:
             f"{spec['gpus']} rank(s), max_steps {spec['max_steps'] or 'none: whole epoch'}): "
             f"more than {MAX_PLANNED_STEPS:,}; set max_steps"
         )
+
+
+def _check_optimisations(spec: dict[str, Any]) -> None:
+    """Combinations of the optimisation keys that torchtune 0.6.1 refuses or silently ignores (a
+    run named for an optimisation it did not get would be a wrong result)."""
+    if spec["packed"] and spec["method"] == "dpo":
+        raise ValueError("packed=true does not apply to dpo: torchtune packs SFT sets, not pairs")
+    if spec["packed"] and dataset_rows(spec) > PACK_MAX_ROWS:
+        raise ValueError(
+            f"packed=true with {spec['dataset']} would pack all {dataset_rows(spec):,} rows "
+            f"before the first step (more than {PACK_MAX_ROWS:,})"
+        )
+    if spec["compile"] and spec["method"] == "qat":
+        raise ValueError("compile=true with qat: torchtune 0.6.1's qat_distributed refuses it")
+    if spec["compile"] and spec["method"] == "dpo" and distributed(spec):
+        raise ValueError(
+            "compile=true with distributed dpo: torchtune 0.6.1's lora_dpo_distributed ignores it"
+        )
+    if spec["fused_optimizer"] and spec["optimizer"] != "adamw":
+        raise ValueError(f"fused_optimizer=true applies to adamw, not {spec['optimizer']}")
 
 
 def resolve_weights(spec: dict[str, Any]) -> str:
@@ -210,6 +254,11 @@ def run_name(spec: dict[str, Any]) -> str:
         parts.append(f"tok_{resolve_tokenizer(spec)}")
     elif spec.get("max_seq_len") and spec["max_seq_len"] != DEFAULT_MAX_SEQ_LEN["tiny"]:
         parts.append(f"seq{spec['max_seq_len']}")
+    for key, part in (("compile", "compile"), ("packed", "packed"), ("fused_optimizer", "fused")):
+        if spec.get(key, DEFAULTS[key]):
+            parts.append(part)
+    if spec.get("optimizer", DEFAULTS["optimizer"]) == "paged_adamw8bit":
+        parts.append("paged8bit")
     if spec["profiler"] != "none":
         parts.append(f"prof_{spec['profiler']}")
     # A repeat's seed (run/matrix.py, REPEATS): the default seed adds nothing, so names of
@@ -262,6 +311,13 @@ def unsupported_reason(spec: dict[str, Any]) -> str | None:
         return (
             "QAT needs several devices: torchtune 0.6.1 ships only qat_distributed, no "
             "single-device QAT recipe (the paper ran QAT on 4 GPUs, out of memory on fewer)"
+        )
+    if spec.get("optimizer") == "paged_adamw8bit" and distributed(spec):
+        # measured: a 2-rank gloo step on a DTensor parameter fails in bitsandbytes' own op; the
+        # dispatch is the same on CUDA
+        return (
+            "paged 8-bit AdamW cannot step FSDP2 parameters: bitsandbytes 0.50.2's "
+            "optimizer_update_8bit_blockwise gets DTensors mixed with its plain state tensors"
         )
     return None
 
