@@ -11,8 +11,12 @@ the tiny llama3 (the distributed recipes under torchrun at 1 rank when one GPU i
 LoRA fp32 batch-2 run of the real Llama3-8B shape with random weights, and with two or more GPUs
 the NCCL paths (DDP all-reduce, FSDP all-gather). Each run goes through the sweep's own
 `execute` (staging, provenance, log, OOM detection, profile metrics) into
-results/gpu-check/runs/; one line per check is printed and results/gpu-check/gpu_check.json
-holds every check with what it saw. Exit status 1 if any check fails.
+results/gpu-check/runs/; one line per check is printed, then
+`gpu-check: N passed, N failed, N skipped in T s`. Each check is isolated: whatever one raises is
+its failure, with its root cause, and the next one runs. results/gpu-check/gpu_check.json holds
+every check with what it saw, and results/gpu-check/bundle.tar.gz (run/bundle.py) holds it with the
+probe, the versions and each check's log tail, to attach to a report. Exit status 1 if any check
+fails.
 
 The check list is data (CHECKS). Each check says which device it needs; its assertions say what
 must hold on CUDA and what on a CPU. Without a GPU this command says so in one line and exits 0,
@@ -32,13 +36,15 @@ import math
 import shutil
 import sys
 import time
+import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from run import llm_spec, probe, provenance, store, sweep, vision_spec
+from run import bundle, llm_spec, probe, store, sweep, vision_spec
 from run.errors import UserError
+from run.failure import root_cause
 
 PROFILE = "gpu-check"
 # The profiling windows of the checks (a matrix profile block of their own).
@@ -311,60 +317,119 @@ def skip_reason(check: Check, cuda: bool, ranks: int) -> str | None:
     return None
 
 
+def run_one(check: Check, spec: dict[str, Any], info: dict[str, Any], cuda: bool) -> dict:
+    """One check that can run here: its data, its run through the sweep, its assertions."""
+    mod = vision_spec if check.workload == "vision" else llm_spec
+    mod.preflight([spec])
+    name = sweep.mx.run_name(spec)
+    shutil.rmtree(store.run_dir(PROFILE, name), ignore_errors=True)  # a check runs anew
+    summary = sweep.execute(spec, PROFILE, info, MATRIX)
+    seen = Seen(summary, store.run_dir(PROFILE, name), cuda, spec["gpus"])
+    problems = []
+    if summary.get("status") != check.status:
+        problems.append(
+            f"status {summary.get('status')!r} ({summary.get('error')}), expected {check.status!r}"
+        )
+    else:
+        for assertion in check.expect:
+            problems += assertion(seen)
+    why = summary.get("error") if summary.get("status") != check.status else "; ".join(problems)
+    return {
+        "result": "fail" if problems else "pass",
+        "problems": problems,
+        "root_cause": why or None,
+        "status": summary.get("status"),
+        "peak_memory_bytes": summary.get("peak_memory_bytes"),
+        "s_per_it": summary.get("s_per_it"),
+        "images_per_s": summary.get("images_per_s"),
+    }
+
+
 def run_checks(
     names: list[str] | None, info: dict[str, Any], cuda: bool, echo: Callable[[str], None] = print
 ) -> list[dict[str, Any]]:
-    """Run the checks (all, or those named); returns one record per check."""
+    """Run the checks (all, or those named); returns one record per check.
+
+    Each check is isolated: whatever it raises (a bad spec, a data set its preflight cannot make,
+    a crash in the sweep, an assertion) is that check's failure with its root cause, and the
+    next check runs."""
     chosen = [c for c in CHECKS if not names or c.name in names]
     unknown = set(names or []) - {c.name for c in CHECKS}
     if unknown:
         raise UserError(f"unknown check(s): {', '.join(sorted(unknown))} (see --list)")
     ranks = probe.max_ranks(info)
-    specs = {c.name: spec_of(c, ranks) for c in chosen}
-    runnable = [c for c in chosen if skip_reason(c, cuda, ranks) is None]
-    vision_spec.preflight([specs[c.name] for c in runnable if c.workload == "vision"])
-    llm_spec.preflight([specs[c.name] for c in runnable if c.workload == "llm"])
     records = []
     for check in chosen:
-        spec = specs[check.name]
-        why = skip_reason(check, cuda, ranks)
-        if why:
-            echo(f"SKIP {check.name}: {why}")
-            records.append({"check": check.name, "result": "skip", "why": why})
-            continue
-        name = sweep.mx.run_name(spec)
-        shutil.rmtree(store.run_dir(PROFILE, name), ignore_errors=True)  # a check runs anew
         t0 = time.monotonic()
-        summary = sweep.execute(spec, PROFILE, info, MATRIX)
-        seen = Seen(summary, store.run_dir(PROFILE, name), cuda, spec["gpus"])
-        problems = []
-        if summary.get("status") != check.status:
-            problems.append(
-                f"status {summary.get('status')!r} ({summary.get('error')}), "
-                f"expected {check.status!r}"
-            )
-        else:
-            for assertion in check.expect:
-                problems += assertion(seen)
-        wall = time.monotonic() - t0
-        result = "fail" if problems else "pass"
-        detail = "; ".join(problems) if problems else check.what
-        echo(f"{result.upper()} {check.name} ({wall:.0f} s): {detail}")
-        records.append(
-            {
-                "check": check.name,
-                "result": result,
-                "problems": problems,
-                "what": check.what,
-                "run": name,
-                "status": summary.get("status"),
-                "wall_s": round(wall, 1),
-                "peak_memory_bytes": summary.get("peak_memory_bytes"),
-                "s_per_it": summary.get("s_per_it"),
-                "images_per_s": summary.get("images_per_s"),
-            }
-        )
+        rec: dict[str, Any] = {"check": check.name, "what": check.what, "run": None}
+        try:
+            spec = spec_of(check, ranks)  # validated even where the check is skipped
+            why = skip_reason(check, cuda, ranks)
+            if why:
+                echo(f"SKIP {check.name}: {why}")
+                records.append({**rec, "result": "skip", "why": why})
+                continue
+            rec["run"] = sweep.mx.run_name(spec)
+            rec.update(run_one(check, spec, info, cuda))
+        except Exception:  # noqa: BLE001 - one broken check must not hide the others' results
+            trace = traceback.format_exc()
+            cause = root_cause(trace)
+            rec.update(result="fail", problems=[f"crashed: {cause}"], root_cause=cause)
+            rec["traceback"] = trace
+        rec["wall_s"] = round(time.monotonic() - t0, 1)
+        detail = "; ".join(rec["problems"]) if rec["result"] == "fail" else check.what
+        echo(f"{rec['result'].upper()} {check.name} ({rec['wall_s']:.0f} s): {detail}")
+        records.append(rec)
     return records
+
+
+def counts(records: list[dict[str, Any]], seconds: float) -> str:
+    """The summary line: `gpu-check: N passed, N failed, N skipped in T s`."""
+    n = {k: sum(r["result"] == k for r in records) for k in ("pass", "fail", "skip")}
+    return (
+        f"gpu-check: {n['pass']} passed, {n['fail']} failed, {n['skip']} skipped in {seconds:.0f} s"
+    )
+
+
+def write_report(
+    records: list[dict[str, Any]], info: dict[str, Any], lines: list[str], result: str
+) -> Path:
+    """gpu_check.json and gpu_check.txt in results/gpu-check/, and the bundle holding them with
+    the probe, the versions and each check's log tail and root cause. Returns the bundle's path."""
+    out = store.profile_dir(PROFILE)
+    report = {
+        "command": " ".join(sys.orig_argv),
+        "hardware": info,
+        "checks": records,
+        "result": result,
+        "versions": bundle.versions(info),
+    }
+    store.write_json_atomic(out / REPORT, report)
+    text = "\n".join([*lines, result]) + "\n"
+    store.write_text_atomic(out / "gpu_check.txt", text)
+    runs = [
+        {
+            "name": r["check"],
+            "profile": PROFILE,
+            "run": r.get("run"),
+            "result": r["result"],
+            "status": r.get("status"),
+            "root_cause": r.get("root_cause") or r.get("why"),
+            "traceback": r.get("traceback"),
+        }
+        for r in records
+    ]
+    files = {REPORT: (out / REPORT).read_text(), "gpu_check.txt": text}
+    return bundle.build(out / bundle.NAME, info, runs, files)
+
+
+def _bundle(records: list[dict[str, Any]], info: dict[str, Any], lines: list, result: str) -> None:
+    try:
+        path = write_report(records, info, lines, result)
+    except OSError as exc:  # a full disk must not hide the checks' own verdict
+        print(f"gpu-check: no bundle written ({exc})", file=sys.stderr)
+        return
+    print(f"gpu-check: attach {path} to a report (README: 'Checking a GPU node')", flush=True)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -380,7 +445,9 @@ def main(argv: list[str] | None = None) -> int:
     info = probe.probe()
     problem = probe.cuda_problem(info)
     if problem:
-        print(f"gpu-check: FAIL: {problem}", file=sys.stderr)
+        line = f"gpu-check: FAIL: {problem}"
+        print(line, file=sys.stderr)
+        _bundle([], info, [], line)  # the probe and versions say what is wrong with the node
         return 1
     if not info["gpu_count"]:
         print("gpu-check: no CUDA GPU visible on this machine: nothing to check (the CPU test "
@@ -398,29 +465,13 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         records = run_checks(args.only, info, cuda=True, echo=echo)
-    except (UserError, FileNotFoundError) as exc:
+    except UserError as exc:  # an unknown check name: bad input, nothing ran
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    failed = [r for r in records if r["result"] == "fail"]
-    passed = sum(r["result"] == "pass" for r in records)
-    tail = (
-        f"gpu-check: {passed} passed, {len(failed)} failed, "
-        f"{len(records) - passed - len(failed)} skipped in {time.monotonic() - t0:.0f} s"
-    )
-    print(tail)
-    out = store.profile_dir(PROFILE)
-    store.write_json_atomic(
-        out / REPORT,
-        {
-            "command": " ".join(sys.orig_argv),
-            "hardware": info,
-            "checks": records,
-            "result": tail,
-            "versions": {**provenance.versions(), **provenance.torch_build()},
-        },
-    )
-    store.write_text_atomic(out / "gpu_check.txt", "\n".join([*lines, tail]) + "\n")
-    return 1 if failed else 0
+    summary = counts(records, time.monotonic() - t0)
+    _bundle(records, info, lines, summary)
+    print(summary, flush=True)
+    return 1 if any(r["result"] == "fail" for r in records) else 0
 
 
 if __name__ == "__main__":

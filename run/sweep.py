@@ -34,7 +34,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from run import lock, numa, profiling, provenance, store
+from run import bundle, lock, numa, profiling, provenance, store
 from run import matrix as mx
 from run import probe as hw
 from run.errors import UserError
@@ -377,7 +377,42 @@ def sweep(exp_ids: list[str], profile: str, retry_failed: bool = False) -> int:
             f"{len(ran[exp.id]) - done} reused), {len(skipped[exp.id])} skipped",
             flush=True,
         )
+    failed = [r for exp in expanded for r in ran[exp.id] if r["status"] == "failed"]
+    if failed and mx.profile_device(profile, matrix) == "gpu":
+        send_back(profile, exp_ids, info, failed)
     return 0
+
+
+def send_back(
+    profile: str, exp_ids: list[str], info: dict[str, Any], failed: list[dict[str, Any]]
+) -> Path | None:
+    """A GPU sweep with failed runs: one archive (run/bundle.py) with the probe, the versions and
+    each failed run's log tail and root cause, named after the experiments so that sweeps sharing
+    the results folder do not overwrite each other's."""
+    runs = [
+        {
+            "name": r["run"],
+            "profile": profile,
+            "run": r["run"],
+            "status": r["status"],
+            "root_cause": store.read_json(store.run_dir(profile, r["run"]) / store.SUMMARY).get(
+                "error"
+            ),
+        }
+        for r in failed
+    ]
+    path = store.profile_dir(profile) / "bundles" / f"{'-'.join(sorted(set(exp_ids)))}.tar.gz"
+    try:
+        bundle.build(path, info, runs)
+    except OSError as exc:  # the runs are recorded already; a missing bundle must not hide them
+        print(f"[sweep] no bundle written ({exc})", flush=True)
+        return None
+    print(
+        f"[sweep] {len(failed)} run(s) failed: attach {path} to a report (README: 'Checking a "
+        "GPU node')",
+        flush=True,
+    )
+    return path
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -6,9 +6,14 @@ tests/test_gpu.py is the pytest GPU tier).
 
 from __future__ import annotations
 
-import pytest
+import json
+import re
+import tarfile
 
-from run import gpu_check, probe, store
+import pytest
+from fake_hw import CPU2
+
+from run import failure, gpu_check, probe, store, sweep, vision_spec
 
 
 def test_no_gpu_is_one_line_and_exit_0(monkeypatch, capsys):
@@ -18,7 +23,7 @@ def test_no_gpu_is_one_line_and_exit_0(monkeypatch, capsys):
     assert len(out) == 1 and "no CUDA GPU visible" in out[0]
 
 
-def test_unusable_gpus_fail_the_check(monkeypatch, capsys):
+def test_unusable_gpus_fail_the_check(sandbox, monkeypatch, capsys):
     monkeypatch.setattr(probe, "probe", lambda: {"gpu_count": 4, "gpus": [], "gpus_on_node": 4})
     monkeypatch.setattr(probe, "cuda_problem", lambda info, b=None: "torch is a CPU build")
     assert gpu_check.main([]) == 1
@@ -61,3 +66,115 @@ def test_the_check_list_passes_on_cpu(sandbox, monkeypatch):
     )
     if rr["world_size"] == 2:  # every batch reached rank 0, half of them were trained on
         assert rr["rank0_batches_to_device"] == 8 and rr["rank0_batches_trained"] == 4
+
+
+# --- each check isolated; the summary line; the bundle (all on CPU, with a fake execute) ---------
+
+
+def _boom(seen: gpu_check.Seen) -> list[str]:
+    raise AssertionError("an assertion that crashed")
+
+
+FAKE_CHECKS = [
+    gpu_check.Check("crashes-in-execute", "vision", {"precision": "fp64"}, "execute raises"),
+    gpu_check.Check("no-data", "vision", {"precision": "fp16"}, "preflight fails"),
+    gpu_check.Check("bad-spec", "vision", {"precision": "fp8"}, "validate raises"),
+    gpu_check.Check("assertion-raises", "vision", {"precision": "bf16"}, "one", expect=[_boom]),
+    gpu_check.Check("run-fails", "vision", {"pin_memory": True}, "the run fails"),
+    gpu_check.Check("passes", "vision", {}, "all is well", expect=[lambda s: []]),
+    gpu_check.Check("gpu-only", "vision", {"image_size": 40}, "never here", needs="cuda",
+                    cpu_skip="no GPU here"),
+]  # fmt: skip
+
+
+def _fake_execute(spec, profile, info, matrix):  # noqa: ANN001, ANN202
+    """What sweep.execute leaves, without a process: a published run with its log and summary."""
+    name = sweep.mx.run_name(spec)
+    run = store.run_dir(profile, name)
+    run.mkdir(parents=True)
+    if spec["precision"] == "fp64":
+        raise RuntimeError("CUDA error: an illegal memory access was encountered")
+    ok = not spec["pin_memory"]
+    log = [f"step {i}" for i in range(80)] + ([] if ok else ["ValueError: loss is nan"])
+    (run / store.LOG).write_text("\n".join(log) + "\n")
+    summary = {"name": name, "status": "ok" if ok else "failed"}
+    if not ok:
+        summary["error"] = failure.root_cause((run / store.LOG).read_text(), 1)
+    store.write_json_atomic(run / store.SUMMARY, summary)
+    return summary
+
+
+def _no_data(specs):  # noqa: ANN001, ANN202
+    if any(s["precision"] == "fp16" for s in specs):
+        raise FileNotFoundError("MNIST not found under /nowhere")
+
+
+@pytest.fixture
+def fake_checks(sandbox, monkeypatch):
+    monkeypatch.setattr(gpu_check, "CHECKS", FAKE_CHECKS)
+    monkeypatch.setattr(sweep, "execute", _fake_execute)
+    monkeypatch.setattr(vision_spec, "preflight", _no_data)
+    return sandbox
+
+
+def test_a_check_that_raises_never_stops_the_next(fake_checks):
+    lines: list[str] = []
+    records = gpu_check.run_checks(None, dict(CPU2), cuda=False, echo=lines.append)
+    got = {r["check"]: r for r in records}
+    assert [r["check"] for r in records] == [c.name for c in FAKE_CHECKS]
+    assert {n: r["result"] for n, r in got.items()} == {
+        "crashes-in-execute": "fail",
+        "no-data": "fail",
+        "bad-spec": "fail",
+        "assertion-raises": "fail",
+        "run-fails": "fail",
+        "passes": "pass",
+        "gpu-only": "skip",
+    }
+    cause = {n: r.get("root_cause") for n, r in got.items()}
+    assert cause["crashes-in-execute"] == (
+        "RuntimeError: CUDA error: an illegal memory access was encountered"
+    )
+    assert cause["no-data"] == "FileNotFoundError: MNIST not found under /nowhere"
+    assert "fp8" in cause["bad-spec"]
+    assert cause["assertion-raises"] == "AssertionError: an assertion that crashed"
+    assert cause["run-fails"] == "ValueError: loss is nan" and cause["passes"] is None
+    assert "Traceback" in got["crashes-in-execute"]["traceback"]
+    assert len(lines) == len(FAKE_CHECKS)
+    assert lines[0].startswith("FAIL crashes-in-execute (") and "crashed: RuntimeError" in lines[0]
+    assert gpu_check.counts(records, 61.4) == "gpu-check: 1 passed, 5 failed, 1 skipped in 61 s"
+
+
+def test_gpu_check_on_a_gpu_node_writes_its_bundle(fake_checks, monkeypatch, capsys):
+    gpu = {**CPU2, "gpu_count": 1, "gpu_model": "NVIDIA H100", "gpus_on_node": 1,
+           "gpus": [{"index": 0, "name": "NVIDIA H100", "driver": "580.65.06"}]}  # fmt: skip
+    monkeypatch.setattr(probe, "probe", lambda: gpu)
+    monkeypatch.setattr(probe, "cuda_problem", lambda info, b=None: None)
+    assert gpu_check.main([]) == 1
+    out = capsys.readouterr().out.strip().splitlines()
+    assert re.fullmatch(r"gpu-check: 2 passed, 5 failed, 0 skipped in \d+ s", out[-1])
+    path = store.profile_dir(gpu_check.PROFILE) / "bundle.tar.gz"
+    assert out[-2] == f"gpu-check: attach {path} to a report (README: 'Checking a GPU node')"
+    with tarfile.open(path) as tar:
+        got = {m.name: tar.extractfile(m).read().decode() for m in tar.getmembers()}
+    report = store.read_json(store.profile_dir(gpu_check.PROFILE) / gpu_check.REPORT)
+    assert json.loads(got["bundle/gpu_check.json"]) == report
+    assert report["result"] == out[-1] and report["versions"]["driver"] == "580.65.06"
+    assert got["bundle/gpu_check.txt"].splitlines()[-1] == out[-1]
+    assert {"bundle/probe.txt", "bundle/versions.json"} <= set(got)
+    runs = {r["name"]: r for r in json.loads(got["bundle/runs.json"])}
+    assert runs["run-fails"]["root_cause"] == "ValueError: loss is nan"
+    tail = got["bundle/" + runs["run-fails"]["log"]].splitlines()
+    assert len(tail) == 60 and tail[-1] == "ValueError: loss is nan"
+    assert "illegal memory access" in got["bundle/" + runs["crashes-in-execute"]["log"]]
+    assert runs["gpu-only"]["result"] == "pass" and runs["bad-spec"]["log"] is not None
+
+
+def test_unusable_gpus_still_leave_a_bundle(sandbox, monkeypatch, capsys):
+    monkeypatch.setattr(probe, "probe", lambda: {**CPU2, "gpu_count": 4, "gpus_on_node": 4})
+    monkeypatch.setattr(probe, "cuda_problem", lambda info, b=None: "torch is a CPU build")
+    assert gpu_check.main([]) == 1
+    assert capsys.readouterr().err.strip() == "gpu-check: FAIL: torch is a CPU build"
+    with tarfile.open(store.profile_dir(gpu_check.PROFILE) / "bundle.tar.gz") as tar:
+        report = json.load(tar.extractfile("bundle/gpu_check.json"))
+    assert report["result"] == "gpu-check: FAIL: torch is a CPU build" and report["checks"] == []

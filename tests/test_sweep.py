@@ -122,3 +122,51 @@ def test_a_heartbeat_past_the_estimate_says_by_how_much(tmp_path):
     under = progress.heartbeat("run-a", 15.0, log)
     assert "about 45s left" in under and "over" not in under
     assert "left" not in progress.heartbeat("run-b", 15.0, log)  # no estimate, no guess
+
+
+def _gpu_profile(sandbox: Path, monkeypatch) -> None:  # noqa: ANN001
+    """Profile `test` made a GPU profile, on a fake node of 2 GPUs that torch can use."""
+    import yaml
+
+    path = sandbox / "matrix.yaml"
+    m = yaml.safe_load(path.read_text())
+    m["profiles"]["test"]["device"] = "gpu"
+    path.write_text(yaml.safe_dump(m))
+    two = [{"index": i, "uuid": f"GPU-{i}", "name": "H100", "driver": "580.65.06"} for i in (0, 1)]
+    monkeypatch.setattr(probe, "gpus", lambda: two)
+    monkeypatch.setattr(probe, "cuda_problem", lambda info, b=None: None)
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    monkeypatch.delenv("SLURM_GPUS_ON_NODE", raising=False)
+
+
+def test_a_failed_gpu_sweep_writes_a_bundle_with_the_failed_runs(
+    fake, sandbox, monkeypatch, capsys
+):
+    import json
+    import tarfile
+
+    _gpu_profile(sandbox, monkeypatch)
+    monkeypatch.setenv("FAKE_MODE", "fail:fp16")
+    assert sweep.sweep(["V3"], "test") == 0  # failures are recorded, the sweep goes on
+    path = store.profile_dir("test") / "bundles" / "V3.tar.gz"
+    out = capsys.readouterr().out.splitlines()
+    assert f"[sweep] 2 run(s) failed: attach {path} to a report" in out[-1]
+    with tarfile.open(path) as tar:
+        got = {m.name: tar.extractfile(m).read().decode() for m in tar.getmembers()}
+    runs = json.loads(got["V3/runs.json"])
+    assert len(runs) == 2 and all("fp16" in r["run"] for r in runs)
+    assert {r["root_cause"] for r in runs} == {"ValueError: synthetic failure for the test"}
+    for r in runs:
+        assert got[f"V3/{r['log']}"].rstrip().endswith("ValueError: synthetic failure for the test")
+    assert json.loads(got["V3/versions.json"])["driver"] == "580.65.06"
+    monkeypatch.setenv("FAKE_MODE", "ok")
+    path.unlink()
+    sweep.sweep(["V3"], "test", retry_failed=True)  # nothing fails: no bundle
+    assert not path.exists() and "attach" not in capsys.readouterr().out
+
+
+def test_a_failed_sweep_of_a_cpu_profile_writes_no_bundle(fake, monkeypatch, capsys):
+    monkeypatch.setenv("FAKE_MODE", "fail:fp16")
+    sweep.sweep(["V3"], "test")
+    assert not (store.profile_dir("test") / "bundles").exists()
+    assert "attach" not in capsys.readouterr().out

@@ -1,0 +1,151 @@
+"""One archive to attach to a report from a GPU node: what the node is, what is installed, and
+why each run failed, so that a failure can be understood without access to the node.
+
+`make gpu-check` writes results/gpu-check/bundle.tar.gz; a sweep of a GPU profile with failed runs
+writes results/<profile>/bundles/<EXP>.tar.gz. Inside, under one folder named after the archive:
+
+    probe.txt, probe.json   what run.probe saw (GPUs, driver, NUMA, nsys)
+    versions.json           driver, CUDA, torch, NCCL, torchtune, torchao, DALI, nsys
+    runs.json               per check or run: its status, root cause and the log file below
+    logs/<name>.txt         the last LOG_LINES lines of the run's log.txt (and a traceback)
+    ...                     the caller's own files (gpu_check.json, gpu_check.txt)
+
+The archive is written to a temporary file beside it and renamed, so a reader finds either the
+previous archive or the whole new one, never half of one.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import re
+import shutil
+import tarfile
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from run import probe, provenance, store
+
+LOG_LINES = 60
+NAME = "bundle.tar.gz"
+
+
+def _absent(value: Any, why: str) -> Any:
+    return f"absent: {why}" if value in (None, "") else value
+
+
+def nsys_version() -> str:
+    """`nsys --version`, or why there is none (the image build records why it has no nsys)."""
+    exe = shutil.which("nsys")
+    if exe is None:
+        # container/setup-image.sh records "absent: why" or "installed: version"
+        image = probe.IMAGE_NSYS.read_text().strip() if probe.IMAGE_NSYS.is_file() else ""
+        if image.startswith("absent: "):
+            return image
+        return "absent: nsys is not on the PATH" + (f" (the image says {image!r})" if image else "")
+    return _absent(probe._cmd([exe, "--version"]), f"`{exe} --version` failed")
+
+
+def versions(info: dict[str, Any]) -> dict[str, Any]:
+    """The versions a GPU failure depends on; what is missing says why instead of null."""
+    pkgs = provenance.versions()
+    try:
+        build = provenance.torch_build()
+    except Exception as exc:  # noqa: BLE001 - a broken torch is what a bundle must report
+        build = {"torch": f"absent: import torch failed ({type(exc).__name__}: {exc})"}
+    gpus = info.get("gpus") or []
+    no_cuda = "torch cannot use CUDA here" if not build.get("cuda_available") else "not reported"
+    dali = pkgs.get("nvidia-dali-cuda130") or pkgs.get("nvidia-dali-cuda120")
+    return {
+        "driver": _absent(gpus[0].get("driver") if gpus else None, "nvidia-smi lists no GPU"),
+        "driver_cuda": _absent(info.get("driver_cuda"), "nvidia-smi reports no CUDA version"),
+        "torch": build.get("torch") or _absent(pkgs.get("torch"), "not installed"),
+        "torch_cuda": _absent(build.get("cuda"), "a CPU build of torch"),
+        "cudnn": _absent(build.get("cudnn"), no_cuda),
+        "nccl": _absent(build.get("nccl"), no_cuda),
+        "cuda_available": build.get("cuda_available"),
+        "torchtune": _absent(pkgs.get("torchtune"), "not installed"),
+        "torchao": _absent(pkgs.get("torchao"), "not installed"),
+        "dali": _absent(dali, "no nvidia-dali-cuda130/cuda120 wheel installed"),
+        "nsys": nsys_version(),
+        "packages": pkgs,
+    }
+
+
+def log_of(profile: str, name: str) -> Path | None:
+    """A run's log.txt: published, or still in staging when the run never finished."""
+    for folder in (store.run_dir(profile, name), store.staging_dir(profile, name)):
+        if (folder / store.LOG).is_file():
+            return folder / store.LOG
+    return None
+
+
+def tail(path: Path | None, lines: int = LOG_LINES) -> str:
+    if path is None:
+        return ""
+    try:
+        text = path.read_text(errors="replace")
+    except OSError as exc:
+        return f"(log unreadable: {exc})\n"
+    return "".join(text.splitlines(keepends=True)[-lines:])
+
+
+def _safe(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._+-]", "_", name) or "run"
+
+
+def write(path: Path, members: dict[str, str]) -> Path:
+    """A .tar.gz of `members` ({name inside the archive: text}), atomically."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as fh, tarfile.open(fileobj=fh, mode="w:gz") as tar:
+            for name, text in members.items():
+                data = text.encode()
+                entry = tarfile.TarInfo(name)
+                entry.size, entry.mtime, entry.mode = len(data), int(time.time()), 0o644
+                tar.addfile(entry, io.BytesIO(data))
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
+
+
+def build(
+    path: Path,
+    info: dict[str, Any],
+    runs: list[dict[str, Any]],
+    files: dict[str, str] | None = None,
+) -> Path:
+    """Write the bundle at `path`. Each of `runs` is {name, profile, run (its run name or None),
+    status, root_cause, and optionally result (a check's pass/fail/skip) and traceback}; its log
+    tail is read from the run's folder."""
+    top = path.name.removesuffix(".tar.gz")
+    try:
+        described = probe.describe(info)
+    except (KeyError, TypeError) as exc:  # a partial probe (a test, an early failure)
+        described = f"(probe incomplete: {type(exc).__name__}: {exc}; see probe.json)"
+    members = {
+        "probe.txt": described + "\n",
+        "probe.json": json.dumps(info, indent=2, sort_keys=True, default=str) + "\n",
+        "versions.json": json.dumps(versions(info), indent=2, sort_keys=True, default=str) + "\n",
+    }
+    listed = []
+    for r in runs:
+        log = log_of(r["profile"], r["run"]) if r.get("run") else None
+        text = tail(log)
+        if r.get("traceback"):
+            text += ("\n" if text else "") + "--- traceback ---\n" + r["traceback"]
+        entry = {k: r.get(k) for k in ("name", "run", "result", "status", "root_cause")}
+        entry["log"] = f"logs/{_safe(r['name'])}.txt" if text else None
+        entry["log_source"] = str(log) if log else None
+        if text:
+            members[entry["log"]] = text
+        listed.append(entry)
+    members["runs.json"] = json.dumps(listed, indent=2, default=str) + "\n"
+    members.update(files or {})
+    return write(path, {f"{top}/{name}": text for name, text in members.items()})
