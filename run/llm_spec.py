@@ -319,6 +319,11 @@ def unsupported_reason(spec: dict[str, Any]) -> str | None:
             "paged 8-bit AdamW cannot step FSDP2 parameters: bitsandbytes 0.50.2's "
             "optimizer_update_8bit_blockwise gets DTensors mixed with its plain state tensors"
         )
+    if spec.get("compile"):
+        # the same inductor needs as a vision run's (C++ compiler, Python.h, Triton on a GPU)
+        from run.vision_spec import _compile_blocker
+
+        return _compile_blocker()
     return None
 
 

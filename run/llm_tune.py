@@ -132,6 +132,26 @@ def profiler_block(spec: dict[str, Any], run_dir: Path | None, cuda: bool) -> di
     }
 
 
+PAGED_ADAMW8BIT = "bitsandbytes.optim.PagedAdamW8bit"
+
+
+def optimizer_block(spec: dict[str, Any], paper: dict[str, Any]) -> dict[str, Any]:
+    """The `optimizer:` block: the paper's (torch.optim.AdamW, its config's weight decay) with the
+    spec's learning rate, fused if asked, or bitsandbytes' paged 8-bit AdamW with the same lr and
+    weight decay. The recipes build it with config.instantiate(cfg.optimizer, params)."""
+    block = {**paper, "lr": spec["lr"]}
+    if spec["optimizer"] == "paged_adamw8bit":
+        # Same hyper-parameters; `fused` is torch's option, bitsandbytes has none. Without CUDA
+        # bitsandbytes 0.50.2 steps it with 8-bit states in ordinary memory (it warns "Paged
+        # optimizers are not supported on CPU"); the summary records whether paging was on.
+        block = {"_component_": PAGED_ADAMW8BIT, "lr": spec["lr"]}
+        if "weight_decay" in paper:
+            block["weight_decay"] = paper["weight_decay"]
+    elif spec["fused_optimizer"]:
+        block["fused"] = True
+    return block
+
+
 def build_config(
     spec: dict[str, Any], run_dir: Path | None, cuda: bool
 ) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -153,7 +173,10 @@ def build_config(
     cfg["max_steps_per_epoch"] = spec["max_steps"] or None
     cfg["gradient_accumulation_steps"] = spec["gradient_accumulation_steps"]
     cfg["enable_activation_checkpointing"] = spec["activation_checkpointing"]
-    cfg["optimizer"]["lr"] = spec["lr"]
+    cfg["optimizer"] = optimizer_block(spec, cfg["optimizer"])
+    # torchtune's `compile: True`: the recipes compile each transformer layer
+    # (training.compile_model) and the loss (training.compile_loss) before the first step.
+    cfg["compile"] = spec["compile"]
     if "lr_scheduler" in cfg:
         cfg["lr_scheduler"]["num_warmup_steps"] = spec["warmup_steps"]
     if spec["model"] == "tiny":
@@ -170,6 +193,11 @@ def build_config(
         spec["template_rows"],
         llm_spec.resolve_data_source(spec),
     )
+    if spec["method"] != "dpo":  # preference_dataset has no packing (llm_spec refuses it)
+        # PackedDataset packs rows into max_seq_len tokens (the tokenizer's cap) and the recipe
+        # switches to padded_collate_packed; the loss ignores the padding, so tokens/s counts
+        # only real tokens, packed or not.
+        cfg["dataset"]["packed"] = spec["packed"]
     cfg["metric_logger"] = {
         "_component_": "run.llm.metrics.RunMetricLogger",
         "run_dir": str(run_dir or "/tmp"),
@@ -231,6 +259,28 @@ def is_oom(exc: BaseException) -> bool:
 def one_line(exc: BaseException) -> str:
     text = str(exc).strip().splitlines()
     return f"{type(exc).__name__}: {text[0] if text else ''}"[:500]
+
+
+def optimizer_facts(spec: dict[str, Any], optimizer: Any, cuda: bool) -> dict[str, Any]:
+    """What the optimisation keys gave this run, for the summary: the optimizer, whether its
+    states were paged (bitsandbytes pages only on CUDA), and the bytes of its states on this rank
+    (the share of memory an 8-bit optimizer saves, measured where host RSS hides it)."""
+    state_bytes = None
+    if optimizer is not None:
+        state_bytes = 0
+        for state in optimizer.state.values():
+            for value in state.values():
+                local = value.to_local() if hasattr(value, "to_local") else value  # FSDP2 shard
+                if hasattr(local, "element_size"):
+                    state_bytes += local.numel() * local.element_size()
+    paged = spec["optimizer"] == "paged_adamw8bit"
+    return {
+        "optimizer": PAGED_ADAMW8BIT if paged else "torch.optim.AdamW",
+        "optimizer_paged": paged and cuda,
+        "optimizer_state_bytes": state_bytes,
+        "compile": spec["compile"],
+        "packed": spec["packed"],
+    }
 
 
 def run_recipe(
@@ -346,6 +396,7 @@ def _run(
         **numbers,
         **stats,
     }
+    summary.update(optimizer_facts(spec, getattr(recipe, "_optimizer", None), cuda))
     if cuda:
         # L8 reads the last step's peak, as the paper read its logs; the maximum over steps
         # (often the first step) is kept beside it

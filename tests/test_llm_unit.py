@@ -293,3 +293,132 @@ def counting(fn, calls: list):  # noqa: ANN001, ANN201
         return {"status": "ok"}
 
     return wrapper
+
+
+# ---------------------------------------------------------------- optimisations (issue 20)
+OPT_BASE = {**llm_spec.DEFAULTS, "dataset": "error-correction", "template_rows": 8}
+
+
+def test_optimisation_keys_translate_to_torchtune_options(data_root):
+    faithful, _ = llm_tune.prepare(dict(OPT_BASE))
+    # the paper's torchtune 0.5.0 configs fuse AdamW already; nothing else is on
+    assert faithful["optimizer"] == {
+        "_component_": "torch.optim.AdamW",
+        "fused": True,
+        "weight_decay": 0.01,
+        "lr": OPT_BASE["lr"],
+    }
+    assert faithful["compile"] is False and faithful["dataset"]["packed"] is False
+    on, _ = llm_tune.prepare({**OPT_BASE, "compile": True, "packed": True, "fused_optimizer": True})
+    assert on["compile"] is True and on["dataset"]["packed"] is True
+    assert on["optimizer"]["fused"] is True
+    assert on["tokenizer"]["max_seq_len"] == llm_spec.DEFAULT_MAX_SEQ_LEN["tiny"]  # the pack size
+    paged, _ = llm_tune.prepare({**OPT_BASE, "optimizer": "paged_adamw8bit", "lr": 1e-3})
+    assert paged["optimizer"] == {
+        "_component_": "bitsandbytes.optim.PagedAdamW8bit",
+        "lr": 1e-3,
+        "weight_decay": 0.01,
+    }
+    dpo, _ = llm_tune.prepare({**OPT_BASE, "method": "dpo", "compile": True})
+    assert dpo["compile"] is True and "packed" not in dpo["dataset"]
+    import torch
+
+    # the component really is what the recipe's config.instantiate(cfg.optimizer, params) builds
+    from omegaconf import OmegaConf
+    from torchtune import config as tt_config
+
+    opt = tt_config.instantiate(
+        OmegaConf.create(paged["optimizer"]), [torch.nn.Parameter(torch.ones(8))]
+    )
+    assert type(opt).__name__ == "PagedAdamW8bit" and opt.param_groups[0]["lr"] == 1e-3
+
+
+def test_optimisation_run_names():
+    assert llm_spec.run_name(dict(OPT_BASE)) == "tiny-lora-error-correction-r8-1gpu-nopin"
+    name = llm_spec.run_name(
+        {**OPT_BASE, "compile": True, "packed": True, "fused_optimizer": True, "seed": 1}
+    )
+    assert name == "tiny-lora-error-correction-r8-1gpu-nopin-compile-packed-fused-seed1"
+    paged = {**OPT_BASE, "optimizer": "paged_adamw8bit"}
+    assert llm_spec.run_name(paged).endswith("-nopin-paged8bit")
+
+
+@pytest.mark.parametrize(
+    "over,message",
+    [
+        ({"packed": True, "method": "dpo"}, "packed=true does not apply to dpo"),
+        ({"packed": True, "model": "llama3_8b", "dataset": "grammar"}, "would pack all"),
+        ({"compile": True, "method": "qat", "gpus": 2}, "qat_distributed refuses it"),
+        ({"compile": True, "method": "dpo", "gpus": 2}, "lora_dpo_distributed ignores it"),
+        ({"fused_optimizer": True, "optimizer": "paged_adamw8bit"}, "applies to adamw"),
+        ({"optimizer": "sgd"}, "optimizer='sgd' is not one of"),
+        ({"compile": "yes"}, "compile='yes' is not one of"),
+    ],
+)
+def test_impossible_optimisation_combinations_are_refused(over, message):
+    with pytest.raises(ValueError, match=message) as err:
+        llm_spec.validate({**OPT_BASE, **over})
+    assert "\n" not in str(err.value)
+
+
+def test_matrix_check_refuses_a_packed_dpo_cell():
+    m = copy.deepcopy(mx.load_matrix(mx.MATRIX_FILE))
+    m["experiments"]["L2"]["vary"]["method"] = ["dpo"]
+    m["experiments"]["L2"]["vary"]["packed"] = [True]
+    with pytest.raises(mx.MatrixError, match="packed=true does not apply to dpo"):
+        mx.expand("L2", "smoke", m)
+
+
+def test_paged_optimizer_is_unsupported_only_under_fsdp2(monkeypatch):
+    paged = {**OPT_BASE, "optimizer": "paged_adamw8bit"}
+    assert llm_spec.unsupported_reason(paged) is None  # one device: runs (unpaged without CUDA)
+    for over in ({"gpus": 2}, {"recipe": "distributed"}):
+        assert "FSDP2" in llm_spec.unsupported_reason({**paged, **over})
+    assert llm_spec.unsupported_reason({**OPT_BASE, "gpus": 2}) is None
+    from run import vision_spec
+
+    monkeypatch.setattr(vision_spec, "_compile_blocker", lambda: "no compiler here")
+    assert llm_spec.unsupported_reason({**OPT_BASE, "compile": True}) == "no compiler here"
+
+
+def test_paged_adamw8bit_steps_without_cuda():
+    """The fact unsupported_reason rests on: bitsandbytes 0.50.2 steps it on a CPU, 8-bit states
+    in ordinary memory (it warns that paging is off)."""
+    import bitsandbytes as bnb
+    import torch
+
+    p = torch.nn.Parameter(torch.zeros(4096))  # 4096 elements: bitsandbytes' 8-bit threshold
+    opt = bnb.optim.PagedAdamW8bit([p], lr=0.1)
+    for _ in range(2):
+        p.grad = torch.ones_like(p)
+        opt.step()
+    assert torch.all(p < 0)  # moved against the gradient
+    assert opt.state[p]["state1"].dtype == torch.uint8
+
+
+def test_summary_loss_window_and_tokens():
+    recs = [
+        {"time_s": 1.0, "loss": float(10 - i), "tokens_per_second_per_gpu": 5.0, "tokens": 5}
+        for i in range(8)
+    ]
+    s = summarize(recs, warmup_steps=0, world_size=1)
+    assert s["loss_window_steps"] == 2
+    assert s["head_loss"] == pytest.approx(9.5) and s["tail_loss"] == pytest.approx(3.5)
+    assert s["tokens_trained"] == 40
+    del recs[0]["tokens"]  # one step without a count: no total rather than a short one
+    assert summarize(recs, 0, 1)["tokens_trained"] is None
+
+
+def test_optimizer_facts_count_state_bytes():
+    import torch
+
+    p = torch.nn.Parameter(torch.zeros(10))
+    opt = torch.optim.AdamW([p])
+    p.grad = torch.ones_like(p)
+    opt.step()
+    facts = llm_tune.optimizer_facts({**OPT_BASE}, opt, cuda=False)
+    # exp_avg and exp_avg_sq of 10 fp32 values, and the step count
+    assert facts["optimizer_state_bytes"] == 2 * 10 * 4 + opt.state[p]["step"].element_size()
+    assert facts["optimizer_paged"] is False
+    paged = llm_tune.optimizer_facts({**OPT_BASE, "optimizer": "paged_adamw8bit"}, None, True)
+    assert paged["optimizer_paged"] is True and paged["optimizer_state_bytes"] is None

@@ -47,6 +47,11 @@ def timing_warmup(warmup_steps: int, steps: int) -> int:
     return max(0, min(warmup_steps, steps // 4))
 
 
+def loss_window(steps: int) -> int:
+    """Steps averaged for head_loss and tail_loss: a quarter of the run, at least one."""
+    return max(1, steps // 4)
+
+
 def summarize(records: list[dict[str, Any]], warmup_steps: int, world_size: int) -> dict[str, Any]:
     """The summary numbers of a run from its per-step records (pure; unit-tested)."""
     steps = len(records)
@@ -59,6 +64,10 @@ def summarize(records: list[dict[str, Any]], warmup_steps: int, world_size: int)
         "first_loss": None,
         "final_loss": None,
         "losses_finite": None,
+        "loss_window_steps": None,
+        "head_loss": None,
+        "tail_loss": None,
+        "tokens_trained": None,
     }
     if not steps:
         return out
@@ -76,6 +85,19 @@ def summarize(records: list[dict[str, Any]], warmup_steps: int, world_size: int)
     out["first_loss"] = losses[0]
     out["final_loss"] = losses[-1]
     out["losses_finite"] = all(isinstance(v, (int, float)) and math.isfinite(v) for v in losses)
+    if out["losses_finite"]:
+        # "Loss after N steps", comparable across runs of the same N: one step's loss is the mean
+        # over one batch (2 rows in the paper) and jumps from batch to batch, so the mean of the
+        # last quarter of the steps stands for it, and the first quarter's mean beside it says
+        # whether the loss fell.
+        k = loss_window(steps)
+        out["loss_window_steps"] = k
+        out["head_loss"] = sum(losses[:k]) / k
+        out["tail_loss"] = sum(losses[-k:]) / k
+    counts = [r.get("tokens") for r in records]
+    if all(isinstance(v, int) for v in counts):
+        # packing changes the tokens a step carries: the loss after N steps is read beside this
+        out["tokens_trained"] = sum(counts)
     for key in CUDA_PEAKS:
         values = [r[key] for r in records if isinstance(r.get(key), (int, float))]
         if values:
@@ -103,10 +125,11 @@ class RunMetricLogger:
         self._t_start: float | None = None
         self._t_last: float | None = None
         self.train_time_s: float | None = None
+        self._t_return: float | None = None
 
     # called by our recipe extension around train()
     def start(self) -> None:
-        self._t_start = self._t_last = time.perf_counter()
+        self._t_start = self._t_last = self._t_return = time.perf_counter()
 
     def stop(self) -> None:
         if self._t_start is not None:
@@ -130,10 +153,18 @@ class RunMetricLogger:
         }
         for key, value in payload.items():
             record[key] = _scalar(value)
+        tps = record.get("tokens_per_second_per_gpu")
+        if isinstance(tps, (int, float)) and self._t_return is not None:
+            # The recipe logs a rate: tokens of the step (summed over ranks) / (its step time x
+            # ranks); its step clock restarts as this call returns, so the time since our last
+            # return is that step time within microseconds, and the product the step's tokens
+            # (the first step's also spans the recipe's few lines before its loop).
+            record["tokens"] = round(tps * (now - self._t_return) * self.world_size)
         record["host_peak_rss_bytes"] = host_peak_rss_bytes()
         self._t_last = now
         self.records.append(record)
         append_jsonl(self.run_dir / STEPS, record)
+        self._t_return = time.perf_counter()
 
     def close(self) -> None:
         """Nothing buffered: every step is on disk when log_dict returns."""
