@@ -218,7 +218,7 @@ test-gpu: | $(VENV_STAMP) ## only the GPU tier (needs CUDA GPUs)
 
 # With PY=python3 (a Python that already has torch) no venv is made: a GPU node may have another
 # torch and no network. README "Checking a GPU node" lists what it needs beside torch.
-gpu-check: | $(if $(filter command line environment,$(origin PY)),,$(VENV_STAMP)) ## every GPU code path at tiny scale, one line per check (PY=python3: no venv)
+gpu-check: | $(if $(filter command line environment,$(origin PY)),,$(VENV_STAMP)) ## every GPU code path at tiny scale, one line per check; results/gpu-check/bundle.tar.gz to attach to a report (PY=python3: no venv)
 	$(PY) -m run.gpu_check
 
 # Wheels for a GPU node without network (Python 3.12 x86-64, as on the device machine): the

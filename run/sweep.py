@@ -8,6 +8,8 @@ listed as such; everything else is launched, its output captured in the run's lo
 fails or runs out of memory is stored with that status and its root cause (run/failure.py), and
 the sweep goes on. When every run of an experiment has been dealt with,
 results/<profile>/sweeps/<EXP>.json records the outcome; that file is what the Makefile waits for.
+A sweep of a GPU profile with failed runs also writes results/<profile>/bundles/<EXP>.tar.gz
+(run/bundle.py: probe, versions, each failed run's log tail and root cause) to attach to a report.
 With REPEATS=n (run/matrix.py) every cell runs n times with seeds seed..seed+n-1, each repeat a run
 of its own: the record lists every repeat's run, and a rerun launches only the missing repeats.
 Sweeps sharing a results folder (SLURM job array, `make -j`) take each run under a lock
