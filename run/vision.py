@@ -25,6 +25,18 @@ host-to-device bytes follow the precision as in the paper's profiles (HtoD 226 /
 FP64 / FP32 / FP16). FP16 keeps the model in fp32 under autocast with a GradScaler (mixed
 precision, as the paper's "FP16 mixed"). The running loss is summed on the device and read once
 per epoch: no per-step host synchronisation beyond what the paper's loop has.
+
+Optimisations (issue 20; each off by default, so the faithful runs keep their loop and names):
+  upsample=device   the loader yields the stored uint8 28x28 images; the batch is copied as uint8
+                    and converted, normalised and upsampled on the device (upsample_on_device):
+                    the host-to-device bytes follow the stored image, not the image_size tensor
+  fused_optimizer   Adam(fused=True)
+  compile           torch.compile of the DDP-wrapped model; the steps that compiled are timed as
+                    compile_s and left out of images_per_s (see compile_seconds)
+  host_sync=epoch   copies never wait for the device (non_blocking even from pageable memory):
+                    today's loop waits once per step when pin_memory is off (a blocking copy)
+summary.json also gives input_bytes_per_image (the input batch as handed to the copy, per image)
+and htod_bytes_per_image (bytes this loop copied host->device per trained image; CUDA only).
 """
 
 from __future__ import annotations
@@ -46,7 +58,14 @@ import torch.distributed as dist
 import torch.nn.functional as F
 from torch.distributed.algorithms.join import Join
 from torch.nn.parallel import DistributedDataParallel as DDP
-from torch.utils.data import DataLoader, DistributedSampler, RandomSampler, Subset
+from torch.utils.data import (
+    DataLoader,
+    Dataset,
+    DistributedSampler,
+    RandomSampler,
+    Subset,
+    TensorDataset,
+)
 
 from run import probe, profiling, provenance, scenario_b, store, vision_spec
 from run.tvcompat import import_torchvision
@@ -80,6 +99,26 @@ def scenario_a_transform(size: int, dtype: torch.dtype = torch.float32):  # noqa
             ToDtype(dtype),
         ]
     )
+
+
+def upsample_on_device(
+    x: torch.Tensor,
+    size: int,
+    dtype: torch.dtype,
+    memory_format: torch.memory_format = torch.contiguous_format,
+) -> torch.Tensor:
+    """scenario_a_transform for a whole uint8 (N, 28, 28) batch where it lies (the device), so
+    the model sees the same inputs: torchvision's Resize on a PIL image is PIL's antialiased
+    bilinear resize, which resamples the rows, rounds to 8 bits (half up), then the columns and
+    rounds again; then grey to 3 channels, ToTensor's /255, Normalize, the cast. Computed in
+    float32 like the host path, cast last. (PIL's fixed-point weights may still put a pixel one
+    level away: tests/test_vision_unit.py measures it.)"""
+    x = x.unsqueeze(1).float()
+    for rows in (x.shape[-2], size):  # width first, then height, as PIL does
+        x = F.interpolate(x, size=(rows, size), mode="bilinear", antialias=True)
+        x = x.add_(0.5).floor_().clamp_(0, 255)
+    x = (x / 255 - MNIST_MEAN[0]) / MNIST_STD[0]
+    return x.expand(-1, 3, -1, -1).to(dtype=dtype, memory_format=memory_format)
 
 
 def make_sampler(strategy: str, dataset_len: int, world: int, rank: int, seed: int):  # noqa: ANN201
@@ -149,18 +188,25 @@ def precision_setup(precision: str, device: torch.device) -> Precision:
     raise ValueError(f"unknown precision {precision!r}")
 
 
-def data_sets(spec: dict[str, Any], dtype: torch.dtype = torch.float32) -> tuple[Subset, Subset]:
+def data_sets(spec: dict[str, Any], dtype: torch.dtype = torch.float32) -> tuple[Dataset, Dataset]:
+    """Scenario A's train and test sets: each image upsampled on the host as it is loaded
+    (upsample=host), or the stored uint8 28x28 tensors as they are (upsample=device)."""
     datasets = import_torchvision().datasets
     root = vision_spec.data_root(spec["dataset"])
-    tf = scenario_a_transform(spec["image_size"], dtype)
+    host = spec["upsample"] == "host"
+    tf = scenario_a_transform(spec["image_size"], dtype) if host else None
     train = datasets.MNIST(str(root), train=True, download=False, transform=tf)
     test = datasets.MNIST(str(root), train=False, download=False, transform=tf)
-    if len(train) < spec["train_images"] or len(test) < spec["test_images"]:
+    n, m = spec["train_images"], spec["test_images"]
+    if len(train) < n or len(test) < m:
         raise ValueError(
-            f"{root} holds {len(train)}/{len(test)} train/test images; the spec needs "
-            f"{spec['train_images']}/{spec['test_images']}"
+            f"{root} holds {len(train)}/{len(test)} train/test images; the spec needs {n}/{m}"
         )
-    return Subset(train, range(spec["train_images"])), Subset(test, range(spec["test_images"]))
+    if host:
+        return Subset(train, range(n)), Subset(test, range(m))
+    return TensorDataset(train.data[:n], train.targets[:n]), TensorDataset(
+        test.data[:m], test.targets[:m]
+    )
 
 
 def interval(phase: str, epoch: int, step: int | None, t0: float) -> dict[str, Any]:
@@ -180,12 +226,42 @@ def all_sum(values: list[float], device: torch.device, op=dist.ReduceOp.SUM) -> 
     return t.tolist()
 
 
-def to_device(x: torch.Tensor, y: torch.Tensor, device: torch.device, spec: dict[str, Any]):  # noqa: ANN201
-    """One batch to the GPU as it left the DataLoader (already in the input dtype)."""
-    x = x.to(device, non_blocking=spec["pin_memory"])
-    if spec["channels_last"] and not x.is_contiguous(memory_format=torch.channels_last):
-        x = x.contiguous(memory_format=torch.channels_last)
-    return x, y.to(device, non_blocking=spec["pin_memory"])
+def to_device(x: torch.Tensor, y: torch.Tensor, device: torch.device, spec: dict[str, Any],
+              dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:  # fmt: skip
+    """One batch to the GPU as it left the DataLoader: already in the input dtype, or (upsample
+    =device) the stored uint8 images, made into the model's input there.
+
+    A blocking copy (non_blocking=False) makes the host wait for the device: today's loop with
+    pin_memory off. host_sync=epoch never waits: from pageable memory CUDA stages the batch before
+    the call returns, so the DataLoader may reuse it; from pinned memory the caching host
+    allocator keeps the block until the copy is done."""
+    non_blocking = spec["pin_memory"] or spec["host_sync"] == "epoch"
+    x = x.to(device, non_blocking=non_blocking)
+    y = y.to(device, non_blocking=non_blocking)
+    fmt = torch.channels_last if spec["channels_last"] else torch.contiguous_format
+    if spec["upsample"] == "device":
+        x = upsample_on_device(x, spec["image_size"], dtype, fmt)
+    elif spec["channels_last"] and not x.is_contiguous(memory_format=fmt):
+        x = x.contiguous(memory_format=fmt)
+    return x, y
+
+
+def compile_seconds(durations: list[float], compiled: list[bool]) -> float:
+    """Seconds that torch.compile added to an epoch: each step in which it compiled (a new
+    batch shape compiles again, e.g. a short last batch) less the median of the others, the
+    time that step would have taken. Left out of images_per_s, so that a compiled run's speed is
+    comparable with the eager steps of the ladder (whose first steps keep their own warm-up, as
+    every run's do)."""
+    plain = sorted(d for d, c in zip(durations, compiled, strict=True) if not c)
+    typical = plain[len(plain) // 2] if plain else 0.0
+    return sum(max(0.0, d - typical) for d, c in zip(durations, compiled, strict=True) if c)
+
+
+def compiled_frames() -> int:
+    """Frames dynamo has compiled so far in this process (grows on every compile/recompile)."""
+    from torch._dynamo.utils import counters
+
+    return counters["frames"]["total"]
 
 
 def evaluate(model, loader, device, spec, prec: Precision, timeline=None, epoch=0) -> float:  # noqa: ANN001
@@ -196,7 +272,7 @@ def evaluate(model, loader, device, spec, prec: Precision, timeline=None, epoch=
     total = 0
     with torch.no_grad():
         for i, (x, y) in enumerate(loader):
-            x, y = to_device(x, y, device, spec)
+            x, y = to_device(x, y, device, spec, prec.input_dtype)
             t0 = time.time()
             with prec.autocast():
                 pred = model(x).argmax(1)
@@ -248,6 +324,18 @@ def main(argv: list[str] | None = None) -> int:
         if int(os.environ.get("RANK", 0)) == 0:
             print(f"error: {exc}", file=sys.stderr, flush=True)
         return 2
+    reason = vision_spec.unsupported_reason(spec)
+    if reason:
+        # What this machine cannot run is a result, not an error: recorded, nothing trained (the
+        # sweep records it the same way without launching; this covers a run started by hand).
+        if int(os.environ.get("RANK", 0)) == 0:
+            name = vision_spec.run_name(spec)
+            store.write_json_atomic(
+                args.run_dir / store.SUMMARY,
+                {"status": "unsupported", "error": reason, "name": name},
+            )
+            print(f"[vision] {name}: unsupported: {reason}", flush=True)
+        return 0
 
     # --- set-up: one process per rank, NCCL on GPUs (device bound first), gloo on CPU ------------
     cuda = torch.cuda.is_available()
@@ -310,7 +398,18 @@ def train(spec: dict[str, Any], run_dir: Path, device: torch.device) -> int:
     if spec["channels_last"]:
         model = model.to(memory_format=torch.channels_last)
     ddp = DDP(model, device_ids=[device.index] if cuda else None)
-    opt = torch.optim.Adam(ddp.parameters(), lr=spec["lr"])
+    # Compiled after wrapping, as torch 2.13 intends for DDP: dynamo's DDPOptimizer
+    # (torch._dynamo.config.optimize_ddp, on by default) splits the graph at DDP's bucket
+    # boundaries, so each bucket's all-reduce still overlaps the rest of the backward. Evaluation
+    # runs the plain module, eager: compile time is spent on training shapes only.
+    step_model = torch.compile(ddp) if spec["compile"] else ddp
+    # fused=True runs Adam's whole update as one fused kernel over the parameter group (per
+    # device and dtype, in chunks of tensors), where the default launches one kernel per
+    # elementwise op over the tensor list (foreach, on a GPU) or several per parameter tensor
+    # (the for-loop, on a CPU): a dozen or more launches per step become one or a few.
+    opt = torch.optim.Adam(
+        ddp.parameters(), lr=spec["lr"], fused=True if spec["fused_optimizer"] else None
+    )
     setup_s = time.monotonic() - T_START
 
     # --- profiler: a no-op unless the spec asks for one; its window fits this rank's steps -------
@@ -323,6 +422,8 @@ def train(spec: dict[str, Any], run_dir: Path, device: torch.device) -> int:
     accuracy = float("nan")
     round_robin = spec["strategy"] == "ddp_rr"
     copied = trained = 0  # this rank's batches sent to its device / trained on (whole run)
+    # input bytes handed to the copy, of which host->device on CUDA; images copied / trained
+    input_bytes = htod_bytes = images_copied = images_trained = 0
     timeline: list[dict[str, Any]] = []  # written once at the end: no file I/O inside the loop
     with prof:  # writes this rank's trace on leaving if the window is still open
         for epoch in range(spec["epochs"]):
@@ -333,19 +434,25 @@ def train(spec: dict[str, Any], run_dir: Path, device: torch.device) -> int:
             t0, t0_wall = time.monotonic(), time.time()
             loss_sum = torch.zeros((), dtype=torch.float64, device=device)
             images = 0
+            durations: list[float] = []  # host time of each step, and whether it compiled
+            compiled: list[bool] = []
             # Join only for round robin: its ranks run out of batches at different steps and Join
             # shadows the missing all-reduces (it costs an extra collective per step).
             with Join([ddp]) if round_robin else contextlib.nullcontext():
                 for i, (x, y) in enumerate(train_loader):
+                    input_bytes += x.nbytes
+                    htod_bytes += x.nbytes if cuda and x.device.type == "cpu" else 0
+                    images_copied += len(y)
                     # every batch goes to this rank's GPU, also those another rank trains on
-                    x, y = to_device(x, y, device, spec)
+                    x, y = to_device(x, y, device, spec, prec.input_dtype)
                     copied += 1
                     if not keeps_batch(spec["strategy"], i, world, rank):
                         continue
                     t_step = time.time()
+                    frames = compiled_frames() if spec["compile"] else 0
                     trained += 1
                     with prec.autocast():
-                        loss = F.cross_entropy(ddp(x), y)
+                        loss = F.cross_entropy(step_model(x), y)
                     opt.zero_grad(set_to_none=True)
                     if prec.scaler is not None:
                         prec.scaler.scale(loss).backward()
@@ -357,24 +464,34 @@ def train(spec: dict[str, Any], run_dir: Path, device: torch.device) -> int:
                     loss_sum += loss.detach().double() * y.numel()
                     images += y.numel()
                     prof.step()
+                    # Host times, written without a sync in both host_sync modes: where the host
+                    # does not wait for the device (pinned copies, host_sync=epoch) they are the
+                    # times to issue the step, and the device's time shows in the epoch's total.
                     timeline.append(interval("train_step", epoch + 1, i, t_step))
+                    durations.append(timeline[-1]["t1"] - t_step)
+                    compiled.append(spec["compile"] and compiled_frames() > frames)
+            images_trained += images
             if cuda:
                 torch.cuda.synchronize()
             train_s = time.monotonic() - t0
+            compile_s = compile_seconds(durations, compiled)
             timeline.append(interval("epoch", epoch + 1, None, t0_wall))
             t1, t1_wall = time.monotonic(), time.time()
             accuracy = evaluate(model, test_loader, device, spec, prec, timeline, epoch + 1)
             eval_s = time.monotonic() - t1
             timeline.append(interval("eval", epoch + 1, None, t1_wall))
             total_loss, total_images = all_sum([float(loss_sum), images], device)
-            (slowest_train_s,) = all_sum([train_s], device, op=dist.ReduceOp.MAX)
+            slowest_train_s, slowest_timed_s, slowest_compile_s = all_sum(
+                [train_s, train_s - compile_s, compile_s], device, op=dist.ReduceOp.MAX
+            )
             if rank == 0:
                 row = {
                     "epoch": epoch + 1,
                     "train_time_s": round(slowest_train_s, 4),
+                    "compile_s": round(slowest_compile_s, 4),  # within train_time_s
                     "eval_time_s": round(eval_s, 4),
                     "images": int(total_images),
-                    "images_per_s": round(total_images / slowest_train_s, 2),
+                    "images_per_s": round(total_images / max(slowest_timed_s, 1e-9), 2),
                     "train_loss": total_loss / max(total_images, 1),
                     "test_accuracy_pct": round(accuracy, 3),
                 }
@@ -387,8 +504,16 @@ def train(spec: dict[str, Any], run_dir: Path, device: torch.device) -> int:
     # --- summary: written last, atomically; its presence marks the run as finished ---------------
     mem, mem_kind = peak_memory(device)
     (peak,) = all_sum([mem], device, op=dist.ReduceOp.MAX)
+    in_bytes, htod, n_copied, n_trained = all_sum(
+        [input_bytes, htod_bytes, images_copied, images_trained], device
+    )
+    # DALI on a GPU decodes there ("mixed"): it uploads the encoded files itself, out of this
+    # loop's sight, so its HtoD bytes are not measured here (null, like a CPU's).
+    htod_known = cuda and spec["loader"] != "dali"
     if rank == 0:
         epochs = store.read_jsonl(epochs_file)
+        compile_s = round(sum(e["compile_s"] for e in epochs), 3)
+        timed_s = sum(e["train_time_s"] for e in epochs) - compile_s
         store.write_json_atomic(
             run_dir / store.SUMMARY,
             {
@@ -400,9 +525,10 @@ def train(spec: dict[str, Any], run_dir: Path, device: torch.device) -> int:
                 "train_time_s": round(sum(e["train_time_s"] for e in epochs), 3),
                 "final_test_accuracy_pct": round(accuracy, 3),
                 "final_train_loss": epochs[-1]["train_loss"] if epochs else None,
-                "images_per_s": round(
-                    sum(e["images"] for e in epochs) / sum(e["train_time_s"] for e in epochs), 2
-                ),
+                "images_per_s": round(sum(e["images"] for e in epochs) / max(timed_s, 1e-9), 2),
+                "compile_s": compile_s if spec["compile"] else None,
+                "input_bytes_per_image": round(in_bytes / max(n_copied, 1), 1),
+                "htod_bytes_per_image": round(htod / max(n_trained, 1), 1) if htod_known else None,
                 "peak_memory_bytes": int(peak),
                 "memory_kind": mem_kind,
                 "precision_effective": prec.label,
