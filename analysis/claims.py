@@ -44,6 +44,9 @@ OPS = {">": operator.gt, ">=": operator.ge, "<": operator.lt, "<=": operator.le}
 RULES = ("threshold", "compare", "trend", "extreme", "within", "correlation", "spread",
          "dominates", "step", "status", "all")  # fmt: skip
 FIELDS = ("experiment", "statement", "source", "criterion")  # what every claim states
+# Whose claim: the papers' (the default) or ours, beyond the paper (counted and shown apart).
+PAPER, OURS = "paper", "ours"
+ORIGINS = (PAPER, OURS)
 # A gate that fails makes a claim "not measured", except these, which make it "inconclusive":
 # the quantity exists, but the runs cannot speak for the paper's (a model that did not learn).
 INCONCLUSIVE_GATES = ("learned",)
@@ -69,6 +72,8 @@ def check(cl: dict[str, Any]) -> None:
     for key in ("id", *FIELDS):
         if not cl.get(key):
             raise ClaimError(f"claim {cid}: missing '{key}'")
+    if origin(cl) not in ORIGINS:
+        raise ClaimError(f"claim {cid}: origin '{cl['origin']}' is not one of {', '.join(ORIGINS)}")
     rule = cl.get("rule")
     if rule is None:
         if not cl.get("not_implemented"):
@@ -94,6 +99,11 @@ def check(cl: dict[str, Any]) -> None:
     for key in needs:
         if key not in cl:
             raise ClaimError(f"claim {cid}: rule {rule} needs '{key}'")
+
+
+def origin(cl: dict[str, Any]) -> str:
+    """`paper` for the papers' claims, `ours` for those beyond the paper."""
+    return cl.get("origin", PAPER)
 
 
 def for_experiments(exps: list[str], claims: list[dict[str, Any]] | None = None) -> list[dict]:
@@ -621,6 +631,7 @@ def judge(
         reason = "the difference is within the spread of the repeats"
     out: dict[str, Any] = {
         "id": cl["id"],
+        "origin": origin(cl),
         "experiment": cl["experiment"],
         "statement": cl["statement"],
         "source": cl["source"],

@@ -215,6 +215,7 @@ def context(profile: str, roots: list[Path]) -> dict[str, Any]:
             else None,
             "table": side_by_side(metas, labels),
             "claims": [],
+            "beyond": False,  # every claim of the section is ours: no published numbers
         })  # fmt: skip
     section_of = {e: s for s in sections for e in s["experiments"]}
     rows = []
@@ -228,18 +229,19 @@ def context(profile: str, roots: list[Path]) -> dict[str, Any]:
                        else sec["why"] or "not built")  # fmt: skip
                 got = {"verdict": cl.UNMEASURED, "reason": why}
             per.append({**BLANK, **got, "machine": labels[i]})
-        row = {"id": c["id"], "statement": c["statement"], "criterion": c["criterion"],
+        row = {"id": c["id"], "origin": cl.origin(c), "statement": c["statement"],
+               "criterion": c["criterion"],
                "source": c["source"], "needs": c.get("needs", []), "per": per,
                "paper_verdict": next((p["paper_verdict"] for p in per if p["paper_verdict"]),
                                      ""),
                "target": sec["target"]}  # fmt: skip
         rows.append(row)
         sec["claims"].append(row)
-    tally = [
-        {"machine": labels[i],
-         "counts": {v: sum(1 for r in rows if r["per"][i]["verdict"] == v) for v in VERDICT_ORDER}}
-        for i in range(len(roots))
-    ]  # fmt: skip
+    for sec in sections:
+        sec["beyond"] = bool(sec["claims"]) and all(r["origin"] == cl.OURS for r in sec["claims"])
+    # the papers' claims and ours (beyond the paper) are counted apart, never in one tally
+    paper_rows = [r for r in rows if r["origin"] == cl.PAPER]
+    our_rows = [r for r in rows if r["origin"] == cl.OURS]
     prof = matrix["profiles"][profile]
     return {
         "profile": profile,
@@ -248,16 +250,27 @@ def context(profile: str, roots: list[Path]) -> dict[str, Any]:
         "paper_gpus": ", ".join(str(g) for g in matrix["profiles"].get("paper", prof)["gpus"]),
         "machines": machines,
         "labels": labels,
-        "tally": tally,
+        "tally": tally(paper_rows, labels),
         "verdicts": VERDICT_ORDER,
-        "n_claims": len(rows),
-        "claims": rows,
+        "n_claims": len(paper_rows),
+        "claims": paper_rows,
+        "our_tally": tally(our_rows, labels),
+        "n_ours": len(our_rows),
+        "our_claims": our_rows,
         "sections": sections,
         "built": sum(1 for s in sections if s["built"]),
         "cpu_only": all(m["hardware"] is None or "CPU" in m["label"] for m in machines),
         "assumptions": assumptions(matrix),
         "needs_text": NEEDS_TEXT,
     }
+
+
+def tally(rows: list[dict[str, Any]], labels: list[str]) -> list[dict[str, Any]]:
+    """Per machine, how many of `rows` got each verdict."""
+    return [{"machine": label,
+             "counts": {v: sum(1 for r in rows if r["per"][i]["verdict"] == v)
+                        for v in VERDICT_ORDER}}
+            for i, label in enumerate(labels)]  # fmt: skip
 
 
 BLANK = {"reason": "", "evidence": "", "coverage": "", "paper_verdict": "", "paper_evidence": "",
@@ -269,6 +282,10 @@ NEEDS_TEXT = {
     "paper_data": "the paper's MNIST",
     "multi_numa": "two or more NUMA nodes",
     "records_cuda_event_destroy": "a profiler that records cudaEventDestroy (nsys)",
+    "htod": "a GPU (bytes copied host-to-device)",
+    "dali_gpu": "a GPU for DALI's mixed decoding",
+    "vram": "peak memory read from the GPU (VRAM, not host RSS)",
+    "large_images": "images large enough for a 100x cut (81 px or more)",
 }
 
 

@@ -1,0 +1,260 @@
+"""O1-O4 (ours, beyond the paper): the optimisations the papers point at, applied one at a time.
+
+Each ladder of experiments/matrix.yaml (run/matrix.py `ladder`) adds one change to the step
+before it, step 0 being the faithful run; O4 has no ladder and varies the optimizer instead (its
+AdamW cell is O3's faithful run, shared by name, so that run is a row of both). A run belongs to
+an experiment when its name is the name of one of the experiment's cells at the run's seed (so
+every repeat counts, whatever REPEATS was), and its step is `ladder_step` of that cell.
+
+Speed-ups are over the median of the repeats of the step before and of the faithful step, at the
+same GPU count: per run in `table` (each repeat against the same median, as common.speedups
+does), on the medians in `compact`, whose min-max spans the ends of both steps' spreads. The
+papers have no such numbers: no paper() table, no self-check; the claims are our own
+(claims.yaml `origin: ours`).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import pandas as pd
+
+from analysis import common as c
+from analysis import repeats
+from run import matrix as mx
+
+TARGET = "fig-optimized"
+FIGURE = True
+KEYS = ["experiment", "gpus", "step", "step_label"]
+GIB = 1024**3
+GPU_MEMORY = ("gpu_active", "gpu_max_allocated")  # memory_kind of a peak read from a GPU
+# the loss after N steps: the mean over the last quarter of the steps (run/llm/metrics.py; one
+# step's loss jumps from batch to batch), else, for runs from before it, the last step's loss
+LOSS_FIELDS = ("tail_loss", "final_loss")
+UNITS = {"vision": "images/s", "llm": "tokens/s"}
+COLUMNS = ["experiment", "workload", "step", "step_label", "stage", "gpus", "image_size",
+           "throughput", "unit", "images_per_s", "tokens_per_s", "speedup_vs_prev",
+           "speedup_vs_faithful", "accuracy_pct", "loss", "loss_field", "tokens_trained", "optimizer_state_bytes",
+           "htod_bytes_per_image",
+           "input_bytes_per_image", "peak_memory_gib", "memory_kind", "status", "reason", "seed",
+           "run"]  # fmt: skip
+MEASURES = ["throughput", "accuracy_pct", "loss", "peak_memory_gib", "htod_bytes_per_image"]
+HTOD_FACTOR = 100.0  # O1a's criterion: a cut below it cannot be judged where it cannot happen
+
+
+# ---------------------------------------------------------------- which run is which step
+def _steps(exp: str, profile: str, matrix: dict[str, Any]) -> list[tuple[dict, int, str, str]]:
+    """(cell spec, step index, label, stage) of every cell of one experiment, repeats aside."""
+    cells = mx.expand(exp, profile, matrix, n_repeats=1).specs
+    ladder = mx.ladder(exp, matrix)
+    out = []
+    if ladder:
+        last = len(ladder) - 1
+        for spec in cells:
+            found = mx.ladder_step(exp, spec, matrix)
+            if found is None:
+                raise c.AnalysisError(f"{exp}: a cell of the matrix is on no step of its ladder")
+            i, label = found
+            out.append((spec, i, label, "faithful" if i == 0 else "optimised" if i == last else ""))
+        return out
+    # no ladder (O4): the step is the value of the axes other than gpus, in the matrix's order
+    axes = [k for k in matrix["experiments"][exp].get("vary") or {} if k != "gpus"]
+    labels: list[str] = []
+    for spec in cells:
+        label = "/".join(str(spec[k]) for k in axes) or "faithful"
+        labels += [label] if label not in labels else []
+        i = labels.index(label)
+        out.append((spec, i, label, "faithful" if i == 0 else ""))
+    return out
+
+
+def assign(runs: pd.DataFrame, profile: str, matrix: dict[str, Any] | None = None) -> pd.DataFrame:
+    """`runs` with experiment, step, step_label and stage: one row per run and experiment it is
+    a cell of (a shared run is a row of each). Runs of no experiment of the target are left out."""
+    matrix = matrix or mx.load_matrix()
+    if runs.empty:
+        return runs.assign(experiment=None, step=None, step_label=None, stage=None)
+    seeds = sorted({int(s) for s in runs["seed"].dropna()})
+    rows = []
+    for exp in mx.experiments_for_target(TARGET, matrix):
+        by_name = {}
+        for spec, i, label, stage in _steps(exp, profile, matrix):
+            for s in seeds:  # a repeat is the cell at another seed
+                by_name[mx.run_name({**spec, "seed": s})] = (i, label, stage)
+        for _, r in runs.iterrows():
+            if r["run"] in by_name:
+                i, label, stage = by_name[r["run"]]
+                rows.append({**r.to_dict(), "experiment": exp, "step": i, "step_label": label,
+                             "stage": stage})  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+# ---------------------------------------------------------------- the per-run table
+def _col(df: pd.DataFrame, name: str) -> pd.Series:
+    return pd.to_numeric(df[name], errors="coerce") if name in df else pd.Series(math.nan, df.index)
+
+
+def measures(df: pd.DataFrame) -> pd.DataFrame:
+    """Throughput, quality and memory of each run, by its workload, from its summary fields."""
+    df = df.copy()
+    ok = df["status"] == "ok"
+    vision = df["workload"] == "vision"
+    df["images_per_s"] = _col(df, "images_per_s").where(vision & ok)
+    df["tokens_per_s"] = _col(df, "tokens_per_s").where(~vision & ok)
+    df["throughput"] = df["images_per_s"].where(vision, df["tokens_per_s"])
+    df["unit"] = df["workload"].map(UNITS)
+    df["accuracy_pct"] = _col(df, "final_test_accuracy_pct").where(vision & ok)
+    field = next((f for f in LOSS_FIELDS if f in df and df[f].notna().any()), LOSS_FIELDS[-1])
+    df["loss"] = _col(df, field).where(~vision & ok)
+    df["loss_field"] = [field if v == v else None for v in df["loss"]]
+    # packing changes the tokens a step carries: its loss after N steps is read beside this
+    df["tokens_trained"] = _col(df, "tokens_trained").where(~vision & ok)
+    # the optimizer's state as allocated, on every device (what 8-bit AdamW shrinks even where
+    # no GPU peak can be read)
+    df["optimizer_state_bytes"] = _col(df, "optimizer_state_bytes").where(~vision & ok)
+    for name in ("htod_bytes_per_image", "input_bytes_per_image"):
+        df[name] = _col(df, name).where(vision & ok)
+    df["peak_memory_gib"] = (_col(df, "peak_memory_bytes") / GIB).where(ok)
+    for name in ("memory_kind", "image_size", "error"):
+        if name not in df:
+            df[name] = None
+    df["memory_kind"] = df["memory_kind"].where(ok)
+    df["image_size"] = df["image_size"].where(vision)
+    df["reason"] = c.reasons(df)
+    return df
+
+
+def waterfall(df: pd.DataFrame) -> pd.DataFrame:
+    """Each run's throughput over the median of the step before and of step 0, same experiment
+    and GPU count (NaN where that step has no finished run)."""
+    ok = df[df["status"] == "ok"].dropna(subset=["throughput"])
+    med = ok.groupby(["experiment", "gpus", "step"])["throughput"].median().to_dict()
+    prev, first = [], []
+    for _, r in df.iterrows():
+        e, g, s = r["experiment"], r["gpus"], r["step"]
+        prev.append(r["throughput"] / med[(e, g, s - 1)] if (e, g, s - 1) in med else math.nan)
+        first.append(r["throughput"] / med[(e, g, 0)] if (e, g, 0) in med else math.nan)
+    return df.assign(speedup_vs_prev=prev, speedup_vs_faithful=first)
+
+
+def per_run(df: pd.DataFrame) -> pd.DataFrame:
+    """The table of runs already assigned to their steps (`assign`)."""
+    if df.empty:
+        return pd.DataFrame(columns=COLUMNS)
+    df = waterfall(measures(df))
+    df = df.sort_values(["experiment", "gpus", "step", "seed"], kind="stable")
+    return df[COLUMNS].reset_index(drop=True)
+
+
+def table(runs: pd.DataFrame, profile: str) -> pd.DataFrame:
+    return per_run(assign(runs, profile))
+
+
+# ---------------------------------------------------------------- the report's waterfall
+def compact(t: pd.DataFrame) -> pd.DataFrame:
+    """Per experiment and GPU count, each step: throughput (median, min-max over repeats), its
+    speed-up over the step before and over the faithful step (medians; the spread spans the
+    ends of both steps' ranges), accuracy or loss and peak memory. A step none of whose runs
+    finished shows its status (unsupported, failed) in place of a throughput."""
+    cols = [*KEYS, "status", "throughput", "unit", "speedup_vs_prev", "speedup_vs_faithful",
+            "accuracy_pct", "loss", "peak_memory_gib", "memory_kind"]  # fmt: skip
+    if t is None or t.empty:
+        return pd.DataFrame(columns=cols)
+    keys = [*KEYS, "unit", "memory_kind"]
+    ok = t[t["status"] == "ok"]
+    med = repeats.collapse(ok[[*keys, "run", *MEASURES]], MEASURES).drop(columns="run")
+    cells = t.groupby(KEYS, dropna=False)["status"].agg(
+        lambda s: "ok" if (s == "ok").any() else "/".join(sorted(set(s.astype(str))))
+    )
+    out = cells.rename("status").reset_index().merge(med, on=KEYS, how="left")
+    at = {(r["experiment"], r["gpus"], r["step"]): r for _, r in out.iterrows()}
+    for name, base in (("speedup_vs_prev", lambda s: s - 1), ("speedup_vs_faithful", lambda s: 0)):
+        vals = {"": [], "_min": [], "_max": []}
+        for _, r in out.iterrows():
+            b = at.get((r["experiment"], r["gpus"], base(r["step"])))
+            ok_b = b is not None and b["status"] == "ok" and r["status"] == "ok"
+            vals[""].append(r["throughput"] / b["throughput"] if ok_b else math.nan)
+            vals["_min"].append(r["throughput_min"] / b["throughput_max"] if ok_b else math.nan)
+            vals["_max"].append(r["throughput_max"] / b["throughput_min"] if ok_b else math.nan)
+        for suffix, v in vals.items():
+            out[name + suffix] = v
+    out = out.sort_values(["experiment", "gpus", "step"], kind="stable").reset_index(drop=True)
+    values = ["throughput", "speedup_vs_prev", "speedup_vs_faithful", "accuracy_pct", "loss",
+              "peak_memory_gib"]  # fmt: skip
+    stats = [f"{v}_{s}" for v in values for s in ("min", "max")]
+    out["repeats"] = out["repeats"].fillna(0).astype(int)
+    out = out[[*cols, *stats, "repeats"]]
+    if int(out["repeats"].max()) <= 1:
+        out = out.drop(columns=[*stats, "repeats"])
+    return out
+
+
+def paper() -> None:
+    """Beyond the paper: no published numbers."""
+    return None
+
+
+# ---------------------------------------------------------------- gates and notes
+def _vision(t: pd.DataFrame) -> pd.DataFrame:
+    return t[t["workload"] == "vision"] if len(t) else t
+
+
+def htod_reach(t: pd.DataFrame) -> float | None:
+    """The largest cut in bytes per image that moving the upsampling to the device can give at
+    O1's image size: the faithful input batch's bytes per image over the stored image's (both
+    measured on every device, input_bytes_per_image). None when O1 has no such pair."""
+    o1 = t[(t["experiment"] == "O1") & (t["status"] == "ok")] if len(t) else t
+    if o1.empty or o1["input_bytes_per_image"].isna().all():
+        return None
+    first = o1[o1["stage"] == "faithful"]["input_bytes_per_image"].median()
+    updev = o1[(o1["step"] == 1)]["input_bytes_per_image"].median()
+    return float(first / updev) if first == first and updev == updev and updev else None
+
+
+def gates(runs: pd.DataFrame, t: pd.DataFrame) -> dict[str, str]:
+    """htod, dali_gpu: need a GPU; vram: peaks read from the GPU; large_images: images large
+    enough for O1a's 100x to be possible; learned: the vision runs learned (the accuracy parts)."""
+    vision = runs[runs["workload"] == "vision"] if len(runs) else runs
+    llm = t[t["workload"] == "llm"] if len(t) else t
+    out: dict[str, str] = {}
+    if not c.on_gpu(vision):
+        out["htod"] = (
+            "no GPU: nothing is copied host-to-device on CPU, so no run records "
+            "htod_bytes_per_image (input_bytes_per_image, the batch's bytes, is in the table)"
+        )
+        out["dali_gpu"] = "no GPU: DALI decodes on the CPU (no `mixed` decoder without a GPU)"
+    kinds = set(llm["memory_kind"].dropna()) if len(llm) else set()
+    if not kinds & set(GPU_MEMORY):
+        out["vram"] = (
+            "no GPU: the peaks are rank 0's host RSS (memory_kind host_peak_rss), not VRAM, "
+            "and paged 8-bit AdamW pages GPU memory only (without CUDA it runs unpaged)"
+        )
+    reach = htod_reach(t)
+    if reach is not None and reach < HTOD_FACTOR:
+        size = _vision(t).loc[lambda d: d["experiment"] == "O1", "image_size"].max()
+        out["large_images"] = (
+            f"at {size:g} px the faithful input is only {reach:.0f}x the stored image's bytes, "
+            f"so a {HTOD_FACTOR:.0f}x cut cannot happen (fp32 3-channel images need 81 px or "
+            "more; the paper's 500 px give about 3,800x)"
+        )
+    out["learned"] = c.not_learned(vision)
+    return {k: v for k, v in out.items() if v}
+
+
+def notes(runs: pd.DataFrame, t: pd.DataFrame) -> list[str]:
+    out = [
+        "Beyond the paper: the papers published no numbers for these optimisations; every "
+        "step is our own run, beside the faithful run it improves on (step 0)."
+    ]
+    if len(t) and not c.on_gpu(runs):
+        out.append(
+            "CPU run: every step runs at tiny scale with gloo ranks on shared cores "
+            "(torch.compile with the CPU backend, bf16 autocast on the CPU): the speed-ups say "
+            "how this machine responds, not how an H100 node does. peak_memory_gib is host RSS, "
+            "not VRAM."
+        )
+    unsupported = t[t["status"] == "unsupported"] if len(t) else t
+    for (e, label), g in unsupported.groupby(["experiment", "step_label"]):
+        out.append(f"{e} step '{label}' is unsupported here: {g['reason'].iloc[0]}.")
+    return out
