@@ -256,5 +256,6 @@ def notes(runs: pd.DataFrame, t: pd.DataFrame) -> list[str]:
         )
     unsupported = t[t["status"] == "unsupported"] if len(t) else t
     for (e, label), g in unsupported.groupby(["experiment", "step_label"]):
-        out.append(f"{e} step '{label}' is unsupported here: {g['reason'].iloc[0]}.")
+        why = str(g["reason"].iloc[0]).rstrip(".")
+        out.append(f"{e} step '{label}' is unsupported here: {why}.")
     return out

@@ -53,6 +53,7 @@ def ladder(ax: plt.Axes, g: pd.DataFrame, exp: str) -> None:
         twin.plot(second.index + off, second.to_numpy(), "k" + "os^dv"[j % 5] + ":",
                   markersize=4, label=f"{name}, {n} GPU{'s' if n > 1 else ''}")  # fmt: skip
     ax.set_xticks(xs, labels, rotation=30, ha="right", fontsize=8)
+    ax.set_xlim(min(xs) - 0.5, max(xs) + 0.5)  # a step with no bar keeps its slot
     ax.set_ylabel(g["unit"].dropna().iloc[0] if g["unit"].notna().any() else "throughput")
     ax.set_title(exp, fontsize=9, loc="left")
     twin.set_ylabel(name, fontsize=8)
