@@ -60,6 +60,14 @@ from run.errors import UserError
 TORCH_TRACE_DIR = "torch_traces"
 NSYS_DIR = "nsys"
 PROFILING_PLAN = "profiling.json"
+# profiling.json keys the launch and the metrics step add: how nsys bounded its recording (the
+# reader picks the wall time that shares divide by from it: analysis/profiles/nsys_sqlite.py) and,
+# per rank, which wall time the metrics used.
+NSYS_CAPTURE_KEY = "nsys_capture"
+CAPTURE_API = "cudaProfilerApi"  # --capture-range=cudaProfilerApi: the loop's start/stop window
+CAPTURE_DURATION = "duration"  # --duration=max_seconds from the start
+CAPTURE_WHOLE = "whole run"  # neither: nsys records the whole run
+PROFILE_WALL_KEY = "profile_wall"
 PROFILE_METRICS = "profile_metrics.csv"
 TORCH_TRACE_GLOB = "*.pt.trace.json*"
 NSYS_TRACES = "cuda,nvtx,osrt,cudnn,cublas"
@@ -160,6 +168,27 @@ def window_for(profile: str, workload: str, matrix: dict[str, Any]) -> dict[str,
 def write_plan(run_dir: Path, spec: dict[str, Any], window: dict[str, Any]) -> None:
     """What the run reads back: the resolved profiler and its window."""
     store.write_json_atomic(run_dir / PROFILING_PLAN, {"profiler": spec["profiler"], **window})
+
+
+def record_capture(run_dir: Path, window: dict[str, Any], capture_api: bool) -> str:
+    """Write the nsys capture mode into RUN/profiling.json (when the sweep wrote one); returns it."""
+    # the same choice nsys_command makes for the flags
+    if capture_api:
+        mode = CAPTURE_API
+    elif window.get("max_seconds"):
+        mode = CAPTURE_DURATION
+    else:
+        mode = CAPTURE_WHOLE
+    path = run_dir / PROFILING_PLAN
+    if path.is_file():
+        store.write_json_atomic(path, {**store.read_json(path), NSYS_CAPTURE_KEY: mode})
+    return mode
+
+
+def read_capture(run_dir: Path) -> str | None:
+    """The nsys capture mode the launch recorded; None for a run started by hand."""
+    path = run_dir / PROFILING_PLAN
+    return store.read_json(path).get(NSYS_CAPTURE_KEY) if path.is_file() else None
 
 
 def read_window(run_dir: Path | None) -> dict[str, Any]:
@@ -383,6 +412,7 @@ def with_nsys(cmd: list[str], run_dir: Path, capture_api: bool) -> list[str]:
     """`nsys_command` for a finished launch command: torchrun's options stay the launcher, the
     rest (`-m module ...`) becomes the per-rank program run by this Python."""
     window = read_window(run_dir)
+    record_capture(run_dir, window, capture_api)
     for i, arg in enumerate(cmd):
         if arg.startswith("--nproc_per_node"):
             cut = i + 1 if "=" in arg else i + 2
@@ -429,8 +459,16 @@ def trace_files(run_dir: Path, profiler: str) -> list[Path]:
 
 
 def collect_metrics(run: str, run_dir: Path, profiler: str) -> Path:
-    """Turn a run's traces into RUN/profile_metrics.csv; ProfileError (one line) on bad input."""
-    from analysis.profiles import ProfileError, metrics_table, write_csv_atomic
+    """Turn a run's traces into RUN/profile_metrics.csv; ProfileError (one line) on bad input.
+
+    nsys shares divide by the wall time the run's capture mode calls for (its nsys_capture in
+    profiling.json; unknown for a run started by hand). The CSV's wall_s/wall_from columns and
+    profiling.json's profile_wall say which span each rank used. Every file is read before
+    anything is written, so a bad one leaves no CSV and profiling.json as it was.
+    """
+    from analysis.profiles import ProfileError, load_profiles
+    from analysis.profiles.metrics import concat_frames, profile_frame, write_csv_atomic
+    from analysis.profiles.nsys_sqlite import with_capture
 
     files = trace_files(run_dir, profiler)
     where = run_dir / (NSYS_DIR if profiler == "nsys" else TORCH_TRACE_DIR)
@@ -440,5 +478,13 @@ def collect_metrics(run: str, run_dir: Path, profiler: str) -> Path:
             f"no {profiler} profile was written (the run ended before the window closed, or "
             "its recipe ignores the profiler block: torchtune 0.6.1's lora_dpo_distributed does)",
         )
-    df = metrics_table(run, files)
-    return write_csv_atomic(df, run_dir / PROFILE_METRICS)
+    capture = read_capture(run_dir) if profiler == "nsys" else None
+    profiles = [(rank, with_capture(p, capture)) for rank, p in load_profiles(files)]
+    df = concat_frames(profile_frame(run, rank, p) for rank, p in profiles)
+    out = write_csv_atomic(df, run_dir / PROFILE_METRICS)
+    plan_path = run_dir / PROFILING_PLAN
+    if plan_path.is_file():
+        walls = {str(r): {"wall_s": p.wall_s, "wall_from": p.wall_from} for r, p in profiles}
+        wall = {"capture": capture, "ranks": walls} if profiler == "nsys" else {"ranks": walls}
+        store.write_json_atomic(plan_path, {**store.read_json(plan_path), PROFILE_WALL_KEY: wall})
+    return out

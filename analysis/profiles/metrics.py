@@ -12,7 +12,13 @@ GPU run 0 (not called) unless the profiler in use cannot record that metric at a
 
 `share` = total_s / profiled wall time of that rank. It is 0..1 for anything that runs one call
 at a time; durations of calls overlapping on several threads or streams are summed, so such a
-metric can exceed 1 (kept as measured, not clipped).
+metric can exceed 1 (kept as measured, not clipped). Each row also carries that wall time and the
+span it came from (WALL_COLUMNS: `wall_s`, `wall_from`), so a reader of the CSV can tell a share
+of nsys's capture window from a share of its whole session. Tables built by hand may omit them.
+
+`calls` counts operations: one per API call (an nsys export recorded with CUDA backtraces holds a
+second row per call, which the reader drops) and one per copy (a batched-copy record counts every
+copy of its batch).
 """
 
 from __future__ import annotations
@@ -27,6 +33,8 @@ from pathlib import Path
 import pandas as pd
 
 COLUMNS = ["run", "rank", "source", "metric", "raw_name", "calls", "total_s", "bytes", "share"]
+# Optional trailing columns: the rank's wall time and which span gave it (readers always write them).
+WALL_COLUMNS = ["wall_s", "wall_from"]
 SOURCES = ("nsys", "torch")
 
 # Normalised metric name -> what the paper (J Table 1) calls it. Other code imports this.
@@ -56,12 +64,18 @@ LAUNCH_APIS: tuple[str, ...] = (
 # The launch APIs other than the paper's, as tidy-table metrics of their own (label = API name).
 LAUNCH_METRICS: dict[str, str] = {m: m for m in LAUNCH_APIS if m not in METRICS}
 KERNEL_LAUNCH_ALL = "kernel_launch_all"
+# Copies that are not the paper's: unified (managed) memory migrations, which nsys records as copy
+# kinds of their own. One metric for every direction; the direction stays in `raw_name`.
+MEMCPY_UNIFIED = "memcpy_unified"
+COPY_METRICS: dict[str, str] = {
+    MEMCPY_UNIFIED: "CUDA memcpy Unified (managed memory page migrations, every direction)",
+}
 # Metrics computed from other rows (never written by a reader, so never in a metrics CSV).
 DERIVED_METRICS: dict[str, str] = {
     KERNEL_LAUNCH_ALL: f"kernel launches, all APIs ({', '.join(LAUNCH_APIS)})",
 }
 # Metric name -> label, for everything a table may show (paper, other launch APIs, derived).
-LABELS: dict[str, str] = {**METRICS, **LAUNCH_METRICS, **DERIVED_METRICS}
+LABELS: dict[str, str] = {**METRICS, **LAUNCH_METRICS, **COPY_METRICS, **DERIVED_METRICS}
 # Host API calls (runtime or driver) that map to a metric after suffix normalisation.
 RUNTIME_METRICS = frozenset(m for m in METRICS if m.startswith("cuda")) | frozenset(LAUNCH_APIS)
 MEMCPY_METRICS = ("memcpy_htod", "memcpy_dtoh", "memcpy_dtod")
@@ -81,8 +95,19 @@ _MEMCPY_LABELS = {
     "device-to-device": "memcpy_dtod",
     "devicetodevice": "memcpy_dtod",
 }
-# CUPTI_ACTIVITY_MEMCPY_KIND ids, used only when a file lacks ENUM_CUDA_MEMCPY_OPER.
-CUPTI_COPY_KIND = {1: "HtoD", 2: "DtoH", 8: "DtoD"}
+# Copy-kind ids, used only when a file lacks ENUM_CUDA_MEMCPY_OPER (nsys 2022): CUPTI's
+# CUpti_ActivityMemcpyKind, plus the unified-memory kinds 11-13 that nsys adds to the same column.
+CUPTI_COPY_KIND = {
+    1: "HtoD",
+    2: "DtoH",
+    8: "DtoD",
+    11: "Unified Host-to-Device",
+    12: "Unified Device-to-Host",
+    13: "Unified Device-to-Device",
+}
+# Labels of unified-memory kinds start with one of these ("Unified Host-to-Device" in the label
+# column; the enum's name column, read when there is no label, spells it UVM_HTOD or UNIFIED_...).
+_UNIFIED_PREFIXES = ("unified", "uvm")
 
 # cudaLaunchKernel_v7000, cudaLaunchKernelExC_v11060, cudaMemcpyAsync_ptsz_v7000,
 # cuLaunchKernel_ptsz: API version / per-thread-stream suffixes (nsys writes them, kineto not).
@@ -121,9 +146,12 @@ class RankProfile:
     path: str
     source: str
     wall_s: float
-    wall_from: str  # which table/field gave wall_s, for the summary and for debugging
+    wall_from: str  # which span gave wall_s (and why that one), written beside every row
     rows: list[Row] = field(default_factory=list)
     rank_hint: int | None = None  # rank recorded inside the file (torch distributedInfo)
+    # Every span the file offers, by name (nsys: its session and its CUDA activity), so that the
+    # wall time can be re-chosen once the run's capture mode is known (nsys_sqlite.with_capture).
+    spans: dict[str, float] = field(default_factory=dict)
 
 
 def runtime_metric(raw: str) -> str | None:
@@ -139,6 +167,8 @@ def memcpy_metric(label: str) -> str | None:
         if text.startswith(prefix):
             text = text[len(prefix) :]
     text = text.split(" (")[0].rstrip("]").strip()
+    if text.startswith(_UNIFIED_PREFIXES):
+        return MEMCPY_UNIFIED
     return _MEMCPY_LABELS.get(text)
 
 
@@ -179,10 +209,12 @@ def profile_frame(run: str, rank: int, profile: RankProfile) -> pd.DataFrame:
             "total_s": r.total_s,
             "bytes": r.bytes,
             "share": r.total_s / profile.wall_s if profile.wall_s > 0 else float("nan"),
+            "wall_s": profile.wall_s,
+            "wall_from": profile.wall_from,
         }
         for r in profile.rows
     ]
-    return _typed(pd.DataFrame.from_records(records, columns=COLUMNS))
+    return _typed(pd.DataFrame.from_records(records, columns=COLUMNS + WALL_COLUMNS))
 
 
 def concat_frames(frames: Iterable[pd.DataFrame]) -> pd.DataFrame:
@@ -200,7 +232,8 @@ def by_metric(df: pd.DataFrame) -> pd.DataFrame:
     """One row per (run, rank, source, metric): raw-name variants summed."""
     keys = ["run", "rank", "source", "metric"]
     if df.empty:
-        return df.drop(columns=["raw_name"]).reset_index(drop=True)
+        drop = ["raw_name", *(c for c in WALL_COLUMNS if c in df.columns)]
+        return df.drop(columns=drop).reset_index(drop=True)
     agg = df.groupby(keys, as_index=False, sort=True).agg(
         calls=("calls", "sum"),
         total_s=("total_s", "sum"),
@@ -255,9 +288,13 @@ def write_csv_atomic(df: pd.DataFrame, path: str | os.PathLike[str]) -> Path:
 
 
 def _typed(df: pd.DataFrame) -> pd.DataFrame:
+    """COLUMNS with their dtypes, then WALL_COLUMNS where the table has them."""
     df = df.reset_index(drop=True)
+    wall = [c for c in WALL_COLUMNS if c in df.columns]
+    types = {"wall_s": "float64", "wall_from": "string"}
     return df.astype(
         {
+            **{c: types[c] for c in wall},
             "run": "string",
             "rank": "int64",
             "source": "string",
@@ -268,4 +305,4 @@ def _typed(df: pd.DataFrame) -> pd.DataFrame:
             "bytes": "Int64",
             "share": "float64",
         }
-    )[COLUMNS]
+    )[COLUMNS + wall]

@@ -5,20 +5,48 @@ API name / kernel name / copy kind: memory stays bounded for multi-GB exports.
 
 Schema used (nsys 2021-2025 exports; tables are created lazily, so any of them may be missing):
     StringIds(id, value)
-    CUPTI_ACTIVITY_KIND_RUNTIME(start, end, nameId -> StringIds.id, globalTid, ...)
+    CUPTI_ACTIVITY_KIND_RUNTIME(start, end, nameId -> StringIds.id, eventClass, globalTid,
+        correlationId, ...)           runtime and driver calls in one table
+    ENUM_NSYS_EVENT_CLASS(id, name)   2023+; eventClass ids, TRACE_PROCESS_EVENT_CUDABACKTRACE
     CUPTI_ACTIVITY_KIND_KERNEL(start, end, shortName / demangledName -> StringIds.id, ...)
-    CUPTI_ACTIVITY_KIND_MEMCPY(start, end, bytes, copyKind -> ENUM_CUDA_MEMCPY_OPER.id, ...)
+    CUPTI_ACTIVITY_KIND_MEMCPY(start, end, bytes, copyKind, copyCount (2025+), ...)
     ENUM_CUDA_MEMCPY_OPER(id, name, label)     label "HtoD" or "Host-to-Device" by version
-    ANALYSIS_DETAILS(duration, startTime, stopTime, ...)   capture window, when present
+    ANALYSIS_DETAILS(duration, startTime, stopTime, ...)   the whole nsys session
 Times are integer nanoseconds. One file is taken as one rank: an export that covers several
 processes (nsys run around torchrun) is summed over all of them.
+
+Counting (issue 19):
+  * `nsys profile --cudabacktrace` writes, beside each call row, a second row of event class
+    TRACE_PROCESS_EVENT_CUDABACKTRACE with the same globalTid and correlationId (named without the
+    `_v7000` suffix). Only the call rows count: the backtrace class is filtered out by its id in
+    ENUM_NSYS_EVENT_CLASS; a file without that table (nsys 2022) keeps one row per
+    (globalTid, correlationId), the one of the lowest event class (calls are 0 and 1, backtraces
+    67), or the first written where there is no eventClass column.
+  * A batched copy (cudaMemcpyBatchAsync) is one row with copyCount copies: calls sum copyCount.
+  * Unified-memory copy kinds (copyKind 11-13) are the metric memcpy_unified.
+
+Wall time (the denominator of `share`): every file offers up to two spans, kept in
+RankProfile.spans, and the run's capture mode (RUN/profiling.json, run.profiling.NSYS_CAPTURE_KEY)
+picks one (`choose_wall`):
+  * cudaProfilerApi (`--capture-range=cudaProfilerApi`): the CUDA activity span, from the first
+    CUDA record's start to the last one's end. nsys records CUDA only between cudaProfilerStart
+    and cudaProfilerStop, and the loop synchronises the GPU before both, so those records bound
+    the window; ANALYSIS_DETAILS covers the whole session (start-up, every uncaptured step).
+  * duration / whole run: the session in ANALYSIS_DETAILS is what was recorded (the paper's LLM
+    profiles are "the first 720 s"), else the CUDA activity span.
+  * unknown (a run started by hand, no profiling.json, or the CLI): the CUDA activity span. It is
+    never wider than what was traced, so a capture-range export is right and a whole-session one
+    only loses the time before the first and after the last CUDA call; wall_from says "unknown".
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import sqlite3
 from pathlib import Path
+
+from run.profiling import CAPTURE_API, CAPTURE_DURATION, CAPTURE_WHOLE
 
 from .metrics import (
     CUPTI_COPY_KIND,
@@ -35,8 +63,11 @@ RUNTIME = "CUPTI_ACTIVITY_KIND_RUNTIME"
 KERNEL = "CUPTI_ACTIVITY_KIND_KERNEL"
 MEMCPY = "CUPTI_ACTIVITY_KIND_MEMCPY"
 MEMCPY_ENUM = "ENUM_CUDA_MEMCPY_OPER"
+EVENT_CLASS_ENUM = "ENUM_NSYS_EVENT_CLASS"
+BACKTRACE_CLASS = "TRACE_PROCESS_EVENT_CUDABACKTRACE"
 STRINGS = "StringIds"
 DETAILS = "ANALYSIS_DETAILS"
+CUDA_TABLES = (RUNTIME, KERNEL, MEMCPY)
 _REQUIRED = {
     RUNTIME: ("start", "end", "nameId"),
     KERNEL: ("start", "end"),
@@ -46,10 +77,18 @@ _REQUIRED = {
 # Kernel name columns in order of preference: shortName is the bare function name.
 _KERNEL_NAME_COLUMNS = ("shortName", "demangledName", "mangledName")
 _NS_PER_S = 1e9
+# RankProfile.spans keys.
+SPAN_ACTIVITY = "CUDA activity span"
+SPAN_SESSION = "ANALYSIS_DETAILS session"
+CAPTURE_UNKNOWN = "capture mode unknown: no nsys_capture in profiling.json"
 
 
-def read_nsys_sqlite(path: str | os.PathLike[str]) -> RankProfile:
-    """Aggregate one nsys SQLite export; raises ProfileError naming the file on bad input."""
+def read_nsys_sqlite(path: str | os.PathLike[str], capture: str | None = None) -> RankProfile:
+    """Aggregate one nsys SQLite export; raises ProfileError naming the file on bad input.
+
+    capture: the run's nsys capture mode (CAPTURE_API, CAPTURE_DURATION, CAPTURE_WHOLE), or None
+    when unknown; it picks the wall time (module docstring).
+    """
     path = Path(path)
     _check_magic(path)
     try:
@@ -57,11 +96,37 @@ def read_nsys_sqlite(path: str | os.PathLike[str]) -> RankProfile:
     except sqlite3.Error as exc:
         raise ProfileError(path, f"cannot open SQLite file ({exc})") from exc
     try:
-        return _read(con, path)
+        return with_capture(_read(con, path), capture)
     except sqlite3.Error as exc:
         raise ProfileError(path, f"corrupt or truncated SQLite file ({exc})") from exc
     finally:
         con.close()
+
+
+def choose_wall(spans: dict[str, float], capture: str | None) -> tuple[float, str]:
+    """(wall seconds, where it came from) for a file's spans under a capture mode; (0, "") if none.
+
+    The rule is the module docstring's: the capture window for cudaProfilerApi and when the mode
+    is unknown, the nsys session for --duration and whole-run captures.
+    """
+    if capture in (CAPTURE_DURATION, CAPTURE_WHOLE):
+        order, why = (SPAN_SESSION, SPAN_ACTIVITY), f"nsys capture: {capture}"
+    elif capture == CAPTURE_API:
+        order, why = (SPAN_ACTIVITY,), f"nsys capture: {CAPTURE_API} window"
+    else:
+        order, why = (SPAN_ACTIVITY, SPAN_SESSION), CAPTURE_UNKNOWN
+    for name in order:
+        if spans.get(name, 0) > 0:
+            return spans[name], f"{name} ({why})"
+    return 0.0, ""
+
+
+def with_capture(profile: RankProfile, capture: str | None) -> RankProfile:
+    """The same nsys profile with its wall time chosen for `capture` (other sources unchanged)."""
+    if profile.source != "nsys":
+        return profile
+    wall_s, wall_from = choose_wall(profile.spans, capture)
+    return dataclasses.replace(profile, wall_s=wall_s, wall_from=wall_from)
 
 
 def _check_magic(path: Path) -> None:
@@ -78,20 +143,28 @@ def _check_magic(path: Path) -> None:
 
 def _read(con: sqlite3.Connection, path: Path) -> RankProfile:
     columns = _schema(con)
-    activity = [t for t in (RUNTIME, KERNEL, MEMCPY) if t in columns]
     if STRINGS not in columns:
         raise ProfileError(
             path, "SQLite file of another schema: no StringIds table, not an nsys export"
         )
+    activity = [t for t in CUDA_TABLES if t in columns]
     for table in [STRINGS, *activity]:
         missing = [c for c in _REQUIRED[table] if c not in columns[table]]
         if missing:
             raise ProfileError(path, f"SQLite file of another schema: {table} lacks {missing}")
+    if not activity:
+        # An nsys run needs CUDA (run.profiling); with no CUDA table at all the capture range
+        # never opened or CUDA was not traced, and every metric would be a silent absence.
+        raise ProfileError(
+            path,
+            f"nsys export without CUDA tables ({', '.join(CUDA_TABLES)}): nothing was traced "
+            "(was --trace=cuda on, and did the capture range open?)",
+        )
 
     rows: list[Row] = []
-    spans: list[tuple[int, int]] = []  # (min start, max end) per group, for the wall time
+    spans: list[tuple[int, int]] = []  # (min start, max end) per group, for the activity span
     if RUNTIME in columns:
-        rows += _runtime_rows(con, spans)
+        rows += _runtime_rows(con, columns, spans)
     if KERNEL in columns:
         name_col = next((c for c in _KERNEL_NAME_COLUMNS if c in columns[KERNEL]), None)
         if name_col is None:
@@ -100,11 +173,13 @@ def _read(con: sqlite3.Connection, path: Path) -> RankProfile:
     if MEMCPY in columns:
         rows += _memcpy_rows(con, columns, spans)
 
-    wall_s, wall_from = _details_wall(con, columns)
-    if wall_s <= 0 and spans:
-        wall_s = (max(e for _, e in spans) - min(s for s, _ in spans)) / _NS_PER_S
-        wall_from = "activity span"
-    return RankProfile(str(path), "nsys", wall_s, wall_from, rows)
+    found: dict[str, float] = {}
+    session = _session_s(con, columns)
+    if session > 0:
+        found[SPAN_SESSION] = session
+    if spans:
+        found[SPAN_ACTIVITY] = (max(e for _, e in spans) - min(s for s, _ in spans)) / _NS_PER_S
+    return RankProfile(str(path), "nsys", 0.0, "", rows, spans=found)
 
 
 def _schema(con: sqlite3.Connection) -> dict[str, set[str]]:
@@ -123,17 +198,44 @@ def _strings(con: sqlite3.Connection, ids: list[int]) -> dict[int, str]:
     return out
 
 
-def _grouped(con: sqlite3.Connection, table: str, key: str, extra: str = "") -> list[tuple]:
+def _grouped(
+    con: sqlite3.Connection, source: str, key: str, count: str = "COUNT(*)", extra: str = ""
+) -> list[tuple]:
     # One full scan per table; `end` is quoted because it is an SQL keyword.
     sql = (
-        f'SELECT {key}, COUNT(*), SUM("end" - start), MIN(start), MAX("end"){extra} '
-        f"FROM {table} GROUP BY {key}"
+        f'SELECT {key}, {count}, SUM("end" - start), MIN(start), MAX("end"){extra} '
+        f"FROM {source} GROUP BY {key}"
     )
     return con.execute(sql).fetchall()
 
 
-def _runtime_rows(con: sqlite3.Connection, spans: list[tuple[int, int]]) -> list[Row]:
-    groups = _grouped(con, RUNTIME, "nameId")
+def runtime_calls(con: sqlite3.Connection, columns: dict[str, set[str]]) -> str:
+    """SQL row source of CUPTI_ACTIVITY_KIND_RUNTIME with one row per call (backtraces out)."""
+    cols = columns[RUNTIME]
+    enum = columns.get(EVENT_CLASS_ENUM, set())
+    if "eventClass" in cols and {"id", "name"} <= enum:
+        ids = [
+            int(i)
+            for (i,) in con.execute(
+                f"SELECT id FROM {EVENT_CLASS_ENUM} WHERE name = ?", (BACKTRACE_CLASS,)
+            )
+        ]
+        if not ids:
+            return RUNTIME
+        return f"(SELECT * FROM {RUNTIME} WHERE eventClass NOT IN ({','.join(map(str, ids))}))"
+    if EVENT_CLASS_ENUM in columns or not {"globalTid", "correlationId"} <= cols:
+        return RUNTIME  # nothing to tell a call from its backtrace by
+    # No enum (nsys 2022): one row per (thread, correlation id). SQLite takes the bare columns
+    # from the row that holds the MIN(); a missing correlation id (NULL or 0) never pairs.
+    keep = "MIN(eventClass)" if "eventClass" in cols else "MIN(rowid)"
+    corr = "CASE WHEN correlationId IS NULL OR correlationId = 0 THEN -rowid ELSE correlationId END"
+    return f'(SELECT nameId, start, "end", {keep} FROM {RUNTIME} GROUP BY globalTid, {corr})'
+
+
+def _runtime_rows(
+    con: sqlite3.Connection, columns: dict[str, set[str]], spans: list[tuple[int, int]]
+) -> list[Row]:
+    groups = _grouped(con, runtime_calls(con, columns), "nameId")
     names = _strings(con, [g[0] for g in groups])
     rows = []
     for name_id, calls, total, lo, hi in groups:
@@ -161,7 +263,10 @@ def _kernel_rows(con: sqlite3.Connection, name_col: str, spans: list[tuple[int, 
 def _memcpy_rows(
     con: sqlite3.Connection, columns: dict[str, set[str]], spans: list[tuple[int, int]]
 ) -> list[Row]:
-    groups = _grouped(con, MEMCPY, "copyKind", ', SUM("bytes")')
+    # A batched record holds copyCount copies (at least 1: older rows may hold 0 or NULL); its
+    # duration and bytes are the batch's, summed as recorded.
+    count = "SUM(MAX(COALESCE(copyCount, 1), 1))" if "copyCount" in columns[MEMCPY] else "COUNT(*)"
+    groups = _grouped(con, MEMCPY, "copyKind", count, ', SUM("bytes")')
     labels = dict(CUPTI_COPY_KIND)
     if MEMCPY_ENUM in columns:
         label_col = "label" if "label" in columns[MEMCPY_ENUM] else "name"
@@ -180,15 +285,15 @@ def _memcpy_rows(
     return rows
 
 
-def _details_wall(con: sqlite3.Connection, columns: dict[str, set[str]]) -> tuple[float, str]:
-    """Capture window from ANALYSIS_DETAILS; (0, "") when absent so the caller falls back."""
+def _session_s(con: sqlite3.Connection, columns: dict[str, set[str]]) -> float:
+    """The nsys session from ANALYSIS_DETAILS in seconds; 0 when absent."""
     cols = columns.get(DETAILS, set())
     if "startTime" in cols and "stopTime" in cols:
         lo, hi = con.execute(f"SELECT MIN(startTime), MAX(stopTime) FROM {DETAILS}").fetchone()
         if lo is not None and hi is not None and hi > lo:
-            return (hi - lo) / _NS_PER_S, f"{DETAILS}.stopTime-startTime"
+            return (hi - lo) / _NS_PER_S
     if "duration" in cols:
         (dur,) = con.execute(f"SELECT MAX(duration) FROM {DETAILS}").fetchone()
         if dur:
-            return dur / _NS_PER_S, f"{DETAILS}.duration"
-    return 0.0, ""
+            return dur / _NS_PER_S
+    return 0.0

@@ -1,29 +1,33 @@
 """Synthetic profiles in the real on-disk formats, for tests and the parser benchmark.
 
-`NSYS_SCHEMA` follows the tables of an `nsys export --type sqlite` file (nsys 2023-2025 column
-sets for the tables the reader uses). Both generators write a fixed template of events over and
-over with shifted timestamps, so the expected aggregate is known exactly without re-reading.
+`NSYS_SCHEMAS` follows the tables of an `nsys export --type sqlite` file as three generations of
+nsys write them, for the tables the reader uses:
+    2022.4  no ENUM_* tables at all; CUPTI_ACTIVITY_KIND_RUNTIME has eventClass already
+    2024.4  ENUM_NSYS_EVENT_CLASS and ENUM_CUDA_MEMCPY_OPER (id, name, label)
+    2025.3  CUPTI_ACTIVITY_KIND_MEMCPY gains copyCount (CUPTI's batched copies), greenContextId
+Both generators write a fixed template of events over and over with shifted timestamps, so the
+expected aggregate is known exactly without re-reading. The nsys template has what real exports
+recorded with `--cudabacktrace` hold: a second RUNTIME row of event class 67 beside some calls,
+a batched copy record (copyCount 4) and a unified-memory copy.
 """
 
 from __future__ import annotations
 
+import operator
 import os
+import re
 import sqlite3
+from collections.abc import Callable
 from pathlib import Path
 
-NSYS_SCHEMA = """
-CREATE TABLE StringIds (id INTEGER NOT NULL PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE ENUM_CUDA_MEMCPY_OPER (id INTEGER NOT NULL PRIMARY KEY, name TEXT NOT NULL,
-    label TEXT NOT NULL);
-CREATE TABLE TARGET_INFO_SESSION_START_TIME (utcEpochNs INTEGER, utcTime TEXT, localTime TEXT);
-CREATE TABLE ANALYSIS_DETAILS (globalVid INTEGER NOT NULL, duration INTEGER NOT NULL,
-    startTime INTEGER NOT NULL, stopTime INTEGER NOT NULL);
-CREATE TABLE CUPTI_ACTIVITY_KIND_RUNTIME (start INTEGER NOT NULL, end INTEGER NOT NULL,
+_DETAILS = """CREATE TABLE ANALYSIS_DETAILS (globalVid INTEGER NOT NULL, duration INTEGER NOT NULL,
+    startTime INTEGER NOT NULL, stopTime INTEGER NOT NULL);"""
+_RUNTIME = """CREATE TABLE CUPTI_ACTIVITY_KIND_RUNTIME (start INTEGER NOT NULL, end INTEGER NOT NULL,
     eventClass INTEGER NOT NULL, globalTid INTEGER, correlationId INTEGER,
     nameId INTEGER NOT NULL REFERENCES StringIds(id), returnValue INTEGER NOT NULL,
-    callchainId INTEGER);
-CREATE TABLE CUPTI_ACTIVITY_KIND_KERNEL (start INTEGER NOT NULL, end INTEGER NOT NULL,
-    deviceId INTEGER NOT NULL, contextId INTEGER NOT NULL, greenContextId INTEGER,
+    callchainId INTEGER);"""
+_KERNEL = """CREATE TABLE CUPTI_ACTIVITY_KIND_KERNEL (start INTEGER NOT NULL, end INTEGER NOT NULL,
+    deviceId INTEGER NOT NULL, contextId INTEGER NOT NULL,{green}
     streamId INTEGER NOT NULL, correlationId INTEGER, globalPid INTEGER,
     demangledName INTEGER NOT NULL REFERENCES StringIds(id),
     shortName INTEGER NOT NULL REFERENCES StringIds(id), mangledName INTEGER REFERENCES StringIds(id),
@@ -33,15 +37,53 @@ CREATE TABLE CUPTI_ACTIVITY_KIND_KERNEL (start INTEGER NOT NULL, end INTEGER NOT
     staticSharedMemory INTEGER NOT NULL, dynamicSharedMemory INTEGER NOT NULL,
     localMemoryPerThread INTEGER NOT NULL, localMemoryTotal INTEGER NOT NULL,
     gridId INTEGER NOT NULL, sharedMemoryExecuted INTEGER, graphNodeId INTEGER,
-    sharedMemoryLimitConfig INTEGER);
-CREATE TABLE CUPTI_ACTIVITY_KIND_MEMCPY (start INTEGER NOT NULL, end INTEGER NOT NULL,
-    deviceId INTEGER NOT NULL, contextId INTEGER NOT NULL, greenContextId INTEGER,
+    sharedMemoryLimitConfig INTEGER);"""
+_MEMCPY = """CREATE TABLE CUPTI_ACTIVITY_KIND_MEMCPY (start INTEGER NOT NULL, end INTEGER NOT NULL,
+    deviceId INTEGER NOT NULL, contextId INTEGER NOT NULL,{green}
     streamId INTEGER NOT NULL, correlationId INTEGER, globalPid INTEGER,
-    bytes INTEGER NOT NULL, copyKind INTEGER NOT NULL REFERENCES ENUM_CUDA_MEMCPY_OPER(id),
+    bytes INTEGER NOT NULL, copyKind INTEGER NOT NULL,
     deprecatedSrcId INTEGER, srcKind INTEGER, dstKind INTEGER, srcDeviceId INTEGER,
     srcContextId INTEGER, dstDeviceId INTEGER, dstContextId INTEGER, migrationCause INTEGER,
-    graphNodeId INTEGER, virtualAddress INTEGER);
+    graphNodeId INTEGER{extra});"""
+_COMMON = """
+CREATE TABLE StringIds (id INTEGER NOT NULL PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE TARGET_INFO_SESSION_START_TIME (utcEpochNs INTEGER, utcTime TEXT, localTime TEXT);
 """
+_ENUMS = """
+CREATE TABLE ENUM_CUDA_MEMCPY_OPER (id INTEGER NOT NULL PRIMARY KEY, name TEXT NOT NULL,
+    label TEXT NOT NULL);
+CREATE TABLE ENUM_NSYS_EVENT_CLASS (id INTEGER NOT NULL PRIMARY KEY, name TEXT NOT NULL,
+    label TEXT NOT NULL);
+"""
+_GREEN = "\n    greenContextId INTEGER,"
+NSYS_SCHEMAS: dict[str, str] = {
+    "2022.4": "\n".join(
+        [_COMMON, _DETAILS, _RUNTIME, _KERNEL.format(green=""), _MEMCPY.format(green="", extra="")]
+    ),
+    "2024.4": "\n".join(
+        [
+            _COMMON,
+            _ENUMS,
+            _DETAILS,
+            _RUNTIME,
+            _KERNEL.format(green=""),
+            _MEMCPY.format(green="", extra=",\n    virtualAddress INTEGER"),
+        ]
+    ),
+    "2025.3": "\n".join(
+        [
+            _COMMON,
+            _ENUMS,
+            _DETAILS,
+            _RUNTIME,
+            _KERNEL.format(green=_GREEN),
+            _MEMCPY.format(green=_GREEN, extra=",\n    virtualAddress INTEGER, copyCount INTEGER"),
+        ]
+    ),
+}
+NSYS_VERSIONS = tuple(NSYS_SCHEMAS)
+NSYS_LATEST = NSYS_VERSIONS[-1]
+NSYS_SCHEMA = NSYS_SCHEMAS[NSYS_LATEST]
 
 # ENUM_CUDA_MEMCPY_OPER as newer nsys writes it, and the short labels of older versions.
 MEMCPY_OPER = [
@@ -56,26 +98,79 @@ MEMCPY_OPER = [
     (8, "CUDA_MEMCPY_OPER_DTOD", "Device-to-Device", "DtoD"),
     (9, "CUDA_MEMCPY_OPER_HTOH", "Host-to-Host", "HtoH"),
     (10, "CUDA_MEMCPY_OPER_PTOP", "Peer-to-Peer", "PtoP"),
+    (11, "CUDA_MEMCPY_OPER_UVM_HTOD", "Unified Host-to-Device", "UVM HtoD"),
+    (12, "CUDA_MEMCPY_OPER_UVM_DTOH", "Unified Device-to-Host", "UVM DtoH"),
+    (13, "CUDA_MEMCPY_OPER_UVM_DTOD", "Unified Device-to-Device", "UVM DtoD"),
 ]
+# ENUM_NSYS_EVENT_CLASS rows that CUDA tracing uses (ids as nsys documents them).
+EVENT_CLASSES = [
+    (0, "TRACE_PROCESS_EVENT_CUDA_RUNTIME", "CUDA runtime"),
+    (1, "TRACE_PROCESS_EVENT_CUDA_DRIVER", "CUDA driver"),
+    (67, "TRACE_PROCESS_EVENT_CUDABACKTRACE", "CUDA backtrace"),
+]
+RUNTIME_CLASS, DRIVER_CLASS, BACKTRACE_CLASS = 0, 1, 67
+_API_SUFFIX = re.compile(r"_v\d+$")
 
-# Template of one "step": (table, name or copyKind, duration ns, bytes).
+
+def backtrace_name(call: str) -> str:
+    """The name nsys gives a call's backtrace row: the API name without its `_v7000` suffix."""
+    return _API_SUFFIX.sub("", call)
+
+
+def insert_for(
+    con: sqlite3.Connection, table: str, params: tuple[str, ...], fixed: dict[str, str]
+) -> tuple[str, Callable[[tuple], tuple]]:
+    """An INSERT into `table` as this file's schema has it, and a function that cuts a full
+    parameter tuple (one value per name in `params`) down to the columns the table has.
+
+    `fixed` gives SQL literals for other columns; any further column gets 0 (NOT NULL-safe).
+    """
+    cols = [r[1] for r in con.execute(f'PRAGMA table_info("{table}")')]
+    keep = [i for i, c in enumerate(params) if c in cols]
+    values = {params[i]: "?" for i in keep}
+    sql_values = [values.get(c) or fixed.get(c, "0") for c in cols]
+    sql = f"INSERT INTO {table} ({', '.join(cols)}) VALUES ({', '.join(sql_values)})"
+    if len(keep) == len(params):
+        return sql, lambda row: row
+    if len(keep) == 1:
+        one = keep[0]
+        return sql, lambda row: (row[one],)
+    return sql, operator.itemgetter(*keep)
+
+
+def write_enums(con: sqlite3.Connection, short_labels: bool = False) -> None:
+    """Fill the ENUM tables the schema has (none in nsys 2022)."""
+    tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    if "ENUM_CUDA_MEMCPY_OPER" in tables:
+        con.executemany(
+            "INSERT INTO ENUM_CUDA_MEMCPY_OPER VALUES (?, ?, ?)",
+            [(i, n, short if short_labels else long) for i, n, long, short in MEMCPY_OPER],
+        )
+    if "ENUM_NSYS_EVENT_CLASS" in tables:
+        con.executemany("INSERT INTO ENUM_NSYS_EVENT_CLASS VALUES (?, ?, ?)", EVENT_CLASSES)
+
+
+# Template of one "step": (table, name or copyKind, duration ns, bytes, n). n is, for a runtime
+# call, 1 when nsys also wrote a backtrace row for it; for a copy record, its copyCount.
 _STEP = [
-    ("runtime", "cudaLaunchKernel_v7000", 4_000, 0),
-    ("runtime", "cudaLaunchKernel_v7000", 5_000, 0),
-    ("runtime", "cudaLaunchKernel_v7000", 6_000, 0),
-    ("runtime", "cudaMemcpyAsync_v3020", 9_000, 0),
-    ("runtime", "cudaStreamSynchronize_v3020", 50_000, 0),
-    ("runtime", "cudaEventSynchronize_v3020", 20_000, 0),
-    ("runtime", "cudaEventDestroy_v3020", 1_000, 0),
-    ("runtime", "cudaMalloc_v3020", 3_000, 0),
-    ("kernel", "ncclDevKernel_AllGather_RING_LL", 70_000, 0),
-    ("kernel", "ncclDevKernel_Broadcast_RING_LL", 30_000, 0),
-    ("kernel", "ncclDevKernel_ReduceScatter_RING_LL", 40_000, 0),
-    ("kernel", "sm90_xmma_gemm_bf16bf16_bf16f32", 90_000, 0),
-    ("memcpy", 1, 8_000, 1 << 20),
-    ("memcpy", 2, 7_000, 1 << 16),
-    ("memcpy", 8, 2_000, 1 << 18),
-    ("memcpy", 10, 3_000, 1 << 18),
+    ("runtime", "cudaLaunchKernel_v7000", 4_000, 0, 1),
+    ("runtime", "cudaLaunchKernel_v7000", 5_000, 0, 1),
+    ("runtime", "cudaLaunchKernel_v7000", 6_000, 0, 0),
+    ("runtime", "cudaMemcpyAsync_v3020", 9_000, 0, 0),
+    ("runtime", "cudaStreamSynchronize_v3020", 50_000, 0, 1),
+    ("runtime", "cudaEventSynchronize_v3020", 20_000, 0, 0),
+    ("runtime", "cudaEventDestroy_v3020", 1_000, 0, 0),
+    ("runtime", "cudaMalloc_v3020", 3_000, 0, 0),
+    ("kernel", "ncclDevKernel_AllGather_RING_LL", 70_000, 0, 0),
+    ("kernel", "ncclDevKernel_Broadcast_RING_LL", 30_000, 0, 0),
+    ("kernel", "ncclDevKernel_ReduceScatter_RING_LL", 40_000, 0, 0),
+    ("kernel", "sm90_xmma_gemm_bf16bf16_bf16f32", 90_000, 0, 0),
+    ("memcpy", 1, 8_000, 1 << 20, 1),
+    ("memcpy", 1, 6_000, 1 << 18, 4),  # one cudaMemcpyBatchAsync record of 4 copies
+    ("memcpy", 2, 7_000, 1 << 16, 1),
+    ("memcpy", 8, 2_000, 1 << 18, 1),
+    ("memcpy", 10, 3_000, 1 << 18, 1),
+    ("memcpy", 11, 5_000, 1 << 16, 1),  # unified memory page migration
 ]
 _STEP_NS = 400_000  # each step occupies this much wall time
 _BATCH_STEPS = 5_000
@@ -84,9 +179,10 @@ _BATCH_STEPS = 5_000
 def write_nsys_sqlite(
     path: str | os.PathLike[str], size_mb: float, short_labels: bool = False
 ) -> dict[str, tuple[int, int, int]]:
-    """Write an nsys-schema SQLite file of at least `size_mb` MB.
+    """Write an nsys-schema SQLite file (the newest schema) of at least `size_mb` MB.
 
-    Returns the expected aggregate per raw name: (calls, total ns, bytes).
+    Returns the expected aggregate per raw name (copies under "memcpy:<copyKind>"): (calls,
+    total ns, bytes), calls counting each API call once and each copy of a batch.
     """
     path = Path(path)
     path.unlink(missing_ok=True)
@@ -95,18 +191,17 @@ def write_nsys_sqlite(
         con.execute("PRAGMA journal_mode=OFF")
         con.execute("PRAGMA synchronous=OFF")
         con.executescript(NSYS_SCHEMA)
-        strings = sorted({n for t, n, _, _ in _STEP if t != "memcpy"})
+        calls = {n for t, n, *_ in _STEP if t != "memcpy"}
+        strings = sorted(calls | {backtrace_name(n) for t, n, *_ in _STEP if t == "runtime"})
         ids = {s: i + 1 for i, s in enumerate(strings)}
         con.executemany("INSERT INTO StringIds VALUES (?, ?)", [(i, s) for s, i in ids.items()])
-        con.executemany(
-            "INSERT INTO ENUM_CUDA_MEMCPY_OPER VALUES (?, ?, ?)",
-            [(i, n, short if short_labels else long) for i, n, long, short in MEMCPY_OPER],
-        )
+        write_enums(con, short_labels)
+        inserts = _inserts(con)
         page_size = con.execute("PRAGMA page_size").fetchone()[0]
         target_pages = size_mb * 1e6 / page_size
         steps = 0
         while con.execute("PRAGMA page_count").fetchone()[0] < target_pages:
-            _insert_batch(con, ids, steps, _BATCH_STEPS)
+            _insert_batch(con, inserts, ids, steps, _BATCH_STEPS)
             steps += _BATCH_STEPS
             con.commit()
         wall = steps * _STEP_NS
@@ -115,47 +210,65 @@ def write_nsys_sqlite(
     finally:
         con.close()
     expected: dict[str, tuple[int, int, int]] = {}
-    for table, name, dur, nbytes in _STEP:
+    for table, name, dur, nbytes, n in _STEP:
         key = f"memcpy:{name}" if table == "memcpy" else str(name)
-        calls, total, total_bytes = expected.get(key, (0, 0, 0))
-        expected[key] = (calls + steps, total + dur * steps, total_bytes + nbytes * steps)
+        copies = n if table == "memcpy" else 1
+        calls_, total, total_bytes = expected.get(key, (0, 0, 0))
+        expected[key] = (calls_ + copies * steps, total + dur * steps, total_bytes + nbytes * steps)
     return expected
 
 
 # Constant columns are SQL literals: binding only the varying ones roughly halves insert time.
-_INSERT_RUNTIME = (
-    "INSERT INTO CUPTI_ACTIVITY_KIND_RUNTIME VALUES (?, ?, 1, 16777233, ?, ?, 0, NULL)"
-)
-_INSERT_KERNEL = (
-    "INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL VALUES (?, ?, 0, 1, NULL, 7, ?, 16777216, ?, ?, NULL,"
-    " 1, 0, 32, 8, 1, 1, 256, 1, 1, 0, 0, 0, 0, ?, 0, NULL, 0)"
-)
-_INSERT_MEMCPY = (
-    "INSERT INTO CUPTI_ACTIVITY_KIND_MEMCPY VALUES (?, ?, 0, 1, NULL, 7, ?, 16777216, ?, ?, NULL,"
-    " 1, 2, 0, 1, 0, 1, 0, NULL, NULL)"
-)
+RUNTIME_PARAMS = ("start", "end", "eventClass", "correlationId", "nameId")
+RUNTIME_FIXED = {"globalTid": "16777233", "callchainId": "NULL"}
+KERNEL_PARAMS = ("start", "end", "correlationId", "demangledName", "shortName", "gridId")
+KERNEL_FIXED = {"contextId": "1", "greenContextId": "NULL", "streamId": "7",
+                "globalPid": "16777216", "mangledName": "NULL", "launchType": "1",
+                "registersPerThread": "32", "gridX": "8", "gridY": "1", "gridZ": "1",
+                "blockX": "256", "blockY": "1", "blockZ": "1", "graphNodeId": "NULL"}  # fmt: skip
+MEMCPY_PARAMS = ("start", "end", "correlationId", "bytes", "copyKind", "copyCount")
+MEMCPY_FIXED = {"contextId": "1", "greenContextId": "NULL", "streamId": "7",
+                "globalPid": "16777216", "deprecatedSrcId": "NULL", "srcKind": "1",
+                "dstKind": "2", "dstDeviceId": "0", "graphNodeId": "NULL",
+                "virtualAddress": "NULL"}  # fmt: skip
 
 
-def _insert_batch(con: sqlite3.Connection, ids: dict[str, int], first: int, n: int) -> None:
-    runtime, kernel, memcpy = [], [], []
+def _inserts(con: sqlite3.Connection) -> dict[str, tuple[str, Callable[[tuple], tuple]]]:
+    return {
+        "runtime": insert_for(con, "CUPTI_ACTIVITY_KIND_RUNTIME", RUNTIME_PARAMS, RUNTIME_FIXED),
+        "kernel": insert_for(con, "CUPTI_ACTIVITY_KIND_KERNEL", KERNEL_PARAMS, KERNEL_FIXED),
+        "memcpy": insert_for(con, "CUPTI_ACTIVITY_KIND_MEMCPY", MEMCPY_PARAMS, MEMCPY_FIXED),
+    }
+
+
+def _insert_batch(
+    con: sqlite3.Connection,
+    inserts: dict[str, tuple[str, Callable[[tuple], tuple]]],
+    ids: dict[str, int],
+    first: int,
+    n: int,
+) -> None:
+    rows: dict[str, list[tuple]] = {"runtime": [], "kernel": [], "memcpy": []}
     template = [
-        (table, j * 20_000, dur, ids.get(name, name), nbytes)
-        for j, (table, name, dur, nbytes) in enumerate(_STEP)
-    ]
+        (table, j * 20_000, dur, ids.get(name, name), nbytes, k,
+         ids[backtrace_name(name)] if table == "runtime" else 0)
+        for j, (table, name, dur, nbytes, k) in enumerate(_STEP)
+    ]  # fmt: skip
     for step in range(first, first + n):
         t = step * _STEP_NS
         corr = step * 64
-        for j, (table, offset, dur, ref, nbytes) in enumerate(template):
+        for j, (table, offset, dur, ref, nbytes, k, bt_ref) in enumerate(template):
             start = t + offset
             if table == "runtime":
-                runtime.append((start, start + dur, corr + j, ref))
+                rows["runtime"].append((start, start + dur, RUNTIME_CLASS, corr + j, ref))
+                if k:  # the backtrace row: same thread, correlation id and interval
+                    rows["runtime"].append((start, start + dur, BACKTRACE_CLASS, corr + j, bt_ref))
             elif table == "kernel":
-                kernel.append((start, start + dur, corr + j, ref, ref, step))
+                rows["kernel"].append((start, start + dur, corr + j, ref, ref, step))
             else:
-                memcpy.append((start, start + dur, corr + j, nbytes, ref))
-    con.executemany(_INSERT_RUNTIME, runtime)
-    con.executemany(_INSERT_KERNEL, kernel)
-    con.executemany(_INSERT_MEMCPY, memcpy)
+                rows["memcpy"].append((start, start + dur, corr + j, nbytes, ref, k))
+    for table, (sql, cut) in inserts.items():
+        con.executemany(sql, map(cut, rows[table]))
 
 
 # Kineto-style events, written the way torch.profiler lays them out (one key per line).

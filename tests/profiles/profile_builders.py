@@ -10,52 +10,73 @@ import json
 import sqlite3
 from pathlib import Path
 
-from analysis.profiles.synth import MEMCPY_OPER, NSYS_SCHEMA
+from analysis.profiles.synth import (
+    BACKTRACE_CLASS,
+    DRIVER_CLASS,
+    KERNEL_FIXED,
+    KERNEL_PARAMS,
+    MEMCPY_FIXED,
+    MEMCPY_PARAMS,
+    NSYS_LATEST,
+    NSYS_SCHEMAS,
+    RUNTIME_CLASS,
+    RUNTIME_FIXED,
+    RUNTIME_PARAMS,
+    backtrace_name,
+    insert_for,
+    write_enums,
+)
 
 GOLDEN = Path(__file__).parent / "golden"
+TID = 281474993487889  # globalTid of the one traced thread (pid and tid packed, as nsys does)
 
 
 def make_nsys(
     path: Path,
     runtime: list[tuple[str, int, int]],
     kernels: list[tuple[str, int, int]] = (),
-    memcpy: list[tuple[int, int, int, int]] = (),
+    memcpy: list[tuple[int, ...]] = (),
     short_labels: bool = False,
     details: tuple[int, int] | None = None,
+    version: str = NSYS_LATEST,
+    backtraces: bool = False,
 ) -> Path:
-    """SQLite file with the nsys export tables.
+    """SQLite file with the nsys export tables as nsys `version` writes them (synth.NSYS_SCHEMAS).
 
-    runtime: (API name, start ns, end ns); kernels: (short name, start, end);
-    memcpy: (copyKind id, start, end, bytes); details: ANALYSIS_DETAILS (startTime, stopTime).
+    runtime: (API name, start ns, end ns); a name starting "cu" but not "cuda" is a driver call.
+    kernels: (short name, start, end). memcpy: (copyKind id, start, end, bytes[, copyCount]);
+    copyCount is dropped where the schema has no such column. details: ANALYSIS_DETAILS
+    (startTime, stopTime). backtraces: every call also gets the row `nsys --cudabacktrace`
+    writes (event class 67, same globalTid and correlationId, name without the _v suffix).
     """
     con = sqlite3.connect(path)
-    con.executescript(NSYS_SCHEMA)
+    con.executescript(NSYS_SCHEMAS[version])
     strings: dict[str, int] = {}
 
     def sid(text: str) -> int:
         return strings.setdefault(text, len(strings) + 1)
 
+    write_enums(con, short_labels)
+    sql, cut = insert_for(con, "CUPTI_ACTIVITY_KIND_RUNTIME", RUNTIME_PARAMS,
+                          {**RUNTIME_FIXED, "globalTid": str(TID)})  # fmt: skip
+    rows = []
+    for i, (n, s, e) in enumerate(runtime):
+        cls = DRIVER_CLASS if n.startswith("cu") and not n.startswith("cuda") else RUNTIME_CLASS
+        rows.append((s, e, cls, i + 1, sid(n)))
+        if backtraces:
+            rows.append((s, e, BACKTRACE_CLASS, i + 1, sid(backtrace_name(n))))
+    con.executemany(sql, map(cut, rows))
+    sql, cut = insert_for(con, "CUPTI_ACTIVITY_KIND_KERNEL", KERNEL_PARAMS, KERNEL_FIXED)
     con.executemany(
-        "INSERT INTO ENUM_CUDA_MEMCPY_OPER VALUES (?, ?, ?)",
-        [(i, n, short if short_labels else long) for i, n, long, short in MEMCPY_OPER],
-    )
+        sql,
+        map(cut, [(s, e, i, sid(f"{n}(ncclDevComm *, unsigned long, ncclWork *)"), sid(n), i)
+                  for i, (n, s, e) in enumerate(kernels)]),
+    )  # fmt: skip
+    sql, cut = insert_for(con, "CUPTI_ACTIVITY_KIND_MEMCPY", MEMCPY_PARAMS, MEMCPY_FIXED)
     con.executemany(
-        "INSERT INTO CUPTI_ACTIVITY_KIND_RUNTIME VALUES (?, ?, 1, 281474993487889, ?, ?, 0, NULL)",
-        [(s, e, i, sid(n)) for i, (n, s, e) in enumerate(runtime)],
-    )
-    con.executemany(
-        "INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL VALUES (?, ?, 0, 1, NULL, 7, ?, 281474993487872, "
-        "?, ?, NULL, 1, 0, 32, 8, 1, 1, 256, 1, 1, 0, 0, 0, 0, ?, 0, NULL, 0)",
-        [
-            (s, e, i, sid(f"{n}(ncclDevComm *, unsigned long, ncclWork *)"), sid(n), i)
-            for i, (n, s, e) in enumerate(kernels)
-        ],
-    )
-    con.executemany(
-        "INSERT INTO CUPTI_ACTIVITY_KIND_MEMCPY VALUES (?, ?, 0, 1, NULL, 7, ?, 281474993487872, "
-        "?, ?, NULL, 1, 2, 0, 1, 0, 1, 0, NULL, NULL)",
-        [(s, e, i, b, k) for i, (k, s, e, b) in enumerate(memcpy)],
-    )
+        sql, map(cut, [(m[1], m[2], i, m[3], m[0], m[4] if len(m) > 4 else 1)
+                       for i, m in enumerate(memcpy)])
+    )  # fmt: skip
     con.executemany("INSERT INTO StringIds VALUES (?, ?)", [(i, s) for s, i in strings.items()])
     if details:
         lo, hi = details

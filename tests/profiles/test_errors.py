@@ -101,6 +101,19 @@ def test_sqlite_of_another_schema(tmp_path: Path) -> None:
     _one_line_error(odd, "CUPTI_ACTIVITY_KIND_RUNTIME lacks")
 
 
+def test_export_without_cuda_tables(tmp_path: Path) -> None:
+    """An nsys export with no CUDA table: nothing was traced, so no metric can be told apart
+    from an absence; one line saying so, not an empty table."""
+    path = tmp_path / "cpu_only.sqlite"
+    with sqlite3.connect(path) as con:
+        con.execute("CREATE TABLE StringIds (id INTEGER NOT NULL PRIMARY KEY, value TEXT NOT NULL)")
+        con.execute("CREATE TABLE ANALYSIS_DETAILS (duration INTEGER, startTime INTEGER, "
+                    "stopTime INTEGER)")  # fmt: skip
+        con.execute("INSERT INTO ANALYSIS_DETAILS VALUES (10, 0, 10)")
+    err = _one_line_error(path, "nsys export without CUDA tables")
+    assert "CUPTI_ACTIVITY_KIND_RUNTIME" in err.problem and "--trace=cuda" in err.problem
+
+
 def test_duplicate_rank(tmp_path: Path) -> None:
     a = make_nsys(tmp_path / "a_rank0.sqlite", [("cudaLaunchKernel_v7000", 0, 10)])
     b = make_nsys(tmp_path / "b_rank0.sqlite", [("cudaLaunchKernel_v7000", 0, 10)])

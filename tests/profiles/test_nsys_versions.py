@@ -1,0 +1,149 @@
+"""Exports of three nsys generations (issue 19): CUDA backtraces counted once, batched copies
+counted per copy, unified-memory copies as a metric of their own.
+
+Inputs are built by profile_builders.make_nsys with each version's schema (synth.NSYS_SCHEMAS);
+the expected table is checked in (golden/nsys_versions.csv) and its key numbers asserted here.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from profile_builders import GOLDEN, make_nsys
+
+from analysis.profiles import by_metric, metrics_table, read_metrics_csv, read_nsys_sqlite
+from analysis.profiles.metrics import add_launch_all
+from analysis.profiles.synth import NSYS_VERSIONS
+
+RUNTIME = [
+    ("cudaLaunchKernel_v7000", 1_000, 2_000),
+    ("cudaLaunchKernel_v7000", 3_000, 5_000),
+    ("cudaLaunchKernelExC_v11060", 6_000, 6_500),
+    ("cuLaunchKernel", 7_000, 7_300),  # a driver call: event class 1
+    ("cudaStreamSynchronize_v3020", 10_000, 20_000),
+    ("cudaMemcpyAsync_v3020", 24_000, 28_000),
+]
+MEMCPY = [  # (copyKind, start, end, bytes, copyCount)
+    (1, 30_000, 30_100, 1_000, 1),
+    (1, 31_000, 31_400, 8_000, 4),  # one cudaMemcpyBatchAsync record of 4 copies
+    (2, 32_000, 32_050, 500, 1),
+    (11, 33_000, 33_200, 65_536, 1),  # unified memory: Host-to-Device
+    (12, 34_000, 34_100, 4_096, 1),  # unified memory: Device-to-Host
+]
+KERNELS = [("ncclDevKernel_AllGather_RING_LL", 40_000, 50_000)]
+# metric: (calls, total ns) once each call is counted once
+EXPECT = {
+    "cudaLaunchKernel": (2, 3_000),
+    "cudaLaunchKernelExC": (1, 500),
+    "cuLaunchKernel": (1, 300),
+    "kernel_launch_all": (4, 3_800),
+    "cudaStreamSynchronize": (1, 10_000),
+    "cudaMemcpyAsync": (1, 4_000),
+    "nccl_allgather_ring_ll": (1, 10_000),
+    "memcpy_dtoh": (1, 50),
+    "memcpy_unified": (2, 300),
+}
+
+
+def build(tmp_path: Path, version: str, **kw) -> Path:
+    name = f"v{version}_rank0.sqlite"
+    return make_nsys(tmp_path / name, RUNTIME, KERNELS, MEMCPY, version=version, **kw)
+
+
+@pytest.fixture
+def exports(tmp_path: Path) -> dict[str, Path]:
+    return {v: build(tmp_path, v, backtraces=True) for v in NSYS_VERSIONS}
+
+
+def test_inputs_really_hold_backtrace_rows(exports: dict[str, Path]) -> None:
+    for version, path in exports.items():
+        with sqlite3.connect(path) as con:
+            (rows,) = con.execute("SELECT COUNT(*) FROM CUPTI_ACTIVITY_KIND_RUNTIME").fetchone()
+            tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master")}
+        assert rows == 2 * len(RUNTIME), version
+        assert ("ENUM_NSYS_EVENT_CLASS" in tables) == (version != "2022.4")
+
+
+@pytest.mark.parametrize("version", NSYS_VERSIONS)
+def test_each_call_counted_once(exports: dict[str, Path], version: str) -> None:
+    df = add_launch_all(by_metric(metrics_table(version, [exports[version]])))
+    got = df.set_index("metric")
+    for metric, (calls, total_ns) in EXPECT.items():
+        assert got.loc[metric, "calls"] == calls, (version, metric)
+        assert got.loc[metric, "total_s"] == pytest.approx(total_ns * 1e-9), (version, metric)
+    # the backtrace rows' names (no _v suffix) never reach the table
+    raw = set(metrics_table(version, [exports[version]])["raw_name"])
+    assert "cudaLaunchKernel" not in raw and "cudaLaunchKernel_v7000" in raw
+
+
+@pytest.mark.parametrize("version", NSYS_VERSIONS)
+def test_same_numbers_with_and_without_backtraces(tmp_path: Path, version: str) -> None:
+    (tmp_path / "plain").mkdir()
+    plain = read_nsys_sqlite(build(tmp_path / "plain", version))
+    traced = read_nsys_sqlite(build(tmp_path, version, backtraces=True))
+    assert [(r.raw_name, r.calls, r.total_s) for r in traced.rows] == [
+        (r.raw_name, r.calls, r.total_s) for r in plain.rows
+    ]
+
+
+def test_batched_copies_count_copies(exports: dict[str, Path]) -> None:
+    """copyCount (2025 schema) counts the 4 copies of the batch; older schemas have no such
+    column and count records."""
+    htod = {}
+    for version, path in exports.items():
+        rows = [r for r in read_nsys_sqlite(path).rows if r.metric == "memcpy_htod"]
+        assert len(rows) == 1 and rows[0].bytes == 9_000 and rows[0].total_s == pytest.approx(5e-7)
+        htod[version] = rows[0].calls
+    assert htod == {"2022.4": 2, "2024.4": 2, "2025.3": 5}
+
+
+def test_unified_copies_are_their_own_metric(exports: dict[str, Path]) -> None:
+    for version, path in exports.items():
+        unified = {r.raw_name: (r.calls, r.bytes) for r in read_nsys_sqlite(path).rows
+                   if r.metric == "memcpy_unified"}  # fmt: skip
+        # 2022 has no enum table: ids 11 and 12 are read through metrics.CUPTI_COPY_KIND
+        assert unified == {
+            "CUDA memcpy Unified Host-to-Device": (1, 65_536),
+            "CUDA memcpy Unified Device-to-Host": (1, 4_096),
+        }, version
+
+
+def test_unified_short_labels(tmp_path: Path) -> None:
+    path = build(tmp_path, "2024.4", short_labels=True)
+    metrics = {r.raw_name: r.metric for r in read_nsys_sqlite(path).rows}
+    assert metrics["CUDA memcpy UVM HtoD"] == "memcpy_unified"
+    assert metrics["CUDA memcpy HtoD"] == "memcpy_htod"
+
+
+def test_golden_versions(exports: dict[str, Path]) -> None:
+    df = pd.concat([metrics_table(v, [p]) for v, p in exports.items()], ignore_index=True)
+    golden = read_metrics_csv(GOLDEN / "nsys_versions.csv")
+    pd.testing.assert_frame_equal(df, golden, check_exact=False, rtol=1e-12)
+
+
+def test_2022_pairs_only_same_thread_and_correlation_id(tmp_path: Path) -> None:
+    """Without the enum, rows pair on (globalTid, correlationId); a missing id (0) never pairs,
+    and without an eventClass column the first written row of a pair is kept."""
+    path = build(tmp_path, "2022.4", backtraces=True)
+    with sqlite3.connect(path) as con:
+        # two distinct calls whose correlation id was not recorded
+        con.execute(
+            "INSERT INTO CUPTI_ACTIVITY_KIND_RUNTIME (start, end, eventClass, globalTid, "
+            "correlationId, nameId, returnValue) SELECT 60000, 61000, 0, globalTid, 0, nameId, 0 "
+            "FROM CUPTI_ACTIVITY_KIND_RUNTIME WHERE correlationId = 5 AND eventClass = 0"
+        )
+        con.execute("UPDATE CUPTI_ACTIVITY_KIND_RUNTIME SET correlationId = 0 WHERE start = 60000")
+        con.execute(
+            "INSERT INTO CUPTI_ACTIVITY_KIND_RUNTIME (start, end, eventClass, globalTid, "
+            "correlationId, nameId, returnValue) SELECT 62000, 63000, 0, globalTid, 0, nameId, 0 "
+            "FROM CUPTI_ACTIVITY_KIND_RUNTIME WHERE correlationId = 5 AND eventClass = 0"
+        )
+    calls = {r.metric: r.calls for r in read_nsys_sqlite(path).rows}
+    assert calls["cudaStreamSynchronize"] == 3
+    with sqlite3.connect(path) as con:
+        con.execute("ALTER TABLE CUPTI_ACTIVITY_KIND_RUNTIME DROP COLUMN eventClass")
+    rows = {r.raw_name: r.calls for r in read_nsys_sqlite(path).rows}
+    assert rows["cudaLaunchKernel_v7000"] == 2 and "cudaLaunchKernel" not in rows
