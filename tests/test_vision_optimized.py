@@ -1,0 +1,133 @@
+"""Issue 20's optimised vision loop: each path trains, writes the faithful files' schema, and the
+whole optimised run learns as well as the faithful one (item 6: correctness first).
+
+The runs go through run.vision.train in this process, in a one-rank gloo group: the same code
+torchrun starts, without a second interpreter's start-up per run (the 2-rank paths are in
+tests/test_vision_integration.py)."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+import torch
+import torch.distributed as dist
+
+from run import store, vision, vision_spec
+
+TINY = {"train_images": 48, "test_images": 16, "epochs": 1, "batch_size": 16, "image_size": 32,
+        "width_mult": 0.25}  # fmt: skip
+# The smoke profile's learning cell (V3/V4/V7: quarter width, 64 px, 1280 digits, lr 0.003).
+SMOKE = {"train_images": 1280, "test_images": 256, "epochs": 2, "batch_size": 16, "lr": 0.003,
+         "image_size": 64, "width_mult": 0.25}  # fmt: skip
+OPTIMISED = {"upsample": "device", "channels_last": True, "precision": "bf16",
+             "fused_optimizer": True, "compile": True, "host_sync": "epoch"}  # fmt: skip
+
+
+@pytest.fixture
+def one_rank(sandbox, monkeypatch):
+    """A one-rank gloo process group, as torchrun would give run.vision (env://)."""
+    monkeypatch.setenv("MASTER_ADDR", "127.0.0.1")
+    monkeypatch.setenv("MASTER_PORT", str(29500 + (time.monotonic_ns() // 1000) % 20000))
+    dist.init_process_group("gloo", rank=0, world_size=1)
+    try:
+        yield sandbox
+    finally:
+        dist.destroy_process_group()
+
+
+def train(run_dir, **over) -> dict:  # noqa: ANN001
+    spec = vision_spec.canonical({**vision_spec.DEFAULTS, **TINY, **over})
+    vision_spec.validate(spec)
+    vision_spec.preflight([spec])
+    run_dir.mkdir(parents=True)
+    assert vision.train(spec, run_dir, torch.device("cpu")) == 0
+    return store.read_json(run_dir / store.SUMMARY)
+
+
+def test_device_upsampling_fused_adam_and_epoch_sync_train_with_the_same_files(one_rank):
+    faithful = train(one_rank / "faithful")
+    fast = train(one_rank / "fast", **{**OPTIMISED, "compile": False})
+    for s in (faithful, fast):
+        assert s["status"] == "ok" and s["htod_bytes_per_image"] is None  # a CPU copies nothing
+        assert s["compile_s"] is None and s["images_per_s"] > 0
+    assert faithful["input_bytes_per_image"] == 4 * 3 * 32 * 32  # fp32 image_size tensor
+    assert fast["input_bytes_per_image"] == 28 * 28  # the stored uint8 image
+    assert fast["precision_effective"] == "bf16-autocast"
+    for name in ("faithful", "fast"):
+        (epoch,) = store.read_jsonl(one_rank / name / store.EPOCHS)
+        assert epoch["images"] == 48 and 0 < epoch["train_loss"] < 10 and epoch["compile_s"] == 0
+    # host_sync=epoch keeps the per-step timeline: the same phases and keys, one line per step
+    lines = [
+        [json.loads(ln) for ln in store.timeline_file(one_rank / n, 0).read_text().splitlines()]
+        for n in ("faithful", "fast")
+    ]
+    assert [(e["phase"], e["step"]) for e in lines[0]] == [
+        (e["phase"], e["step"]) for e in lines[1]
+    ]
+    assert {tuple(e) for e in lines[0] + lines[1]} == {("phase", "epoch", "step", "t0", "t1")}
+    assert sum(e["phase"] == "train_step" for e in lines[1]) == 3
+
+
+def test_fused_adam_is_what_the_loop_builds(one_rank, monkeypatch):
+    made = []
+    real = torch.optim.Adam
+
+    def spy(*args, **kw):  # noqa: ANN002, ANN003, ANN202
+        made.append(kw.get("fused"))
+        return real(*args, **kw)
+
+    monkeypatch.setattr(torch.optim, "Adam", spy)
+    train(one_rank / "eager", epochs=1)
+    train(one_rank / "fused", fused_optimizer=True)
+    assert made == [None, True]  # None: torch's own default (for-loop on a CPU, foreach on a GPU)
+
+
+def test_the_profiling_window_still_records_with_epoch_sync(one_rank):
+    summary = train(one_rank / "prof", profiler="torch", host_sync="epoch", upsample="device",
+                    train_images=128)  # fmt: skip
+    assert summary["status"] == "ok"
+    traces = list((one_rank / "prof").rglob("rank0.pt.trace.json.gz"))
+    assert len(traces) == 1 and traces[0].stat().st_size > 1000
+
+
+def test_a_spec_this_machine_cannot_run_is_recorded_unsupported(sandbox, monkeypatch):
+    run_dir = sandbox / "unsupported"
+    run_dir.mkdir()
+    spec = vision_spec.canonical({**vision_spec.DEFAULTS, **TINY, **OPTIMISED})
+    (run_dir / "spec.json").write_text(json.dumps(spec))
+    monkeypatch.setattr(vision_spec, "unsupported_reason", lambda s: "no C++ compiler here")
+    monkeypatch.setenv("WORLD_SIZE", "1")
+    assert vision.main(["--spec", str(run_dir / "spec.json"), "--run-dir", str(run_dir)]) == 0
+    summary = store.read_json(run_dir / store.SUMMARY)
+    assert summary == {"status": "unsupported", "error": "no C++ compiler here",
+                       "name": vision_spec.run_name(spec)}  # fmt: skip
+    assert sorted(p.name for p in run_dir.iterdir()) == ["spec.json", "summary.json"]
+
+
+@pytest.mark.integration
+def test_compiled_steps_are_timed_apart_and_out_of_images_per_s(one_rank):
+    """A short last batch (40 = 16 + 16 + 8) compiles a second time: both compiling steps' extra
+    time is compile_s, and images_per_s is the images over the rest of the training time."""
+    summary = train(one_rank / "compiled", compile=True, train_images=40)
+    (epoch,) = store.read_jsonl(one_rank / "compiled" / store.EPOCHS)
+    assert summary["status"] == "ok" and 0 < summary["compile_s"] < epoch["train_time_s"]
+    assert summary["compile_s"] == pytest.approx(epoch["compile_s"], abs=1e-3)
+    rate = epoch["images"] / (epoch["train_time_s"] - epoch["compile_s"])
+    assert summary["images_per_s"] == pytest.approx(rate, rel=1e-3)
+
+
+@pytest.mark.integration
+def test_the_optimised_run_learns_as_well_as_the_faithful_one(one_rank):
+    """Item 6: on the smoke digits, every optimisation on (bf16 autocast on the CPU, as
+    unsupported_reason allows here) reaches the faithful fp32 run's test accuracy within a few
+    points after the same two epochs; both far above chance. 256 test images: 1 image = 0.4."""
+    faithful = train(one_rank / "faithful", **SMOKE)
+    fast = train(one_rank / "optimised", **SMOKE, **OPTIMISED)
+    print(f"faithful {faithful['final_test_accuracy_pct']} % at {faithful['images_per_s']} img/s; "
+          f"optimised {fast['final_test_accuracy_pct']} % at {fast['images_per_s']} img/s, "
+          f"compile {fast['compile_s']} s")  # fmt: skip
+    assert faithful["final_test_accuracy_pct"] >= 80
+    assert abs(fast["final_test_accuracy_pct"] - faithful["final_test_accuracy_pct"]) <= 4
+    assert fast["compile_s"] > 0 and fast["input_bytes_per_image"] == 28 * 28
