@@ -10,6 +10,14 @@ seed is part of the run name (`-seed<seed>` whenever it is not the default 0, se
 run/vision_spec.py and run/llm_spec.py), so repeat 0 keeps the name it always had, every repeat
 is a run of its own in the store (a killed sweep reruns only the missing ones), and two
 experiments still share a repeat whose spec is identical.
+
+Ladders. An experiment may hold `ladder:`, a list of steps, each `{step: <label>, <key>: <value>,
+...}`: step 0 is the faithful run, and each later step keeps every key of the step before and adds
+(or changes) its own, so consecutive steps differ by one change (the waterfall of issue 20). The
+ladder is one more axis, crossed with `vary:`. Its values are scalars, the same in every profile,
+and a key a ladder sets may be in `fixed` only as a scalar and in no profile's defaults: so the
+faithful value of every ladder key is known from the entry alone, which is what lets
+`ladder_step` tell any spec's step without a profile.
 """
 
 from __future__ import annotations
@@ -36,6 +44,7 @@ MATRIX_FILE = Path(
 WORKLOADS = {"vision": vision_spec, "llm": llm_spec}
 FROM_PROFILE = "from-profile"
 REPEATS_ENV = "REPEATS"
+STEP = "step"  # a ladder step's label: not a spec key
 
 
 class MatrixError(UserError):
@@ -157,16 +166,28 @@ def expand(
             raise MatrixError(f"{exp_id}: axis '{key}' must be a non-empty list, got {values!r}")
         axes.append([(key, v) for v in values])
 
+    steps = _ladder_steps(exp_id, entry, matrix)
     specs: dict[str, dict[str, Any]] = {}
     for combo in itertools.product(*axes):
-        spec = dict(base)
-        spec.update(combo)
-        try:
-            mod.validate(spec)
-        except ValueError as exc:
-            raise MatrixError(f"{exp_id} ({profile}): {exc}") from exc
-        spec = mod.canonical(spec)
-        specs.setdefault(run_name(spec), spec)
+        # the ladder innermost: a sweep cut short has whole waterfalls, not one step of each
+        done: list[tuple[dict[str, Any], str]] = []  # this combination's steps so far
+        for label, overlay in steps or [("", {})]:
+            spec = dict(base)
+            spec.update(combo)
+            spec.update(overlay)
+            where = (
+                f"{exp_id} ({profile}, ladder step '{label}')" if label else f"{exp_id} ({profile})"
+            )
+            try:
+                mod.validate(spec)
+            except ValueError as exc:
+                raise MatrixError(f"{where}: {exc}") from exc
+            spec = mod.canonical(spec)
+            same = next((lab for s, lab in done if s == spec), None)
+            if same is not None:
+                raise MatrixError(f"{where}: changes nothing from step '{same}' (the same run)")
+            done.append((spec, label))
+            specs.setdefault(run_name(spec), spec)
     # Repeats after all cells, so that a sweep cut short has every cell once before any twice.
     # By name, as above: a repeat identical to another cell's spec (seeds 0 and 1 both in the
     # matrix) is one run.
@@ -184,6 +205,87 @@ def expand(
         specs=tuple(specs.values()),
         repeats=n,
     )
+
+
+def _ladder_steps(
+    exp_id: str, entry: dict[str, Any], matrix: dict[str, Any]
+) -> list[tuple[str, dict[str, Any]]]:
+    """The entry's ladder as (label, cumulative overlay), checked; [] without one. Every error is
+    one line naming the experiment and the step."""
+    raw = entry.get("ladder")
+    if raw is None:
+        return []
+    if not isinstance(raw, list) or not raw:
+        raise MatrixError(f"{exp_id}: ladder must be a non-empty list of steps, got {raw!r}")
+    workload = entry.get("workload")
+    mod = WORKLOADS.get(workload)
+    if mod is None:
+        raise MatrixError(f"{exp_id}: unknown workload '{workload}'")
+    vary = set(entry.get("vary") or {})
+    fixed = entry.get("fixed") or {}
+    known = profiles(matrix)
+    out: list[tuple[str, dict[str, Any]]] = []
+    overlay: dict[str, Any] = {}
+    for i, step in enumerate(raw):
+        if not isinstance(step, dict) or not isinstance(step.get(STEP), str) or not step[STEP]:
+            raise MatrixError(
+                f"{exp_id}: ladder step {i} needs a label (step: <name>), got {step!r}"
+            )
+        label = step[STEP]
+        where = f"{exp_id}: ladder step {i} '{label}'"
+        if label in (lab for lab, _ in out):
+            raise MatrixError(f"{where}: the label is used by an earlier step")
+        keys = {k: v for k, v in step.items() if k != STEP}
+        unknown = sorted(set(keys) - set(mod.DEFAULTS))
+        if unknown:
+            raise MatrixError(f"{where}: unknown {workload} spec key(s): {', '.join(unknown)}")
+        for key, value in keys.items():
+            if key in vary or key in ("seed", "workload"):
+                raise MatrixError(f"{where}: '{key}' cannot be a ladder key (vary or seed owns it)")
+            if isinstance(value, (dict, list)):
+                raise MatrixError(f"{where}: {key}={value!r} must be one value for every profile")
+            if (
+                isinstance(fixed.get(key), dict)
+                or fixed.get(key) == FROM_PROFILE
+                or any(key in (matrix["profiles"][p].get(workload) or {}) for p in known)
+            ):
+                raise MatrixError(
+                    f"{where}: '{key}' is set per profile elsewhere, so its faithful value is unknown"
+                )
+        if i > 0 and not keys:
+            raise MatrixError(f"{where}: changes nothing (the step sets no key)")
+        overlay = {**overlay, **keys}
+        out.append((label, overlay))
+    return out
+
+
+def ladder(exp_id: str, matrix: dict[str, Any] | None = None) -> list[tuple[str, dict[str, Any]]]:
+    """(step label, cumulative overlay) of an experiment's ladder, in order; [] when it has none."""
+    matrix = matrix or load_matrix()
+    entry = matrix["experiments"].get(exp_id)
+    if entry is None:
+        raise MatrixError(f"unknown experiment '{exp_id}'")
+    return _ladder_steps(exp_id, entry, matrix)
+
+
+def ladder_step(
+    exp_id: str, spec: dict[str, Any], matrix: dict[str, Any] | None = None
+) -> tuple[int, str] | None:
+    """Which step of the experiment's ladder `spec` is, as (index, label), by the values of every
+    key the ladder sets (a key not set yet holds its faithful value: the entry's `fixed`, else the
+    workload's default); None without a ladder or when the spec is on no step. A repeat's seed
+    plays no part."""
+    matrix = matrix or load_matrix()
+    steps = ladder(exp_id, matrix)
+    if not steps:
+        return None
+    entry = matrix["experiments"][exp_id]
+    faithful = {**WORKLOADS[entry["workload"]].DEFAULTS, **(entry.get("fixed") or {})}
+    keys = steps[-1][1].keys()
+    for i, (label, overlay) in enumerate(steps):
+        if all(spec.get(k) == overlay.get(k, faithful.get(k)) for k in keys):
+            return i, label
+    return None
 
 
 def experiments_for_target(target: str, matrix: dict[str, Any] | None = None) -> list[str]:

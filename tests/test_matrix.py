@@ -14,7 +14,7 @@ def test_every_entry_of_every_profile_validates():
     real = mx.load_matrix(mx.MATRIX_FILE)
     entries, specs = mx.check_all(real)
     n_exp, n_prof = len(real["experiments"]), len(real["profiles"])
-    assert n_exp == 20  # V1..V11 and L1..L9 of EXPERIMENTS.md
+    assert n_exp == 24  # V1..V11 and L1..L9 of EXPERIMENTS.md, O1..O4 beyond the papers
     assert n_prof == 3
     assert entries == n_exp * n_prof
     expected = sum(
@@ -23,10 +23,15 @@ def test_every_entry_of_every_profile_validates():
     assert specs == expected and specs > 200
 
 
-def test_experiment_ids_match_the_paper_list():
+def test_experiment_ids_match_the_paper_list_and_ours_are_labelled_apart():
     exps = mx.load_matrix(mx.MATRIX_FILE)["experiments"]
-    assert set(exps) == {f"V{i}" for i in range(1, 12)} | {f"L{i}" for i in range(1, 10)}
-    assert len({e["target"] for e in exps.values()}) == 20
+    paper = {f"V{i}" for i in range(1, 12)} | {f"L{i}" for i in range(1, 10)}
+    ours = {f"O{i}" for i in range(1, 5)}
+    assert set(exps) == paper | ours
+    assert len({exps[e]["target"] for e in paper}) == 20
+    assert {exps[e]["target"] for e in ours} == {"fig-optimized"}
+    assert all(exps[e]["source"] == "ours (beyond the paper)" for e in ours)
+    assert not any("ours" in exps[e]["source"] for e in paper)
 
 
 def test_paper_profile_has_the_papers_parameters():
@@ -49,21 +54,25 @@ def test_identical_specs_are_shared_between_experiments():
 
 
 def test_only_the_smoke_precision_runs_are_narrowed_to_learn_in_minutes():
-    """V3/V4/V7 smoke: a quarter-width MobileNetV2 on enough digits to learn (issue 10); every
-    other run, and every quick or paper run, is the full-width model with a plain run name."""
+    """V3/V4/V7 smoke: a quarter-width MobileNetV2 on enough digits to learn (issue 10), and O1's
+    smoke ladder on the same setup (its accuracy is compared step by step); every other run, and
+    every quick or paper run, is the full-width model with a plain run name."""
     real = mx.load_matrix(mx.MATRIX_FILE)
     for profile in real["profiles"]:
         for exp in real["experiments"]:
             e = mx.expand(exp, profile, real)
             if e.workload != "vision":
                 continue
-            narrow = profile == "smoke" and exp in ("V3", "V4", "V7")
+            narrow = profile == "smoke" and exp in ("V3", "V4", "V7", "O1")
             for spec, name in zip(e.specs, e.run_names, strict=True):
                 assert spec["width_mult"] == (0.25 if narrow else 1.0), (exp, profile)
                 assert ("-w0.25" in name) == narrow, name
     learn = {tuple(sorted((k, v) for k, v in s.items() if k not in ("precision", "pin_memory",
              "gpus"))) for x in ("V3", "V4", "V7") for s in mx.expand(x, "smoke", real).specs}  # fmt: skip
     assert len(learn) == 1  # one learning setup, shared by the three experiments
+    o1 = mx.expand("O1", "smoke", real).specs
+    assert tuple(sorted((k, v) for k, v in o1[0].items() if k not in ("precision", "pin_memory",
+                 "gpus"))) in learn  # fmt: skip
 
 
 def test_one_rank_strategies_collapse_to_one_run():
