@@ -241,3 +241,33 @@ def test_the_report_shows_the_section_and_counts_our_claims_apart(sandbox, monke
     assert "**O4a** (ours, beyond the paper) Paged 8-bit AdamW" in md
     assert "| [O1b](#fig-optimized) |" in md and "![O1 ladder](figures/fig-optimized.png)" in md
     assert "Beyond the paper: our own claims" in tex and "no published numbers" in tex
+
+
+def test_runs_of_the_matrix_land_on_their_ladder_steps():
+    """The real matrix's O1-O4 cells for smoke, with a repeat each, as the driver lists them (a
+    run shared by experiments once): every row is on the step ladder_step gives its cell, a
+    repeat on its cell's step, and O3's faithful run is O4's AdamW cell too."""
+    from run import matrix as mx
+
+    exps = mx.experiments_for_target(fo.TARGET)
+    specs = [s for e in exps for s in mx.expand(e, "smoke", n_repeats=2).specs]
+    rows = [{**s, "status": "ok", "run": mx.run_name(s)} for s in specs]
+    df = pd.DataFrame(rows).drop_duplicates("run").reset_index(drop=True)
+    t = fo.table(df, "smoke")
+    assert len(t) == len(specs)  # the shared run is a row of each experiment it is a cell of
+    for e in exps:
+        steps = mx.ladder(e)
+        for s in mx.expand(e, "smoke", n_repeats=2).specs:
+            row = t[(t["experiment"] == e) & (t["run"] == mx.run_name(s))]
+            assert len(row) == 1, (e, mx.run_name(s))
+            if steps:
+                i, label = mx.ladder_step(e, s)
+                assert (row["step"].iloc[0], row["step_label"].iloc[0]) == (i, label)
+                assert label == steps[i][0]
+                assert row["stage"].iloc[0] == ("faithful" if i == 0 else "optimised"
+                                                if i == len(steps) - 1 else "")  # fmt: skip
+    assert [lab for lab, _ in mx.ladder("O1")][:2] == ["faithful", "device-upsample"]
+    o4 = t[t["experiment"] == "O4"].set_index("step_label")
+    o3 = t[(t["experiment"] == "O3") & (t["step"] == 0) & (t["gpus"] == 1)]
+    assert len(o3) == 2 and set(o3["run"]) == set(o4.loc[["adamw"], "run"])  # with its repeat
+    assert (o4.loc["adamw", "step"] == 0).all() and (o4.loc["paged_adamw8bit", "step"] == 1).all()

@@ -52,6 +52,9 @@ def ladder(ax: plt.Axes, g: pd.DataFrame, exp: str) -> None:
         second = ok[ok["gpus"] == n].groupby("step")[col].median().dropna()
         twin.plot(second.index + off, second.to_numpy(), "k" + "os^dv"[j % 5] + ":",
                   markersize=4, label=f"{name}, {n} GPU{'s' if n > 1 else ''}")  # fmt: skip
+    lo, hi = twin.get_ylim()
+    mid, half = (lo + hi) / 2, max(hi - lo, 0.1 * abs((lo + hi) / 2)) / 2
+    twin.set_ylim(mid - half, mid + half)  # a 1-point wobble must not fill the panel's height
     ax.set_xticks(xs, labels, rotation=30, ha="right", fontsize=8)
     ax.set_xlim(min(xs) - 0.5, max(xs) + 0.5)  # a step with no bar keeps its slot
     ax.set_ylabel(g["unit"].dropna().iloc[0] if g["unit"].notna().any() else "throughput")
