@@ -177,12 +177,16 @@ _BATCH_STEPS = 5_000
 
 
 def write_nsys_sqlite(
-    path: str | os.PathLike[str], size_mb: float, short_labels: bool = False
+    path: str | os.PathLike[str],
+    size_mb: float,
+    short_labels: bool = False,
+    version: str = NSYS_LATEST,
 ) -> dict[str, tuple[int, int, int]]:
-    """Write an nsys-schema SQLite file (the newest schema) of at least `size_mb` MB.
+    """Write an nsys-schema SQLite file (nsys `version`'s schema) of at least `size_mb` MB.
 
     Returns the expected aggregate per raw name (copies under "memcpy:<copyKind>"): (calls,
-    total ns, bytes), calls counting each API call once and each copy of a batch.
+    total ns, bytes), calls counting each API call once and each copy of a batch (schemas
+    before 2025 have no copyCount: there a batch record is one call).
     """
     path = Path(path)
     path.unlink(missing_ok=True)
@@ -190,7 +194,7 @@ def write_nsys_sqlite(
     try:
         con.execute("PRAGMA journal_mode=OFF")
         con.execute("PRAGMA synchronous=OFF")
-        con.executescript(NSYS_SCHEMA)
+        con.executescript(NSYS_SCHEMAS[version])
         calls = {n for t, n, *_ in _STEP if t != "memcpy"}
         strings = sorted(calls | {backtrace_name(n) for t, n, *_ in _STEP if t == "runtime"})
         ids = {s: i + 1 for i, s in enumerate(strings)}
@@ -210,9 +214,10 @@ def write_nsys_sqlite(
     finally:
         con.close()
     expected: dict[str, tuple[int, int, int]] = {}
+    batched = version == NSYS_LATEST
     for table, name, dur, nbytes, n in _STEP:
         key = f"memcpy:{name}" if table == "memcpy" else str(name)
-        copies = n if table == "memcpy" else 1
+        copies = n if table == "memcpy" and batched else 1
         calls_, total, total_bytes = expected.get(key, (0, 0, 0))
         expected[key] = (calls_ + copies * steps, total + dur * steps, total_bytes + nbytes * steps)
     return expected
@@ -256,7 +261,7 @@ def _insert_batch(
     ]  # fmt: skip
     for step in range(first, first + n):
         t = step * _STEP_NS
-        corr = step * 64
+        corr = step * 64 + 1  # CUPTI correlation ids start at 1 (0 means none)
         for j, (table, offset, dur, ref, nbytes, k, bt_ref) in enumerate(template):
             start = t + offset
             if table == "runtime":

@@ -16,7 +16,7 @@ from profile_builders import GOLDEN, make_nsys
 
 from analysis.profiles import by_metric, metrics_table, read_metrics_csv, read_nsys_sqlite
 from analysis.profiles.metrics import add_launch_all
-from analysis.profiles.synth import NSYS_VERSIONS
+from analysis.profiles.synth import MEMCPY_OPER, NSYS_VERSIONS, write_nsys_sqlite
 
 RUNTIME = [
     ("cudaLaunchKernel_v7000", 1_000, 2_000),
@@ -147,3 +147,17 @@ def test_2022_pairs_only_same_thread_and_correlation_id(tmp_path: Path) -> None:
         con.execute("ALTER TABLE CUPTI_ACTIVITY_KIND_RUNTIME DROP COLUMN eventClass")
     rows = {r.raw_name: r.calls for r in read_nsys_sqlite(path).rows}
     assert rows["cudaLaunchKernel_v7000"] == 2 and "cudaLaunchKernel" not in rows
+
+
+@pytest.mark.parametrize("version", NSYS_VERSIONS)
+def test_synthetic_export_of_each_version(tmp_path: Path, version: str) -> None:
+    """The benchmark's generator (backtrace rows, a batch, a unified copy) in every schema: the
+    reader's calls and times equal what was generated."""
+    expected = write_nsys_sqlite(tmp_path / "big.sqlite", 0.3, version=version)
+    kind_of = {f"CUDA memcpy {lb}": i for i, _, long, short in MEMCPY_OPER for lb in (long, short)}
+    rows = read_nsys_sqlite(tmp_path / "big.sqlite").rows
+    assert {r.metric for r in rows} >= {"cudaLaunchKernel", "memcpy_htod", "memcpy_unified"}
+    for r in rows:
+        key = f"memcpy:{kind_of[r.raw_name]}" if r.raw_name in kind_of else r.raw_name
+        calls, total_ns, _ = expected[key]
+        assert (r.calls, r.total_s) == (calls, pytest.approx(total_ns * 1e-9)), (version, key)
