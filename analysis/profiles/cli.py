@@ -13,6 +13,7 @@ from . import coverage as cov
 from . import load_profiles
 from .metrics import (
     COLUMNS,
+    COPY_METRICS,
     CPU_PREFIX,
     KERNEL_LAUNCH_ALL,
     LAUNCH_METRICS,
@@ -76,7 +77,7 @@ def build_parser() -> argparse.ArgumentParser:
 def summary(df: pd.DataFrame, profiles: Sequence[tuple[int, RankProfile]], top: int) -> str:
     """Short text per rank: wall time, the paper's and launch metrics, top CPU ops, absences."""
     grouped = add_launch_all(by_metric(df))
-    shown = [*METRICS, *LAUNCH_METRICS, KERNEL_LAUNCH_ALL]
+    shown = [*METRICS, *LAUNCH_METRICS, *COPY_METRICS, KERNEL_LAUNCH_ALL]
     lines = []
     for rank, prof in sorted(profiles, key=lambda rp: (rp[0], rp[1].source)):
         lines.append(

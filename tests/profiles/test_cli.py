@@ -104,3 +104,13 @@ def test_write_csv_atomic_failure_leaves_old_file(tmp_path: Path, monkeypatch) -
         write_csv_atomic(pd.DataFrame({"a": [1]}), out)
     assert out.read_text() == "old\n"
     assert [p.name for p in tmp_path.iterdir()] == ["m.csv"]
+
+
+def test_cli_summary_shows_unified_copies(tmp_path: Path, capsys) -> None:
+    # copy kind 11 is a unified-memory (managed) copy: its own metric, shown with its bytes
+    a = make_nsys(
+        tmp_path / "rank0.sqlite", RT, memcpy=[(11, 0, 500, 4_000_000), (1, 600, 900, 64)]
+    )
+    assert main(["--run", "u", "--out", str(tmp_path / "m.csv"), str(a)]) == 0
+    line = next(ln for ln in capsys.readouterr().out.splitlines() if "memcpy_unified" in ln)
+    assert line.split()[-4:] == ["1", "calls", "4.0", "MB"]
