@@ -71,7 +71,7 @@ export REPEATS
 REPORT_RESULTS ?= $(RESULTS_DIR)
 
 .PHONY: help all vision llm report test test-unit test-gpu lint format probe venv matrix clean \
-        clean-results bench-vision bench-loaders bench-analysis bench-profiler data-mnist container \
+        clean-results bench-vision bench-loaders bench-analysis bench-profiler data-mnist assets container \
         container-test container-local sif slurm \
         plan plan-brief check-cuda gpu-check gpu-wheels self-check pdf runs $(ALL_TARGETS)
 
@@ -197,6 +197,12 @@ slurm: ## submit to SLURM (in artifact.sif when it exists): NODES=n spreads the 
 
 data-mnist: | $(VENV_STAMP) ## download real MNIST into data/mnist (needs the network)
 	$(PY) -c "from run.tvcompat import import_torchvision as t; t().datasets.MNIST('data/mnist', download=True)"
+
+# HF_TOKEN (or a token cached by `hf auth login`) of an account that accepted the Llama 3 licence;
+# make hands command-line variables to the recipe's environment, so the token is never echoed.
+# HF_ENDPOINT, LLAMA3_DIR, LLM_DATASETS_DIR and MNIST_DIR move where it fetches from and to.
+assets: | $(VENV_STAMP) ## fetch what quick and paper need: MNIST, Llama3-8B-Instruct, the 4 data sets (HF_TOKEN=hf_...; resumable)
+	$(PY) -m run.fetch_assets
 
 lint: | $(VENV_STAMP) ## ruff lint and format check
 	$(VENV)/bin/ruff check .
