@@ -121,6 +121,8 @@ def profiler_block(spec: dict[str, Any], run_dir: Path | None, cuda: bool) -> di
         "output_dir": str((run_dir or Path("/tmp")) / TORCH_TRACE_DIR),
         "cpu": True,
         "cuda": cuda,
+        # torchtune's setup_torch_profiler defaults xpu to True: torch then warns on every run
+        "xpu": False,
         "profile_memory": False,
         "with_stack": False,
         "record_shapes": True,

@@ -141,6 +141,7 @@ def test_llm_profiler_block_is_fitted_to_planned_steps(tmp_path):
     steps = llm_spec.planned_steps({**spec, "gpus": 2})
     assert steps == 4
     assert block["wait_steps"] + block["warmup_steps"] + block["active_steps"] <= steps
+    assert block["xpu"] is False  # torchtune defaults it on, and torch warns on every run
 
 
 # --- 5. GPUs that torch cannot use stop everything, with one line ------------------------------------
