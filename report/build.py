@@ -107,7 +107,19 @@ def machine(root: Path, profile: str) -> dict[str, Any]:
         "host": hw["hostname"],
     }
     info["runs"], info["run_seconds"] = run_totals(root, profile)
+    info["stand_ins"] = stand_ins(root, profile)
     return info
+
+
+def stand_ins(root: Path, profile: str) -> dict[str, int]:
+    """Llama3-8B runs that had no real checkpoint or tokenizer (summary.json's own fields): their
+    times and memory are the model's shape's, their losses say nothing (run/llm/weights.py)."""
+    out = {"random weights": 0, "byte tokenizer": 0}
+    for path in store.runs_dir(profile, root).glob(f"llama3_8b-*/{store.SUMMARY}"):
+        summ = store.read_json(path)
+        out["random weights"] += summ.get("weights") == "random"
+        out["byte tokenizer"] += summ.get("tokenizer") == "bytes"
+    return {k: v for k, v in out.items() if v}
 
 
 def run_totals(root: Path, profile: str) -> tuple[Counter, dict[str, float]]:

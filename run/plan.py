@@ -738,6 +738,14 @@ def render(
         )
     out.append("")
     out.append(f"runs: {len(rows)} ({_counts(rows)})")
+    # stand-ins for the real model: their names say so (llm_spec.run_name), the total says why
+    parts = [r.name.split("-") for r in rows if r.name.startswith("llama3_8b-")]
+    n_random, n_bytes = sum("random" in p for p in parts), sum("tok_bytes" in p for p in parts)
+    if n_random or n_bytes:
+        out.append(
+            f"Llama3-8B stand-ins: {n_random} run(s) with random weights, {n_bytes} with the byte "
+            "tokenizer (no LLAMA3_DIR / LLAMA3_TOKENIZER: `make assets HF_TOKEN=hf_...`)"
+        )
     out.append(
         f"GPU-hours still to spend: {gpu_hours(rows):.2f} (missing runs: est x GPUs; on a CPU "
         "machine, gloo ranks count as GPUs)"

@@ -284,3 +284,35 @@ def test_module_runs_as_make_assets_does(env, monkeypatch):
         )
         == 4
     )
+
+
+def test_plan_counts_llama3_stand_ins():
+    from run.plan import PlanRow, render
+
+    def row(name: str) -> PlanRow:
+        return PlanRow(name, "llm", "missing", 1, 10.0, 5, 1, ["L1"])
+
+    info = {"gpu_count": 4, "gpu_model": "H100"}
+    real = row("llama3_8b-lora-alpaca-1gpu-nopin-tok_llama3")
+    stand = row("llama3_8b-lora-alpaca-1gpu-nopin-random-tok_bytes")
+    rand = row("llama3_8b-lora-samsum-1gpu-nopin-random-tok_llama3")
+    text = render([real, stand, rand], info, "quick")
+    assert "2 run(s) with random weights, 1 with the byte tokenizer" in text
+    assert "make assets" in text
+    assert "stand-ins" not in render([real, row("tiny-lora-alpaca-1gpu-nopin")], info, "quick")
+
+
+def test_report_counts_llama3_stand_ins(tmp_path):
+    from report import build
+    from run import store
+
+    runs = store.runs_dir("quick", tmp_path)
+    for name, weights, tok in (
+        ("llama3_8b-lora-alpaca-1gpu-nopin-random-tok_bytes", "random", "bytes"),
+        ("llama3_8b-lora-grammar-1gpu-nopin-random-tok_llama3", "random", "llama3"),
+        ("llama3_8b-lora-samsum-1gpu-nopin-tok_llama3", "real", "llama3"),
+        ("tiny-lora-alpaca-1gpu-nopin", "tiny", "bytes"),  # the tiny model's bytes are no stand-in
+    ):
+        store.write_json_atomic(runs / name / store.SUMMARY, {"weights": weights, "tokenizer": tok})
+    assert build.stand_ins(tmp_path, "quick") == {"random weights": 2, "byte tokenizer": 1}
+    assert build.stand_ins(tmp_path, "paper") == {}
