@@ -37,6 +37,14 @@ export PYTHONUNBUFFERED := 1
 # machine has more than one node; bind; off.
 NUMA ?= auto
 export PROFILER RESULTS_DIR NUMA
+# What `make assets` fetched is used when it is there (it appears only complete, by a rename):
+# Llama3-8B weights and tokenizer instead of random weights and the byte tokenizer, the parent
+# data sets as JSON Lines. Set the variables to use copies elsewhere.
+LLM_DATA := $(or $(LLM_DATA_ROOT),data/llm)
+LLAMA3_DIR ?= $(wildcard $(LLM_DATA)/Meta-Llama-3-8B-Instruct)
+LLM_DATASETS_DIR ?= $(wildcard $(LLM_DATA)/datasets)
+$(if $(LLAMA3_DIR),$(eval export LLAMA3_DIR))
+$(if $(LLM_DATASETS_DIR),$(eval export LLM_DATASETS_DIR))
 
 # Sources whose change may change a run: a sweep re-checks its runs (finished ones are kept).
 RUN_SRC := experiments/matrix.yaml $(wildcard run/*.py run/llm/*.py configs/llm/*.yaml)
