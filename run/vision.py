@@ -512,7 +512,7 @@ def train(spec: dict[str, Any], run_dir: Path, device: torch.device) -> int:
     htod_known = cuda and spec["loader"] != "dali"
     if rank == 0:
         epochs = store.read_jsonl(epochs_file)
-        compile_s = round(sum(e["compile_s"] for e in epochs), 3)
+        compile_s = sum(e["compile_s"] for e in epochs)
         timed_s = sum(e["train_time_s"] for e in epochs) - compile_s
         store.write_json_atomic(
             run_dir / store.SUMMARY,
@@ -526,7 +526,7 @@ def train(spec: dict[str, Any], run_dir: Path, device: torch.device) -> int:
                 "final_test_accuracy_pct": round(accuracy, 3),
                 "final_train_loss": epochs[-1]["train_loss"] if epochs else None,
                 "images_per_s": round(sum(e["images"] for e in epochs) / max(timed_s, 1e-9), 2),
-                "compile_s": compile_s if spec["compile"] else None,
+                "compile_s": round(compile_s, 3) if spec["compile"] else None,
                 "input_bytes_per_image": round(in_bytes / max(n_copied, 1), 1),
                 "htod_bytes_per_image": round(htod / max(n_trained, 1), 1) if htod_known else None,
                 "peak_memory_bytes": int(peak),
