@@ -33,8 +33,9 @@ Optimisations (issue 20; each off by default, so the faithful runs keep their lo
   fused_optimizer   Adam(fused=True)
   compile           torch.compile of the DDP-wrapped model; the steps that compiled are timed as
                     compile_s and left out of images_per_s (see compile_seconds)
-  host_sync=epoch   copies never wait for the device (non_blocking even from pageable memory):
-                    today's loop waits once per step when pin_memory is off (a blocking copy)
+  host_sync=epoch   copies are issued non_blocking even from pageable memory (the driver may
+                    still stage those synchronously): today's loop waits once per step when
+                    pin_memory is off (a blocking copy)
 summary.json also gives input_bytes_per_image (the input batch as handed to the copy, per image)
 and htod_bytes_per_image (bytes this loop copied host->device per trained image; CUDA only).
 """
@@ -232,8 +233,9 @@ def to_device(x: torch.Tensor, y: torch.Tensor, device: torch.device, spec: dict
     =device) the stored uint8 images, made into the model's input there.
 
     A blocking copy (non_blocking=False) makes the host wait for the device: today's loop with
-    pin_memory off. host_sync=epoch never waits: from pageable memory CUDA stages the batch before
-    the call returns, so the DataLoader may reuse it; from pinned memory the caching host
+    pin_memory off. host_sync=epoch issues the copy non_blocking: from pageable memory the driver
+    stages the batch before the call returns (it may synchronise with the stream to do so, CUDA's
+    API sync behaviour), so the DataLoader may reuse it; from pinned memory the caching host
     allocator keeps the block until the copy is done."""
     non_blocking = spec["pin_memory"] or spec["host_sync"] == "epoch"
     x = x.to(device, non_blocking=non_blocking)

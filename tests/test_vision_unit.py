@@ -271,7 +271,10 @@ def test_unsupported_reasons(monkeypatch):
     finally:
         vision_spec._compile_blocker.cache_clear()
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
-    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda: False)
+    # a V100 emulates bf16: torch's default (including_emulation=True) would say it has it
+    monkeypatch.setattr(
+        torch.cuda, "is_bf16_supported", lambda including_emulation=True: including_emulation
+    )
     monkeypatch.setattr(torch.cuda, "get_device_name", lambda *a: "Tesla V100")
     reason = vision_spec.unsupported_reason({**spec, "compile": False})
     assert reason == "bf16 autocast is not supported on Tesla V100"
