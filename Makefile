@@ -79,7 +79,7 @@ export REPEATS
 REPORT_RESULTS ?= $(RESULTS_DIR)
 
 .PHONY: help all vision llm report test test-unit test-gpu lint format probe venv matrix clean \
-        clean-results bench-vision bench-loaders bench-analysis bench-profiler data-mnist assets container \
+        clean-results bench-vision bench-loaders bench-analysis bench-profiler bench-optimize data-mnist assets container \
         container-test container-local sif slurm \
         plan plan-brief check-cuda gpu-check gpu-wheels self-check pdf runs $(ALL_TARGETS)
 
@@ -176,6 +176,9 @@ bench-analysis: | $(VENV_STAMP) ## profile parsers on >= 1 GB synthetic profiles
 
 bench-profiler: | $(VENV_STAMP) ## overhead of torch.profiler (and nsys if present) on the vision loop
 	$(PY) -m run.bench_profiler
+
+bench-optimize: | $(VENV_STAMP) ## faithful vs optimised (O1, O3): images/s, tokens/s, bytes copied per image
+	$(PY) -m run.bench_optimize
 
 # container/build.sh passes container/pins.env to the engine as --build-arg; TORCH_INDEX as here
 export CONTAINER_ENGINE

@@ -50,6 +50,14 @@ LLM on GPUs (Llama3-8B, anchor: Table 5, LoRA fp32 batch 2 on alpaca-cleaned, s/
                      + planned steps * s/it * profiler slowdown over its window
     QAT below QAT_FITS_GPUS GPUs: start-up, load and one step (the paper's runs ran out of memory)
 
+The optimisations of issue 20 (O1-O4; none published, all assumptions): upsample=device is
+priced as pinning (Table 3's ratio, the copy made cheaper); channels_last, fused Adam and
+torch.compile multiply the vision step (CHANNELS_LAST_FACTOR, FUSED_FACTOR, COMPILE_FACTOR), and
+compile and host_sync=epoch lower its launch-bound floor; bf16 is costed as FP16. An LLM run
+compiled is LLM_COMPILE_FACTOR faster per step; packed rows are max_seq_len tokens each (the
+token factor above). Compiling (*_COMPILE_S) and packing every row (PACK_S_PER_ROW) add start-up
+time. A cell this machine cannot run (vision_spec/llm_spec.unsupported_reason) costs nothing.
+
 CPU machines (gloo ranks, the smoke profile) use a separate crude model (CPU_* constants) fitted
 to the smoke `make all` on 2 cores (83 runs in about 20 min: about 500 s of vision launches for
 30 runs and 465 s of LLM launches for 53 runs, 44 of them launched).
@@ -140,6 +148,30 @@ QAT_FITS_GPUS = 4
 # The tiny llama3 (smoke) on a GPU: seconds per step. Assumption.
 TINY_GPU_S_PER_IT = 0.03
 
+# --- the optimisations of issue 20 (O1-O4), on GPUs --------------------------------------------
+# Nothing published: assumptions, to be corrected by local calibration and `make bench-optimize`.
+# upsample=device copies 784 uint8 bytes per image instead of a 3 x px^2 float32 tensor and drops
+# the per-image CPU resize: costed as pinning's gain in Table 3 (the copy made cheaper), which is
+# a lower bound, since the bytes fall by hundreds of times.
+# channels_last and fused Adam: a few per cent on MobileNetV2's step (assumptions).
+CHANNELS_LAST_FACTOR = 0.95
+FUSED_FACTOR = 0.97
+# torch.compile: inductor's kernels (fewer launches, fused element-wise ops) run the step this much
+# faster and lower the launch-bound floor; compiling costs start-up time on every launch (no cache
+# is kept between runs). Assumptions: MobileNetV2 forward and backward compile in about a minute;
+# torchtune compiles one Llama3 layer and reuses it for the other 31, plus the loss.
+COMPILE_FACTOR = 0.8
+COMPILE_FLOOR_FACTOR = 0.5
+VISION_COMPILE_S = 60.0
+LLM_COMPILE_FACTOR = 0.85
+LLM_COMPILE_S = 60.0
+# host_sync=epoch: no per-step .item() wait, so the host queues the next step's kernels while the
+# GPU runs this one: lowers the launch-bound floor (assumption).
+HOST_SYNC_FLOOR_FACTOR = 0.9
+# dataset.packed: torchtune's PackedDataset tokenises and packs every row before the first step
+# (assumption: 2,000 rows/s), then every sequence is max_seq_len tokens long (priced as tokens).
+PACK_S_PER_ROW = 0.0005
+
 # --- profilers (both workloads) ------------------------------------------------------------------
 # Slowdown of the profiled window. Assumptions: nsys traces CUDA API and kernels without CPU
 # sampling; torch.profiler records every op with its CUDA kernels (`make bench-profiler` measures
@@ -168,6 +200,13 @@ CPU_LLM_STARTUP_S = 7.0
 CPU_LLM_S_PER_IT = 0.40
 # Llama3-8B on a CPU (never planned by the matrix: quick and paper need GPUs). Assumption.
 CPU_8B_S_PER_IT = 120.0
+# torch.compile with inductor's C++ backend, per launch (every rank compiles at once). Measured on
+# the 2-core machine, one thread, other jobs running: MobileNetV2 x0.25 at 64 px, bf16 autocast,
+# channels_last, the first step 48 s, the next ones 0.03 s; the tiny llama3's compiled LoRA run
+# launched in 10 s against 6 s eager (`make bench-optimize`). The compiled step's own speed-up is
+# not modelled on a CPU (the estimate stays on the safe side).
+CPU_VISION_COMPILE_S = 50.0
+CPU_LLM_COMPILE_S = 5.0
 
 
 class PlanError(UserError):
@@ -314,10 +353,21 @@ def _vision_gpu_loop(spec: dict[str, Any]) -> float:
     eval_images, eval_batches = _vision_eval(spec)
     units = spec["epochs"] * (_vision_images_per_rank(spec) + EVAL_COST_SHARE * eval_images)
     pixels = (spec["image_size"] / a["image_size"]) ** 2 * _vision_width(spec)
-    compute = units * unit * pixels * _pin_ratio(g, spec["pin_memory"])
+    # device upsampling makes the copy cheaper as pinning does; both at once count once
+    cheap_copy = spec["pin_memory"] or spec.get("upsample") == "device"
+    compute = units * unit * pixels * _pin_ratio(g, cheap_copy) * _vision_opt_factor(spec)
     ineff = g * _t2(g, "fp32") / _t2(1, "fp32")
     steps = vision_spec.planned_steps(spec) + spec["epochs"] * EVAL_COST_SHARE * eval_batches
-    return max(compute, steps * VISION_STEP_FLOOR_S * ineff)
+    floor = VISION_STEP_FLOOR_S * (COMPILE_FLOOR_FACTOR if spec.get("compile") else 1.0)
+    floor *= HOST_SYNC_FLOOR_FACTOR if spec.get("host_sync") == "epoch" else 1.0
+    return max(compute, steps * floor * ineff)
+
+
+def _vision_opt_factor(spec: dict[str, Any]) -> float:
+    """Step time of the issue-20 options relative to the eager, NCHW, unfused loop (GPU)."""
+    f = CHANNELS_LAST_FACTOR if spec.get("channels_last") else 1.0
+    f *= FUSED_FACTOR if spec.get("fused_optimizer") else 1.0
+    return f * (COMPILE_FACTOR if spec.get("compile") else 1.0)
 
 
 def _vision_cpu_loop(spec: dict[str, Any], info: dict[str, Any]) -> float:
@@ -342,7 +392,8 @@ def _token_factor(spec: dict[str, Any], relative_tokenizer: bool) -> float:
         if relative_tokenizer:  # the anchor ran with the same tokenizer (CPU model)
             anchor *= BYTES_PER_TOKEN
     cap = spec.get("max_seq_len") or llm_spec.DEFAULT_MAX_SEQ_LEN[spec["model"]]
-    tok = min(tok, cap)
+    # a packed row is max_seq_len tokens long whatever the rows it holds
+    tok = cap if spec.get("packed") else min(tok, cap)
     return (1 - LLM_TOKEN_SHARE) + LLM_TOKEN_SHARE * tok / anchor
 
 
@@ -358,7 +409,9 @@ def llm_s_per_it(spec: dict[str, Any], info: dict[str, Any]) -> float:
     if _on_gpu(info):
         if spec["model"] == "tiny":
             return TINY_GPU_S_PER_IT * method
-        return _s5(g, spec["pin_memory"]) * method * _token_factor(spec, relative_tokenizer=False)
+        compiled = LLM_COMPILE_FACTOR if spec.get("compile") else 1.0
+        s5 = _s5(g, spec["pin_memory"])
+        return s5 * method * _token_factor(spec, relative_tokenizer=False) * compiled
     cores = _cores(info)
     base = CPU_LLM_S_PER_IT if spec["model"] == "tiny" else CPU_8B_S_PER_IT
     return base * method * _token_factor(spec, relative_tokenizer=True) * max(1.0, g / cores)
@@ -405,16 +458,20 @@ def _profiled(
 
 def _loop_and_steps(spec: dict[str, Any], info: dict[str, Any]) -> tuple[float, int, float]:
     """(loop seconds without profiler, steps, start-up seconds)."""
+    gpu = _on_gpu(info)
     if spec["workload"] == "vision":
         steps = vision_spec.planned_steps(spec)
-        if _on_gpu(info):
-            return _vision_gpu_loop(spec), steps, VISION_STARTUP_S
-        return _vision_cpu_loop(spec, info), steps, CPU_VISION_STARTUP_S
+        compile_s = (VISION_COMPILE_S if gpu else CPU_VISION_COMPILE_S) if spec["compile"] else 0.0
+        if gpu:
+            return _vision_gpu_loop(spec), steps, VISION_STARTUP_S + compile_s
+        return _vision_cpu_loop(spec, info), steps, CPU_VISION_STARTUP_S + compile_s
     steps = _llm_steps(spec, info)
     loop = steps * llm_s_per_it(spec, info)
-    if not _on_gpu(info):
-        return loop, steps, CPU_LLM_STARTUP_S
-    start = LLM_STARTUP_S + (LLM_DIST_STARTUP_S if llm_spec.distributed(spec) else 0.0)
+    extra = (LLM_COMPILE_S if gpu else CPU_LLM_COMPILE_S) if spec.get("compile") else 0.0
+    extra += PACK_S_PER_ROW * llm_spec.dataset_rows(spec) if spec.get("packed") else 0.0
+    if not gpu:
+        return loop, steps, CPU_LLM_STARTUP_S + extra
+    start = LLM_STARTUP_S + extra + (LLM_DIST_STARTUP_S if llm_spec.distributed(spec) else 0.0)
     if spec["model"] != "tiny":
         start += LLM_MODEL_LOAD_DIST_S if llm_spec.distributed(spec) else LLM_MODEL_LOAD_S
         start += QLORA_QUANTIZE_S if spec["method"] == "qlora" else 0.0
@@ -428,7 +485,7 @@ def estimate_s(
     (`info` as run.probe.probe() gives it), before local calibration. 0 for a cell the sweep
     records as unsupported without launching it. `window`: the profile's profiling window for the
     spec's workload (DEFAULT_WINDOW when not given)."""
-    if spec["workload"] == "llm" and llm_spec.unsupported_reason(spec):
+    if _unsupported(spec):
         return 0.0
     loop, steps, start = _loop_and_steps(spec, info)
     loop, _ = _profiled(spec, loop, steps, window)
@@ -442,7 +499,7 @@ def post_s(
     prof = spec.get("profiler", "none")
     if prof not in ("nsys", "torch"):
         return 0.0
-    if spec["workload"] == "llm" and llm_spec.unsupported_reason(spec):
+    if _unsupported(spec):
         return 0.0
     loop, steps, _ = _loop_and_steps(spec, info)
     _, traced = _profiled(spec, loop, steps, window)
@@ -581,11 +638,15 @@ def _state(profile: str, name: str, spec: dict[str, Any], limit: int) -> tuple[s
         if status in ("failed", "oom", "unsupported"):
             return status, str(summary.get("error") or "")
         return "failed", f"unknown status {status!r}"
-    if spec["workload"] == "llm":
-        reason = llm_spec.unsupported_reason(spec)
-        if reason:
-            return "unsupported", reason
+    reason = _unsupported(spec)
+    if reason:
+        return "unsupported", reason
     return "missing", ""
+
+
+def _unsupported(spec: dict[str, Any]) -> str | None:
+    """Why the sweep records a cell as unsupported without launching it (None: it launches)."""
+    return mx.WORKLOADS[spec["workload"]].unsupported_reason(spec)
 
 
 def build(
