@@ -185,9 +185,8 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"error: {exc}", file=sys.stderr)
                 return 1
         for k, (tps, wall) in best.items():
-            rows.append(
-                ("llm", k, f"{tps:,.0f} tokens/s", f"launch {-wall:.0f} s (compile included)")
-            )
+            built_in = " (compilation included)" if llm[k]["compile"] else ""
+            rows.append(("llm", k, f"{tps:,.0f} tokens/s", f"launch {-wall:.0f} s{built_in}"))
 
     print(f"\n{'workload':<8} {'side':<10} {'throughput':>20}  bytes / notes")
     for workload, side, value, note in rows:

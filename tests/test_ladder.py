@@ -171,3 +171,18 @@ def test_a_step_changing_nothing_in_the_spec_is_refused_even_when_it_sets_a_key(
     m = small()
     m["experiments"]["X1"]["ladder"].insert(1, {"step": "pinned?", "pin_memory": False})
     assert "X1 (p, ladder step 'pinned?'): changes nothing from step 'faithful'" in refused(m)
+
+
+def test_bench_optimize_compares_each_ladders_first_and_last_step_on_one_device(capsys):
+    """`make bench-optimize` takes O1's and O3's faithful and fully optimised cells (not timed
+    here: a bench is no test); bad counts are one line and exit 2."""
+    from run import bench_optimize
+
+    for exp in ("O1", "O3"):
+        first, last = bench_optimize.ends(exp)
+        assert first["gpus"] == last["gpus"] == 1
+        assert mx.ladder_step(exp, first)[0] == 0
+        assert mx.ladder_step(exp, last)[0] == len(mx.ladder(exp)) - 1
+    assert bench_optimize.main(["--repeats", "0"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: ")
