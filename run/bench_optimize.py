@@ -11,8 +11,8 @@ compilation, so it is not timed), the two sides alternating --repeats times, bes
 per image: of the input batch as handed to the copy; host-to-device only on a GPU (on a CPU there
 is no device copy, so the table says so and gives the input bytes).
 
-LLM: O3's first step (the paper's LoRA) against its last (fused AdamW, packed, compiled), the
-smoke cells on one device (the tiny llama3: nothing to download), each a real run of
+LLM: O3's first step (the paper's LoRA) against its last (packed, compiled; AdamW is fused in
+both), the smoke cells on one device (the tiny llama3: nothing to download), each a real run of
 run/llm_tune.py (torchtune's recipe) in a temporary folder, alternating; tokens/s is the
 recipe's own rate over the steps after its warm-up (run/llm/metrics.py), so compilation is not
 in it; the launch's wall time is printed beside it.
