@@ -10,6 +10,8 @@ An artifact is one module, `analysis/<target with _>.py`, which provides
     extra(runs, t) -> dict[str, DataFrame] side tables, written as <target>-<name>.csv (optional)
     (`runs.attrs["profile"]` names the profile, for hooks that read a run's own files)
     PAPER_CSV, FIGURE                     the reference CSV it sets ours beside; draws a figure
+    TITLE                                 the section's title (optional; default: the first
+                                          experiment's title in the matrix)
 
 The experiments behind a target come from experiments/matrix.yaml (its `target:` fields) and
 the claims from reference/paper/claims.yaml (their `experiment:`): nothing else maps them.
@@ -109,7 +111,8 @@ def build(target: str, profile: str) -> Path:
         "target": target,
         "profile": profile,
         "experiments": exps,
-        "title": entry["title"],
+        # a target over experiments of different titles (fig-optimized) names itself
+        "title": getattr(mod, "TITLE", entry["title"]),
         "source": entry["source"],
         "columns": list(t.columns),
         "claims": judged,

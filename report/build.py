@@ -212,7 +212,9 @@ def context(profile: str, roots: list[Path]) -> dict[str, Any]:
         sections.append({
             "target": target,
             "experiments": exps,
-            "title": entry["title"],
+            # the artifact's own title where it was built (a target over several experiments
+            # may name itself), else the matrix's
+            "title": (first or {}).get("title") or entry["title"],
             "source": entry["source"],
             "built": first is not None,
             "why": "" if first else (
@@ -291,6 +293,7 @@ NEEDS_TEXT = {
     "gpu": "a GPU",
     "gpu_oom": "a GPU that can run out of memory",
     "learned": "runs that learn",
+    "learned_scenario_b": "Scenario B runs that learn",
     "paper_data": "the paper's MNIST",
     "multi_numa": "two or more NUMA nodes",
     "records_cuda_event_destroy": "a profiler that records cudaEventDestroy (nsys)",

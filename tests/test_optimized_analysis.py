@@ -166,6 +166,10 @@ def test_our_claims_are_inconclusive_within_the_repeats_spread():
     # a vision set that did not learn: the accuracy parts decide nothing
     got = judge(runs(vision("O1", O1, 1.3, acc=40.0) + vision("O2", O2, 1.2, acc=40.0)))
     assert got["O1b"]["verdict"] == cl.INCONCLUSIVE and "did not learn" in got["O1b"]["reason"]
+    # each ladder's accuracy rests on its own runs: O2's not learning leaves O1b judged
+    got = judge(runs(vision("O1", O1, 1.3) + vision("O2", O2, 1.2, acc=40.0) + llm(1.2, 0.7)))
+    assert got["O1b"]["verdict"] == cl.HOLDS
+    assert got["O2a"]["verdict"] == cl.INCONCLUSIVE and "did not learn" in got["O2a"]["reason"]
 
 
 def test_gpu_only_claims_are_not_measured_on_cpu_with_reasons():
@@ -239,7 +243,7 @@ def test_the_report_shows_the_section_and_counts_our_claims_apart(sandbox, monke
     assert "apart from the papers' 3." in md
     assert "Ours, beyond the paper: no published numbers" in md
     assert "**O4a** (ours, beyond the paper) Paged 8-bit AdamW" in md
-    assert "| [O1b](#fig-optimized) |" in md and "![O1 ladder](figures/fig-optimized.png)" in md
+    assert "| [O1b](#fig-optimized) |" in md and f"![{fo.TITLE}](figures/fig-optimized.png)" in md
     assert "Beyond the paper: our own claims" in tex and "no published numbers" in tex
 
 
