@@ -127,8 +127,8 @@ def unsupported_reason(spec: dict[str, Any]) -> str | None:
     cuda = torch.cuda.is_available()
     # including_emulation=False: the default counts emulated bf16 (T4, V100) as supported, and
     # timing emulation would not be the bf16 step of the ladder (docs/gpu-review.md row 20)
-    native_bf16 = cuda and torch.cuda.is_bf16_supported(including_emulation=False)
-    if spec.get("precision") == "bf16" and cuda and not native_bf16:
+    bf16 = spec.get("precision") == "bf16"
+    if bf16 and cuda and not torch.cuda.is_bf16_supported(including_emulation=False):
         return f"bf16 autocast is not supported on {torch.cuda.get_device_name(0)}"
     if spec.get("compile"):
         return _compile_blocker()

@@ -14,7 +14,7 @@ from run.llm import data
 from run.llm.assets import AssetError
 from run.llm.metrics import summarize, timing_warmup
 
-LLM_EXPS = [f"L{i}" for i in range(1, 10)]
+LLM_EXPS = [*(f"L{i}" for i in range(1, 10)), "O3", "O4"]  # O3, O4: issue 20
 
 
 @pytest.fixture
