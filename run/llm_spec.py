@@ -321,9 +321,9 @@ def unsupported_reason(spec: dict[str, Any]) -> str | None:
         )
     if spec.get("compile"):
         # the same inductor needs as a vision run's (C++ compiler, Python.h, Triton on a GPU)
-        from run.vision_spec import _compile_blocker
+        from run.vision_spec import compile_blocker
 
-        return _compile_blocker()
+        return compile_blocker()
     return None
 
 

@@ -95,7 +95,7 @@ def validate(spec: dict[str, Any]) -> None:
 
 
 @functools.lru_cache(maxsize=1)
-def _compile_blocker() -> str | None:
+def compile_blocker() -> str | None:
     """Why torch.compile (inductor) cannot build kernels here, or None. Inductor compiles C++
     against Python.h on a CPU; on a GPU it generates Triton kernels, whose launcher needs the C
     compiler too."""
@@ -131,7 +131,7 @@ def unsupported_reason(spec: dict[str, Any]) -> str | None:
     if bf16 and cuda and not torch.cuda.is_bf16_supported(including_emulation=False):
         return f"bf16 autocast is not supported on {torch.cuda.get_device_name(0)}"
     if spec.get("compile"):
-        return _compile_blocker()
+        return compile_blocker()
     return None
 
 

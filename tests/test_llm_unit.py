@@ -377,7 +377,7 @@ def test_paged_optimizer_is_unsupported_only_under_fsdp2(monkeypatch):
     assert llm_spec.unsupported_reason({**OPT_BASE, "gpus": 2}) is None
     from run import vision_spec
 
-    monkeypatch.setattr(vision_spec, "_compile_blocker", lambda: "no compiler here")
+    monkeypatch.setattr(vision_spec, "compile_blocker", lambda: "no compiler here")
     assert llm_spec.unsupported_reason({**OPT_BASE, "compile": True}) == "no compiler here"
 
 

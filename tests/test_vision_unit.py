@@ -263,13 +263,13 @@ def test_unsupported_reasons(monkeypatch):
         raise RuntimeError("no g++")
 
     monkeypatch.setattr(cpp_builder, "get_cpp_compiler", no_compiler)
-    vision_spec._compile_blocker.cache_clear()
+    vision_spec.compile_blocker.cache_clear()
     try:
         reason = vision_spec.unsupported_reason(spec)
         assert "torch.compile needs a working C++ compiler" in reason
         assert vision_spec.unsupported_reason({**spec, "compile": False}) is None
     finally:
-        vision_spec._compile_blocker.cache_clear()
+        vision_spec.compile_blocker.cache_clear()
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     # a V100 emulates bf16: torch's default (including_emulation=True) would say it has it
     monkeypatch.setattr(
