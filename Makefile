@@ -172,7 +172,7 @@ bench-loaders: | $(VENV_STAMP) ## Scenario B images/s: DataLoader and DALI vs th
 	$(PY) -m run.bench_loaders
 
 bench-analysis: | $(VENV_STAMP) ## profile parsers on >= 1 GB synthetic profiles: MB/s and peak memory
-	$(PY) -m run.bench_analysis
+	$(PY) -m analysis.bench_analysis
 
 bench-profiler: | $(VENV_STAMP) ## overhead of torch.profiler (and nsys if present) on the vision loop
 	$(PY) -m run.bench_profiler

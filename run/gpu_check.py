@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from run import bundle, llm_spec, probe, store, sweep, vision_spec
+from run import bundle, llm_spec, probe, profiling, store, sweep, vision_spec
 from run.errors import UserError
 from run.failure import root_cause
 
@@ -89,7 +89,7 @@ class Seen:
 
     def metrics(self) -> dict[str, dict[str, float]]:
         """RUN/profile_metrics.csv summed per metric over ranks: {metric: {calls, total_s, bytes}}."""
-        path = self.run_dir / "profile_metrics.csv"
+        path = self.run_dir / profiling.PROFILE_METRICS
         out: dict[str, dict[str, float]] = {}
         if not path.is_file():
             return out

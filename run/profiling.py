@@ -28,7 +28,9 @@ Files inside a run folder (analysis imports these names):
     torch_traces/rank{R}.pt.trace.json.gz       vision, torch.profiler
     torch_traces/iteration_N/*.pt.trace.json.gz llm, torchtune's profiler block
     nsys/rank{R}.nsys-rep, nsys/rank{R}.sqlite  nsys report per rank and its SQLite export
-    profile_metrics.csv                         the tidy metrics table (analysis/profiles)
+    profile_metrics.csv                         the tidy metrics table, written after the run by
+                                                `python -m analysis.profiles.collect` (the sweep
+                                                calls it as a program: run/ imports no analysis)
 
 The nsys command line (built by `nsys_command`) for a torchrun launch is
 
@@ -47,8 +49,6 @@ die before writing its summary.
 from __future__ import annotations
 
 import math
-import shutil
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -420,71 +420,3 @@ def with_nsys(cmd: list[str], run_dir: Path, capture_api: bool) -> list[str]:
                 cmd[:cut], [sys.executable, *cmd[cut:]], run_dir, window, capture_api
             )
     return nsys_command([], cmd, run_dir, window, capture_api)
-
-
-# --- after the run: traces -> profile_metrics.csv ------------------------------------------------
-
-
-def export_nsys(report: Path, nsys: str = "nsys") -> Path:
-    """`nsys export --type sqlite` of one report; returns the .sqlite path."""
-    from analysis.profiles import ProfileError
-
-    out = report.with_suffix(".sqlite")
-    cmd = [
-        nsys,
-        "export",
-        "--type=sqlite",
-        "--force-overwrite=true",
-        f"--output={out}",
-        str(report),
-    ]
-    try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
-    except OSError as exc:
-        raise ProfileError(report, f"cannot run nsys export ({exc.strerror or exc})") from exc
-    if proc.returncode != 0 or not out.is_file():
-        why = (proc.stderr or proc.stdout).strip().splitlines()
-        raise ProfileError(report, f"nsys export failed: {why[-1] if why else proc.returncode}")
-    return out
-
-
-def trace_files(run_dir: Path, profiler: str) -> list[Path]:
-    """The per-rank profile files of a finished run (nsys reports exported first)."""
-    if profiler == "nsys":
-        reports = sorted((run_dir / NSYS_DIR).glob("*.nsys-rep"))
-        if reports and shutil.which("nsys"):
-            return [export_nsys(r) for r in reports]
-        return sorted((run_dir / NSYS_DIR).glob("*.sqlite"))
-    return sorted((run_dir / TORCH_TRACE_DIR).rglob(TORCH_TRACE_GLOB))
-
-
-def collect_metrics(run: str, run_dir: Path, profiler: str) -> Path:
-    """Turn a run's traces into RUN/profile_metrics.csv; ProfileError (one line) on bad input.
-
-    nsys shares divide by the wall time the run's capture mode calls for (its nsys_capture in
-    profiling.json; unknown for a run started by hand). The CSV's wall_s/wall_from columns and
-    profiling.json's profile_wall say which span each rank used. Every file is read before
-    anything is written, so a bad one leaves no CSV and profiling.json as it was.
-    """
-    from analysis.profiles import ProfileError, load_profiles
-    from analysis.profiles.metrics import concat_frames, profile_frame, write_csv_atomic
-    from analysis.profiles.nsys_sqlite import with_capture
-
-    files = trace_files(run_dir, profiler)
-    where = run_dir / (NSYS_DIR if profiler == "nsys" else TORCH_TRACE_DIR)
-    if not files:
-        raise ProfileError(
-            where,
-            f"no {profiler} profile was written (the run ended before the window closed, or "
-            "its recipe ignores the profiler block: torchtune 0.6.1's lora_dpo_distributed does)",
-        )
-    capture = read_capture(run_dir) if profiler == "nsys" else None
-    profiles = [(rank, with_capture(p, capture)) for rank, p in load_profiles(files)]
-    df = concat_frames(profile_frame(run, rank, p) for rank, p in profiles)
-    out = write_csv_atomic(df, run_dir / PROFILE_METRICS)
-    plan_path = run_dir / PROFILING_PLAN
-    if plan_path.is_file():
-        walls = {str(r): {"wall_s": p.wall_s, "wall_from": p.wall_from} for r, p in profiles}
-        wall = {"capture": capture, "ranks": walls} if profiler == "nsys" else {"ranks": walls}
-        store.write_json_atomic(plan_path, {**store.read_json(plan_path), PROFILE_WALL_KEY: wall})
-    return out

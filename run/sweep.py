@@ -41,6 +41,7 @@ from run import matrix as mx
 from run import probe as hw
 from run.errors import UserError
 from run.failure import root_cause
+from run.provenance import REPO
 
 # How long one run may take before it is stopped and recorded as failed (seconds; 0 = no limit).
 RUN_TIMEOUT_S = int(os.environ.get("RUN_TIMEOUT_S", "0"))
@@ -170,18 +171,20 @@ def launch_command(spec: dict[str, Any], stage: Path, info: dict[str, Any]) -> l
 def profile_metrics(spec: dict[str, Any], stage: Path, summary: dict[str, Any]) -> dict[str, Any]:
     """A profiled run that finished: its traces -> RUN/profile_metrics.csv before publishing.
 
-    A trace that cannot be read makes the run `failed` with the reader's one-line error.
+    The readers live in analysis/ (run/ imports none of it), so this calls them as a program. A
+    trace that cannot be read makes the run `failed` with the reader's one-line error.
     """
-    from analysis.profiles import ProfileError
-
     if summary.get("status") != "ok" or spec.get("profiler") not in ("torch", "nsys"):
         return summary
     t0 = time.monotonic()
-    try:
-        out = profiling.collect_metrics(mx.run_name(spec), stage, spec["profiler"])
-    except ProfileError as exc:
-        return {**summary, "status": "failed", "error": f"profile: {exc}"}
-    summary = {**summary, "profile_metrics": out.name}
+    cmd = [sys.executable, "-m", "analysis.profiles.collect", str(stage.resolve())]
+    cmd += ["--run", mx.run_name(spec), "--profiler", spec["profiler"]]
+    proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        lines = (proc.stderr or proc.stdout).strip().splitlines()
+        why = lines[-1] if lines else f"exit status {proc.returncode}"
+        return {**summary, "status": "failed", "error": f"profile: {why}"}
+    summary = {**summary, "profile_metrics": Path(proc.stdout.strip()).name}
     summary["profile_parse_s"] = round(time.monotonic() - t0, 3)
     return summary
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from run.bench_analysis import main
+from analysis.bench_analysis import main
 
 
 def test_bench_tiny(tmp_path: Path, capsys) -> None:

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from profile_builders import make_nsys
 
-from analysis.profiles import read_metrics_csv, read_nsys_sqlite
+from analysis.profiles import collect, read_metrics_csv, read_nsys_sqlite
 from analysis.profiles.nsys_sqlite import SPAN_ACTIVITY, SPAN_SESSION, choose_wall, with_capture
 from run import llm_spec, profiling, store, vision_spec
 
@@ -79,7 +79,7 @@ def test_with_capture_leaves_torch_alone(tmp_path: Path) -> None:
 )
 def test_collect_metrics_uses_and_records_the_span(tmp_path: Path, capture, wall) -> None:
     run_dir = nsys_run(tmp_path, capture)
-    out = profiling.collect_metrics("r", run_dir, "nsys")
+    out = collect.collect_metrics("r", run_dir, "nsys")
     df = read_metrics_csv(out).set_index("metric")
     sync = df.loc["cudaStreamSynchronize"]
     assert sync["share"] == pytest.approx(0.0018 / wall)
@@ -93,7 +93,7 @@ def test_collect_metrics_uses_and_records_the_span(tmp_path: Path, capture, wall
 
 def test_collect_metrics_by_hand_says_unknown(tmp_path: Path) -> None:
     run_dir = nsys_run(tmp_path, None)
-    df = read_metrics_csv(profiling.collect_metrics("r", run_dir, "nsys"))
+    df = read_metrics_csv(collect.collect_metrics("r", run_dir, "nsys"))
     assert set(df["wall_from"]) == {
         "CUDA activity span (capture mode unknown: no nsys_capture in profiling.json)"
     }
@@ -106,10 +106,24 @@ def test_collect_metrics_bad_file_writes_nothing(tmp_path: Path) -> None:
     bad.write_bytes((run_dir / "nsys" / "rank0.sqlite").read_bytes()[:3000])  # truncated
     before = (run_dir / profiling.PROFILING_PLAN).read_text()
     with pytest.raises(Exception, match="rank1.sqlite: ") as info:
-        profiling.collect_metrics("r", run_dir, "nsys")
+        collect.collect_metrics("r", run_dir, "nsys")
     assert "\n" not in str(info.value)
     assert not (run_dir / profiling.PROFILE_METRICS).exists()
     assert (run_dir / profiling.PROFILING_PLAN).read_text() == before
+
+
+def test_collect_program_exit_status_and_one_line(tmp_path: Path) -> None:
+    """The sweep calls the collector as a program: exit 0 and the CSV path, or 1 and one line."""
+    run_dir = nsys_run(tmp_path, profiling.CAPTURE_API)
+    cmd = [sys.executable, "-m", "analysis.profiles.collect", str(run_dir), "--run", "r"]
+    ok = subprocess.run([*cmd, "--profiler", "nsys"], capture_output=True, text=True, cwd=REPO)
+    assert ok.returncode == 0, ok.stderr
+    assert Path(ok.stdout.strip()) == run_dir / profiling.PROFILE_METRICS
+    (run_dir / profiling.PROFILE_METRICS).unlink()
+    bad = subprocess.run([*cmd, "--profiler", "torch"], capture_output=True, text=True, cwd=REPO)
+    assert bad.returncode == 1 and bad.stdout == ""
+    assert len(bad.stderr.strip().splitlines()) == 1 and "no torch profile" in bad.stderr
+    assert not (run_dir / profiling.PROFILE_METRICS).exists()
 
 
 # --- the launch records the capture mode --------------------------------------------------------

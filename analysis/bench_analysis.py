@@ -1,6 +1,6 @@
 """Benchmark the profile readers on large synthetic profiles: parse throughput and peak memory.
 
-    python -m run.bench_analysis [--size-mb 1024] [--workdir DIR] [--kinds nsys torch]
+    python -m analysis.bench_analysis [--size-mb 1024] [--workdir DIR] [--kinds nsys torch]
 
 Writes one synthetic nsys SQLite export and one torch Chrome trace of at least --size-mb MB each,
 parses each in a fresh child process (so ru_maxrss is that parse's own peak, not the generator's),
@@ -71,7 +71,7 @@ def bench(size_mb: float, workdir: Path, kinds: Sequence[str]) -> list[dict]:
             gen_s = time.perf_counter() - start
             size = path.stat().st_size
             proc = subprocess.run(
-                [sys.executable, "-m", "run.bench_analysis", "--child", kind, str(path)],
+                [sys.executable, "-m", "analysis.bench_analysis", "--child", kind, str(path)],
                 cwd=REPO,
                 capture_output=True,
                 text=True,
@@ -99,7 +99,7 @@ def bench(size_mb: float, workdir: Path, kinds: Sequence[str]) -> list[dict]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point; returns the exit status (1 if a parse disagrees with the generator)."""
-    parser = argparse.ArgumentParser(prog="python -m run.bench_analysis", description=__doc__,
+    parser = argparse.ArgumentParser(prog="python -m analysis.bench_analysis", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
     parser.add_argument("--size-mb", type=float, default=1024, help="size of each file (MB)")
     parser.add_argument("--workdir", type=Path, help="where to write (default: a temp folder)")
