@@ -35,7 +35,8 @@ Optimisations (issue 20; each off by default, so the faithful runs keep their lo
                     compile_s and left out of images_per_s (see compile_seconds)
   host_sync=epoch   copies are issued non_blocking even from pageable memory (the driver may
                     still stage those synchronously): today's loop waits once per step when
-                    pin_memory is off (a blocking copy)
+                    pin_memory is off (a blocking copy). Matrix O1's step sets pin_memory with
+                    it, so no step waits for the device.
 summary.json also gives input_bytes_per_image (the input batch as handed to the copy, per image)
 and htod_bytes_per_image (bytes this loop copied host->device per trained image; CUDA only).
 """
@@ -119,7 +120,9 @@ def upsample_on_device(
         x = F.interpolate(x, size=(rows, size), mode="bilinear", antialias=True)
         x = x.add_(0.5).floor_().clamp_(0, 255)
     x = (x / 255 - MNIST_MEAN[0]) / MNIST_STD[0]
-    return x.expand(-1, 3, -1, -1).to(dtype=dtype, memory_format=memory_format)
+    # .to() hands back the expanded view itself when dtype and layout already match (fp32,
+    # contiguous_format): a stride-0 channel dim. Make it a real batch in the asked layout.
+    return x.expand(-1, 3, -1, -1).to(dtype=dtype).contiguous(memory_format=memory_format)
 
 
 def make_sampler(strategy: str, dataset_len: int, world: int, rank: int, seed: int):  # noqa: ANN201
@@ -326,6 +329,12 @@ def main(argv: list[str] | None = None) -> int:
         if int(os.environ.get("RANK", 0)) == 0:
             print(f"error: {exc}", file=sys.stderr, flush=True)
         return 2
+    cuda = torch.cuda.is_available()
+    local_rank = int(os.environ.get("LOCAL_RANK", 0))
+    if cuda:
+        # bound before anything touches CUDA (unsupported_reason asks about bf16 and Triton):
+        # else every rank opens a context on GPU 0, memory its peak and NCCL would then share
+        torch.cuda.set_device(torch.device("cuda", local_rank))
     reason = vision_spec.unsupported_reason(spec)
     if reason:
         # What this machine cannot run is a result, not an error: recorded, nothing trained (the
@@ -340,11 +349,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
 
     # --- set-up: one process per rank, NCCL on GPUs (device bound first), gloo on CPU ------------
-    cuda = torch.cuda.is_available()
-    local_rank = int(os.environ.get("LOCAL_RANK", 0))
     if cuda:
         device = torch.device("cuda", local_rank)
-        torch.cuda.set_device(device)
         dist.init_process_group("nccl", device_id=device)
     else:
         device = torch.device("cpu")
@@ -491,6 +497,9 @@ def train(spec: dict[str, Any], run_dir: Path, device: torch.device) -> int:
                     "epoch": epoch + 1,
                     "train_time_s": round(slowest_train_s, 4),
                     "compile_s": round(slowest_compile_s, 4),  # within train_time_s
+                    # the slowest rank's own train - compile: the two maxima above may come
+                    # from different ranks, so their difference is not a rank's time
+                    "timed_s": round(slowest_timed_s, 4),
                     "eval_time_s": round(eval_s, 4),
                     "images": int(total_images),
                     "images_per_s": round(total_images / max(slowest_timed_s, 1e-9), 2),
@@ -515,7 +524,7 @@ def train(spec: dict[str, Any], run_dir: Path, device: torch.device) -> int:
     if rank == 0:
         epochs = store.read_jsonl(epochs_file)
         compile_s = sum(e["compile_s"] for e in epochs)
-        timed_s = sum(e["train_time_s"] for e in epochs) - compile_s
+        timed_s = sum(e["timed_s"] for e in epochs)
         store.write_json_atomic(
             run_dir / store.SUMMARY,
             {

@@ -129,7 +129,7 @@ def unsupported_reason(spec: dict[str, Any]) -> str | None:
     # timing emulation would not be the bf16 step of the ladder (docs/gpu-review.md row 20)
     bf16 = spec.get("precision") == "bf16"
     if bf16 and cuda and not torch.cuda.is_bf16_supported(including_emulation=False):
-        return f"bf16 autocast is not supported on {torch.cuda.get_device_name(0)}"
+        return f"bf16 autocast is not supported on {torch.cuda.get_device_name()}"
     if spec.get("compile"):
         return compile_blocker()
     return None

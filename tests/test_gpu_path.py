@@ -551,6 +551,26 @@ def test_vision_binds_its_gpu_before_nccl(monkeypatch, tmp_path):
     assert calls == [("set_device", "cuda:0"), ("init", "nccl", "cuda:0")]
 
 
+def test_vision_binds_its_gpu_before_asking_cuda_about_bf16(monkeypatch, tmp_path):
+    from run import vision
+
+    calls: list = []
+    _fake_cuda(monkeypatch, calls)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    monkeypatch.setattr(vision_spec, "preflight", lambda specs: None)
+    monkeypatch.setattr(
+        torch.cuda, "is_bf16_supported", lambda **kw: calls.append(("bf16?",)) or True
+    )
+    monkeypatch.setenv("LOCAL_RANK", "1")
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    spec_file = tmp_path / "spec.json"
+    spec_file.write_text(json.dumps({**vision_spec.DEFAULTS, "gpus": 2, "precision": "bf16"}))
+    with pytest.raises(_Stop):
+        vision.main(["--spec", str(spec_file), "--run-dir", str(tmp_path)])
+    assert calls[0] == ("set_device", "cuda:1") and ("bf16?",) in calls, calls
+    assert calls[-1] == ("init", "nccl", "cuda:1")
+
+
 def test_llm_binds_its_gpu_before_nccl(monkeypatch, tmp_path):
     from run import llm_tune
     from run.llm import compat

@@ -316,6 +316,8 @@ def test_device_upsampling_casts_and_lays_out_as_asked(stored_digits):
     assert x.dtype == torch.bfloat16 and x.is_contiguous(memory_format=torch.channels_last)
     y = upsample_on_device(stored_digits, 32, torch.float64)
     assert y.dtype == torch.float64 and y.is_contiguous()
+    z = upsample_on_device(stored_digits, 32, torch.float32)  # the O1 device-upsample step's input
+    assert z.dtype == torch.float32 and z.is_contiguous() and 0 not in z.stride()
     assert stored_digits[0].nbytes == 28 * 28  # what upsample=device copies per image
 
 
