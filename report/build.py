@@ -299,7 +299,6 @@ NEEDS_TEXT = {
     "records_cuda_event_destroy": "a profiler that records cudaEventDestroy (nsys)",
     "htod": "a GPU (bytes copied host-to-device)",
     "dali_gpu": "a GPU for DALI's mixed decoding",
-    "vram": "peak memory read from the GPU (VRAM, not host RSS)",
     "large_images": "images large enough for a 100x cut (81 px or more)",
 }
 
