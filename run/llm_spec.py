@@ -319,12 +319,24 @@ def unsupported_reason(spec: dict[str, Any]) -> str | None:
             "paged 8-bit AdamW cannot step FSDP2 parameters: bitsandbytes 0.50.2's "
             "optimizer_update_8bit_blockwise gets DTensors mixed with its plain state tensors"
         )
+    from run.vision_spec import compile_blocker
+
     if spec.get("compile"):
         # the same inductor needs as a vision run's (C++ compiler, Python.h, Triton on a GPU)
-        from run.vision_spec import compile_blocker
-
         return compile_blocker()
+    if spec.get("packed") and cuda_visible():
+        # on a GPU torchtune 0.6.1 masks packed samples with flex attention, which it wraps in
+        # torch.compile itself (modules/attention_utils.py), also with compile: False
+        why = compile_blocker()
+        if why:
+            return f"packed data on a GPU: torchtune compiles flex attention, and {why}"
     return None
+
+
+def cuda_visible() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
 
 
 def launch_command(spec: dict[str, Any], run_dir: Path, info: dict[str, Any]) -> list[str]:

@@ -276,8 +276,11 @@ def optimizer_facts(spec: dict[str, Any], optimizer: Any, cuda: bool) -> dict[st
                 if hasattr(local, "element_size"):
                     state_bytes += local.numel() * local.element_size()
     paged = spec["optimizer"] == "paged_adamw8bit"
+    # fused is the config's (the paper's configs set it), not only fused_optimizer's
+    defaults = getattr(optimizer, "defaults", {})
     return {
         "optimizer": PAGED_ADAMW8BIT if paged else "torch.optim.AdamW",
+        "optimizer_fused": bool(defaults.get("fused")) if optimizer is not None else None,
         "optimizer_paged": paged and cuda,
         "optimizer_state_bytes": state_bytes,
         "compile": spec["compile"],

@@ -186,3 +186,21 @@ def test_bench_optimize_compares_each_ladders_first_and_last_step_on_one_device(
     assert bench_optimize.main(["--repeats", "0"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("error: ")
+
+
+@pytest.mark.integration
+def test_bench_optimize_says_unsupported_where_compile_cannot_run(capsys, monkeypatch):
+    """Without inductor's needs, both optimised sides (compiled) are rows saying why, never an
+    error; the faithful sides still run."""
+    from run import bench_optimize, vision_spec
+
+    monkeypatch.setattr(vision_spec, "compile_blocker", lambda: "no compiler here")
+    assert bench_optimize.main(["--steps", "1", "--repeats", "1", "--llm-steps", "2"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    rows = {tuple(line.split()[:2]): line for line in out if line.startswith(("vision ", "llm "))}
+    for workload in ("vision", "llm"):
+        assert (
+            "unsupported" in rows[workload, "optimised"]
+            and "no compiler" in rows[workload, "optimised"]
+        )
+        assert "/s" in rows[workload, "faithful"]

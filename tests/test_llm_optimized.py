@@ -83,7 +83,9 @@ def test_packed_fused_compiled_lora_learns_and_packs(tmp_path, llm_env):
     opt, steps = run_llm(tmp_path, llm_env, 32, packed=True, fused_optimizer=True, compile=True)
     check_learns(opt, steps)
     assert "compile: true" in opt["_config"] and "packed: true" in opt["_config"]
-    assert opt["compile"] is True and opt["packed"] is True
+    assert opt["compile"] is True and opt["packed"] is True and opt["optimizer_fused"] is True
+    # the set's own rows, not its packs of padded tokens
+    assert opt["dataset_rows"] == plain["dataset_rows"] > opt["dataset_packs"] >= 1
     # packing: several rows per sequence, so fewer steps over the same rows, each with more
     # tokens; the tokens trained stay those of the rows (the last partial batch is dropped)
     assert opt["steps"] < plain["steps"]

@@ -379,6 +379,13 @@ def test_paged_optimizer_is_unsupported_only_under_fsdp2(monkeypatch):
 
     monkeypatch.setattr(vision_spec, "compile_blocker", lambda: "no compiler here")
     assert llm_spec.unsupported_reason({**OPT_BASE, "compile": True}) == "no compiler here"
+    # packed: torchtune compiles flex attention itself, but only on a GPU
+    packed = {**OPT_BASE, "packed": True}
+    assert llm_spec.unsupported_reason(packed) is None
+    monkeypatch.setattr(llm_spec, "cuda_visible", lambda: True)
+    assert "flex attention" in llm_spec.unsupported_reason(packed)
+    monkeypatch.setattr(vision_spec, "compile_blocker", lambda: None)
+    assert llm_spec.unsupported_reason(packed) is None
 
 
 def test_paged_adamw8bit_steps_without_cuda():
@@ -419,6 +426,8 @@ def test_optimizer_facts_count_state_bytes():
     facts = llm_tune.optimizer_facts({**OPT_BASE}, opt, cuda=False)
     # exp_avg and exp_avg_sq of 10 fp32 values, and the step count
     assert facts["optimizer_state_bytes"] == 2 * 10 * 4 + opt.state[p]["step"].element_size()
-    assert facts["optimizer_paged"] is False
+    assert facts["optimizer_paged"] is False and facts["optimizer_fused"] is False
+    fused = torch.optim.AdamW([p], fused=True)
+    assert llm_tune.optimizer_facts({**OPT_BASE}, fused, cuda=False)["optimizer_fused"] is True
     paged = llm_tune.optimizer_facts({**OPT_BASE, "optimizer": "paged_adamw8bit"}, None, True)
     assert paged["optimizer_paged"] is True and paged["optimizer_state_bytes"] is None

@@ -99,11 +99,19 @@ class ProjectRecipeMixin:
                 num_workers=loader.num_workers,
                 pin_memory=True,
             )
-        self.dataset_stats = {"dataset_rows": len(loader.dataset), "batches_per_epoch": len(loader)}
+        # a packed set (torchtune's PackedDataset) keeps its rows as .ds: rows and tokens are
+        # counted there, not in packs of max_seq_len padded tokens
+        from torchtune.datasets import PackedDataset
+
+        packed = isinstance(loader.dataset, PackedDataset)
+        rows = loader.dataset.ds if packed else loader.dataset
+        self.dataset_stats = {"dataset_rows": len(rows), "batches_per_epoch": len(loader)}
+        if packed:
+            self.dataset_stats["dataset_packs"] = len(loader.dataset)
         if self._want_dataset_stats:
             from run.llm.data import count_tokens
 
-            self.dataset_stats["dataset_tokens"] = count_tokens(loader.dataset)
+            self.dataset_stats["dataset_tokens"] = count_tokens(rows)
         self.dataset_stats["pin_memory_effective"] = bool(loader.pin_memory)
         return (out[0], loader) if isinstance(out, tuple) else loader
 
