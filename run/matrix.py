@@ -280,10 +280,14 @@ def ladder_step(
     if not steps:
         return None
     entry = matrix["experiments"][exp_id]
-    faithful = {**WORKLOADS[entry["workload"]].DEFAULTS, **(entry.get("fixed") or {})}
+    mod = WORKLOADS[entry["workload"]]
+    faithful = {**mod.DEFAULTS, **(entry.get("fixed") or {})}
     keys = steps[-1][1].keys()
     for i, (label, overlay) in enumerate(steps):
-        if all(spec.get(k) == overlay.get(k, faithful.get(k)) for k in keys):
+        # through canonical() as expand's specs went: a faithful max_seq_len of 0 is the
+        # model's cap in the spec
+        want = mod.canonical({**spec, **{k: overlay.get(k, faithful.get(k)) for k in keys}})
+        if all(spec.get(k) == want.get(k) for k in keys):
             return i, label
     return None
 
