@@ -11,6 +11,7 @@ columns; repeats of a run (rows that differ only in seed) give the median and th
     trend       along a column (GPUs, precision), each step rises / falls / stays within tol
     extreme     among a column's values, the expected one(s) are the lowest / highest
     within      |a - b| <= tol_abs + tol_rel x |b|, per group or on the mean over groups
+                (`side: below`: only a below b counts, a - b >= -(tol); a above b is fine)
     correlation Pearson r of a and b over matched groups >= r
     spread      (max - min) / mean across `among` <= max_rel
     dominates   the range across `among` exceeds the range across `over` (means of the other)
@@ -91,6 +92,10 @@ def check(cl: dict[str, Any]) -> None:
         return
     if "op" in cl and cl["op"] not in OPS:
         raise ClaimError(f"claim {cid}: unknown op '{cl['op']}'")
+    if cl.get("side", "both") not in WITHIN_SIDES:
+        raise ClaimError(
+            f"claim {cid}: side '{cl['side']}' is not one of {', '.join(WITHIN_SIDES)}"
+        )
     needs = {"threshold": ("q", "than"), "compare": ("a", "b"), "trend": ("q", "along"),
              "extreme": ("q", "among", "expect"), "within": ("a", "b"),
              "correlation": ("a", "b", "r"), "spread": ("q", "among", "max_rel"),
@@ -435,6 +440,9 @@ def _extreme(cl: dict[str, Any], t: pd.DataFrame) -> Outcome:
     return out
 
 
+WITHIN_SIDES = ("both", "below")
+
+
 def _within(cl: dict[str, Any], t: pd.DataFrame) -> Outcome:
     a, b, m = _pairs(cl, t)
     if m.empty:
@@ -462,13 +470,18 @@ def _within(cl: dict[str, Any], t: pd.DataFrame) -> Outcome:
             big += f" ({num(100 * float((diff.abs() / m['med_b'].abs()).max()))} % of {names[1]})"
         out.facts.append(big)
         out.values = diff.abs().tolist()
+    below = cl.get("side", "both") == "below"
     for d, lo, hi, lim in cases:
-        good = abs(d) <= lim
         # firm: every pair of spread ends agrees with the medians' answer
-        firm = max(abs(lo), abs(hi)) <= lim if good else (lo > lim or hi < -lim)
+        if below:  # only falling short counts: a better `a` is no departure
+            good, firm = d >= -lim, (lo >= -lim if d >= -lim else hi < -lim)
+        else:
+            good = abs(d) <= lim
+            firm = max(abs(lo), abs(hi)) <= lim if good else (lo > lim or hi < -lim)
         out.check(good, firm)
     tol = " + ".join([num(tol_abs)] * bool(tol_abs) + [f"{num(100 * tol_rel)} %"] * bool(tol_rel))
-    out.facts.append(f"(criterion: within {tol or '0'})")
+    where = f"at most {tol or '0'} below" if below else f"within {tol or '0'}"
+    out.facts.append(f"(criterion: {where})")
     return out
 
 
