@@ -300,6 +300,7 @@ NEEDS_TEXT = {
     "htod": "a GPU (bytes copied host-to-device)",
     "dali_gpu": "a GPU for DALI's mixed decoding",
     "large_images": "images large enough for a 100x cut (81 px or more)",
+    "eight_bit_states": "adapters large enough for 8-bit optimizer states (4,096 elements or more)",
 }
 
 

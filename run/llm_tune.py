@@ -267,14 +267,27 @@ def optimizer_facts(spec: dict[str, Any], optimizer: Any, cuda: bool) -> dict[st
     """What the optimisation keys gave this run, for the summary: the optimizer, whether its
     states were paged (bitsandbytes pages only on CUDA), and the bytes of its states on this rank
     (the share of memory an 8-bit optimizer saves, measured where host RSS hides it)."""
-    state_bytes = None
+    import torch
+
+    state_bytes, share_8bit = None, None
     if optimizer is not None:
-        state_bytes = 0
-        for state in optimizer.state.values():
+        state_bytes, seen, params, params_8bit = 0, set(), 0, 0
+        for param, state in optimizer.state.items():
+            eight = False
             for value in state.values():
                 local = value.to_local() if hasattr(value, "to_local") else value  # FSDP2 shard
-                if hasattr(local, "element_size"):
-                    state_bytes += local.numel() * local.element_size()
+                # bitsandbytes hands every parameter the same two quantisation maps: count once
+                if not hasattr(local, "element_size") or local.data_ptr() in seen:
+                    continue
+                if local.numel() > 1:
+                    seen.add(local.data_ptr())
+                state_bytes += local.numel() * local.element_size()
+                eight |= local.dtype == torch.uint8
+            params += param.numel()
+            params_8bit += param.numel() if eight else 0
+        # bitsandbytes keeps tensors under min_8bit_size (4,096) elements in 32 bits: the share of
+        # the parameters whose states are 8-bit says whether an 8-bit saving can show at all
+        share_8bit = params_8bit / params if params else None
     paged = spec["optimizer"] == "paged_adamw8bit"
     # fused is the config's (the paper's configs set it), not only fused_optimizer's
     defaults = getattr(optimizer, "defaults", {})
@@ -283,6 +296,7 @@ def optimizer_facts(spec: dict[str, Any], optimizer: Any, cuda: bool) -> dict[st
         "optimizer_fused": bool(defaults.get("fused")) if optimizer is not None else None,
         "optimizer_paged": paged and cuda,
         "optimizer_state_bytes": state_bytes,
+        "optimizer_state_8bit_share": share_8bit,
         "compile": spec["compile"],
         "packed": spec["packed"],
     }

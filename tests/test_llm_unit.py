@@ -388,6 +388,24 @@ def test_paged_optimizer_is_unsupported_only_under_fsdp2(monkeypatch):
     assert llm_spec.unsupported_reason(packed) is None
 
 
+def test_optimizer_facts_count_shared_quantisation_maps_once_and_the_8bit_share():
+    import bitsandbytes as bnb
+    import torch
+
+    # 4,096 and 8,192 elements get 8-bit states; 100 stay 32-bit (bitsandbytes' min_8bit_size)
+    params = [torch.nn.Parameter(torch.zeros(n)) for n in (4096, 8192, 100)]
+    opt = bnb.optim.PagedAdamW8bit(params, lr=0.1)
+    for p in params:
+        p.grad = torch.ones_like(p)
+    opt.step()
+    facts = llm_tune.optimizer_facts({**OPT_BASE, "optimizer": "paged_adamw8bit"}, opt, False)
+    # uint8 moments (2 B per element), 32 absmax values per 4,096 elements (4 B each), the two
+    # 256-value maps once, and the small tensor's two fp32 moments
+    n8 = 4096 + 8192
+    assert facts["optimizer_state_bytes"] == 2 * n8 + 4 * 2 * n8 // 256 + 2 * 256 * 4 + 2 * 100 * 4
+    assert facts["optimizer_state_8bit_share"] == pytest.approx(n8 / (n8 + 100))
+
+
 def test_paged_adamw8bit_steps_without_cuda():
     """The fact unsupported_reason rests on: bitsandbytes 0.50.2 steps it on a CPU, 8-bit states
     in ordinary memory (it warns that paging is off)."""

@@ -61,7 +61,8 @@ def llm(o3_gain: float, paged: float, device: str = GPU, gpus: tuple[int, ...] =
             rows.append({**rows[-len(O3) - i], "experiment": "O4", "step": i,
                          "step_label": label, "stage": "faithful" if i == 0 else "",
                          "peak_memory_bytes": peak * 1024**3,
-                         "optimizer_state_bytes": 8_000_000 * peak / 10.0})  # fmt: skip
+                         "optimizer_state_bytes": 8_000_000 * peak / 10.0,
+                         "optimizer_state_8bit_share": 1.0 if i else None})  # fmt: skip
     return rows
 
 
@@ -292,3 +293,12 @@ def test_a_more_accurate_optimised_run_is_no_departure():
     rows[6]["final_test_accuracy_pct"] = rows[13]["final_test_accuracy_pct"] = 97.4
     got = judge(runs(rows + vision("O2", O2, 1.2) + llm(1.25, 0.3)))
     assert got["O1b"]["verdict"] == cl.FAILS  # 0.6 point below the faithful 98
+
+
+def test_o4a_is_not_measured_where_the_adapters_are_too_small_for_8bit_states():
+    df = gpu_set()
+    df.loc[df["step_label"] == "paged_adamw8bit", "optimizer_state_8bit_share"] = 0.4
+    got = judge(df)["O4a"]
+    assert got["verdict"] == cl.UNMEASURED
+    assert got["reason"].startswith("only 40% of the adapters' parameters have 8-bit states")
+    assert judge(gpu_set())["O4a"]["verdict"] == cl.HOLDS  # all 8-bit: judged
