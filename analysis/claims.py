@@ -604,11 +604,15 @@ def verdict_of(o: Outcome) -> str:
     return HOLDS if o.ok else FAILS
 
 
-def coverage(o: Outcome, paper_gpus: list[int]) -> str:
+def coverage(o: Outcome, paper_gpus: list[int], beyond: bool = False) -> str:
+    """Which GPU counts decided a verdict, beside the paper's (for a claim of our own, the
+    counts our paper profile runs: the papers never ran those experiments)."""
     if not o.gpus or not paper_gpus:
         return ""
-    ours = sorted(int(g) for g in o.gpus)
-    return f"judged on {_span(ours)} of the paper's {_span(sorted(paper_gpus))} GPUs"
+    ours, theirs = _span(sorted(int(g) for g in o.gpus)), _span(sorted(paper_gpus))
+    if beyond:
+        return f"judged on {ours} GPU(s) (the paper profile runs {theirs})"
+    return f"judged on {ours} of the paper's {theirs} GPUs"
 
 
 def _span(xs: list[int]) -> str:
@@ -654,7 +658,9 @@ def judge(
         "evidence": "; ".join(mine.facts),
         "paper_verdict": verdict_of(theirs),
         "paper_evidence": "; ".join(theirs.facts) if theirs.ok is not None else theirs.why,
-        "coverage": coverage(mine, paper_gpus or []) if verdict != UNMEASURED else "",
+        "coverage": coverage(mine, paper_gpus or [], origin(cl) == OURS)
+        if verdict != UNMEASURED
+        else "",
         "in_paper_range": None,
         "paper_range": None,
     }

@@ -97,8 +97,11 @@ def build(target: str, profile: str) -> Path:
     paper = mod.paper() if hasattr(mod, "paper") else None
     gates = {**default_gates(runs), **(mod.gates(runs, t) if hasattr(mod, "gates") else {})}
     gates = {k: v for k, v in gates.items() if v}
-    gpus = paper_gpus(exps)
-    judged = [cl.judge(claim, t, paper, gates, gpus) for claim in cl.for_experiments(exps)]
+    # each claim beside its own experiment's GPU counts (fig-optimized's O1 runs 4, O3 1 and 4)
+    judged = [
+        cl.judge(claim, t, paper, gates, paper_gpus([claim["experiment"]]))
+        for claim in cl.for_experiments(exps)
+    ]
     compact = mod.compact(t)
     out = store.tables_dir(profile) / f"{target}.csv"
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -302,3 +302,15 @@ def test_o4a_is_not_measured_where_the_adapters_are_too_small_for_8bit_states():
     assert got["verdict"] == cl.UNMEASURED
     assert got["reason"].startswith("only 40% of the adapters' parameters have 8-bit states")
     assert judge(gpu_set())["O4a"]["verdict"] == cl.HOLDS  # all 8-bit: judged
+
+
+def test_our_claims_coverage_names_the_paper_profile_not_the_paper():
+    df = gpu_set()
+    t = fo.per_run(df)
+    gates = {**driver.default_gates(df), **fo.gates(df, t)}
+    o1b = next(c for c in cl.load() if c["id"] == "O1b")
+    got = cl.judge(o1b, t, fo.paper(), gates, driver.paper_gpus(["O1"]))
+    assert got["coverage"] == "judged on 1-2 GPU(s) (the paper profile runs 4)"
+    v1a = next(c for c in cl.load() if c["id"] == "V1a")
+    assert "of the paper's" in cl.coverage(cl.Outcome(True, gpus={1, 2}), [1, 2, 4], False)
+    assert v1a.get("origin", cl.PAPER) == cl.PAPER
