@@ -33,7 +33,9 @@ import argparse
 import csv
 import logging
 import math
+import os
 import shutil
+import signal
 import sys
 import time
 import traceback
@@ -54,6 +56,9 @@ WINDOWS = {
 }
 MATRIX = {"profiles": {PROFILE: {"profiling": WINDOWS}}}
 REPORT = "gpu_check.json"
+# per check, unless RUN_TIMEOUT_S says otherwise: the longest check (an 8B model built with
+# random weights, then a few steps) takes minutes; a hang must not hold back the rest
+CHECK_TIMEOUT_S = 1800
 
 VISION = {
     **vision_spec.DEFAULTS,
@@ -346,9 +351,14 @@ def run_one(check: Check, spec: dict[str, Any], info: dict[str, Any], cuda: bool
 
 
 def run_checks(
-    names: list[str] | None, info: dict[str, Any], cuda: bool, echo: Callable[[str], None] = print
+    names: list[str] | None,
+    info: dict[str, Any],
+    cuda: bool,
+    echo: Callable[[str], None] = print,
+    records: list[dict[str, Any]] | None = None,
 ) -> list[dict[str, Any]]:
-    """Run the checks (all, or those named); returns one record per check.
+    """Run the checks (all, or those named); returns one record per check, appended to
+    `records` as each ends (so an interrupted run still has the finished checks' records).
 
     Each check is isolated: whatever it raises (a bad spec, a data set its preflight cannot make,
     a crash in the sweep, an assertion) is that check's failure with its root cause, and the
@@ -358,7 +368,7 @@ def run_checks(
     if unknown:
         raise UserError(f"unknown check(s): {', '.join(sorted(unknown))} (see --list)")
     ranks = probe.max_ranks(info)
-    records = []
+    records = [] if records is None else records
     for check in chosen:
         t0 = time.monotonic()
         rec: dict[str, Any] = {"check": check.name, "what": check.what, "run": None}
@@ -463,15 +473,30 @@ def main(argv: list[str] | None = None) -> int:
         lines.append(line)
         print(line, flush=True)
 
+    if "RUN_TIMEOUT_S" not in os.environ:
+        # a hung check becomes that check's failure ("timed out") and the next one runs
+        sweep.RUN_TIMEOUT_S = CHECK_TIMEOUT_S
+    # SLURM's scancel / time limit sends SIGTERM: end like Ctrl-C, bundling what finished
+    signal.signal(signal.SIGTERM, _interrupt)
+    records: list[dict[str, Any]] = []
     try:
-        records = run_checks(args.only, info, cuda=True, echo=echo)
+        run_checks(args.only, info, cuda=True, echo=echo, records=records)
     except UserError as exc:  # an unknown check name: bad input, nothing ran
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        summary = counts(records, time.monotonic() - t0) + " (interrupted: the rest did not run)"
+        _bundle(records, info, lines, summary)
+        print(summary, file=sys.stderr, flush=True)
+        return 130
     summary = counts(records, time.monotonic() - t0)
     _bundle(records, info, lines, summary)
     print(summary, flush=True)
     return 1 if any(r["result"] == "fail" for r in records) else 0
+
+
+def _interrupt(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt
 
 
 if __name__ == "__main__":

@@ -170,6 +170,34 @@ def test_gpu_check_on_a_gpu_node_writes_its_bundle(fake_checks, monkeypatch, cap
     assert runs["gpu-only"]["result"] == "pass" and runs["bad-spec"]["log"] is not None
 
 
+def test_an_interrupted_gpu_check_bundles_what_finished(fake_checks, monkeypatch, capsys):
+    import signal
+
+    gpu = {**CPU2, "gpu_count": 1, "gpu_model": "NVIDIA H100", "gpus_on_node": 1}
+    monkeypatch.setattr(probe, "probe", lambda: gpu)
+    monkeypatch.setattr(probe, "cuda_problem", lambda info, b=None: None)
+    monkeypatch.delenv("RUN_TIMEOUT_S", raising=False)
+    monkeypatch.setattr(sweep, "RUN_TIMEOUT_S", 0)
+    monkeypatch.setattr(signal, "signal", lambda *a: None)  # keep pytest's own handlers
+
+    def stop_at_the_passing_one(spec, *args, **kw):  # noqa: ANN001, ANN002, ANN003, ANN202
+        assert sweep.RUN_TIMEOUT_S == gpu_check.CHECK_TIMEOUT_S  # a hang would time out
+        if spec["precision"] == "fp32" and not spec["pin_memory"]:
+            raise KeyboardInterrupt  # Ctrl-C, or SIGTERM from SLURM (_interrupt)
+        return _fake_execute(spec, *args, **kw)
+
+    monkeypatch.setattr(sweep, "execute", stop_at_the_passing_one)
+    assert gpu_check.main([]) == 130
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].endswith("(interrupted: the rest did not run)"), err
+    report = store.read_json(store.profile_dir(gpu_check.PROFILE) / gpu_check.REPORT)
+    done = [r["check"] for r in report["checks"]]
+    assert done and "passes" not in done and report["result"] == err[-1]
+    assert (store.profile_dir(gpu_check.PROFILE) / "bundle.tar.gz").is_file()
+    with pytest.raises(KeyboardInterrupt):
+        gpu_check._interrupt(15, None)
+
+
 def test_unusable_gpus_still_leave_a_bundle(sandbox, monkeypatch, capsys):
     monkeypatch.setattr(probe, "probe", lambda: {**CPU2, "gpu_count": 4, "gpus_on_node": 4})
     monkeypatch.setattr(probe, "cuda_problem", lambda info, b=None: "torch is a CPU build")
