@@ -37,7 +37,8 @@ export PYTHONUNBUFFERED := 1
 # machine has more than one node; bind; off.
 NUMA ?= auto
 export PROFILER RESULTS_DIR NUMA
-# What `make assets` fetched is used when it is there (it appears only complete, by a rename):
+# What `make assets` fetched is used when it is there (the model folder appears only complete,
+# by a rename; each data set file is written atomically, though its folder may be empty):
 # Llama3-8B weights and tokenizer instead of random weights and the byte tokenizer, the parent
 # data sets as JSON Lines. Set the variables to use copies elsewhere.
 LLM_DATA := $(or $(LLM_DATA_ROOT),data/llm)

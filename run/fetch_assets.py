@@ -90,6 +90,11 @@ def _offline(exc: BaseException) -> bool:
     return bool(names & {"ConnectError", "TimeoutException", "ConnectionError", "gaierror"})
 
 
+def repo_of(what: str) -> str:
+    """The owner/name a FetchError's subject starts with (a repo, or a file inside one)."""
+    return "/".join(what.split("/")[:2])
+
+
 def explain(exc: BaseException, what: str) -> FetchError:
     """One line saying what went wrong while fetching `what` and what to do about it."""
     from huggingface_hub.errors import (
@@ -104,7 +109,7 @@ def explain(exc: BaseException, what: str) -> FetchError:
         if isinstance(e, GatedRepoError):
             return FetchError(
                 f"{what}: the Hub refuses the token ({e.response.status_code}, gated repository): "
-                f"accept the licence at https://huggingface.co/{MODEL_REPO} with the account of "
+                f"accept the licence at https://huggingface.co/{repo_of(what)} with the account of "
                 "HF_TOKEN, wait for the approval e-mail, then run `make assets HF_TOKEN=hf_...` "
                 "again"
             )

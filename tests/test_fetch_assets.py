@@ -316,3 +316,18 @@ def test_report_counts_llama3_stand_ins(tmp_path):
         store.write_json_atomic(runs / name / store.SUMMARY, {"weights": weights, "tokenizer": tok})
     assert build.stand_ins(tmp_path, "quick") == {"random weights": 2, "byte tokenizer": 1}
     assert build.stand_ins(tmp_path, "paper") == {}
+
+
+def test_a_gated_data_set_points_to_its_own_licence_page():
+    import requests
+    from huggingface_hub.errors import GatedRepoError
+
+    from run import fetch_assets
+
+    response = requests.Response()
+    response.status_code = 403
+    response.request = requests.Request("GET", "http://127.0.0.1/x").prepare()
+    exc = GatedRepoError("gated", response=response)
+    msg = str(fetch_assets.explain(exc, "yahma/alpaca-cleaned/alpaca_data_cleaned.json"))
+    assert "https://huggingface.co/yahma/alpaca-cleaned " in msg
+    assert fetch_assets.MODEL_REPO not in msg

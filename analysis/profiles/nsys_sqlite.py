@@ -30,8 +30,10 @@ RankProfile.spans, and the run's capture mode (RUN/profiling.json, run.profiling
 picks one (`choose_wall`):
   * cudaProfilerApi (`--capture-range=cudaProfilerApi`): the CUDA activity span, from the first
     CUDA record's start to the last one's end. nsys records CUDA only between cudaProfilerStart
-    and cudaProfilerStop, and the loop synchronises the GPU before both, so those records bound
-    the window; ANALYSIS_DETAILS covers the whole session (start-up, every uncaptured step).
+    and cudaProfilerStop, and the loop synchronises the GPU before both, so the end is tight;
+    the start is the first step's first CUDA call, so host time before it (a DataLoader wait of
+    at most about one step) falls outside. ANALYSIS_DETAILS covers the whole session (start-up,
+    every uncaptured step), far wider.
   * duration / whole run: the session in ANALYSIS_DETAILS is what was recorded (the paper's LLM
     profiles are "the first 720 s"), else the CUDA activity span.
   * unknown (a run started by hand, no profiling.json, or the CLI): the CUDA activity span. It is
@@ -220,12 +222,12 @@ def runtime_calls(con: sqlite3.Connection, columns: dict[str, set[str]]) -> str:
                 f"SELECT id FROM {EVENT_CLASS_ENUM} WHERE name = ?", (BACKTRACE_CLASS,)
             )
         ]
-        if not ids:
-            return RUNTIME
-        return f"(SELECT * FROM {RUNTIME} WHERE eventClass NOT IN ({','.join(map(str, ids))}))"
-    if EVENT_CLASS_ENUM in columns or not {"globalTid", "correlationId"} <= cols:
+        if ids:
+            return f"(SELECT * FROM {RUNTIME} WHERE eventClass NOT IN ({','.join(map(str, ids))}))"
+        # an enum without the backtrace class (renamed in a later nsys?): pair rows as below
+    if not {"globalTid", "correlationId"} <= cols:
         return RUNTIME  # nothing to tell a call from its backtrace by
-    # No enum (nsys 2022): one row per (thread, correlation id). SQLite takes the bare columns
+    # No enum (nsys 2022), or one without the class: one row per (thread, correlation id). SQLite takes the bare columns
     # from the row that holds the MIN(); a missing correlation id (NULL or 0) never pairs.
     keep = "MIN(eventClass)" if "eventClass" in cols else "MIN(rowid)"
     corr = "CASE WHEN correlationId IS NULL OR correlationId = 0 THEN -rowid ELSE correlationId END"

@@ -67,6 +67,21 @@ def test_inputs_really_hold_backtrace_rows(exports: dict[str, Path]) -> None:
         assert ("ENUM_NSYS_EVENT_CLASS" in tables) == (version != "2022.4")
 
 
+def test_an_enum_without_the_backtrace_class_still_counts_each_call_once(
+    exports: dict[str, Path],
+) -> None:
+    """A later nsys that renamed the class: the rows are paired by thread and correlation id."""
+    path = exports["2024.4"]
+    with sqlite3.connect(path) as con:
+        gone = con.execute(
+            "DELETE FROM ENUM_NSYS_EVENT_CLASS WHERE name = 'TRACE_PROCESS_EVENT_CUDABACKTRACE'"
+        ).rowcount
+    assert gone == 1
+    got = add_launch_all(by_metric(metrics_table("renamed", [path]))).set_index("metric")
+    for metric, (calls, _) in EXPECT.items():
+        assert got.loc[metric, "calls"] == calls, metric
+
+
 @pytest.mark.parametrize("version", NSYS_VERSIONS)
 def test_each_call_counted_once(exports: dict[str, Path], version: str) -> None:
     df = add_launch_all(by_metric(metrics_table(version, [exports[version]])))
