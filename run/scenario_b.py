@@ -177,10 +177,13 @@ class Unpacked:
 # ---------------------------------------------------------------- the DALI path
 class DaliLoader:
     """A DALI pipeline over one split, sharded by global rank, as an iterable of (x, y) torch
-    tensors. `nhwc` gives NHWC data, handed on as an NCHW-shaped channels_last tensor."""
+    tensors. `nhwc` gives NHWC data, handed on as an NCHW-shaped channels_last tensor.
+    `labels_on_gpu` (with a GPU) has DALI hand the labels over on the device too: from the CPU
+    they are a pageable tensor whose copy may wait for the device (O2's no-host-sync step)."""
 
     def __init__(self, path: Path, split: str, batch: int, rank: int, world: int,
-                 device_id: int | None, nhwc: bool, shuffle: bool, seed: int) -> None:  # fmt: skip
+                 device_id: int | None, nhwc: bool, shuffle: bool, seed: int,
+                 labels_on_gpu: bool = False) -> None:  # fmt: skip
         try:
             from nvidia.dali import fn, pipeline_def, types
             from nvidia.dali.plugin.pytorch import DALIGenericIterator, LastBatchPolicy
@@ -200,6 +203,8 @@ class DaliLoader:
                 images, dtype=types.FLOAT, output_layout="HWC" if nhwc else "CHW",
                 mean=[255 * MEAN] * 3, std=[255 * STD] * 3,
             )  # fmt: skip
+            if labels_on_gpu and device_id is not None:
+                labels = labels.gpu()
             return images, labels
 
         p = pipe()

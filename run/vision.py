@@ -379,7 +379,8 @@ def train(spec: dict[str, Any], run_dir: Path, device: torch.device) -> int:
     if spec["loader"] == "dali":  # DALI reads, decodes and shards the prepared files itself
         path = scenario_b.for_spec(spec)
         dali = dict(batch=spec["batch_size"], rank=rank, world=world, seed=spec["seed"],
-                    device_id=device.index if cuda else None, nhwc=spec["channels_last"])  # fmt: skip
+                    device_id=device.index if cuda else None, nhwc=spec["channels_last"],
+                    labels_on_gpu=spec["host_sync"] == "epoch")  # fmt: skip
         train_loader = scenario_b.DaliLoader(path, "train", shuffle=True, **dali)
         test_loader = scenario_b.DaliLoader(path, "test", shuffle=False, **dali)
     else:
