@@ -465,7 +465,9 @@ def _within(cl: dict[str, Any], t: pd.DataFrame) -> Outcome:
     else:
         lims = tol_abs + tol_rel * m["med_b"].abs()
         cases = list(zip(diff, low, high, lims, strict=True))
-        big = f"largest difference {num(float(diff.abs().max()))}"
+        # one-sided: the shortfall that matters is the most negative difference
+        big = (f"smallest difference {num(float(diff.min()))}" if cl.get("side") == "below"
+               else f"largest difference {num(float(diff.abs().max()))}")  # fmt: skip
         if tol_rel:  # the criterion is relative: say so beside the absolute figure
             big += f" ({num(100 * float((diff.abs() / m['med_b'].abs()).max()))} % of {names[1]})"
         out.facts.append(big)

@@ -239,8 +239,8 @@ def gates(runs: pd.DataFrame, t: pd.DataFrame) -> dict[str, str]:
     if share == share and share < EIGHT_BIT_SHARE:
         out["eight_bit_states"] = (
             f"only {share:.0%} of the adapters' parameters have 8-bit states: bitsandbytes keeps "
-            "tensors under 4,096 elements in 32 bits, and this model's adapters are mostly that "
-            "small (Llama3-8B's are all larger)"
+            f"tensors under 4,096 elements in 32 bits, and {1 - share:.0%} of this model's adapter "
+            "parameters are in such tensors (none of Llama3-8B's are)"
         )
     reach = htod_reach(t)
     if reach is not None and reach < HTOD_FACTOR:

@@ -35,9 +35,10 @@ VERDICT_ORDER = (cl.HOLDS, cl.FAILS, cl.INCONCLUSIVE, cl.UNMEASURED)
 TEX_ESCAPES = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#",
                "_": r"\_", "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}",
                "^": r"\textasciicircum{}"}  # fmt: skip
-UNITS = {"_s": "s", "_pct": "%", "_gib": "GiB", "_s_per_it": "s/it"}
+UNITS = {"_s": "s", "_pct": "%", "_gib": "GiB", "_mib": "MiB", "_s_per_it": "s/it"}
 LABELS = {"gpus": "GPUs", "s_per_it": "s/it", "pin_memory": "pin_memory",
-          "image_size": "image size [px]"}  # fmt: skip
+          "image_size": "image size [px]", "htod_bytes_per_image": "HtoD [B/image]",
+          "input_bytes_per_image": "input [B/image]"}  # fmt: skip
 
 
 def tex(value: Any) -> str:
