@@ -32,14 +32,19 @@ from pathlib import Path
 from typing import Any
 
 import torch
-import torch.nn.functional as F
 
 from run import llm_spec, store, vision_spec
 from run import matrix as mx
 from run.bench_loaders import endless
 from run.bench_vision import WARMUP, _sync
-from run.tvcompat import import_torchvision
-from run.vision import data_sets, precision_setup, to_device
+from run.vision import (
+    data_sets,
+    model_for,
+    optimizer_for,
+    precision_setup,
+    to_device,
+    train_step,
+)
 
 PROFILE = "smoke"  # its O1/O3 cells are sized for one device and need no download
 GPU_IMAGE_SIZE = 500
@@ -74,13 +79,8 @@ def vision_side(spec: dict[str, Any], device: torch.device, batches: int) -> dic
     )  # fmt: skip
     assert len(loader) >= 1, f"{spec['train_images']} images make no batch of {spec['batch_size']}"
     torch.manual_seed(spec["seed"])
-    tv = import_torchvision()
-    model = tv.models.mobilenet_v2(num_classes=10, width_mult=spec["width_mult"])
-    model = model.to(device=device, dtype=prec.model_dtype)
-    if spec["channels_last"]:
-        model = model.to(memory_format=torch.channels_last)
-    fused = True if spec["fused_optimizer"] else None
-    opt = torch.optim.Adam(model.parameters(), lr=spec["lr"], fused=fused)
+    model = model_for(spec, device, prec)
+    opt = optimizer_for(model.parameters(), spec)
     step_model = torch.compile(model) if spec["compile"] else model
     x0, _ = next(iter(loader))
     return {"spec": spec, "prec": prec, "model": step_model, "opt": opt,
@@ -96,11 +96,7 @@ def vision_rate(side: dict[str, Any], device: torch.device, steps: int) -> float
             _sync(device)
             t0 = time.perf_counter()
         x, y = to_device(x, y, device, spec, prec.input_dtype)
-        with prec.autocast():
-            loss = F.cross_entropy(model(x), y)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
+        train_step(model, opt, prec, x, y)
         images += y.numel() if i >= WARMUP else 0
     _sync(device)
     return images / (time.perf_counter() - t0)

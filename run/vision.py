@@ -125,6 +125,41 @@ def upsample_on_device(
     return x.expand(-1, 3, -1, -1).to(dtype=dtype).contiguous(memory_format=memory_format)
 
 
+def model_for(spec: dict[str, Any], device: torch.device, prec: Any) -> torch.nn.Module:
+    """MobileNetV2 for 10 classes at the spec's width, on `device` in the model dtype and the
+    spec's memory format (not yet wrapped or compiled)."""
+    model = import_torchvision().models.mobilenet_v2(num_classes=10, width_mult=spec["width_mult"])
+    model = model.to(device=device, dtype=prec.model_dtype)
+    if spec["channels_last"]:
+        model = model.to(memory_format=torch.channels_last)
+    return model
+
+
+def optimizer_for(params: Any, spec: dict[str, Any]) -> torch.optim.Optimizer:
+    """Adam at the spec's learning rate. fused=True runs Adam's whole update as one fused kernel
+    over the parameter group (per device and dtype, in chunks of tensors), where the default
+    launches one kernel per elementwise op over the tensor list (foreach, on a GPU) or several per
+    parameter tensor (the for-loop, on a CPU): a dozen or more launches per step become one or a
+    few."""
+    return torch.optim.Adam(params, lr=spec["lr"], fused=True if spec["fused_optimizer"] else None)
+
+
+def train_step(model: Any, opt: torch.optim.Optimizer, prec: Any, x: torch.Tensor,
+               y: torch.Tensor) -> torch.Tensor:  # fmt: skip
+    """One optimizer step on a batch already on the device (GradScaler for FP16); the loss."""
+    with prec.autocast():
+        loss = F.cross_entropy(model(x), y)
+    opt.zero_grad(set_to_none=True)
+    if prec.scaler is not None:
+        prec.scaler.scale(loss).backward()
+        prec.scaler.step(opt)
+        prec.scaler.update()
+    else:
+        loss.backward()
+        opt.step()
+    return loss
+
+
 def make_sampler(strategy: str, dataset_len: int, world: int, rank: int, seed: int):  # noqa: ANN201
     """The sampler each strategy's training loader draws from (same order on all ranks but DS)."""
     if strategy == "ddp_ds":
@@ -402,23 +437,14 @@ def train(spec: dict[str, Any], run_dir: Path, device: torch.device) -> int:
         test_loader = DataLoader(Subset(test_set, range(rank, len(test_set), world)), **loader_kw)
 
     # --- model and precision ---------------------------------------------------------------------
-    model = import_torchvision().models.mobilenet_v2(num_classes=10, width_mult=spec["width_mult"])
-    model = model.to(device=device, dtype=prec.model_dtype)
-    if spec["channels_last"]:
-        model = model.to(memory_format=torch.channels_last)
+    model = model_for(spec, device, prec)
     ddp = DDP(model, device_ids=[device.index] if cuda else None)
     # Compiled after wrapping, as torch 2.13 intends for DDP: dynamo's DDPOptimizer
     # (torch._dynamo.config.optimize_ddp, on by default) splits the graph at DDP's bucket
     # boundaries, so each bucket's all-reduce still overlaps the rest of the backward. Evaluation
     # runs the plain module, eager: compile time is spent on training shapes only.
     step_model = torch.compile(ddp) if spec["compile"] else ddp
-    # fused=True runs Adam's whole update as one fused kernel over the parameter group (per
-    # device and dtype, in chunks of tensors), where the default launches one kernel per
-    # elementwise op over the tensor list (foreach, on a GPU) or several per parameter tensor
-    # (the for-loop, on a CPU): a dozen or more launches per step become one or a few.
-    opt = torch.optim.Adam(
-        ddp.parameters(), lr=spec["lr"], fused=True if spec["fused_optimizer"] else None
-    )
+    opt = optimizer_for(ddp.parameters(), spec)
     setup_s = time.monotonic() - T_START
 
     # --- profiler: a no-op unless the spec asks for one; its window fits this rank's steps -------
@@ -460,16 +486,7 @@ def train(spec: dict[str, Any], run_dir: Path, device: torch.device) -> int:
                     t_step = time.time()
                     frames = compiled_frames() if spec["compile"] else 0
                     trained += 1
-                    with prec.autocast():
-                        loss = F.cross_entropy(step_model(x), y)
-                    opt.zero_grad(set_to_none=True)
-                    if prec.scaler is not None:
-                        prec.scaler.scale(loss).backward()
-                        prec.scaler.step(opt)
-                        prec.scaler.update()
-                    else:
-                        loss.backward()
-                        opt.step()
+                    loss = train_step(step_model, opt, prec, x, y)
                     loss_sum += loss.detach().double() * y.numel()
                     images += y.numel()
                     prof.step()

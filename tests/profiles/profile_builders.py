@@ -8,6 +8,8 @@ from __future__ import annotations
 import gzip
 import json
 import sqlite3
+import subprocess
+import sys
 from pathlib import Path
 
 from analysis.profiles.synth import (
@@ -26,6 +28,8 @@ from analysis.profiles.synth import (
     insert_for,
     write_enums,
 )
+
+REPO = Path(__file__).resolve().parents[2]
 
 GOLDEN = Path(__file__).parent / "golden"
 TID = 281474993487889  # globalTid of the one traced thread (pid and tid packed, as nsys does)
@@ -140,3 +144,20 @@ def gpu_trace_events() -> list[dict]:
         {"ph": "s", "id": 1, "pid": 1234, "tid": 1234, "ts": 1100.0, "cat": "ac2g", "name": "ac2g"},
         {"ph": "i", "s": "t", "name": "Iteration Start", "pid": 1234, "tid": 1234, "ts": 1000.0},
     ]  # fmt: skip
+
+
+def cli_fails(tmp_path: Path, good: Path, bad: Path, needle: str) -> None:
+    """`analysis.profiles.cli` on a good and a bad file in tmp_path: exit 1, one stderr line
+    naming the bad file and `needle`, the older CSV untouched and no file left behind."""
+    out = tmp_path / "metrics.csv"
+    out.write_text("previous,content\n")  # an older result must survive a failed run
+    proc = subprocess.run(
+        [sys.executable, "-m", "analysis.profiles.cli", "--run", "x", "--out", str(out),
+         str(good), str(bad)],
+        cwd=REPO, capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 1
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and str(bad) in lines[0] and needle in lines[0], proc.stderr
+    assert out.read_text() == "previous,content\n"
+    assert {p.name for p in tmp_path.iterdir()} == {"metrics.csv", bad.name, good.name}

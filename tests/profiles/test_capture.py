@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from profile_builders import make_nsys
+from profile_builders import cli_fails, make_nsys
 
 from analysis.profiles import collect, read_metrics_csv, read_nsys_sqlite
 from analysis.profiles.nsys_sqlite import SPAN_ACTIVITY, SPAN_SESSION, choose_wall, with_capture
@@ -150,28 +150,12 @@ def test_launch_records_capture_mode(tmp_path: Path) -> None:
 # --- bad input through the command line ---------------------------------------------------------
 
 
-def _cli_fails(tmp_path: Path, bad: Path, needle: str) -> None:
-    good = make_nsys(tmp_path / "rank0.sqlite", RT)
-    out = tmp_path / "metrics.csv"
-    out.write_text("previous,content\n")
-    proc = subprocess.run(
-        [sys.executable, "-m", "analysis.profiles.cli", "--run", "x", "--out", str(out),
-         str(good), str(bad)],
-        cwd=REPO, capture_output=True, text=True, check=False,
-    )  # fmt: skip
-    assert proc.returncode == 1
-    lines = proc.stderr.strip().splitlines()
-    assert len(lines) == 1 and str(bad) in lines[0] and needle in lines[0], proc.stderr
-    assert out.read_text() == "previous,content\n"
-    assert {p.name for p in tmp_path.iterdir()} == {"metrics.csv", bad.name, good.name}
-
-
 def test_cli_other_tools_sqlite(tmp_path: Path) -> None:
     bad = tmp_path / "rank1.sqlite"
     with sqlite3.connect(bad) as con:  # some other tool's database
         con.execute("CREATE TABLE runs (id INTEGER PRIMARY KEY, name TEXT)")
         con.execute("INSERT INTO runs VALUES (1, 'x')")
-    _cli_fails(tmp_path, bad, "another schema")
+    cli_fails(tmp_path, make_nsys(tmp_path / "rank0.sqlite", RT), bad, "another schema")
 
 
 def test_cli_truncated_export(tmp_path: Path) -> None:
@@ -179,7 +163,9 @@ def test_cli_truncated_export(tmp_path: Path) -> None:
     bad = tmp_path / "rank1.sqlite"
     bad.write_bytes(full.read_bytes()[: full.stat().st_size // 2])
     full.unlink()
-    _cli_fails(tmp_path, bad, "corrupt or truncated SQLite file")
+    cli_fails(
+        tmp_path, make_nsys(tmp_path / "rank0.sqlite", RT), bad, "corrupt or truncated SQLite file"
+    )
 
 
 def test_cli_export_without_cuda_tables(tmp_path: Path) -> None:
@@ -187,4 +173,6 @@ def test_cli_export_without_cuda_tables(tmp_path: Path) -> None:
     with sqlite3.connect(bad) as con:
         for table in ("RUNTIME", "KERNEL", "MEMCPY"):
             con.execute(f"DROP TABLE CUPTI_ACTIVITY_KIND_{table}")
-    _cli_fails(tmp_path, bad, "nsys export without CUDA tables")
+    cli_fails(
+        tmp_path, make_nsys(tmp_path / "rank0.sqlite", RT), bad, "nsys export without CUDA tables"
+    )

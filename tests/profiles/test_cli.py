@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pandas as pd
 import pytest
-from profile_builders import kineto_event, make_nsys, write_trace
+from profile_builders import cli_fails, kineto_event, make_nsys, write_trace
 
 from analysis.profiles import read_metrics_csv, write_csv_atomic
 from analysis.profiles.cli import main
@@ -58,21 +56,9 @@ def test_cli_says_why_a_metric_is_absent(tmp_path: Path, capsys) -> None:
 
 
 def test_cli_bad_file_one_line_exit_1(tmp_path: Path) -> None:
-    good = make_nsys(tmp_path / "rank0.sqlite", RT)
     bad = tmp_path / "rank1.pt.trace.json"
     bad.write_text('{"traceEvents": [{"ph": "X", "ts": 1')
-    out = tmp_path / "metrics.csv"
-    out.write_text("previous,content\n")  # an older result must survive a failed run
-    proc = subprocess.run(
-        [sys.executable, "-m", "analysis.profiles.cli", "--run", "x", "--out", str(out),
-         str(good), str(bad)],
-        cwd=REPO, capture_output=True, text=True, check=False,
-    )  # fmt: skip
-    assert proc.returncode == 1
-    lines = proc.stderr.strip().splitlines()
-    assert len(lines) == 1 and str(bad) in lines[0] and "truncated JSON" in lines[0]
-    assert out.read_text() == "previous,content\n"
-    assert {p.name for p in tmp_path.iterdir()} == {"metrics.csv", bad.name, good.name}
+    cli_fails(tmp_path, make_nsys(tmp_path / "rank0.sqlite", RT), bad, "truncated JSON")
 
 
 def test_cli_missing_file(tmp_path: Path, capsys) -> None:
