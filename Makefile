@@ -33,7 +33,7 @@ REPORT_OUT := report/out/$(PROFILE)
 FIGS := $(REPORT_OUT)/figures
 export PYTHONPATH := $(CURDIR)
 export PYTHONUNBUFFERED := 1
-# How ranks are bound to NUMA nodes (run/numa.py): auto = bind when numactl is installed and the
+# How ranks are bound to NUMA nodes (run/node/numa.py): auto = bind when numactl is installed and the
 # machine has more than one node; bind; off.
 NUMA ?= auto
 export PROFILER RESULTS_DIR NUMA
@@ -48,9 +48,12 @@ $(if $(LLAMA3_DIR),$(eval export LLAMA3_DIR))
 $(if $(LLM_DATASETS_DIR),$(eval export LLM_DATASETS_DIR))
 
 # Sources whose change may change a run: a sweep re-checks its runs (finished ones are kept).
-RUN_SRC := experiments/matrix.yaml $(wildcard run/*.py run/llm/*.py configs/llm/*.yaml)
-ANALYSIS_SRC := analysis/common.py analysis/claims.py analysis/driver.py reference/paper/claims.yaml \
-                $(wildcard analysis/profiles/*.py)
+# The floors a run is made of (run/store.py, errors.py, node/, sweep/, vision/, llm/), at any depth;
+# the benchmarks, checks and asset fetching above them change no run.
+RUN_SRC := experiments/matrix.yaml run/store.py run/errors.py $(wildcard configs/llm/*.yaml) \
+           $(shell find run/node run/sweep run/vision run/llm -name '*.py' 2>/dev/null)
+ANALYSIS_SRC := $(wildcard analysis/*.py analysis/claims/*.py analysis/profiles/*.py) \
+                reference/paper/claims.yaml
 # A PROFILER or REPEATS choice is part of what a sweep ran: the stamp changes only when it does.
 PROFILER_STAMP := $(RES)/.profiler
 ifneq ($(filter-out help clean clean-results venv lint format,$(or $(MAKECMDGOALS),help)),)
@@ -59,14 +62,14 @@ endif
 
 # Every artifact: make target -> experiment(s), read from experiments/matrix.yaml (the only place
 # the map is written; experiments/targets.awk parses it before any venv exists). A target is
-# built when analysis/<target>.py exists, and drawn when report/figures/<target>.py does.
+# built when analysis/artifacts/<target>.py exists, and drawn when report/figures/<target>.py does.
 MATRIX_TARGETS := $(shell awk -f experiments/targets.awk experiments/matrix.yaml)
 field = $(word $(1),$(subst :, ,$(2)))
 $(foreach t,$(MATRIX_TARGETS),$(eval exp_$(call field,1,$(t)) += $(call field,2,$(t))))
 $(foreach t,$(MATRIX_TARGETS),$(eval workload_$(call field,1,$(t)) := $(call field,3,$(t))))
 uniq = $(if $(1),$(firstword $(1)) $(call uniq,$(filter-out $(firstword $(1)),$(1))))
 ALL_TARGETS := $(call uniq,$(foreach t,$(MATRIX_TARGETS),$(call field,1,$(t))))
-ARTIFACTS := $(foreach t,$(ALL_TARGETS),$(if $(wildcard analysis/$(subst -,_,$(t)).py),$(t)))
+ARTIFACTS := $(foreach t,$(ALL_TARGETS),$(if $(wildcard analysis/artifacts/$(subst -,_,$(t)).py),$(t)))
 FIG_TARGETS := $(foreach t,$(ARTIFACTS),$(if $(wildcard report/figures/$(subst -,_,$(t)).py),$(t)))
 TABLE_TARGETS := $(filter-out $(FIG_TARGETS),$(ARTIFACTS))
 VISION := $(foreach t,$(ARTIFACTS),$(if $(filter vision,$(workload_$(t))),$(t)))
@@ -109,14 +112,14 @@ runs: check-cuda | $(VENV_STAMP) ## only the runs of PROFILE (no tables, no repo
 	$(PY) -m run.sweep --profile $(PROFILE) $(addprefix --exp ,$(call uniq,$(foreach t,$(ARTIFACTS),$(exp_$(t)))))
 
 plan: | $(VENV_STAMP) ## every run of PROFILE: state, estimated time, GPU-hours and wall time still to spend
-	@$(PY) -m run.plan --profile $(PROFILE)
+	@$(PY) -m run.sweep.plan --profile $(PROFILE)
 
 plan-brief: | $(VENV_STAMP)
-	@$(PY) -m run.plan --profile $(PROFILE) --brief
+	@$(PY) -m run.sweep.plan --profile $(PROFILE) --brief
 
 # GPUs that the installed torch cannot use stop `make all` before any run, with one line.
 check-cuda: | $(VENV_STAMP)
-	@$(PY) -m run.probe --check-cuda
+	@$(PY) -m run.node.probe --check-cuda
 
 # The stamp's name is a checksum of what gets installed, so it needs no prerequisites: file times
 # would send a fresh clone to reinstall the read-only environment of a container image.
@@ -126,16 +129,16 @@ $(VENV_STAMP):
 venv: $(VENV_STAMP) ## create the virtual environment (pinned versions)
 
 probe: | $(VENV_STAMP) ## print the hardware the experiments will use
-	@$(PY) -m run.probe
+	@$(PY) -m run.node.probe
 
 matrix: | $(VENV_STAMP) ## validate the experiment matrix and list the runs of PROFILE
-	@$(PY) -m run.matrix --check
-	@$(PY) -m run.matrix --profile $(PROFILE)
+	@$(PY) -m run.sweep.matrix --check
+	@$(PY) -m run.sweep.matrix --profile $(PROFILE)
 
 # One sweep per experiment; its record is written only once every run is dealt with, so a killed
 # make resumes here and the sweep repeats no finished run.
 $(SWEEPS)/%.json: $(RUN_SRC) $(PROFILER_STAMP) | $(VENV_STAMP)
-	@$(PY) -m run.probe
+	@$(PY) -m run.node.probe
 	$(PY) -m run.sweep --profile $(PROFILE) --exp $*
 
 # Reached only through pattern rules, these would be "intermediate" files that make deletes when
@@ -143,7 +146,7 @@ $(SWEEPS)/%.json: $(RUN_SRC) $(PROFILER_STAMP) | $(VENV_STAMP)
 .PRECIOUS: $(SWEEPS)/%.json $(TABLES)/%.csv $(FIGS)/%.png
 
 .SECONDEXPANSION:
-$(TABLES)/%.csv: $$(foreach e,$$(exp_$$*),$$(SWEEPS)/$$(e).json) analysis/$$(subst -,_,$$*).py $(ANALYSIS_SRC) | $(VENV_STAMP)
+$(TABLES)/%.csv: $$(foreach e,$$(exp_$$*),$$(SWEEPS)/$$(e).json) analysis/artifacts/$$(subst -,_,$$*).py $(ANALYSIS_SRC) | $(VENV_STAMP)
 	$(PY) -m analysis $* --profile $(PROFILE)
 
 $(FIGS)/%.png: $(TABLES)/%.csv report/figures/$$(subst -,_,$$*).py $(wildcard report/figures/*common.py) | $(VENV_STAMP)
@@ -167,19 +170,19 @@ self-check: | $(VENV_STAMP) ## judge every claim on the paper's own published nu
 	@$(PY) -m analysis self-check
 
 bench-vision: | $(VENV_STAMP) ## images/s: real training loop vs synthetic in-memory tensors
-	$(PY) -m run.bench_vision
+	$(PY) -m run.bench.vision
 
 bench-loaders: | $(VENV_STAMP) ## Scenario B images/s: DataLoader and DALI vs the synthetic in-memory ceiling
-	$(PY) -m run.bench_loaders
+	$(PY) -m run.bench.loaders
 
 bench-analysis: | $(VENV_STAMP) ## profile parsers on >= 1 GB synthetic profiles: MB/s and peak memory
 	$(PY) -m analysis.bench_analysis
 
 bench-profiler: | $(VENV_STAMP) ## overhead of torch.profiler (and nsys if present) on the vision loop
-	$(PY) -m run.bench_profiler
+	$(PY) -m run.bench.profiler
 
 bench-optimize: | $(VENV_STAMP) ## faithful vs optimised (O1, O3): images/s, tokens/s, bytes copied per image
-	$(PY) -m run.bench_optimize
+	$(PY) -m run.bench.optimize
 
 # container/build.sh passes container/pins.env to the engine as --build-arg; TORCH_INDEX as here
 export CONTAINER_ENGINE
@@ -208,13 +211,13 @@ slurm: ## submit to SLURM (in artifact.sif when it exists): NODES=n spreads the 
 	  bash run/slurm/submit.sh
 
 data-mnist: | $(VENV_STAMP) ## download real MNIST into data/mnist (needs the network)
-	$(PY) -c "from run.tvcompat import import_torchvision as t; t().datasets.MNIST('data/mnist', download=True)"
+	$(PY) -c "from run.vision.tvcompat import import_torchvision as t; t().datasets.MNIST('data/mnist', download=True)"
 
 # HF_TOKEN (or a token cached by `hf auth login`) of an account that accepted the Llama 3 licence;
 # make hands command-line variables to the recipe's environment, so the token is never echoed.
 # HF_ENDPOINT, LLAMA3_DIR, LLM_DATASETS_DIR and MNIST_DIR move where it fetches from and to.
 assets: | $(VENV_STAMP) ## fetch what quick and paper need: MNIST, Llama3-8B-Instruct, the 4 data sets (HF_TOKEN=hf_...; resumable)
-	$(PY) -m run.fetch_assets
+	$(PY) -m run.assets
 
 lint: | $(VENV_STAMP) ## ruff lint and format check
 	$(VENV)/bin/ruff check .
@@ -225,7 +228,7 @@ format: | $(VENV_STAMP) ## ruff format the code
 	$(VENV)/bin/ruff check --fix .
 
 test: lint | $(VENV_STAMP) ## run every test tier this machine can run (GPU tests skip without GPUs)
-	$(PY) -m run.matrix --check
+	$(PY) -m run.sweep.matrix --check
 	$(PY) -m pytest -q
 
 test-unit: | $(VENV_STAMP) ## only the fast CPU unit tests
@@ -237,7 +240,7 @@ test-gpu: | $(VENV_STAMP) ## only the GPU tier (needs CUDA GPUs)
 # With PY=python3 (a Python that already has torch) no venv is made: a GPU node may have another
 # torch and no network. README "Checking a GPU node" lists what it needs beside torch.
 gpu-check: | $(if $(filter command line environment,$(origin PY)),,$(VENV_STAMP)) ## every GPU code path at tiny scale, one line per check; results/gpu-check/bundle.tar.gz to attach to a report (PY=python3: no venv)
-	$(PY) -m run.gpu_check
+	$(PY) -m run.checks
 
 # Wheels for a GPU node without network (Python 3.12 x86-64, as on the device machine): the
 # packages gpu-check needs beside torch, torchvision, pandas, PyYAML and jinja2.

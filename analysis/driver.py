@@ -1,6 +1,6 @@
 """The one driver of every artifact: `python -m analysis TARGET --profile P`.
 
-An artifact is one module, `analysis/<target with _>.py`, which provides
+An artifact is one module, `analysis/artifacts/<target with _>.py`, which provides
 
     table(runs, profile) -> DataFrame     the tidy per-run table (written as the CSV)
     compact(t) -> DataFrame               the report's table, keyed and pivoted as the paper's
@@ -31,19 +31,22 @@ from typing import Any
 
 import pandas as pd
 
-from analysis import claims as cl
 from analysis import common as c
-from run import matrix as mx
+from analysis.claims import spec as cs
+from analysis.claims import verdicts as cl
 from run import store
+from run.sweep import matrix as mx
+
+ARTIFACTS_DIR = Path(__file__).parent / "artifacts"
 
 
 def module_name(target: str) -> str:
-    return f"analysis.{target.replace('-', '_')}"
+    return f"analysis.artifacts.{target.replace('-', '_')}"
 
 
 def artifact(target: str) -> ModuleType | None:
     """The artifact's module, or None when this version does not implement it."""
-    if not (Path(__file__).parent / f"{target.replace('-', '_')}.py").is_file():
+    if not (ARTIFACTS_DIR / f"{target.replace('-', '_')}.py").is_file():
         return None
     return importlib.import_module(module_name(target))
 
@@ -100,7 +103,7 @@ def build(target: str, profile: str) -> Path:
     # each claim beside its own experiment's GPU counts (fig-optimized's O1 runs 4, O3 1 and 4)
     judged = [
         cl.judge(claim, t, paper, gates, paper_gpus([claim["experiment"]]))
-        for claim in cl.for_experiments(exps)
+        for claim in cs.for_experiments(exps)
     ]
     compact = mod.compact(t)
     out = store.tables_dir(profile) / f"{target}.csv"
@@ -147,8 +150,8 @@ def self_check() -> list[dict[str, Any]]:
         gpus = paper_gpus(exps)
         out.extend(
             cl.judge(claim, paper, None, {}, gpus)
-            for claim in cl.for_experiments(exps)
-            if cl.origin(claim) == cl.PAPER
+            for claim in cs.for_experiments(exps)
+            if cs.origin(claim) == cs.PAPER
         )
     return out
 
@@ -172,7 +175,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.target not in targets():
             raise c.AnalysisError(f"unknown target '{args.target}': one of {', '.join(targets())}")
         print(f"wrote {build(args.target, args.profile)}")
-    except (c.AnalysisError, cl.ClaimError) as exc:
+    except (c.AnalysisError, cs.ClaimError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     return 0

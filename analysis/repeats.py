@@ -1,11 +1,11 @@
-"""Repeats of a run (REPEATS=n, run/matrix.py) collapsed to one row per cell.
+"""Repeats of a run (REPEATS=n, run/sweep/matrix.py) collapsed to one row per cell.
 
 A sweep with REPEATS=n runs every cell n times, seeds seed..seed+n-1, each repeat a run of its own
 (`-seed<k>` in its name). A per-run table then holds n rows per cell that differ only in `seed`
 and `run`. `collapse()` turns it into one row per cell: each value's median over the repeats with
 its min and max (`v`, `v_min`, `v_max`), how many repeats finished (`repeats`) and which runs they
 were. Whether a difference is within the spread of the repeats is the claims engine's question
-(analysis/claims.py), asked of the same median and min-max.
+(analysis/claims/rules.py), asked of the same median and min-max.
 """
 
 from __future__ import annotations

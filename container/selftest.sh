@@ -11,6 +11,6 @@ cp -R "$CODE/." "$work/"
 cd "$work"
 echo "[selftest] nsys in this image: $(cat /etc/artifact/nsys 2>/dev/null || echo 'not recorded')"
 make "VENV=${VENV:-/opt/venv}" probe
-"${VENV:-/opt/venv}/bin/python" -m run.matrix --check
+"${VENV:-/opt/venv}/bin/python" -m run.sweep.matrix --check
 "${VENV:-/opt/venv}/bin/python" -m pytest -q -p no:cacheprovider -m "not integration and not gpu" \
     "$@"

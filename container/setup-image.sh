@@ -21,7 +21,7 @@ apt-get install -y --no-install-recommends \
     ca-certificates curl gnupg
 
 # The paper's profiler. A build that cannot reach NVIDIA's repository goes on without it and
-# records why: run.probe prints the line, and the runs fall back to torch.profiler.
+# records why: run.node.probe prints the line, and the runs fall back to torch.profiler.
 nsys_status="absent: ${NSYS_REPO} could not be reached at build time"
 keyring=$(mktemp)
 if curl -fsSL --retry 2 -m 120 -o "$keyring" "${NSYS_REPO}/cuda-keyring_1.1-1_all.deb"; then

@@ -1,6 +1,6 @@
 # The make targets of experiments/matrix.yaml, for the Makefile (which cannot import Python before
 # the venv exists): one line per experiment, "target:ID:workload". With -v help=1, the lines of
-# `make help` instead. tests/test_matrix.py checks that this agrees with run/matrix.py's parse.
+# `make help` instead. tests/test_matrix.py checks that this agrees with run/sweep/matrix.py's parse.
 /^experiments:/ { inexp = 1; next }
 inexp && /^[^ #]/ { inexp = 0 }
 inexp && /^  [A-Za-z0-9_]+:[ ]*$/ { if (id != "") emit(); id = $1; sub(":", "", id); target = ""; workload = ""; title = ""; source = "" }

@@ -22,11 +22,13 @@ from typing import Any
 import jinja2
 import yaml
 
-from analysis import claims as cl
-from analysis.claims import num
+from analysis.claims import spec as cs
+from analysis.claims import verdicts as cl
+from analysis.claims.quantities import num
+from analysis.driver import ARTIFACTS_DIR
 from report.figures.common import OUT_DIR, figures_dir
-from run import matrix as mx
 from run import store
+from run.sweep import matrix as mx
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -196,7 +198,7 @@ def context(profile: str, roots: list[Path]) -> dict[str, Any]:
         labels = [f"{m['label']} ({m['root']})" for m in machines]
     for m, label in zip(machines, labels, strict=True):
         m["label"] = label
-    all_claims = [c for c in cl.load() if c["experiment"] in matrix["experiments"]]
+    all_claims = [c for c in cs.load() if c["experiment"] in matrix["experiments"]]
     judged: list[dict[str, dict[str, Any]]] = [{} for _ in roots]
     sections = []
     targets = list(dict.fromkeys(e["target"] for e in matrix["experiments"].values()))
@@ -204,7 +206,7 @@ def context(profile: str, roots: list[Path]) -> dict[str, Any]:
         exps = mx.experiments_for_target(target, matrix)
         entry = matrix["experiments"][exps[0]]
         metas = [artifact_meta(r, profile, target) for r in roots]
-        implemented = (ROOT / "analysis" / f"{target.replace('-', '_')}.py").is_file()
+        implemented = (ARTIFACTS_DIR / f"{target.replace('-', '_')}.py").is_file()
         for i, meta in enumerate(metas):
             for c in (meta or {}).get("claims", []):
                 judged[i][c["id"]] = c
@@ -244,7 +246,7 @@ def context(profile: str, roots: list[Path]) -> dict[str, Any]:
                        else sec["why"] or "not built")  # fmt: skip
                 got = {"verdict": cl.UNMEASURED, "reason": why}
             per.append({**BLANK, **got, "machine": labels[i]})
-        row = {"id": c["id"], "origin": cl.origin(c), "statement": c["statement"],
+        row = {"id": c["id"], "origin": cs.origin(c), "statement": c["statement"],
                "criterion": c["criterion"],
                "source": c["source"], "needs": c.get("needs", []), "per": per,
                "paper_verdict": next((p["paper_verdict"] for p in per if p["paper_verdict"]),
@@ -253,10 +255,10 @@ def context(profile: str, roots: list[Path]) -> dict[str, Any]:
         rows.append(row)
         sec["claims"].append(row)
     for sec in sections:
-        sec["beyond"] = bool(sec["claims"]) and all(r["origin"] == cl.OURS for r in sec["claims"])
+        sec["beyond"] = bool(sec["claims"]) and all(r["origin"] == cs.OURS for r in sec["claims"])
     # the papers' claims and ours (beyond the paper) are counted apart, never in one tally
-    paper_rows = [r for r in rows if r["origin"] == cl.PAPER]
-    our_rows = [r for r in rows if r["origin"] == cl.OURS]
+    paper_rows = [r for r in rows if r["origin"] == cs.PAPER]
+    our_rows = [r for r in rows if r["origin"] == cs.OURS]
     prof = matrix["profiles"][profile]
     return {
         "profile": profile,

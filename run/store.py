@@ -32,7 +32,9 @@ from typing import Any
 
 RESULTS_ROOT = Path(os.environ.get("RESULTS_DIR", "results"))
 # The paper's published numbers (read-only; the only place they live).
-REFERENCE_DIR = Path(__file__).resolve().parent.parent / "reference" / "paper"
+# The checkout: run/ sits in it, so every module finds configs, experiments and reference here.
+REPO = Path(__file__).resolve().parent.parent
+REFERENCE_DIR = REPO / "reference" / "paper"
 
 SPEC = "spec.json"
 PROVENANCE = "provenance.json"

@@ -12,8 +12,8 @@ import yaml
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from run import matrix as mx  # noqa: E402
 from run import store  # noqa: E402
+from run.sweep import matrix as mx  # noqa: E402
 
 # A matrix of the real shape, small enough for CI: profile "test" with 2 ranks at most.
 TINY_VISION = {
@@ -103,7 +103,7 @@ def fake(sandbox, monkeypatch):
     """Vision runs launch tests/fake_sweep.py; returns the file listing every launch."""
     import fake_sweep  # tests/ is on sys.path for the test modules (pytest rootdir)
 
-    from run import vision_spec
+    from run.vision import spec as vision_spec
 
     launches = sandbox / "launches.txt"
     launches.touch()

@@ -1,6 +1,6 @@
 """A stand-in Hugging Face Hub on 127.0.0.1 for tests: never the network.
 
-It answers the few endpoints huggingface_hub 2.x calls for what run/fetch_assets.py does:
+It answers the few endpoints huggingface_hub 2.x calls for what run/assets/fetch.py does:
 
     GET  /api/{models|datasets}/{id}/auth-check          200, or 401/403 with X-Error-Code GatedRepo
     GET  /api/{models|datasets}/{id}/revision/{rev}      repo info: sha and siblings

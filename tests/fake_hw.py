@@ -1,4 +1,4 @@
-"""What run.probe.probe() says on a 2-core machine without a GPU, for tests that fake hardware."""
+"""What run.node.probe.probe() says on a 2-core machine without a GPU, for tests that fake hardware."""
 
 CPU2 = {
     "gpu_count": 0,

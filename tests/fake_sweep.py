@@ -21,7 +21,7 @@ def fake_launch(spec, run_dir, info):  # noqa: ANN001, ANN201
 
 
 def patch() -> None:
-    from run import vision_spec
+    from run.vision import spec as vision_spec
 
     vision_spec.launch_command = fake_launch
 
@@ -29,6 +29,6 @@ def patch() -> None:
 if __name__ == "__main__":
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
     patch()
-    from run import sweep
+    from run.sweep import runner as sweep
 
     sys.exit(sweep.main(sys.argv[1:]))

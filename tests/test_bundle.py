@@ -1,4 +1,4 @@
-"""The archive to attach to a report (run/bundle.py): its members, their contents, atomicity."""
+"""The archive to attach to a report (run/node/bundle.py): its members, their contents, atomicity."""
 
 from __future__ import annotations
 
@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from run import bundle, probe, store
+from run import store
+from run.node import bundle, probe
 
 
 def _log(folder: Path, lines: int, last: str) -> None:

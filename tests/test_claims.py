@@ -8,10 +8,12 @@ import re
 import pandas as pd
 import pytest
 
-from analysis import claims as cl
 from analysis import driver
-from run import matrix as mx
+from analysis.claims import quantities as cq
+from analysis.claims import spec as cs
+from analysis.claims import verdicts as cl
 from run import store
+from run.sweep import matrix as mx
 
 EXPERIMENTS_MD = store.REFERENCE_DIR / "EXPERIMENTS.md"
 
@@ -24,14 +26,14 @@ OUR_CLAIMS = {"O1a", "O1b", "O2a", "O3a", "O4a"}  # beyond the paper (issue 20)
 
 
 def test_every_claim_of_the_papers_is_in_claims_yaml_and_valid():
-    claims = [c for c in cl.load() if cl.origin(c) == cl.PAPER]
+    claims = [c for c in cs.load() if cs.origin(c) == cs.PAPER]
     ids = [c["id"] for c in claims]
     assert len(ids) == 53 == len(paper_claim_ids())
     assert set(ids) == paper_claim_ids()
     experiments = set(mx.load_matrix()["experiments"])
     checked = 0
     for c in claims:
-        cl.check(c)
+        cs.check(c)
         assert c["experiment"] in experiments, c["id"]
         assert c["id"].startswith(c["experiment"]), c["id"]
         for gate in c.get("needs", []):
@@ -43,25 +45,25 @@ def test_every_claim_of_the_papers_is_in_claims_yaml_and_valid():
 def test_our_own_claims_are_labelled_apart_from_the_papers():
     """Claims beyond the paper: none is an id of EXPERIMENTS.md, each says so in its source and
     names an experiment of the matrix, and every claim is the papers' or ours."""
-    claims = cl.load()
-    ours = [c for c in claims if cl.origin(c) == cl.OURS]
+    claims = cs.load()
+    ours = [c for c in claims if cs.origin(c) == cs.OURS]
     assert {c["id"] for c in ours} == OUR_CLAIMS
     assert not OUR_CLAIMS & paper_claim_ids()
     assert len(claims) == 53 + len(OUR_CLAIMS)
     experiments = set(mx.load_matrix()["experiments"])
     for c in ours:
-        cl.check(c)
+        cs.check(c)
         assert c["source"].startswith("ours (beyond the paper)"), c["id"]
         assert c["experiment"] in experiments and c["id"].startswith(c["experiment"]), c["id"]
         assert c.get("paper") is None and c.get("range") is None, c["id"]  # nothing published
 
 
 def test_a_malformed_claim_is_one_clear_error():
-    with pytest.raises(cl.ClaimError, match="V9z: unknown rule 'maybe'"):
-        cl.check({"id": "V9z", "experiment": "V9", "statement": "s", "source": "s",
+    with pytest.raises(cs.ClaimError, match="V9z: unknown rule 'maybe'"):
+        cs.check({"id": "V9z", "experiment": "V9", "statement": "s", "source": "s",
                   "criterion": "c", "rule": "maybe"})  # fmt: skip
-    with pytest.raises(cl.ClaimError, match="rule trend needs 'along'"):
-        cl.check({"id": "V9z", "experiment": "V9", "statement": "s", "source": "s",
+    with pytest.raises(cs.ClaimError, match="rule trend needs 'along'"):
+        cs.check({"id": "V9z", "experiment": "V9", "statement": "s", "source": "s",
                   "criterion": "c", "rule": "trend", "q": {"value": "x"}})  # fmt: skip
 
 
@@ -145,7 +147,7 @@ def test_all_holds_only_when_every_part_holds():
     rises = {**falls, "part": "b rises", "q": {**falls["q"], "where": {"s": "b"}},
              "direction": "increasing"}  # fmt: skip
     both = claim("all", parts=[falls, rises])
-    cl.check(both)
+    cs.check(both)
     got = cl.judge(both, t)
     assert got["verdict"] == cl.HOLDS
     assert (
@@ -159,10 +161,10 @@ def test_all_holds_only_when_every_part_holds():
     assert (
         got["verdict"] == cl.UNMEASURED and got["reason"] == "b rises: no runs with s c (ran: a, b)"
     )
-    with pytest.raises(cl.ClaimError, match="X1a: rule all needs two or more 'parts'"):
-        cl.check(claim("all", parts=[falls]))
-    with pytest.raises(cl.ClaimError, match="X1a part 2: rule trend needs 'along'"):
-        cl.check(claim("all", parts=[falls, {"part": "p", "rule": "trend", "q": {"value": "v"}}]))
+    with pytest.raises(cs.ClaimError, match="X1a: rule all needs two or more 'parts'"):
+        cs.check(claim("all", parts=[falls]))
+    with pytest.raises(cs.ClaimError, match="X1a part 2: rule trend needs 'along'"):
+        cs.check(claim("all", parts=[falls, {"part": "p", "rule": "trend", "q": {"value": "v"}}]))
 
 
 def test_gates_and_missing_rows_give_reasons():
@@ -208,13 +210,13 @@ def test_range_and_coverage():
     ],  # fmt: skip
 )
 def test_numbers_have_three_significant_digits_and_integers_stay_integers(x, text):
-    assert cl.num(x) == text
+    assert cq.num(x) == text
 
 
 def test_self_check_the_paper_s_numbers_give_the_paper_s_verdicts(capsys):
     # our own claims have no published numbers: the self-check judges the paper's 53 alone
     results = driver.self_check()
-    assert len(results) == 53 and {r["origin"] for r in results} == {cl.PAPER}
+    assert len(results) == 53 and {r["origin"] for r in results} == {cs.PAPER}
     decided = [r for r in results if r["verdict"] != cl.UNMEASURED]
     wrong = [(r["id"], r["verdict"], r["evidence"]) for r in decided if r["verdict"] != cl.HOLDS]
     assert not wrong

@@ -142,7 +142,13 @@ def test_a_bad_override_is_one_line_and_no_build(fake_engine, arg):
 def test_the_staged_context_is_the_containerignore_selection(tmp_path):
     dest = tmp_path / "ctx"
     subprocess.run(["bash", str(BUILD), "stage", str(dest)], check=True, capture_output=True)
-    for kept in ("Makefile", "Containerfile", "requirements.txt", "run/sweep.py", "container"):
+    for kept in (
+        "Makefile",
+        "Containerfile",
+        "requirements.txt",
+        "run/sweep/runner.py",
+        "container",
+    ):
         assert (dest / kept).exists(), kept
     for left in (".git", ".venv", "data", "results", "report/out"):
         assert not (dest / left).exists(), left
@@ -218,7 +224,7 @@ def test_every_shell_script_parses():
 
 
 def test_probe_says_when_the_image_was_built_without_nsys(monkeypatch, tmp_path):
-    from run import probe
+    from run.node import probe
 
     status = tmp_path / "nsys"
     status.write_text("absent: the repository could not be reached at build time\n")
@@ -232,7 +238,7 @@ def test_probe_says_when_the_image_was_built_without_nsys(monkeypatch, tmp_path)
 
 
 def test_provenance_takes_the_image_sha_where_the_code_has_no_git(monkeypatch, tmp_path):
-    from run import provenance
+    from run.node import provenance
 
     monkeypatch.setattr(provenance, "REPO", tmp_path)  # a copy of the image's code: no .git
     monkeypatch.setenv(provenance.IMAGE_SHA_ENV, "0123abc")

@@ -1,4 +1,4 @@
-"""`make assets` (run/fetch_assets.py) against a stand-in Hub on 127.0.0.1 (tests/fake_hub.py).
+"""`make assets` (run/assets/fetch.py) against a stand-in Hub on 127.0.0.1 (tests/fake_hub.py).
 
 huggingface_hub is used for real (auth_check, dataset_info, hf_hub_download, and torchtune's
 `tune download` in a subprocess); only the Hub is a stand-in. MNIST's downloader is replaced by a
@@ -18,8 +18,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from run import digits
-from run import fetch_assets as fa
+from run.assets import fetch as fa
+from run.vision import digits
 from tests.fake_hub import FakeHub, Repo
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -231,7 +231,7 @@ def test_mnist_staged_then_renamed_and_failure_leaves_nothing(env, monkeypatch, 
                     raise OSError("<urlopen error [Errno -3] Temporary failure in name resolution>")
                 digits.generate(Path(root), 8, 4)
 
-    monkeypatch.setattr("run.tvcompat.import_torchvision", lambda: Fake)
+    monkeypatch.setattr("run.vision.tvcompat.import_torchvision", lambda: Fake)
     assert fa.main(["--only", "mnist"]) == 2
     assert "name resolution" in one_error_line(capsys)
     assert not (env / "mnist").exists()
@@ -269,7 +269,7 @@ def test_module_runs_as_make_assets_does(env, monkeypatch):
     """The command line `make assets` runs: a fresh process that reads HF_ENDPOINT itself."""
     with FakeHub(hub_repos()) as hub:
         proc = subprocess.run(
-            [sys.executable, "-m", "run.fetch_assets", "--only", "datasets"],
+            [sys.executable, "-m", "run.assets", "--only", "datasets"],
             cwd=REPO_ROOT,
             env={**dict(__import__("os").environ), "HF_ENDPOINT": hub.url,
                  "PYTHONPATH": str(REPO_ROOT), "HF_HUB_CACHE": str(env / "hf" / "hub")},
@@ -287,7 +287,7 @@ def test_module_runs_as_make_assets_does(env, monkeypatch):
 
 
 def test_plan_counts_llama3_stand_ins():
-    from run.plan import PlanRow, render
+    from run.sweep.plan import PlanRow, render
 
     def row(name: str) -> PlanRow:
         return PlanRow(name, "llm", "missing", 1, 10.0, 5, 1, ["L1"])
@@ -322,7 +322,7 @@ def test_a_gated_data_set_points_to_its_own_licence_page():
     import requests
     from huggingface_hub.errors import GatedRepoError
 
-    from run import fetch_assets
+    from run.assets import fetch as fetch_assets
 
     response = requests.Response()
     response.status_code = 403

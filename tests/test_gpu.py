@@ -12,7 +12,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from run import llm_spec, probe, store, vision_spec
+from run import store
+from run.llm import spec as llm_spec
+from run.node import probe
+from run.vision import spec as vision_spec
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -60,8 +63,8 @@ def test_llm_lora_tiny_on_one_gpu_logs_peak_vram(sandbox, monkeypatch):
 @pytest.mark.gpu
 @gpu_test(1)
 def test_every_gpu_check_passes(sandbox, monkeypatch):
-    """`make gpu-check` as a test: every check of run/gpu_check.py with its CUDA assertions."""
-    from run import gpu_check
+    """`make gpu-check` as a test: every check of run/checks/runner.py with its CUDA assertions."""
+    from run.checks import runner as gpu_check
 
     monkeypatch.setenv("LLM_DATA_ROOT", str(sandbox / "llm"))
     records = gpu_check.run_checks(None, probe.probe(), cuda=True)

@@ -13,7 +13,12 @@ import tarfile
 import pytest
 from fake_hw import CPU2
 
-from run import failure, gpu_check, probe, store, sweep, vision_spec
+from run import store
+from run.checks import runner as gpu_check
+from run.node import probe
+from run.sweep import failure
+from run.sweep import runner as sweep
+from run.vision import spec as vision_spec
 
 
 def test_no_gpu_is_one_line_and_exit_0(monkeypatch, capsys):

@@ -18,9 +18,14 @@ from pathlib import Path
 import pytest
 import torch
 
-from run import failure, llm_spec, profiling, store, sweep, vision_spec
-from run import matrix as mx
-from run import probe as hw
+from run import store
+from run.llm import spec as llm_spec
+from run.node import probe as hw
+from run.node import profiling
+from run.sweep import failure
+from run.sweep import matrix as mx
+from run.sweep import runner as sweep
+from run.vision import spec as vision_spec
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(Path(__file__).parent))
@@ -131,7 +136,7 @@ def test_profiler_for_records_the_window_it_used(tmp_path):
 
 
 def test_llm_profiler_block_is_fitted_to_planned_steps(tmp_path):
-    from run import llm_tune
+    from run.llm import tune as llm_tune
 
     profiling.write_plan(tmp_path, {"profiler": "torch"}, {"wait_steps": 0, "active_steps": 20})
     spec = llm_spec.canonical(
@@ -237,7 +242,7 @@ def test_a_gpu_profile_never_trains_on_a_cpu(monkeypatch, tmp_path, capsys):
 
 
 def test_llm_entry_point_refuses_unusable_gpus_with_one_line(monkeypatch, tmp_path, capsys):
-    from run import llm_tune
+    from run.llm import tune as llm_tune
 
     monkeypatch.setattr(hw, "probe", lambda: {**_cpu_info(), **NODE})
     monkeypatch.setattr(hw, "cuda_problem", lambda info, b=None: "torch is a CPU build")
@@ -367,7 +372,7 @@ def test_missing_llama3_dir_is_one_line_not_a_traceback(monkeypatch, tmp_path):
     env = dict(os.environ, LLAMA3_DIR="/nonexistent", RESULTS_DIR=str(tmp_path / "r"))
     env["PYTHONPATH"] = str(REPO)
     code = (
-        "import sys; from run import probe, sweep; "
+        "import sys; from run.node import probe; from run.sweep import runner as sweep; "
         f"probe.probe = lambda: {{**{_cpu_info()!r}, **{NODE!r}}}; "
         "probe.cuda_problem = lambda info, b=None: None; "
         "sys.exit(sweep.main(['--profile', 'paper', '--exp', 'L8']))"
@@ -449,7 +454,7 @@ def test_peak_memory_of_the_last_step_and_the_maximum():
 def test_l8_table_shows_the_last_step_and_the_maximum():
     import pandas as pd
 
-    from analysis import fig_vram
+    from analysis.artifacts import fig_vram
     from run.llm.metrics import GIB
 
     df = pd.DataFrame(
@@ -485,7 +490,7 @@ def test_the_tokenizer_is_part_of_an_8b_run_name(monkeypatch):
 
 
 def test_the_tokenizer_block_caps_sequences(monkeypatch, tmp_path):
-    from run import llm_tune
+    from run.llm import tune as llm_tune
 
     monkeypatch.setenv("LLM_DATA_ROOT", str(tmp_path))
     monkeypatch.delenv("LLAMA3_DIR", raising=False)
@@ -537,7 +542,7 @@ def _fake_cuda(monkeypatch, calls: list) -> None:
 
 
 def test_vision_binds_its_gpu_before_nccl(monkeypatch, tmp_path):
-    from run import vision
+    from run.vision import train as vision
 
     calls: list = []
     _fake_cuda(monkeypatch, calls)
@@ -552,7 +557,7 @@ def test_vision_binds_its_gpu_before_nccl(monkeypatch, tmp_path):
 
 
 def test_vision_binds_its_gpu_before_asking_cuda_about_bf16(monkeypatch, tmp_path):
-    from run import vision
+    from run.vision import train as vision
 
     calls: list = []
     _fake_cuda(monkeypatch, calls)
@@ -572,8 +577,8 @@ def test_vision_binds_its_gpu_before_asking_cuda_about_bf16(monkeypatch, tmp_pat
 
 
 def test_llm_binds_its_gpu_before_nccl(monkeypatch, tmp_path):
-    from run import llm_tune
     from run.llm import compat
+    from run.llm import tune as llm_tune
 
     calls: list = []
     _fake_cuda(monkeypatch, calls)
@@ -590,7 +595,7 @@ def test_vision_ends_its_process_group(sandbox, monkeypatch):
     """A real one-rank gloo run in this process: the group is gone afterwards."""
     import torch.distributed as dist
 
-    from run import vision
+    from run.vision import train as vision
 
     monkeypatch.setenv("MASTER_ADDR", "127.0.0.1")
     monkeypatch.setenv("MASTER_PORT", "29517")

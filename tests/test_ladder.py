@@ -1,4 +1,4 @@
-"""Ladders of experiments/matrix.yaml (run/matrix.py): cumulative steps crossed with `vary`, the
+"""Ladders of experiments/matrix.yaml (run/sweep/matrix.py): cumulative steps crossed with `vary`, the
 step of any spec, and one-line refusals of a ladder that cannot run, before any run."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from run import matrix as mx
+from run.sweep import matrix as mx
 
 REAL_MATRIX = Path(__file__).resolve().parent.parent / "experiments" / "matrix.yaml"
 
@@ -139,7 +139,7 @@ def test_a_ladder_key_set_per_profile_elsewhere_is_refused():
 def test_the_matrix_check_refuses_an_unknown_key_or_impossible_combination_in_one_line(
     tmp_path, monkeypatch, capsys
 ):
-    """`python -m run.matrix --check` (make matrix, make test) on a matrix with a bad O entry:
+    """`python -m run.sweep.matrix --check` (make matrix, make test) on a matrix with a bad O entry:
     one line, exit 2, nothing on stdout."""
     import yaml
 
@@ -176,7 +176,7 @@ def test_a_step_changing_nothing_in_the_spec_is_refused_even_when_it_sets_a_key(
 def test_bench_optimize_compares_each_ladders_first_and_last_step_on_one_device(capsys):
     """`make bench-optimize` takes O1's and O3's faithful and fully optimised cells (not timed
     here: a bench is no test); bad counts are one line and exit 2."""
-    from run import bench_optimize
+    from run.bench import optimize as bench_optimize
 
     for exp in ("O1", "O3"):
         first, last = bench_optimize.ends(exp)
@@ -192,7 +192,8 @@ def test_bench_optimize_compares_each_ladders_first_and_last_step_on_one_device(
 def test_bench_optimize_says_unsupported_where_compile_cannot_run(capsys, monkeypatch):
     """Without inductor's needs, both optimised sides (compiled) are rows saying why, never an
     error; the faithful sides still run."""
-    from run import bench_optimize, vision_spec
+    from run.bench import optimize as bench_optimize
+    from run.vision import spec as vision_spec
 
     monkeypatch.setattr(vision_spec, "compile_blocker", lambda: "no compiler here")
     assert bench_optimize.main(["--steps", "1", "--repeats", "1", "--llm-steps", "2"]) == 0

@@ -11,10 +11,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from analysis import claims as cl
 from analysis import common as c
-from analysis import (
-    driver,
+from analysis import driver
+from analysis.artifacts import (
     fig_api_share,
     fig_datasets,
     fig_llm_api,
@@ -25,8 +24,11 @@ from analysis import (
     fig_vram,
     table_llm_pinmem,
 )
-from run import llm_spec, store
-from run import matrix as mx
+from analysis.claims import spec as cs
+from analysis.claims import verdicts as cl
+from run import store
+from run.llm import spec as llm_spec
+from run.sweep import matrix as mx
 
 GIB = 1024**3
 PROFILE = "test"
@@ -522,7 +524,7 @@ def test_l8_claims_on_gpu(llm_sandbox):
 # ---------------------------------------------------------------- L5-L9 rules on GPU-like tables
 def judge(cid: str, t: c.pd.DataFrame, gates: dict[str, str] | None = None) -> dict:
     """One claim of claims.yaml judged by the engine on `t` (no paper table)."""
-    return cl.judge(next(x for x in cl.load() if x["id"] == cid), t, None, gates or {})
+    return cl.judge(next(x for x in cs.load() if x["id"] == cid), t, None, gates or {})
 
 
 def as_runs(rows: list[dict]) -> c.pd.DataFrame:

@@ -1,6 +1,6 @@
 """Every LLM method through the real code path on CPU: torchtune's recipe, the tiny llama3, gloo.
 
-Each test launches `run.llm_spec.launch_command` (python -m run.llm_tune, or torchrun with 2 gloo
+Each test launches `run.llm.spec.launch_command` (python -m run.llm.tune, or torchrun with 2 gloo
 ranks for the distributed recipes) on a few steps: two epochs over the same 8 rows of the Error
 Correction subset, unshuffled, so the second epoch sees the batches of the first again and its
 loss must be lower. About 10-25 s each on 2 cores.
@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from run import llm_spec, store
+from run import store
+from run.llm import spec as llm_spec
 
 pytestmark = pytest.mark.integration
 
@@ -106,7 +107,7 @@ def test_method_runs_and_learns(tmp_path, llm_env, method, gpus, over):
     if gpus > 1:
         assert summary["cpu_shims"]  # the distributed recipes needed the CPU shims
     if over.get("profiler") == "torch":
-        from run.profiling import TORCH_TRACE_DIR
+        from run.node.profiling import TORCH_TRACE_DIR
 
         traces = Path(summary["_run_dir"]) / TORCH_TRACE_DIR
         assert list(traces.glob("iteration_*/*.pt.trace.json.gz")), "no torch trace written"

@@ -17,7 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from run import llm_spec, store
+from run import store
+from run.llm import spec as llm_spec
 
 pytestmark = pytest.mark.integration
 

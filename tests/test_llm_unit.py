@@ -8,11 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from run import llm_spec, llm_tune, store, sweep
-from run import matrix as mx
+from run import store
 from run.llm import data
+from run.llm import spec as llm_spec
+from run.llm import tune as llm_tune
 from run.llm.assets import AssetError
 from run.llm.metrics import summarize, timing_warmup
+from run.sweep import matrix as mx
+from run.sweep import runner as sweep
 
 LLM_EXPS = [*(f"L{i}" for i in range(1, 10)), "O3", "O4"]  # O3, O4: issue 20
 
@@ -375,7 +378,7 @@ def test_paged_optimizer_is_unsupported_only_under_fsdp2(monkeypatch):
     for over in ({"gpus": 2}, {"recipe": "distributed"}):
         assert "FSDP2" in llm_spec.unsupported_reason({**paged, **over})
     assert llm_spec.unsupported_reason({**OPT_BASE, "gpus": 2}) is None
-    from run import vision_spec
+    from run.vision import spec as vision_spec
 
     monkeypatch.setattr(vision_spec, "compile_blocker", lambda: "no compiler here")
     assert llm_spec.unsupported_reason({**OPT_BASE, "compile": True}) == "no compiler here"

@@ -1,4 +1,4 @@
-"""Run locks (run/lock.py): sweeps sharing a results folder run every run exactly once, and the
+"""Run locks (run/sweep/lock.py): sweeps sharing a results folder run every run exactly once, and the
 lock of a killed sweep is recovered by the next one."""
 
 from __future__ import annotations
@@ -12,7 +12,9 @@ import sys
 import time
 from pathlib import Path
 
-from run import lock, store, sweep
+from run import store
+from run.sweep import lock
+from run.sweep import runner as sweep
 
 FAKE_SWEEP = Path(__file__).with_name("fake_sweep.py")
 REPO = Path(__file__).resolve().parent.parent

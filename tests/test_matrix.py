@@ -6,8 +6,8 @@ import copy
 
 import pytest
 
-from run import matrix as mx
-from run import vision_spec
+from run.sweep import matrix as mx
+from run.vision import spec as vision_spec
 
 
 def test_every_entry_of_every_profile_validates():

@@ -1,4 +1,4 @@
-"""NUMA binding (run/numa.py): the node per rank from sysfs, the auto/bind/off policy, and the
+"""NUMA binding (run/node/numa.py): the node per rank from sysfs, the auto/bind/off policy, and the
 launch commands of both workloads with and without binding."""
 
 from __future__ import annotations
@@ -10,8 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from run import llm_spec, numa, provenance, vision_spec
 from run.errors import UserError
+from run.llm import spec as llm_spec
+from run.node import numa, provenance
+from run.vision import spec as vision_spec
 
 REPO = Path(__file__).resolve().parent.parent
 BUSES = ["00000000:1B:00.0", "00000000:43:00.0", "00000000:8A:00.0", "00000000:C3:00.0"]
@@ -39,7 +41,14 @@ def test_each_rank_is_bound_to_its_gpu_s_node(two_sockets, monkeypatch):
         ["torchrun", "--standalone", "--nproc_per_node=4", "-m", "run.vision", "--x"], p
     )
     i = cmd.index("--no-python")
-    assert cmd[i + 1 :][:6] == [sys.executable, "-m", "run.numa", "exec", "--nodes=0,0,1,1", "--"]
+    assert cmd[i + 1 :][:6] == [
+        sys.executable,
+        "-m",
+        "run.node.numa",
+        "exec",
+        "--nodes=0,0,1,1",
+        "--",
+    ]
     assert cmd[-4:] == [sys.executable, "-m", "run.vision", "--x"]
     assert numa.bind_args(1) == ["numactl", "--cpunodebind=1", "--membind=1"]
 
@@ -86,7 +95,7 @@ def test_both_workloads_launch_bound_or_plain(monkeypatch, two_sockets, tmp_path
     spec = {**vision_spec.DEFAULTS, "gpus": 2}
     monkeypatch.setenv("NUMA", "off")
     plain = vision_spec.launch_command(spec, tmp_path, two_sockets)
-    assert "run.numa" not in plain and "--no-python" not in plain
+    assert "run.node.numa" not in plain and "--no-python" not in plain
     monkeypatch.setenv("NUMA", "auto")
     bound = vision_spec.launch_command(spec, tmp_path, two_sockets)
     assert "--nodes=0,0" in bound and bound[-4:] == ["--spec", str(tmp_path / "spec.json"),
@@ -104,7 +113,7 @@ def test_both_workloads_launch_bound_or_plain(monkeypatch, two_sockets, tmp_path
 
 
 def llm_spec_defaults() -> dict:
-    from run import matrix as mx
+    from run.sweep import matrix as mx
 
     return next(s for s in mx.expand("L1", "smoke").specs if s["gpus"] == 1)
 
@@ -112,7 +121,7 @@ def llm_spec_defaults() -> dict:
 @pytest.mark.skipif(shutil.which("numactl") is None, reason="numactl is not installed")
 def test_the_exec_wrapper_runs_the_program_under_numactl():
     out = subprocess.run(
-        [sys.executable, "-m", "run.numa", "exec", "--nodes=0", "--", sys.executable, "-c",
+        [sys.executable, "-m", "run.node.numa", "exec", "--nodes=0", "--", sys.executable, "-c",
          "import os; print(sorted(os.sched_getaffinity(0)) != [])"],
         cwd=REPO, capture_output=True, text=True, env={"LOCAL_RANK": "0", "PATH": "/usr/bin:/bin"},
         check=True,

@@ -7,10 +7,12 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from analysis import claims as cl
 from analysis import driver
-from analysis import fig_optimized as fo
-from run import matrix as mx
+from analysis.artifacts import fig_optimized as fo
+from analysis.claims import rules as cr
+from analysis.claims import spec as cs
+from analysis.claims import verdicts as cl
+from run.sweep import matrix as mx
 
 GPU = "NVIDIA H100 (fake)"
 # the real ladders' labels, so the hand-made runs follow the matrix's steps and their order
@@ -84,7 +86,7 @@ def judge(df: pd.DataFrame) -> dict[str, dict]:
     """Our claims on the per-run table of `df`, with the driver's and the module's gates."""
     t = fo.per_run(df)
     gates = {**driver.default_gates(df), **fo.gates(df, t)}
-    ours = [c for c in cl.load() if cl.origin(c) == cl.OURS]
+    ours = [c for c in cs.load() if cs.origin(c) == cs.OURS]
     return {c["id"]: cl.judge(c, t, fo.paper(), gates) for c in ours}
 
 
@@ -140,7 +142,7 @@ def test_our_claims_hold_on_gpu_like_runs():
     assert {k: v["verdict"] for k, v in got.items()} == {
         "O1a": cl.HOLDS, "O1b": cl.HOLDS, "O2a": cl.HOLDS, "O3a": cl.HOLDS, "O4a": cl.HOLDS,
     }  # fmt: skip
-    assert all(v["origin"] == cl.OURS for v in got.values())
+    assert all(v["origin"] == cs.OURS for v in got.values())
     # 3,000,000 bytes per image (500 px, fp32) against the 784 stored: 3,827x
     assert "ratio 3,827" in got["O1a"]["evidence"]
     assert got["O4a"]["paper_verdict"] == cl.UNMEASURED  # no published numbers
@@ -198,11 +200,11 @@ def test_o1a_at_small_images_says_the_cut_cannot_reach_100x():
 
 def test_the_artifact_has_no_paper_numbers_and_our_claims_are_labelled():
     assert fo.paper() is None
-    ours = [c for c in cl.load() if cl.origin(c) == cl.OURS]
+    ours = [c for c in cs.load() if cs.origin(c) == cs.OURS]
     assert {c["id"] for c in ours} == {"O1a", "O1b", "O2a", "O3a", "O4a"}
     assert all(c["source"].startswith("ours (beyond the paper)") for c in ours)
-    with pytest.raises(cl.ClaimError, match="X1a: origin 'theirs' is not one of paper, ours"):
-        cl.check({"id": "X1a", "origin": "theirs", "experiment": "X1", "statement": "s",
+    with pytest.raises(cs.ClaimError, match="X1a: origin 'theirs' is not one of paper, ours"):
+        cs.check({"id": "X1a", "origin": "theirs", "experiment": "X1", "statement": "s",
                   "source": "s", "criterion": "c", "rule": "threshold",
                   "q": {"value": "v"}, "than": 1})  # fmt: skip
 
@@ -216,8 +218,8 @@ def test_the_report_shows_the_section_and_counts_our_claims_apart(sandbox, monke
     from report import build
     from report.figures import common as figcommon
     from report.figures import fig_optimized as fig
-    from run import matrix as mx
     from run import store
+    from run.sweep import matrix as mx
 
     m = yaml.safe_load(mx.MATRIX_FILE.read_text())
     m["experiments"] = {"V3": m["experiments"]["V3"]} | {
@@ -256,7 +258,7 @@ def test_runs_of_the_matrix_land_on_their_ladder_steps():
     """The real matrix's O1-O4 cells for smoke, with a repeat each, as the driver lists them (a
     run shared by experiments once): every row is on the step ladder_step gives its cell, a
     repeat on its cell's step, and O3's faithful run is O4's AdamW cell too."""
-    from run import matrix as mx
+    from run.sweep import matrix as mx
 
     exps = mx.experiments_for_target(fo.TARGET)
     specs = [s for e in exps for s in mx.expand(e, "smoke", n_repeats=2).specs]
@@ -308,9 +310,9 @@ def test_our_claims_coverage_names_the_paper_profile_not_the_paper():
     df = gpu_set()
     t = fo.per_run(df)
     gates = {**driver.default_gates(df), **fo.gates(df, t)}
-    o1b = next(c for c in cl.load() if c["id"] == "O1b")
+    o1b = next(c for c in cs.load() if c["id"] == "O1b")
     got = cl.judge(o1b, t, fo.paper(), gates, driver.paper_gpus(["O1"]))
     assert got["coverage"] == "judged on 1-2 GPU(s) (the paper profile runs 4)"
-    v1a = next(c for c in cl.load() if c["id"] == "V1a")
-    assert "of the paper's" in cl.coverage(cl.Outcome(True, gpus={1, 2}), [1, 2, 4], False)
-    assert v1a.get("origin", cl.PAPER) == cl.PAPER
+    v1a = next(c for c in cs.load() if c["id"] == "V1a")
+    assert "of the paper's" in cl.coverage(cr.Outcome(True, gpus={1, 2}), [1, 2, 4], False)
+    assert v1a.get("origin", cs.PAPER) == cs.PAPER

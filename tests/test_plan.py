@@ -1,4 +1,4 @@
-"""The plan (run/plan.py): states, the cost model's paper anchors, calibration, totals, nodes."""
+"""The plan (run/sweep/plan.py): states, the cost model's paper anchors, calibration, totals, nodes."""
 
 from __future__ import annotations
 
@@ -7,10 +7,13 @@ from pathlib import Path
 
 import pytest
 
-from run import llm_spec, plan, store, vision_spec
-from run import matrix as mx
+from run import store
+from run.llm import spec as llm_spec
+from run.sweep import matrix as mx
+from run.sweep import plan
+from run.vision import spec as vision_spec
 
-# the repository's matrix (the sandbox points run.matrix at a small one)
+# the repository's matrix (the sandbox points run.sweep.matrix at a small one)
 REAL_MATRIX = Path(__file__).resolve().parent.parent / "experiments" / "matrix.yaml"
 
 sys.path.insert(0, str(Path(__file__).parent))

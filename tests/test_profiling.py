@@ -1,4 +1,4 @@
-"""run/profiling.py: the nsys command line, the window, the no-op twin, the post-run metrics.
+"""run/node/profiling.py: the nsys command line, the window, the no-op twin, the post-run metrics.
 
 nsys is not installed on our machines: its command line is checked here as data, and the
 capture-range calls are checked against a stand-in for torch.cuda.
@@ -13,8 +13,12 @@ from pathlib import Path
 
 import pytest
 
-from run import llm_spec, profiling, store, sweep, vision_spec
-from run import matrix as mx
+from run import store
+from run.llm import spec as llm_spec
+from run.node import profiling
+from run.sweep import matrix as mx
+from run.sweep import runner as sweep
+from run.vision import spec as vision_spec
 
 REPO = Path(__file__).resolve().parent.parent
 WINDOW = {"wait_steps": 1, "warmup_steps": 1, "active_steps": 2, "max_seconds": 0}
@@ -55,7 +59,7 @@ def test_nsys_single_process_llm_uses_duration_window(tmp_path: Path) -> None:
     assert cmd[:2] == ["nsys", "profile"]
     assert "--duration=720" in cmd and f"--output={tmp_path}/nsys/rank0" in cmd
     assert "--capture-range=cudaProfilerApi" not in cmd
-    assert cmd[cmd.index(sys.executable) + 1 :][:2] == ["-m", "run.llm_tune"]
+    assert cmd[cmd.index(sys.executable) + 1 :][:2] == ["-m", "run.llm.tune"]
 
 
 def test_nsys_llm_torchrun_per_rank(tmp_path: Path) -> None:
@@ -86,7 +90,7 @@ def test_profiler_nsys_without_nsys_is_one_clear_error() -> None:
 
 
 def test_sweep_with_profiler_nsys_stops_before_any_run(sandbox, monkeypatch, capsys) -> None:
-    from run import probe
+    from run.node import probe
 
     monkeypatch.setattr(probe, "probe", lambda: {**_info(), "nsys": None})
     monkeypatch.setenv("PROFILER", "nsys")
@@ -250,7 +254,7 @@ def test_real_two_rank_cpu_run_gives_per_rank_metrics(tmp_path: Path) -> None:
 
 
 def test_bench_profiler_runs_and_reports_each_profiler(capsys) -> None:
-    from run import bench_profiler
+    from run.bench import profiler as bench_profiler
 
     assert (
         bench_profiler.main(["--size", "32", "--batch-size", "2", "--steps", "2", "--repeats", "1"])

@@ -11,13 +11,17 @@ import pytest
 
 from analysis import common
 from analysis.repeats import collapse
-from run import llm_spec, plan, store, sweep, vision_spec
-from run import matrix as mx
+from run import store
+from run.llm import spec as llm_spec
+from run.sweep import matrix as mx
+from run.sweep import plan
+from run.sweep import runner as sweep
+from run.vision import spec as vision_spec
 
 sys.path.insert(0, str(Path(__file__).parent))
 from fake_hw import CPU2  # noqa: E402
 
-# the repository's matrix (the sandbox points run.matrix at a small one)
+# the repository's matrix (the sandbox points run.sweep.matrix at a small one)
 REAL_MATRIX = Path(__file__).resolve().parent.parent / "experiments" / "matrix.yaml"
 
 

@@ -15,10 +15,14 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from analysis import claims, common, driver
+from analysis import common, driver
+from analysis.claims import spec as cs
+from analysis.claims import verdicts as cl
 from report import build
-from run import matrix as mx
-from run import store, sweep, vision_spec
+from run import store
+from run.sweep import matrix as mx
+from run.sweep import runner as sweep
+from run.vision import spec as vision_spec
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import fake_sweep  # noqa: E402
@@ -98,7 +102,7 @@ def test_report_sets_measured_beside_paper_and_names_the_hardware(built):
     assert "| 1 | fp64 | 6,266 | " in md  # paper's time, then ours, with sensible digits
     assert "True" not in md and "False" not in md
     assert "| machine | holds | does not hold | inconclusive | not measured |" in md
-    in_matrix = [c for c in claims.load() if c["experiment"] in mx.load_matrix()["experiments"]]
+    in_matrix = [c for c in cs.load() if c["experiment"] in mx.load_matrix()["experiments"]]
     assert md.count("](#") == len(in_matrix) > 10  # every claim of the matrix's experiments
     assert "## Assumptions" in md and "## Appendix: artifact evaluation" in md
     assert (out / "test" / "figures" / "fig-strategies.png").stat().st_size > 10_000
@@ -119,7 +123,7 @@ def judge_module(target: str, runs: pd.DataFrame) -> dict[str, dict]:
     gates = {**driver.default_gates(runs), **(mod.gates(runs, t) if hasattr(mod, "gates") else {})}
     gates = {k: v for k, v in gates.items() if v}
     exps = mx.experiments_for_target(target)
-    return {c["id"]: claims.judge(c, t, None, gates) for c in claims.for_experiments(exps)}
+    return {c["id"]: cl.judge(c, t, None, gates) for c in cs.for_experiments(exps)}
 
 
 def gpu_runs(rows: list[dict], device: str = "NVIDIA H100 (fake)") -> pd.DataFrame:
@@ -144,7 +148,7 @@ def test_v1_rules_on_gpu_like_runs():
     # DDP-RR as fast as DDP-DS at 4 GPUs (3.6x): "limited or no gain" does not hold
     got = judge_module("fig-strategies", runs(3.6))
     assert got["V1b"]["verdict"] == "does not hold" and got["V1a"]["verdict"] == "holds"
-    from analysis import fig_strategies
+    from analysis.artifacts import fig_strategies
 
     comp = fig_strategies.compact(fig_strategies.table(runs(1.2), "test"))
     assert list(comp["gpus"]) == [1, 2, 3, 4]
@@ -171,7 +175,7 @@ def test_v2_rules_on_gpu_like_runs():
     assert judge_module("fig-imagesize", runs(2.0))["V2a"]["verdict"] == "does not hold"
     cpu = runs(1.2).assign(device="cpu")
     assert judge_module("fig-imagesize", cpu)["V2a"]["verdict"] == "not measured"
-    from analysis import fig_imagesize
+    from analysis.artifacts import fig_imagesize
 
     comp = fig_imagesize.compact(fig_imagesize.table(runs(1.2), "test"))
     assert list(comp["image_size"]) == [100, 200, 300, 400, 500]
@@ -202,7 +206,7 @@ def test_v4_rules_on_gpu_like_runs_and_the_paper_s_table():
     cpu = judge_module("table-pinmem", runs([1.30, 1.27, 1.23, 1.17], "cpu"))
     assert all(v["verdict"] == "not measured" for v in cpu.values())
     assert "no host-to-device copy to pin for" in cpu["V4a"]["reason"]
-    from analysis import table_pinmem
+    from analysis.artifacts import table_pinmem
 
     paper = table_pinmem.paper()
     assert paper["pin_memory"].dtype == bool and set(paper["pin_memory"]) == {False, True}
@@ -217,12 +221,12 @@ def test_self_check_decides_the_vision_claims_the_paper_printed_numbers_for():
                         ("fig-vision-metrics", "V5"), ("table-precision-profile", "V6")):  # fmt: skip
         mod = driver.artifact(target)
         paper = mod.paper() if hasattr(mod, "paper") else None
-        for c in claims.for_experiments([exp]):
-            got[c["id"]] = claims.judge(c, paper)["verdict"]
-    held = {k for k, v in got.items() if v == claims.HOLDS}
+        for c in cs.for_experiments([exp]):
+            got[c["id"]] = cl.judge(c, paper)["verdict"]
+    held = {k for k, v in got.items() if v == cl.HOLDS}
     assert held == {"V4a", "V4b", "V5b", "V5c", "V6a", "V6b", "V6c"}
     # no published numbers: V1 and V2 are figures only, V5a's shares were never quoted
-    assert {k for k, v in got.items() if v == claims.UNMEASURED} == {"V1a", "V1b", "V2a",
+    assert {k for k, v in got.items() if v == cl.UNMEASURED} == {"V1a", "V1b", "V2a",
                                                                       "V2b", "V5a"}  # fmt: skip
 
 
@@ -260,5 +264,5 @@ def test_the_appendix_counts_each_shared_run_once_and_paths_can_break(built):
 
 
 def test_every_gate_a_claim_needs_is_written_out_for_the_appendix():
-    gates = {g for c in claims.load() for g in c.get("needs", [])}
+    gates = {g for c in cs.load() for g in c.get("needs", [])}
     assert len(gates) >= 6 and gates <= set(build.NEEDS_TEXT), gates - set(build.NEEDS_TEXT)

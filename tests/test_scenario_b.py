@@ -1,4 +1,4 @@
-"""Scenario B (run/scenario_b.py): the prepared set, its two loaders, the memory check, and real
+"""Scenario B (run/vision/scenario_b.py): the prepared set, its two loaders, the memory check, and real
 2-rank gloo runs with each loader and layout."""
 
 from __future__ import annotations
@@ -10,7 +10,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from run import digits, scenario_b, store, vision_spec
+from run import store
+from run.vision import digits, scenario_b
+from run.vision import spec as vision_spec
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from test_vision_integration import launch, spec_of  # noqa: E402
@@ -36,7 +38,9 @@ def test_the_set_is_made_once_with_a_manifest_and_checked(made):
 
 
 def test_a_missing_or_corrupt_set_is_one_clear_error(made, tmp_path):
-    with pytest.raises(FileNotFoundError, match="no Scenario B set at .*run.scenario_b prepare"):
+    with pytest.raises(
+        FileNotFoundError, match="no Scenario B set at .*run.vision.scenario_b prepare"
+    ):
         scenario_b.check(tmp_path / "nothing")
     next((made / "train").rglob("*.jpg")).unlink()
     with pytest.raises(ValueError, match="corrupt: 39 train files, the manifest says 40"):
@@ -88,7 +92,7 @@ def test_the_memory_check_skips_with_the_numbers():
 def test_a_loader_other_than_torch_or_dali_and_dali_outside_scenario_b_are_refused(tmp_path):
     with pytest.raises(ValueError, match="loader='bogus' is not one of torch, dali"):
         vision_spec.validate({**vision_spec.DEFAULTS, "loader": "bogus"})
-    from run import vision
+    from run.vision import train as vision
 
     path = tmp_path / "spec.json"
     store.write_json_atomic(path, {**vision_spec.DEFAULTS, "loader": "dali", "scenario": "A"})
@@ -126,8 +130,8 @@ def test_the_sweep_skips_dataloader_cells_that_do_not_fit_and_runs_the_rest(
     import psutil
     import yaml
 
-    from run import matrix as mx
-    from run import sweep
+    from run.sweep import matrix as mx
+    from run.sweep import runner as sweep
 
     m = yaml.safe_load(mx.MATRIX_FILE.read_text())
     m["experiments"]["V8"] = {**mx.load_matrix(REPO / "experiments" / "matrix.yaml")[

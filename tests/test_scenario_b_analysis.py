@@ -6,8 +6,9 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from analysis import claims as cl
-from analysis import fig_loaders, fig_nhwc, fig_numa, fig_timeline
+from analysis.artifacts import fig_loaders, fig_nhwc, fig_numa, fig_timeline
+from analysis.claims import spec as cs
+from analysis.claims import verdicts as cl
 
 
 def steps(spec: list[tuple[str, int, float, float]]) -> pd.DataFrame:
@@ -36,7 +37,7 @@ def test_no_busy_interval_no_pause():
 
 
 def judge(exp: str, t: pd.DataFrame, gates: dict | None = None) -> dict[str, str]:
-    return {c["id"]: cl.judge(c, t, gates=gates)["verdict"] for c in cl.for_experiments([exp])}
+    return {c["id"]: cl.judge(c, t, gates=gates)["verdict"] for c in cs.for_experiments([exp])}
 
 
 def runs(rows: list[dict]) -> pd.DataFrame:
@@ -86,5 +87,5 @@ def test_v11_needs_two_numa_nodes():
     one = t.assign(machine_nodes=1)
     why = fig_numa.gates(one, one)["multi_numa"]
     assert why == "1 NUMA node on this machine: binding cannot change anything"
-    got = cl.judge(cl.for_experiments(["V11"])[0], one, gates={"multi_numa": why})
+    got = cl.judge(cs.for_experiments(["V11"])[0], one, gates={"multi_numa": why})
     assert (got["verdict"], got["reason"]) == (cl.UNMEASURED, why)

@@ -9,7 +9,9 @@ import sys
 import time
 from pathlib import Path
 
-from run import numa, probe, store, sweep
+from run import store
+from run.node import numa, probe
+from run.sweep import runner as sweep
 
 FAKE_SWEEP = Path(__file__).with_name("fake_sweep.py")
 sys.path.insert(0, str(FAKE_SWEEP.parent))

@@ -1,12 +1,12 @@
 """The target -> experiment map lives only in experiments/matrix.yaml: the Makefile reads it with
-experiments/targets.awk, which must agree with run/matrix.py's own parse."""
+experiments/targets.awk, which must agree with run/sweep/matrix.py's own parse."""
 
 from __future__ import annotations
 
 import subprocess
 
 from analysis import driver
-from run import matrix as mx
+from run.sweep import matrix as mx
 
 
 def test_awk_reads_the_same_targets_as_python():

@@ -10,7 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from run import probe, store, vision_spec
+from run import store
+from run.node import probe
+from run.vision import spec as vision_spec
 
 REPO = Path(__file__).resolve().parent.parent
 TINY = {

@@ -14,7 +14,9 @@ import pytest
 import torch
 import torch.distributed as dist
 
-from run import store, vision, vision_spec
+from run import store
+from run.vision import spec as vision_spec
+from run.vision import train as vision
 
 TINY = {"train_images": 48, "test_images": 16, "epochs": 1, "batch_size": 16, "image_size": 32,
         "width_mult": 0.25}  # fmt: skip

@@ -1,6 +1,6 @@
 """Shared by the six profiler artifacts (V5, V6, L3, L4, L7, L9): runs -> one tidy table.
 
-Each profiled run left RUN/profile_metrics.csv (run/profiling.py, written by the sweep). The
+Each profiled run left RUN/profile_metrics.csv (run/node/profiling.py, written by the sweep). The
 artifact table has one row per (run, metric) with the run's conditions in front:
 
     kind        "paper metric" (J Table 1, absent ones included), "extra metric" (not the paper's:
@@ -25,7 +25,8 @@ from typing import Any
 import pandas as pd
 
 from analysis import common as c
-from run import profiling, store
+from run import store
+from run.node import profiling
 
 from . import coverage as cov
 from .coverage import NOT_CALLED, NOT_MEASURED, NOT_PROFILED  # artifacts read them here too

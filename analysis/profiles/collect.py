@@ -5,7 +5,7 @@ The sweep runs it after every profiled run, before publishing the run folder:
     python -m analysis.profiles.collect RUN_DIR --run NAME --profiler torch|nsys
 
 It lives here, not in run/, so that run/ imports nothing of analysis/: the sweep only knows the
-command line and the exit status. File names inside a run folder are run/profiling.py's constants.
+command line and the exit status. File names inside a run folder are run/node/profiling.py's constants.
 
 exit status: 0 the CSV was written (its path on stdout); 1 a trace is missing or unreadable (one
 line on stderr, no CSV written, profiling.json as it was); 2 usage.
@@ -20,7 +20,8 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from run import profiling, store
+from run import store
+from run.node import profiling
 
 from . import ProfileError, load_profiles
 from .metrics import concat_frames, profile_frame, write_csv_atomic

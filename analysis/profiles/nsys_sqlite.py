@@ -26,7 +26,7 @@ Counting (issue 19):
   * Unified-memory copy kinds (copyKind 11-13) are the metric memcpy_unified.
 
 Wall time (the denominator of `share`): every file offers up to two spans, kept in
-RankProfile.spans, and the run's capture mode (RUN/profiling.json, run.profiling.NSYS_CAPTURE_KEY)
+RankProfile.spans, and the run's capture mode (RUN/profiling.json, run.node.profiling.NSYS_CAPTURE_KEY)
 picks one (`choose_wall`):
   * cudaProfilerApi (`--capture-range=cudaProfilerApi`): the CUDA activity span, from the first
     CUDA record's start to the last one's end. nsys records CUDA only between cudaProfilerStart
@@ -48,7 +48,7 @@ import os
 import sqlite3
 from pathlib import Path
 
-from run.profiling import CAPTURE_API, CAPTURE_DURATION, CAPTURE_WHOLE
+from run.node.profiling import CAPTURE_API, CAPTURE_DURATION, CAPTURE_WHOLE
 
 from .metrics import (
     CUPTI_COPY_KIND,
@@ -155,7 +155,7 @@ def _read(con: sqlite3.Connection, path: Path) -> RankProfile:
         if missing:
             raise ProfileError(path, f"SQLite file of another schema: {table} lacks {missing}")
     if not activity:
-        # An nsys run needs CUDA (run.profiling); with no CUDA table at all the capture range
+        # An nsys run needs CUDA (run.node.profiling); with no CUDA table at all the capture range
         # never opened or CUDA was not traced, and every metric would be a silent absence.
         raise ProfileError(
             path,

@@ -9,10 +9,10 @@
     recipes.py   loads torchtune's installed recipe files by path and extends their classes
     compat.py    shims for torchtune's distributed recipes on CPU (no effect where CUDA exists)
 
-The entry point is run/llm_tune.py; run/llm_spec.py says what a run spec holds.
+The entry point is run/llm/tune.py; run/llm/spec.py says what a run spec holds.
 """
 
 # File names inside a run folder, beside run.store's (spec.json, summary.json, steps.jsonl, log.txt).
 TORCHTUNE_CONFIG = "torchtune_config.yaml"  # the exact config the recipe ran with
-# Profiler outputs (torch traces, nsys reports) are named in run/profiling.py, for every workload.
+# Profiler outputs (torch traces, nsys reports) are named in run/node/profiling.py, for every workload.
 TORCHTUNE_OUTPUT_DIR = "torchtune"  # torchtune's own output_dir (checkpoints are not written)

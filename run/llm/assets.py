@@ -25,10 +25,11 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from run import store
 from run.errors import UserError
 from run.store import write_json_atomic, write_text_atomic
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = store.REPO
 
 # The architecture of the tiny llama3. Sized for 2 CPU cores (a step of batch 2 takes a fraction
 # of a second) and for the quantisation methods: QLoRA's NF4 needs every quantised weight's element

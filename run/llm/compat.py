@@ -1,6 +1,6 @@
 """Shims that let torchtune 0.6.1's distributed recipes run on CPU with gloo ranks.
 
-`apply()` is called by run/llm_tune.py before a recipe is built. Where CUDA is available it
+`apply()` is called by run/llm/tune.py before a recipe is built. Where CUDA is available it
 changes nothing: the GPU runs use torchtune exactly as installed. Each shim replaces one name the
 recipes look up at call time (`training.<name>`), in this process only; no file is edited.
 """

@@ -720,7 +720,8 @@ def subset_token_counts(rows: int, model: str = "tiny") -> list[dict[str, Any]]:
     from omegaconf import OmegaConf
     from torchtune import config as tt_config
 
-    from run import llm_spec, llm_tune
+    from run.llm import spec as llm_spec
+    from run.llm import tune as llm_tune
 
     out = []
     for template in TEMPLATES:

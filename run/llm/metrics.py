@@ -140,7 +140,7 @@ class RunMetricLogger:
         self.log_dict({name: data}, step)
 
     def log_config(self, config: Any) -> None:
-        """The config is saved by run/llm_tune.py before the recipe starts; nothing to add."""
+        """The config is saved by run/llm/tune.py before the recipe starts; nothing to add."""
 
     def log_dict(self, payload: Mapping[str, Any], step: int) -> None:
         now = time.perf_counter()

@@ -19,7 +19,7 @@ adds only what the experiments need:
   the same block (torchtune.training.setup_torch_profiler) and step it after every optimizer step
   on every rank, as the other recipes do at the end of each step.
 - Profiler window: fitted to the run's real step count (the recipe's `_steps_per_epoch` x
-  epochs, known once its DataLoader exists) with run.profiling.fit_window before torchtune builds
+  epochs, known once its DataLoader exists) with run.node.profiling.fit_window before torchtune builds
   the profiler, and recorded by rank 0 in RUN/profiling.json. A window longer than the run would
   never close, and torchtune would write no trace.
 """
@@ -121,7 +121,7 @@ class ProjectRecipeMixin:
             return prof_cfg
         from omegaconf import OmegaConf
 
-        from run import profiling
+        from run.node import profiling
 
         steps = int(self._steps_per_epoch) * int(getattr(self, "total_epochs", 1))
         keys = ("wait_steps", "warmup_steps", "active_steps")

@@ -13,7 +13,7 @@ from torchtune.modules import TransformerDecoder
 
 from run.llm.assets import TINY_ARCH
 
-# torchtune component path of each 8B builder -> ours (used by run/llm_tune.py)
+# torchtune component path of each 8B builder -> ours (used by run/llm/tune.py)
 TINY_FOR = {
     "torchtune.models.llama3.llama3_8b": "run.llm.tiny.tiny_llama3",
     "torchtune.models.llama3.lora_llama3_8b": "run.llm.tiny.lora_tiny_llama3",

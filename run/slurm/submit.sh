@@ -2,7 +2,7 @@
 # `make slurm [NODES=n]`: submit PROFILE's runs to SLURM.
 #   NODES=1: one job running `make all`.
 #   NODES=n: a job array of n tasks, one node each, each running `make runs`: every task takes the
-#   runs no other task has taken (one lock per run on the shared results folder, run/lock.py),
+#   runs no other task has taken (one lock per run on the shared results folder, run/sweep/lock.py),
 #   then one job, after the whole array, runs `make all`, which finds every run done (or runs
 #   what a failed task left) and builds the tables, figures and report.
 set -euo pipefail

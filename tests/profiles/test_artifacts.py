@@ -7,16 +7,17 @@ import matplotlib
 import pandas as pd
 import pytest
 
-from analysis import claims as cl
-from analysis import (
+from analysis.artifacts import (
     fig_api_share,
     fig_llm_api,
     fig_llm_api_pinmem,
     fig_transfers,
     fig_vision_metrics,
 )
-from analysis import table_precision_profile as v6
-from analysis.claims import FAILS, HOLDS, UNMEASURED
+from analysis.artifacts import table_precision_profile as v6
+from analysis.claims import spec as cs
+from analysis.claims import verdicts as cl
+from analysis.claims.verdicts import FAILS, HOLDS, UNMEASURED
 from analysis.profiles import artifact as pa
 from analysis.profiles import coverage as cov
 from analysis.profiles.metrics import COLUMNS, KERNEL_LAUNCH_ALL, LABELS, LAUNCH_APIS
@@ -418,13 +419,13 @@ def test_profile_figure_draws_launch_all_and_names_what_was_not_recorded() -> No
 
 
 def _judged(exp: str, t: pd.DataFrame) -> list[dict]:
-    return [cl.judge(c, t) for c in cl.load() if c["experiment"] == exp]
+    return [cl.judge(c, t) for c in cs.load() if c["experiment"] == exp]
 
 
 def _with_gates(mod, exp: str, r: pd.DataFrame, t: pd.DataFrame) -> list[dict]:
     """The claims of `exp` judged as the driver judges them: with the module's gates."""
     gates = {k: v for k, v in mod.gates(r, t).items() if v}
-    return [cl.judge(c, t, None, gates) for c in cl.load() if c["experiment"] == exp]
+    return [cl.judge(c, t, None, gates) for c in cs.load() if c["experiment"] == exp]
 
 
 def v5_claims(r: pd.DataFrame, t: pd.DataFrame) -> list[dict]:

@@ -14,7 +14,10 @@ from profile_builders import cli_fails, make_nsys
 
 from analysis.profiles import collect, read_metrics_csv, read_nsys_sqlite
 from analysis.profiles.nsys_sqlite import SPAN_ACTIVITY, SPAN_SESSION, choose_wall, with_capture
-from run import llm_spec, profiling, store, vision_spec
+from run import store
+from run.llm import spec as llm_spec
+from run.node import profiling
+from run.vision import spec as vision_spec
 
 REPO = Path(__file__).resolve().parents[2]
 # The session (ANALYSIS_DETAILS) runs 0..10 ms: start-up and uncaptured steps. The CUDA activity,

@@ -13,7 +13,7 @@ from profile_builders import GOLDEN, make_nsys
 from analysis.profiles import by_metric, metrics_table, read_metrics_csv, read_nsys_sqlite
 from analysis.profiles.metrics import add_launch_all, profile_frame
 from analysis.profiles.nsys_sqlite import with_capture
-from run.profiling import CAPTURE_API
+from run.node.profiling import CAPTURE_API
 
 RUNTIME = [
     ("cudaLaunchKernel_v7000", 1_000, 2_000),

@@ -1,12 +1,12 @@
 """Benchmark: overhead of each available profiler on the vision training loop.
 
-    python -m run.bench_profiler [--size 32] [--batch-size 16] [--steps 12] [--repeats 3]
+    python -m run.bench.profiler [--size 32] [--batch-size 16] [--steps 12] [--repeats 3]
 
 The loop is bench-vision's synthetic one (MobileNetV2, fp32, tensors already on the device, one
 process) so that only the profiler differs. Variants, interleaved `--repeats` times so that a
 busy machine hurts them alike; the median per-step time of each is compared with `none`:
 
-    none    no profiler (run/profiling.py's no-op twin)
+    none    no profiler (run/node/profiling.py's no-op twin)
     torch   torch.profiler recording every timed step (CPU, plus CUDA on a GPU) through
             run/profiling.TorchProfiler; writing the trace is timed separately (`export s`)
     nsys    the same loop in a child process under `nsys profile` (cuda, nvtx, osrt, cudnn,
@@ -30,8 +30,8 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from run import profiling
-from run.tvcompat import import_torchvision
+from run.node import profiling
+from run.vision.tvcompat import import_torchvision
 
 WARMUP = 3
 
@@ -76,7 +76,7 @@ def step_times(kind: str, size: int, batch: int, steps: int, workdir: Path) -> t
 def child(kind: str, args: argparse.Namespace, nsys: bool) -> float:
     """Median step time of the loop in a fresh process, optionally under nsys."""
     with tempfile.TemporaryDirectory() as tmp:
-        cmd = [sys.executable, "-m", "run.bench_profiler", "--child", kind, "--size",
+        cmd = [sys.executable, "-m", "run.bench.profiler", "--child", kind, "--size",
                str(args.size), "--batch-size", str(args.batch_size), "--steps", str(args.steps)]  # fmt: skip
         if nsys:
             window = {**profiling.DEFAULT_WINDOW}

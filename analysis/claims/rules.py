@@ -1,9 +1,4 @@
-"""One engine for every claim of the papers: `reference/paper/claims.yaml` is the data.
-
-A claim names its artifact's experiment, the paper's statement, a criterion in words and a
-rule: one of the few shapes below, over *quantities* read from the artifact's tidy table. A
-quantity is `value` (a column) of the rows matching `where`, one number per group of `by`
-columns; repeats of a run (rows that differ only in seed) give the median and their min-max.
+"""The rules: one judge per shape of claim, each reading quantities of a table into an Outcome.
 
     threshold   every group's value  op  than                   (V3a: speed vs FP64 > 100 %)
     compare     a  op  factor x b, or a / b within `ratio`, per matched group of a and b
@@ -17,12 +12,10 @@ columns; repeats of a run (rows that differ only in seed) give the median and th
     dominates   the range across `among` exceeds the range across `over` (means of the other)
     step        along a column, values are below `than` up to some point and at or above it after
     status      runs matching each case ended with the status it names (L8d: OOM cells)
+    all         every part, each a rule of its own, holds
 
-Verdicts: holds, does not hold, inconclusive (the medians decide, but the repeats' spreads overlap,
-or a gate such as "the model learned" failed) and not measured (with the reason: a gate such as
-"needs a GPU", no rows for the quantity, metric not recorded, artifact not implemented).
-The same engine judges the paper's own numbers (the artifact's `paper()` table): that is the
-self-check, and it supplies the paper's values and ranges shown beside ours.
+A comparison is firm when every end of the repeats' spreads gives the medians' answer; one that
+is not is within the spread (the verdict then is inconclusive, analysis/claims/verdicts.py).
 """
 
 from __future__ import annotations
@@ -30,217 +23,22 @@ from __future__ import annotations
 import math
 import operator
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import pandas as pd
-import yaml
 
-from run import store
-
-CLAIMS_FILE = store.REFERENCE_DIR / "claims.yaml"
-HOLDS, FAILS, INCONCLUSIVE, UNMEASURED = "holds", "does not hold", "inconclusive", "not measured"
-VERDICTS = (HOLDS, FAILS, INCONCLUSIVE, UNMEASURED)
-OPS = {">": operator.gt, ">=": operator.ge, "<": operator.lt, "<=": operator.le}
-RULES = ("threshold", "compare", "trend", "extreme", "within", "correlation", "spread",
-         "dominates", "step", "status", "all")  # fmt: skip
-FIELDS = ("experiment", "statement", "source", "criterion")  # what every claim states
-# Whose claim: the papers' (the default) or ours, beyond the paper (counted and shown apart).
-PAPER, OURS = "paper", "ours"
-ORIGINS = (PAPER, OURS)
-# A gate that fails makes a claim "not measured", except these, which make it "inconclusive":
-# the quantity exists, but the runs cannot speak for the paper's (a model that did not learn).
-INCONCLUSIVE_GATES = ("learned", "learned_scenario_b")
+from analysis.claims.quantities import (
+    Q,
+    group_label,
+    num,
+    overlaid,
+    rows_where,
+    select,
+    value_text,
+)
+from analysis.claims.spec import OPS
 
 
-class ClaimError(ValueError):
-    """claims.yaml is malformed: the message names the claim and the field."""
-
-
-def load(path: Path = CLAIMS_FILE) -> list[dict[str, Any]]:
-    claims = yaml.safe_load(path.read_text())["claims"]
-    for cl in claims:
-        check(cl)
-    ids = [cl["id"] for cl in claims]
-    if len(set(ids)) != len(ids):
-        raise ClaimError(f"{path}: duplicate claim ids")
-    return claims
-
-
-def check(cl: dict[str, Any]) -> None:
-    """A claim's fields, without judging it: what `make test` validates for every entry."""
-    cid = cl.get("id", "?")
-    for key in ("id", *FIELDS):
-        if not cl.get(key):
-            raise ClaimError(f"claim {cid}: missing '{key}'")
-    if origin(cl) not in ORIGINS:
-        raise ClaimError(f"claim {cid}: origin '{cl['origin']}' is not one of {', '.join(ORIGINS)}")
-    rule = cl.get("rule")
-    if rule is None:
-        if not cl.get("not_implemented"):
-            raise ClaimError(f"claim {cid}: no rule and no 'not_implemented' reason")
-        return
-    if rule not in RULES:
-        raise ClaimError(f"claim {cid}: unknown rule '{rule}' (one of {', '.join(RULES)})")
-    if rule == "all":  # each part is a rule of its own; `part` names it in the evidence
-        if len(cl.get("parts") or []) < 2:
-            raise ClaimError(f"claim {cid}: rule all needs two or more 'parts'")
-        for i, part in enumerate(cl["parts"]):
-            if not part.get("part"):
-                raise ClaimError(f"claim {cid}: part {i + 1} has no 'part' name")
-            check({"id": f"{cid} part {i + 1}", **{k: cl[k] for k in FIELDS}, **part})
-        return
-    if "op" in cl and cl["op"] not in OPS:
-        raise ClaimError(f"claim {cid}: unknown op '{cl['op']}'")
-    if cl.get("side", "both") not in WITHIN_SIDES:
-        raise ClaimError(
-            f"claim {cid}: side '{cl['side']}' is not one of {', '.join(WITHIN_SIDES)}"
-        )
-    needs = {"threshold": ("q", "than"), "compare": ("a", "b"), "trend": ("q", "along"),
-             "extreme": ("q", "among", "expect"), "within": ("a", "b"),
-             "correlation": ("a", "b", "r"), "spread": ("q", "among", "max_rel"),
-             "dominates": ("q", "among", "over"), "step": ("q", "along", "than"),
-             "status": ("cases",)}[rule]  # fmt: skip
-    for key in needs:
-        if key not in cl:
-            raise ClaimError(f"claim {cid}: rule {rule} needs '{key}'")
-
-
-def origin(cl: dict[str, Any]) -> str:
-    """`paper` for the papers' claims, `ours` for those beyond the paper."""
-    return cl.get("origin", PAPER)
-
-
-def for_experiments(exps: list[str], claims: list[dict[str, Any]] | None = None) -> list[dict]:
-    return [cl for cl in (claims if claims is not None else load()) if cl["experiment"] in exps]
-
-
-# ---------------------------------------------------------------- quantities
-@dataclass
-class Q:
-    """One quantity: per group (`keys`), the median over repeats with min, max and count."""
-
-    keys: list[str]
-    frame: pd.DataFrame  # keys + med, lo, hi, n
-    unmeasured: list[str] = field(default_factory=list)  # why rows were not measured
-    missing: str = ""  # the filter that left no rows, with the values the table has
-    gpus: set[float] = field(default_factory=set)  # GPU counts of the rows read (coverage)
-
-    def empty(self) -> bool:
-        return self.frame.empty
-
-
-def _resolve(t: pd.DataFrame, col: str, v: Any) -> list[Any]:
-    vals = v if isinstance(v, list) else [v]
-    out = []
-    for x in vals:
-        if x in ("max", "min") and col in t and t[col].dtype != object:
-            present = t[col].dropna()
-            out.append(present.max() if x == "max" else present.min())
-        elif isinstance(x, str) and x[:1] in "<>" and col in t:
-            op = x[:2] if x[1:2] == "=" else x[:1]
-            out.extend(v2 for v2 in t[col].dropna().unique() if OPS[op](v2, float(x[len(op) :])))
-        else:
-            out.append(x)
-    return out
-
-
-def _where(t: pd.DataFrame, where: dict[str, Any] | None) -> tuple[pd.DataFrame, str]:
-    """Rows of `t` matching every filter, or none and the filter that left none (for people)."""
-    rows = t
-    for col, v in (where or {}).items():
-        if col not in rows:
-            return t.iloc[0:0], f"the table has no column {col}"
-        kept = rows[rows[col].isin(_resolve(t, col, v))]
-        if kept.empty:
-            have = ", ".join(str(x) for x in sorted(rows[col].dropna().unique().tolist()))
-            shown = ", ".join(map(str, v)) if isinstance(v, list) else v
-            return kept, f"no runs with {col} {shown} (ran: {have or 'none'})"
-        rows = kept
-    return rows, ""
-
-
-def select(t: pd.DataFrame, spec: dict[str, Any]) -> Q:
-    """Rows of `t` matching `spec['where']`, reduced to one value per `spec['by']` group."""
-    keys = list(spec.get("by", []))
-    empty = pd.DataFrame(columns=[*keys, "med", "lo", "hi", "n"])
-    rows, missing = _where(t, spec.get("where"))
-    if missing:
-        return Q(keys, empty, missing=missing)
-    if "status" in rows:
-        rows = rows[rows["status"] == "ok"]
-    why: list[str] = []
-    if "measured" in rows:
-        bad = rows[rows["measured"] != True]  # noqa: E712 - pandas mask
-        why = sorted(set(bad.get("note", pd.Series(dtype=str)).dropna().astype(str)))
-        rows = rows[rows["measured"] == True]  # noqa: E712
-    col, over = spec["value"], list(spec.get("over", []))
-    # the GPU counts judged, also where `where` fixed them and no group names them
-    gpus = set(rows.dropna(subset=[col])["gpus"].dropna()) if "gpus" in rows else set()
-    rows = rows[[*keys, *over, *(["run"] if "run" in rows else []), col]].dropna(subset=[col])
-    rows = rows.assign(_v=pd.to_numeric(rows[col], errors="coerce").astype(float))
-    if spec.get("abs"):
-        rows["_v"] = rows["_v"].abs()
-    if spec.get("per_run") == "sum":  # e.g. several metrics of one run added up
-        per_run = [*keys, *over] + (["run"] if "run" in rows else [])
-        rows = rows.groupby(per_run, dropna=False, as_index=False)["_v"].sum()
-    group = [*keys, *over] or ["_all"]
-    rows = rows.assign(_all="all")
-    g = rows.groupby(group, dropna=False)["_v"]  # repeats: the runs of one group
-    frame = pd.DataFrame({"med": g.median(), "lo": g.min(), "hi": g.max(), "n": g.count()})
-    frame = frame.reset_index()
-    if over:  # then one number per `by` group: mean (or max, min) over the `over` columns
-        agg = spec.get("over_agg", "mean")
-        g2 = frame.assign(_all="all").groupby(keys or ["_all"], dropna=False)
-        frame = g2[["med", "lo", "hi"]].agg(agg).join(g2["n"].min()).reset_index()
-    return Q(keys, frame.drop(columns="_all", errors="ignore"), why, gpus=gpus)
-
-
-def _sub(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
-    """`over` on top of `base`, `where` merged: b in a compare is often a with one filter changed."""
-    out = {**base, **{k: v for k, v in over.items() if k != "where"}}
-    out["where"] = {**(base.get("where") or {}), **(over.get("where") or {})}
-    return out
-
-
-# ---------------------------------------------------------------- numbers for people
-def num(x: float) -> str:
-    """Three significant digits, integers as integers: 0.0123, 1.23, 12.3, 123, 12,345."""
-    if x is None or (isinstance(x, float) and math.isnan(x)):
-        return "-"
-    if x == 0 or float(x).is_integer():
-        return f"{x:,.0f}"
-    if abs(x) >= 1000 or float(x).is_integer() and abs(x) >= 100:
-        return f"{x:,.0f}"
-    digits = max(0, 2 - int(math.floor(math.log10(abs(x)))))
-    return f"{x:.{digits}f}"
-
-
-def _label(row: pd.Series, keys: list[str]) -> str:
-    parts = []
-    for k in keys:
-        v = row[k]
-        if v is None or (isinstance(v, float) and math.isnan(v)):
-            continue  # a key the source did not state (the paper's quotes name no GPU count)
-        if k == "gpus":
-            parts.append(f"{v:g} GPU" if isinstance(v, (int, float)) else f"{v} GPU")
-        elif k == "image_size":
-            parts.append(f"{v:g} px")
-        elif isinstance(v, (bool,)) or k == "pin_memory":
-            parts.append(f"{k}={'on' if v else 'off'}" if k == "pin_memory" else f"{k}={v}")
-        else:
-            parts.append(str(v))
-    return " ".join(parts) or "all"
-
-
-def _val(row: pd.Series, unit: str = "") -> str:
-    s = num(row["med"]) + unit
-    if row["n"] > 1 and row["lo"] != row["hi"]:
-        s += f" ({num(row['lo'])}-{num(row['hi'])})"
-    return s
-
-
-# ---------------------------------------------------------------- rules
 @dataclass
 class Outcome:
     ok: bool | None  # None: nothing to judge
@@ -291,7 +89,7 @@ def _threshold(cl: dict[str, Any], t: pd.DataFrame) -> Outcome:
     for _, r in q.frame.iterrows():
         good = bool(op(r["med"], than))
         out.check(good, op(r["lo"], than) == good == op(r["hi"], than))
-        out.facts.append(f"{_label(r, q.keys)}: {_val(r, unit)}")
+        out.facts.append(f"{group_label(r, q.keys)}: {value_text(r, unit)}")
         out.values.append(float(r["med"]))
     out.facts.append(f"(criterion {cl.get('op', '>')} {num(than)}{unit})")
     return out
@@ -299,7 +97,7 @@ def _threshold(cl: dict[str, Any], t: pd.DataFrame) -> Outcome:
 
 def _pairs(cl: dict[str, Any], t: pd.DataFrame) -> tuple[Q, Q, pd.DataFrame]:
     a = select(t, cl["a"])
-    b = select(t, _sub(cl["a"], cl["b"]))
+    b = select(t, overlaid(cl["a"], cl["b"]))
     on = [k for k in a.keys if k in b.keys]
     if a.empty() or b.empty():
         return a, b, pd.DataFrame()
@@ -312,7 +110,7 @@ def _pairs(cl: dict[str, Any], t: pd.DataFrame) -> tuple[Q, Q, pd.DataFrame]:
 
 
 def _side(row: pd.Series, x: str) -> pd.Series:
-    """Side a or b of a row of _pairs' merge, as _val takes it."""
+    """Side a or b of a row of _pairs' merge, as value_text takes it."""
     return pd.Series({k: row[f"{k}_{x}"] for k in ("med", "lo", "hi", "n")})
 
 
@@ -328,8 +126,8 @@ def _compare(cl: dict[str, Any], t: pd.DataFrame) -> Outcome:
         ratio = r["med_a"] / r["med_b"] if r["med_b"] else math.inf
         ratios.append(ratio)
         out.facts.append(
-            f"{_label(r, keys)}: {names[0]} {_val(_side(r, 'a'))} vs {names[1]} "
-            f"{_val(_side(r, 'b'))} (ratio {num(ratio)})"
+            f"{group_label(r, keys)}: {names[0]} {value_text(_side(r, 'a'))} vs {names[1]} "
+            f"{value_text(_side(r, 'b'))} (ratio {num(ratio)})"
         )
         if "ratio" not in cl:
             op, f = OPS[cl.get("op", ">")], float(cl.get("factor", 1.0))
@@ -377,8 +175,8 @@ def _trend(cl: dict[str, Any], t: pd.DataFrame) -> Outcome:
             continue
         decided = True
         meds = g["med"].tolist()
-        label = _label(g.iloc[0], rest) if rest else ""
-        seq = " -> ".join(f"{_label(r, [along])}: {_val(r)}" for _, r in g.iterrows())
+        label = group_label(g.iloc[0], rest) if rest else ""
+        seq = " -> ".join(f"{group_label(r, [along])}: {value_text(r)}" for _, r in g.iterrows())
         out.facts.append(f"{label + ': ' if label else ''}{seq}")
         out.values.extend(meds)
         for (_, p), (_, n) in zip(g.iloc[:-1].iterrows(), g.iloc[1:].iterrows(), strict=True):
@@ -431,16 +229,13 @@ def _extreme(cl: dict[str, Any], t: pd.DataFrame) -> Outcome:
             else top["lo"] > rivals.iloc[0]["hi"]
         )
         out.check(good, bool(firm))
-        label = _label(g.iloc[0], rest) if rest else ""
-        vals = ", ".join(f"{r[among]} {_val(r)}" for _, r in g.iterrows())
+        label = group_label(g.iloc[0], rest) if rest else ""
+        vals = ", ".join(f"{r[among]} {value_text(r)}" for _, r in g.iterrows())
         out.facts.append(f"{label + ': ' if label else ''}{vals}")
         out.values.extend(g["med"].tolist())
     if not decided:
         return Outcome(None, why=f"needs {'/'.join(map(str, expect))} and another {among}")
     return out
-
-
-WITHIN_SIDES = ("both", "below")
 
 
 def _within(cl: dict[str, Any], t: pd.DataFrame) -> Outcome:
@@ -453,7 +248,7 @@ def _within(cl: dict[str, Any], t: pd.DataFrame) -> Outcome:
     out = Outcome(True, gpus=a.gpus | b.gpus)
     for _, r in m.iterrows():
         out.facts.append(
-            f"{_label(r, keys)}: {names[0]} {_val(_side(r, 'a'))} vs {names[1]} {_val(_side(r, 'b'))}"
+            f"{group_label(r, keys)}: {names[0]} {value_text(_side(r, 'a'))} vs {names[1]} {value_text(_side(r, 'b'))}"
         )
     # the difference on the medians, and its widest reach across the repeats' spreads
     diff, low, high = m["med_a"] - m["med_b"], m["lo_a"] - m["hi_b"], m["hi_a"] - m["lo_b"]
@@ -506,7 +301,7 @@ def _spread(cl: dict[str, Any], t: pd.DataFrame) -> Outcome:
         return _none(cl, q) if q.empty() else Outcome(None, why=f"needs 2 or more {cl['among']}")
     meds = q.frame["med"]
     rel = float((meds.max() - meds.min()) / meds.mean()) if meds.mean() else math.inf
-    vals = ", ".join(f"{r[cl['among']]} {_val(r)}" for _, r in q.frame.iterrows())
+    vals = ", ".join(f"{r[cl['among']]} {value_text(r)}" for _, r in q.frame.iterrows())
     return Outcome(
         rel <= float(cl["max_rel"]),
         facts=[vals, f"(max - min) / mean = {num(rel)} (criterion <= {num(cl['max_rel'])})"],
@@ -538,7 +333,7 @@ def _step(cl: dict[str, Any], t: pd.DataFrame) -> Outcome:
     f = q.frame.sort_values(cl["along"])
     than = float(cl["than"])
     above = [bool(v >= than) for v in f["med"]]
-    seq = " -> ".join(f"{_label(r, [cl['along']])}: {_val(r)}" for _, r in f.iterrows())
+    seq = " -> ".join(f"{group_label(r, [cl['along']])}: {value_text(r)}" for _, r in f.iterrows())
     facts = [seq, f"(criterion: below {num(than)}, then {num(than)} or more)"]
     if len(f) < 2:
         return Outcome(None, why=f"needs two or more values of {cl['along']}")
@@ -550,7 +345,7 @@ def _step(cl: dict[str, Any], t: pd.DataFrame) -> Outcome:
 def _status(cl: dict[str, Any], t: pd.DataFrame) -> Outcome:
     out = Outcome(True)
     for case in cl["cases"]:
-        rows, missing = _where(t, case["where"])
+        rows, missing = rows_where(t, case["where"])
         if missing:
             return Outcome(None, why=missing)
         rows = rows.drop_duplicates("run") if "run" in rows else rows
@@ -558,7 +353,7 @@ def _status(cl: dict[str, Any], t: pd.DataFrame) -> Outcome:
         out.ok &= all(s == case["status"] for s in got)
         out.facts.append(
             ", ".join(
-                f"{_label(r, list(case['where']))}: {r['status']}" for _, r in rows.iterrows()
+                f"{group_label(r, list(case['where']))}: {r['status']}" for _, r in rows.iterrows()
             )
             + f" (expected {case['status']})"
         )
@@ -589,86 +384,3 @@ def _all(cl: dict[str, Any], t: pd.DataFrame) -> Outcome:
 JUDGES = {"all": _all, "threshold": _threshold, "compare": _compare, "trend": _trend, "extreme": _extreme,
           "within": _within, "correlation": _correlation, "spread": _spread,
           "dominates": _dominates, "step": _step, "status": _status}  # fmt: skip
-
-
-# ---------------------------------------------------------------- verdicts
-def outcome(cl: dict[str, Any], t: pd.DataFrame | None) -> Outcome:
-    if t is None or t.empty or cl.get("rule") is None:
-        return Outcome(None, why="no data")
-    return JUDGES[cl["rule"]](cl, t)
-
-
-def verdict_of(o: Outcome) -> str:
-    if o.ok is None:
-        return UNMEASURED
-    if o.overlap:
-        return INCONCLUSIVE
-    return HOLDS if o.ok else FAILS
-
-
-def coverage(o: Outcome, paper_gpus: list[int], beyond: bool = False) -> str:
-    """Which GPU counts decided a verdict, beside the paper's (for a claim of our own, the
-    counts our paper profile runs: the papers never ran those experiments)."""
-    if not o.gpus or not paper_gpus:
-        return ""
-    ours, theirs = _span(sorted(int(g) for g in o.gpus)), _span(sorted(paper_gpus))
-    if beyond:
-        return f"judged on {ours} GPU(s) (the paper profile runs {theirs})"
-    return f"judged on {ours} of the paper's {theirs} GPUs"
-
-
-def _span(xs: list[int]) -> str:
-    if len(xs) > 1 and xs == list(range(xs[0], xs[-1] + 1)):
-        return f"{xs[0]}-{xs[-1]}"
-    return ", ".join(map(str, xs))
-
-
-def judge(
-    cl: dict[str, Any],
-    ours: pd.DataFrame | None,
-    paper: pd.DataFrame | None = None,
-    gates: dict[str, str] | None = None,
-    paper_gpus: list[int] | None = None,
-) -> dict[str, Any]:
-    """The verdict on one claim: ours, the paper's own (self-check) and what decided both."""
-    mine = outcome(cl, ours)
-    theirs = outcome(cl, paper) if paper is not None else Outcome(None, why="no published data")
-    verdict, reason = verdict_of(mine), mine.why
-    for gate in cl.get("needs", []):
-        why = (gates or {}).get(gate)
-        if not why:
-            continue
-        if gate not in INCONCLUSIVE_GATES:
-            # the gate says why nothing could be measured, which beats a missing-rows reason
-            verdict, reason = UNMEASURED, why
-            break
-        if verdict != UNMEASURED:
-            verdict, reason = INCONCLUSIVE, why
-    if cl.get("not_implemented"):
-        verdict, reason = UNMEASURED, f"not implemented yet: {cl['not_implemented']}"
-    if verdict == INCONCLUSIVE and not reason:
-        reason = "the difference is within the spread of the repeats"
-    out: dict[str, Any] = {
-        "id": cl["id"],
-        "origin": origin(cl),
-        "experiment": cl["experiment"],
-        "statement": cl["statement"],
-        "source": cl["source"],
-        "criterion": cl["criterion"],
-        "verdict": verdict,
-        "reason": reason,
-        "evidence": "; ".join(mine.facts),
-        "paper_verdict": verdict_of(theirs),
-        "paper_evidence": "; ".join(theirs.facts) if theirs.ok is not None else theirs.why,
-        "coverage": coverage(mine, paper_gpus or [], origin(cl) == OURS)
-        if verdict != UNMEASURED
-        else "",
-        "in_paper_range": None,
-        "paper_range": None,
-    }
-    if cl.get("range") == "paper" and theirs.values:
-        lo, hi = min(theirs.values), max(theirs.values)
-        out["paper_range"] = [lo, hi]
-        if mine.values:
-            out["in_paper_range"] = all(lo <= v <= hi for v in mine.values)
-    return out

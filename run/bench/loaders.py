@@ -1,10 +1,10 @@
 """Benchmark: images/s of the Scenario B loaders against the synthetic in-memory ceiling.
 
-    python -m run.bench_loaders [--size 32] [--steps 30] [--batch-size 32]
+    python -m run.bench.loaders [--size 32] [--steps 30] [--batch-size 32]
 
 One training loop (MobileNetV2 fp32, one device: a GPU if visible) fed three ways:
 - DataLoader: the prepared set unpacked into host float32 tensors, normalised at load time
-  (run/scenario_b.py Unpacked), `pin_memory` on a GPU;
+  (run/vision/scenario_b.py Unpacked), `pin_memory` on a GPU;
 - DALI: the pipeline reading and decoding the prepared JPEGs (`mixed` decoding on a GPU);
 - synthetic: tensors already on the device, the ceiling a free data pipeline would give.
 Each loader's images/s is printed with its ratio to the ceiling. The three loops alternate
@@ -20,9 +20,10 @@ import sys
 import torch
 from torch.utils.data import DataLoader
 
-from run import scenario_b, vision_spec
-from run.bench_vision import WARMUP, timed_loop
-from run.tvcompat import import_torchvision
+from run.bench.vision import WARMUP, timed_loop
+from run.vision import scenario_b
+from run.vision import spec as vision_spec
+from run.vision.tvcompat import import_torchvision
 
 
 def endless(make):  # noqa: ANN001, ANN201

@@ -1,8 +1,8 @@
 """L4 (C Fig.6, J Fig.12): profiler metrics by pin_memory and GPU count, LoRA on alpaca.
 
-One row per (run, metric) (analysis/profiles/artifact.py), as L3 (analysis/fig_llm_api.py), with
-the NCCL kernels of the multi-GPU runs. The paper printed no numbers for this figure: there is no
-paper() table and no self-check for L4.
+One row per (run, metric) (analysis/profiles/artifact.py), as L3
+(analysis/artifacts/fig_llm_api.py), with the NCCL kernels of the multi-GPU runs. The paper
+printed no numbers for this figure: there is no paper() table and no self-check for L4.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ why each run failed, so that a failure can be understood without access to the n
 `make gpu-check` writes results/gpu-check/bundle.tar.gz; a sweep of a GPU profile with failed runs
 writes results/<profile>/bundles/<EXP>.tar.gz. Inside, under one folder named after the archive:
 
-    probe.txt, probe.json   what run.probe saw (GPUs, driver, NUMA, nsys)
+    probe.txt, probe.json   what run.node.probe saw (GPUs, driver, NUMA, nsys)
     versions.json           driver, CUDA, torch, NCCL, torchtune, torchao, DALI, nsys
     runs.json               per check or run: its status, root cause and the log file below
     logs/<name>.txt         the last LOG_LINES lines of the run's log.txt (and a traceback)
@@ -27,7 +27,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from run import probe, provenance, store
+from run import store
+from run.node import probe, provenance
 
 LOG_LINES = 60
 NAME = "bundle.tar.gz"

@@ -5,15 +5,15 @@
 For each run spec of the experiments: a finished run (its summary.json exists) is skipped; a run
 that needs more GPUs (or, on CPU, more cores for gloo ranks) than this job may use is skipped and
 listed as such; everything else is launched, its output captured in the run's log.txt. A run that
-fails or runs out of memory is stored with that status and its root cause (run/failure.py), and
+fails or runs out of memory is stored with that status and its root cause (run/sweep/failure.py), and
 the sweep goes on. When every run of an experiment has been dealt with,
 results/<profile>/sweeps/<EXP>.json records the outcome; that file is what the Makefile waits for.
 A sweep of a GPU profile with failed runs also writes results/<profile>/bundles/<EXP>.tar.gz
-(run/bundle.py: probe, versions, each failed run's log tail and root cause) to attach to a report.
-With REPEATS=n (run/matrix.py) every cell runs n times with seeds seed..seed+n-1, each repeat a run
+(run/node/bundle.py: probe, versions, each failed run's log tail and root cause) to attach to a report.
+With REPEATS=n (run/sweep/matrix.py) every cell runs n times with seeds seed..seed+n-1, each repeat a run
 of its own: the record lists every repeat's run, and a rerun launches only the missing repeats.
 Sweeps sharing a results folder (SLURM job array, `make -j`) take each run under a lock
-(run/lock.py): a run another sweep holds is waited for after this sweep's own runs, and run here
+(run/sweep/lock.py): a run another sweep holds is waited for after this sweep's own runs, and run here
 if that sweep died.
 
 Before anything runs: the profile's device (a `gpu` profile never trains on a CPU), GPUs that the
@@ -36,18 +36,20 @@ import time
 from pathlib import Path
 from typing import Any
 
-from run import bundle, lock, numa, profiling, provenance, store
-from run import matrix as mx
-from run import probe as hw
+from run import store
 from run.errors import UserError
-from run.failure import root_cause
-from run.provenance import REPO
+from run.node import bundle, numa, profiling, provenance
+from run.node import probe as hw
+from run.node.provenance import REPO
+from run.sweep import lock
+from run.sweep import matrix as mx
+from run.sweep.failure import root_cause
 
 # How long one run may take before it is stopped and recorded as failed (seconds; 0 = no limit).
 RUN_TIMEOUT_S = int(os.environ.get("RUN_TIMEOUT_S", "0"))
 # A line at least this often while a run goes, so a SLURM log shows the job is alive.
 HEARTBEAT_S = float(os.environ.get("HEARTBEAT_S", "60"))
-# How often a sweep looks again at a run another sweep holds (run/lock.py).
+# How often a sweep looks again at a run another sweep holds (run/sweep/lock.py).
 LOCK_POLL_S = float(os.environ.get("LOCK_POLL_S", "5"))
 OOM_PATTERNS = ("CUDA out of memory", "OutOfMemoryError", "CUBLAS_STATUS_ALLOC_FAILED")
 
@@ -74,7 +76,7 @@ def hms(seconds: float | None) -> str:
 
 
 class Progress:
-    """`[k/N]` over the profile's runnable runs, with estimates from run/plan.py's cost model."""
+    """`[k/N]` over the profile's runnable runs, with estimates from run/sweep/plan.py's cost model."""
 
     def __init__(self, profile: str, info: dict[str, Any], matrix: dict[str, Any]) -> None:
         self.t0 = time.monotonic()
@@ -83,7 +85,7 @@ class Progress:
         self.left_s = 0.0  # estimated seconds of the profile's runs still to launch
         self.estimates: dict[str, float] = {}
         try:
-            from run import plan
+            from run.sweep import plan
 
             rows = plan.build(profile, None, info, matrix)
         except Exception as exc:  # noqa: BLE001 - progress must never stop a sweep
@@ -258,7 +260,7 @@ def attempt(
     retry_failed: bool,
 ) -> dict[str, Any] | None:
     """The run's entry in the sweep record: reused, or run under its lock; None if another
-    sweep holds the lock (run/lock.py)."""
+    sweep holds the lock (run/sweep/lock.py)."""
     name = mx.run_name(spec)
     if not _wanted(profile, name, retry_failed):
         status = store.read_json(store.run_dir(profile, name) / store.SUMMARY)["status"]
@@ -391,7 +393,7 @@ def sweep(exp_ids: list[str], profile: str, retry_failed: bool = False) -> int:
 def send_back(
     profile: str, exp_ids: list[str], info: dict[str, Any], failed: list[dict[str, Any]]
 ) -> Path | None:
-    """A GPU sweep with failed runs: one archive (run/bundle.py) with the probe, the versions and
+    """A GPU sweep with failed runs: one archive (run/node/bundle.py) with the probe, the versions and
     each failed run's log tail and root cause, named after the experiments so that sweeps sharing
     the results folder do not overwrite each other's."""
     runs = [
@@ -437,7 +439,3 @@ def main(argv: list[str] | None = None) -> int:
     except (UserError, FileNotFoundError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,6 +1,6 @@
 """Benchmark: images/s of the real training loop against the same loop fed from memory.
 
-    python -m run.bench_vision [--sizes 32 64] [--steps 30] [--batch-size 32]
+    python -m run.bench.vision [--sizes 32 64] [--steps 30] [--batch-size 32]
 
 Both loops run the same model, optimiser and precision (fp32) on one device (a GPU if visible).
 The real loop reads MNIST-format files through the Scenario A DataLoader (resize, 3 channels,
@@ -21,9 +21,9 @@ import torch
 import torch.nn.functional as F
 from torch.utils.data import DataLoader, Subset
 
-from run import vision_spec
-from run.tvcompat import import_torchvision
-from run.vision import scenario_a_transform
+from run.vision import spec as vision_spec
+from run.vision.train import scenario_a_transform
+from run.vision.tvcompat import import_torchvision
 
 WARMUP = 3
 

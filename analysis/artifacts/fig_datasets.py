@@ -14,7 +14,7 @@ from typing import Any
 import pandas as pd
 
 from analysis import common as c
-from analysis import table_llm_pinmem as l2
+from analysis.artifacts import table_llm_pinmem as l2
 
 PAPER_CSV = l2.PAPER_CSV
 FIGURE = True

@@ -1,8 +1,8 @@
 """What an LLM fine-tuning run spec may hold, how it is checked, named and launched.
 
 A spec is one cell of an L* experiment (experiments/matrix.yaml). `launch_command` turns it into
-the command the sweep runs: `python -m run.llm_tune --run-dir DIR` for one device, the same under
-`torchrun --standalone --nproc_per_node N` for more (gloo ranks on CPU). run/llm_tune.py reads
+the command the sweep runs: `python -m run.llm.tune --run-dir DIR` for one device, the same under
+`torchrun --standalone --nproc_per_node N` for more (gloo ranks on CPU). run/llm/tune.py reads
 DIR/spec.json, builds the torchtune config and runs torchtune's own recipe.
 
 `weights`: `tiny` for the tiny model (random weights we generate); for llama3_8b `real` reads the
@@ -261,7 +261,7 @@ def run_name(spec: dict[str, Any]) -> str:
         parts.append("paged8bit")
     if spec["profiler"] != "none":
         parts.append(f"prof_{spec['profiler']}")
-    # A repeat's seed (run/matrix.py, REPEATS): the default seed adds nothing, so names of
+    # A repeat's seed (run/sweep/matrix.py, REPEATS): the default seed adds nothing, so names of
     # single runs stay as they were.
     if spec.get("seed", DEFAULTS["seed"]) != DEFAULTS["seed"]:
         parts.append(f"seed{spec['seed']}")
@@ -319,7 +319,7 @@ def unsupported_reason(spec: dict[str, Any]) -> str | None:
             "paged 8-bit AdamW cannot step FSDP2 parameters: bitsandbytes 0.50.2's "
             "optimizer_update_8bit_blockwise gets DTensors mixed with its plain state tensors"
         )
-    from run.vision_spec import compile_blocker
+    from run.vision.spec import compile_blocker
 
     if spec.get("compile"):
         # the same inductor needs as a vision run's (C++ compiler, Python.h, Triton on a GPU)
@@ -341,20 +341,20 @@ def cuda_visible() -> bool:
 
 def launch_command(spec: dict[str, Any], run_dir: Path, info: dict[str, Any]) -> list[str]:
     """The command the sweep runs (cwd = repository root); stdout/stderr go to the run's log."""
-    entry = ["-m", "run.llm_tune", "--run-dir", str(run_dir)]
+    entry = ["-m", "run.llm.tune", "--run-dir", str(run_dir)]
     if not distributed(spec):
         cmd = [sys.executable, *entry]
     else:
-        from run.probe import torchrun
+        from run.node.probe import torchrun
 
         cmd = [*torchrun(), "--standalone", f"--nproc_per_node={spec['gpus']}", *entry]
     if spec["profiler"] == "nsys":
-        # nsys around every rank (torchrun --no-python nsys profile ... python -m run.llm_tune);
+        # nsys around every rank (torchrun --no-python nsys profile ... python -m run.llm.tune);
         # the window is nsys's --duration (the recipe cannot open a cudaProfilerApi range).
-        from run import profiling
+        from run.node import profiling
 
         cmd = profiling.with_nsys(cmd, run_dir, capture_api=False)
-    from run import numa
+    from run.node import numa
 
     return numa.wrap(cmd, numa.plan(spec["gpus"], info))
 
@@ -362,7 +362,7 @@ def launch_command(spec: dict[str, Any], run_dir: Path, info: dict[str, Any]) ->
 def preflight(specs: list[dict[str, Any]]) -> None:
     """Before any run starts: build the tiny model, tokenizer and data files the specs need, and
     insist that real checkpoints and data sets are there. Raises ValueError with one line."""
-    from run import llm_tune
+    from run.llm import tune as llm_tune
 
     for spec in specs:
         if unsupported_reason(spec):

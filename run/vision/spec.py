@@ -32,7 +32,7 @@ DEFAULTS: dict[str, Any] = {
     "pin_memory": False,
     "channels_last": False,
     "loader": "torch",
-    "numa": "policy",  # run/numa.py: the NUMA policy in force; V11 sets off or bind
+    "numa": "policy",  # run/node/numa.py: the NUMA policy in force; V11 sets off or bind
     "gpus": 1,
     "profiler": "none",
     # Issue 20's optimisations (the defaults are the faithful loop, so faithful names stay):
@@ -120,7 +120,7 @@ def compile_blocker() -> str | None:
 
 def unsupported_reason(spec: dict[str, Any]) -> str | None:
     """What this machine cannot run: recorded as status "unsupported" with this reason, never
-    launched (run/sweep.py) and never "failed"."""
+    launched (run/sweep/runner.py) and never "failed"."""
     import torch
 
     # On a CPU, bf16 autocast always runs (emulated where the CPU lacks bf16 instructions).
@@ -193,7 +193,7 @@ def run_name(spec: dict[str, Any]) -> str:
         parts.append(f"numa_{spec['numa']}")
     if spec["profiler"] != "none":
         parts.append(f"prof_{spec['profiler']}")
-    # A repeat's seed (run/matrix.py, REPEATS): the default seed adds nothing, so names of
+    # A repeat's seed (run/sweep/matrix.py, REPEATS): the default seed adds nothing, so names of
     # single runs stay as they were.
     if spec.get("seed", DEFAULTS["seed"]) != DEFAULTS["seed"]:
         parts.append(f"seed{spec['seed']}")
@@ -209,7 +209,7 @@ def data_root(dataset: str) -> Path:
 
 def preflight(specs: list[dict[str, Any]]) -> None:
     """Before any run starts: make the embedded data set, or insist the real one is there."""
-    from run import digits
+    from run.vision import digits
 
     if any(s.get("loader") == "dali" for s in specs):
         try:
@@ -241,7 +241,7 @@ def preflight(specs: list[dict[str, Any]]) -> None:
                 f"MNIST under {root} has {have['train']}/{have['test']} images, "
                 f"runs need {n_train}/{n_test}"
             )
-    from run import scenario_b
+    from run.vision import scenario_b
 
     # Scenario B's prepared JPEGs, made once per size and count from the set above
     for s in {scenario_b.for_spec(s): s for s in specs if s.get("scenario") == "B"}.values():
@@ -258,14 +258,14 @@ def skip_reason(spec: dict[str, Any], info: dict[str, Any]) -> str:
         return ""
     import psutil
 
-    from run import scenario_b
+    from run.vision import scenario_b
 
     return scenario_b.memory_check(spec, psutil.virtual_memory().available)
 
 
 def launch_command(spec: dict[str, Any], run_dir: Path, info: dict[str, Any]) -> list[str]:
     """torchrun with one process per GPU (or gloo rank on CPU)."""
-    from run.probe import torchrun
+    from run.node.probe import torchrun
 
     cmd = [
         *torchrun(),
@@ -279,10 +279,10 @@ def launch_command(spec: dict[str, Any], run_dir: Path, info: dict[str, Any]) ->
         str(run_dir),
     ]
     if spec["profiler"] == "nsys":
-        from run import profiling
+        from run.node import profiling
 
         # every rank under nsys; the vision loop opens/closes the capture range (cudaProfilerApi)
         cmd = profiling.with_nsys(cmd, run_dir, capture_api=True)
-    from run import numa
+    from run.node import numa
 
     return numa.wrap(cmd, numa.plan(spec["gpus"], info, spec["numa"]))

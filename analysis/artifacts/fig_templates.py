@@ -15,6 +15,7 @@ from __future__ import annotations
 import pandas as pd
 
 from analysis import common as c
+from analysis import llm_tokens
 
 PAPER_CSV = "template_subsets.csv"  # the subsets' sizes: set beside ours in the tokens table
 FIGURE = True
@@ -57,8 +58,8 @@ def compact(t: pd.DataFrame) -> pd.DataFrame:
 # ---------------------------------------------------------------- the subsets' token counts
 def token_table(runs: pd.DataFrame) -> pd.DataFrame:
     """Our template subsets' token counts (SFT runs) per template and tokenizer beside the
-    paper's, with ratio and difference (analysis.common.tokens_vs_paper)."""
-    return c.tokens_vs_paper(c.llm_subset_tokens(runs), PAPER_CSV)
+    paper's, with ratio and difference (analysis.llm_tokens.tokens_vs_paper)."""
+    return llm_tokens.tokens_vs_paper(llm_tokens.llm_subset_tokens(runs), PAPER_CSV)
 
 
 def token_notes(tokens: pd.DataFrame) -> list[str]:

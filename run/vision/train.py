@@ -6,7 +6,7 @@ The sweep launches every run as (the exact command is the first line of each run
 
 With `profiler: torch` each rank records a torch.profiler window (RUN/torch_traces/rankR...);
 with `profiler: nsys` the sweep starts every rank under `nsys profile` and the loop opens and
-closes its capture range. run/profiling.py holds both and the window; `none` is a no-op.
+closes its capture range. run/node/profiling.py holds both and the window; `none` is a no-op.
 
 gloo ranks on CPU, NCCL with one GPU per rank on a GPU node. Read top to bottom: set-up, data,
 model and precision, the training loop with its three strategies, evaluation, summary.
@@ -69,8 +69,11 @@ from torch.utils.data import (
     TensorDataset,
 )
 
-from run import probe, profiling, provenance, scenario_b, store, vision_spec
-from run.tvcompat import import_torchvision
+from run import store
+from run.node import probe, profiling, provenance
+from run.vision import scenario_b
+from run.vision import spec as vision_spec
+from run.vision.tvcompat import import_torchvision
 
 T_START = time.monotonic()
 # MNIST's mean and std of the grey channel, repeated for the three channels MobileNetV2 takes.
@@ -570,14 +573,3 @@ def train(spec: dict[str, Any], run_dir: Path, device: torch.device) -> int:
             },
         )
     return 0
-
-
-if __name__ == "__main__":
-    code = main()
-    # Everything is written (atomically) and the process group is gone. A gloo rank on CPU
-    # sometimes aborts in C++ teardown after that, with no Python frame left ("terminate called
-    # without an active exception", about 1 run in 15 on 2 busy cores, seen before issue 20 too),
-    # which would turn a finished run into a failed one: leave without the C++ destructors.
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(code)

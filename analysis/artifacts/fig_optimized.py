@@ -1,6 +1,6 @@
 """O1-O4 (ours, beyond the paper): the optimisations the papers point at, applied one at a time.
 
-Each ladder of experiments/matrix.yaml (run/matrix.py `ladder`) adds one change to the step
+Each ladder of experiments/matrix.yaml (run/sweep/matrix.py `ladder`) adds one change to the step
 before it, step 0 being the faithful run; O4 has no ladder and varies the optimizer instead (its
 AdamW cell is O3's faithful run, shared by name, so that run is a row of both). A run belongs to
 an experiment when its name is the name of one of the experiment's cells at the run's seed (so
@@ -22,7 +22,7 @@ import pandas as pd
 
 from analysis import common as c
 from analysis import repeats
-from run import matrix as mx
+from run.sweep import matrix as mx
 
 TARGET = "fig-optimized"
 FIGURE = True

@@ -1,7 +1,7 @@
 """Profiling as a config block with a no-op twin: which profiler, which window, where traces go.
 
 Choice (`profiler` in a spec; PROFILER=none|auto|torch|nsys on any make target overrides it, see
-run/sweep.py resolve_profiler): `none` profiles nothing; `torch` records torch.profiler Chrome
+run/sweep/runner.py resolve_profiler): `none` profiles nothing; `torch` records torch.profiler Chrome
 traces per rank; `nsys` runs each rank under Nsight Systems; `auto` = nsys when it is on the PATH,
 else torch. The resolved choice is part of the run's name (`-prof_torch`, `-prof_nsys`).
 

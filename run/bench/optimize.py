@@ -1,10 +1,10 @@
 """Benchmark: the faithful against the optimised step of the O1 and O3 ladders, on this machine.
 
-    python -m run.bench_optimize [--steps 10] [--repeats 2] [--llm-steps 8] [--skip-llm]
+    python -m run.bench.optimize [--steps 10] [--repeats 2] [--llm-steps 8] [--skip-llm]
 
 Vision: O1's first step (faithful: host-side upsampling, fp32, eager) against its last (every
 optimisation of the ladder), from experiments/matrix.yaml's smoke cells, on one device with the
-run's own pieces (run/vision.py: data sets, precision, the batch copy and device-side upsampling).
+run's own pieces (run/vision/train.py: data sets, precision, the batch copy and device-side upsampling).
 On a GPU the images are 500 px at full width (where the paper saw the copies dominate), else the
 smoke size. Images/s over --steps steps after bench_vision's warm-up (which takes torch.compile's
 compilation, so it is not timed), the two sides alternating --repeats times, best of each. Bytes
@@ -13,7 +13,7 @@ is no device copy, so the table says so and gives the input bytes).
 
 LLM: O3's first step (the paper's LoRA) against its last (packed, compiled; AdamW is fused in
 both), the smoke cells on one device (the tiny llama3: nothing to download), each a real run of
-run/llm_tune.py (torchtune's recipe) in a temporary folder, alternating; tokens/s is the
+run/llm/tune.py (torchtune's recipe) in a temporary folder, alternating; tokens/s is the
 recipe's own rate over the steps after its warm-up (run/llm/metrics.py), so compilation is not
 in it; the launch's wall time is printed beside it.
 """
@@ -33,11 +33,13 @@ from typing import Any
 
 import torch
 
-from run import llm_spec, store, vision_spec
-from run import matrix as mx
-from run.bench_loaders import endless
-from run.bench_vision import WARMUP, _sync
-from run.vision import (
+from run import store
+from run.bench.loaders import endless
+from run.bench.vision import WARMUP, _sync
+from run.llm import spec as llm_spec
+from run.sweep import matrix as mx
+from run.vision import spec as vision_spec
+from run.vision.train import (
     data_sets,
     model_for,
     optimizer_for,
@@ -48,7 +50,7 @@ from run.vision import (
 
 PROFILE = "smoke"  # its O1/O3 cells are sized for one device and need no download
 GPU_IMAGE_SIZE = 500
-REPO = Path(__file__).resolve().parent.parent
+REPO = store.REPO
 
 
 def ends(exp: str, **want: Any) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -68,7 +70,7 @@ def ends_in(exp: str, profile: str) -> dict[str, Any]:
 
 
 def vision_side(spec: dict[str, Any], device: torch.device, batches: int) -> dict[str, Any]:
-    """Model, optimizer and an endless batch stream for one side, built as run/vision.py does."""
+    """Model, optimizer and an endless batch stream for one side, built as run/vision/train.py does."""
     prec = precision_setup(spec["precision"], device)
     train, _ = data_sets(spec, prec.input_dtype)
     workers = spec["num_workers"]
@@ -103,7 +105,7 @@ def vision_rate(side: dict[str, Any], device: torch.device, steps: int) -> float
 
 
 def llm_rate(spec: dict[str, Any], workdir: Path) -> tuple[float, float]:
-    """(tokens/s, launch wall seconds) of one real run of `spec` (run/llm_tune.py)."""
+    """(tokens/s, launch wall seconds) of one real run of `spec` (run/llm/tune.py)."""
     run_dir = Path(tempfile.mkdtemp(dir=workdir))
     store.write_json_atomic(run_dir / store.SPEC, spec)
     t0 = time.perf_counter()
@@ -111,7 +113,7 @@ def llm_rate(spec: dict[str, Any], workdir: Path) -> tuple[float, float]:
         **os.environ,
         "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]),
     }
-    done = subprocess.run([sys.executable, "-m", "run.llm_tune", "--run-dir", str(run_dir)],
+    done = subprocess.run([sys.executable, "-m", "run.llm.tune", "--run-dir", str(run_dir)],
                           capture_output=True, text=True, cwd=REPO, env=env)  # fmt: skip
     wall = time.perf_counter() - t0
     summary = run_dir / store.SUMMARY

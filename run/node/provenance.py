@@ -6,10 +6,11 @@ import datetime as dt
 import os
 import subprocess
 from importlib import metadata
-from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parent.parent
+from run import store
+
+REPO = store.REPO  # tests point it at a copy without .git
 IMAGE_SHA_ENV = "ARTIFACT_GIT_SHA"  # set by the container images (Containerfile, apptainer.def)
 PACKAGES = (
     "torch",
@@ -73,7 +74,7 @@ def torch_build() -> dict[str, Any]:
 
 
 def collect(spec: dict[str, Any], command: list[str], hardware: dict[str, Any]) -> dict[str, Any]:
-    from run import numa
+    from run.node import numa
 
     return {
         # the NUMA policy in force, whether the ranks were bound and each rank's node

@@ -1,5 +1,5 @@
 """V11 (J 4.3.1, the paper's untested hypothesis): Scenario B DataLoader with NUMA binding off
-and on, by GPU count, with each rank's node (from the runs' provenance, run/numa.py).
+and on, by GPU count, with each rank's node (from the runs' provenance, run/node/numa.py).
 
 Binding can only change anything where the machine has more than one NUMA node: on one node V11a
 is not measured, with that reason. The paper never ran this: no paper() table, no self-check.

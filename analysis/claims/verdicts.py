@@ -1,0 +1,104 @@
+"""The verdict on one claim: its rule's outcome on our table and on the paper's, the gates, and
+which GPU counts decided it.
+
+Verdicts: holds, does not hold, inconclusive (the medians decide, but the repeats' spreads overlap,
+or a gate such as "the model learned" failed) and not measured (with the reason: a gate such as
+"needs a GPU", no rows for the quantity, metric not recorded, artifact not implemented).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+
+from analysis.claims.rules import JUDGES, Outcome
+from analysis.claims.spec import OURS, origin
+
+HOLDS, FAILS, INCONCLUSIVE, UNMEASURED = "holds", "does not hold", "inconclusive", "not measured"
+VERDICTS = (HOLDS, FAILS, INCONCLUSIVE, UNMEASURED)
+# A gate that fails makes a claim "not measured", except these, which make it "inconclusive":
+# the quantity exists, but the runs cannot speak for the paper's (a model that did not learn).
+INCONCLUSIVE_GATES = ("learned", "learned_scenario_b")
+
+
+def outcome(cl: dict[str, Any], t: pd.DataFrame | None) -> Outcome:
+    if t is None or t.empty or cl.get("rule") is None:
+        return Outcome(None, why="no data")
+    return JUDGES[cl["rule"]](cl, t)
+
+
+def verdict_of(o: Outcome) -> str:
+    if o.ok is None:
+        return UNMEASURED
+    if o.overlap:
+        return INCONCLUSIVE
+    return HOLDS if o.ok else FAILS
+
+
+def coverage(o: Outcome, paper_gpus: list[int], beyond: bool = False) -> str:
+    """Which GPU counts decided a verdict, beside the paper's (for a claim of our own, the
+    counts our paper profile runs: the papers never ran those experiments)."""
+    if not o.gpus or not paper_gpus:
+        return ""
+    ours, theirs = _span(sorted(int(g) for g in o.gpus)), _span(sorted(paper_gpus))
+    if beyond:
+        return f"judged on {ours} GPU(s) (the paper profile runs {theirs})"
+    return f"judged on {ours} of the paper's {theirs} GPUs"
+
+
+def _span(xs: list[int]) -> str:
+    if len(xs) > 1 and xs == list(range(xs[0], xs[-1] + 1)):
+        return f"{xs[0]}-{xs[-1]}"
+    return ", ".join(map(str, xs))
+
+
+def judge(
+    cl: dict[str, Any],
+    ours: pd.DataFrame | None,
+    paper: pd.DataFrame | None = None,
+    gates: dict[str, str] | None = None,
+    paper_gpus: list[int] | None = None,
+) -> dict[str, Any]:
+    """The verdict on one claim: ours, the paper's own (self-check) and what decided both."""
+    mine = outcome(cl, ours)
+    theirs = outcome(cl, paper) if paper is not None else Outcome(None, why="no published data")
+    verdict, reason = verdict_of(mine), mine.why
+    for gate in cl.get("needs", []):
+        why = (gates or {}).get(gate)
+        if not why:
+            continue
+        if gate not in INCONCLUSIVE_GATES:
+            # the gate says why nothing could be measured, which beats a missing-rows reason
+            verdict, reason = UNMEASURED, why
+            break
+        if verdict != UNMEASURED:
+            verdict, reason = INCONCLUSIVE, why
+    if cl.get("not_implemented"):
+        verdict, reason = UNMEASURED, f"not implemented yet: {cl['not_implemented']}"
+    if verdict == INCONCLUSIVE and not reason:
+        reason = "the difference is within the spread of the repeats"
+    out: dict[str, Any] = {
+        "id": cl["id"],
+        "origin": origin(cl),
+        "experiment": cl["experiment"],
+        "statement": cl["statement"],
+        "source": cl["source"],
+        "criterion": cl["criterion"],
+        "verdict": verdict,
+        "reason": reason,
+        "evidence": "; ".join(mine.facts),
+        "paper_verdict": verdict_of(theirs),
+        "paper_evidence": "; ".join(theirs.facts) if theirs.ok is not None else theirs.why,
+        "coverage": coverage(mine, paper_gpus or [], origin(cl) == OURS)
+        if verdict != UNMEASURED
+        else "",
+        "in_paper_range": None,
+        "paper_range": None,
+    }
+    if cl.get("range") == "paper" and theirs.values:
+        lo, hi = min(theirs.values), max(theirs.values)
+        out["paper_range"] = [lo, hi]
+        if mine.values:
+            out["in_paper_range"] = all(lo <= v <= hi for v in mine.values)
+    return out

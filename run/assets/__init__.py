@@ -1,0 +1,1 @@
+"""`make assets` (`python -m run.assets`): fetch what the quick and paper profiles need."""

@@ -1,0 +1,134 @@
+"""NUMA binding of every rank (the design card's numactl; V11 varies it).
+
+    NUMA=auto   (default) bind when numactl is installed and the machine has more than one node
+    NUMA=bind   always bind; no numactl -> one clear line before any run starts
+    NUMA=off    never bind
+
+Binding runs local rank r as `numactl --cpunodebind=N --membind=N <its program>`, N the NUMA
+node of rank r's GPU, read from its PCI device in sysfs (`/sys/bus/pci/devices/<bus id>/
+numa_node`); on a CPU machine (gloo ranks) rank r goes to node r mod nodes. Under torchrun each
+rank passes through `python -m run.node.numa exec --nodes N0,N1,... -- <program>`, which picks its node
+from LOCAL_RANK, prints one `[numa]` line into the run's log and execs numactl (outside nsys,
+when nsys profiles the rank, so the profiler inherits the binding). A vision spec may override
+the policy for its run (`numa: off | bind`, V11); its run name then says so. The plan, the policy
+in force and each rank's node go into provenance.json under "numa".
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from pathlib import Path
+from typing import Any
+
+from run.errors import UserError
+
+POLICIES = ("auto", "bind", "off")
+
+
+def policy(spec_numa: str | None = None) -> str:
+    """The policy of a run: the spec's override (V11), else NUMA from the environment."""
+    if spec_numa in ("bind", "off"):
+        return spec_numa
+    value = os.environ.get("NUMA", "auto") or "auto"
+    if value not in POLICIES:
+        raise UserError(f"NUMA={value!r} is not one of {', '.join(POLICIES)}")
+    return value
+
+
+def gpu_node(bus_id: str, sysfs: Path = Path("/sys")) -> int | None:
+    """The NUMA node of a GPU from its PCI bus id ('00000000:1B:00.0' as nvidia-smi prints it);
+    None where sysfs does not say (-1: a single-node machine or firmware that does not tell)."""
+    path = sysfs / "bus" / "pci" / "devices" / bus_id.lower()[-12:] / "numa_node"
+    try:
+        node = int(path.read_text().strip())
+    except (OSError, ValueError):
+        return None
+    return node if node >= 0 else None
+
+
+def plan(ranks: int, info: dict[str, Any], spec_numa: str | None = None,
+         numactl: str | None = None) -> dict[str, Any]:  # fmt: skip
+    """Whether the ranks are bound and to which node, with the reason (for provenance)."""
+    want = policy(spec_numa)
+    numactl = numactl if numactl is not None else (shutil.which("numactl") or "")
+    nodes = [n["node"] for n in info.get("numa_nodes") or []] or [0]
+    gpus = info.get("gpus") or []
+    per_rank = []
+    for r in range(ranks):
+        if gpus:
+            gpu = gpus[r % len(gpus)]
+            node = gpu.get("numa_node")
+            node = node if node is not None and node >= 0 else nodes[0]
+            per_rank.append({"local_rank": r, "gpu": gpu.get("index", r), "node": node})
+        else:
+            per_rank.append({"local_rank": r, "gpu": None, "node": nodes[r % len(nodes)]})
+    cpus = {n["node"]: n.get("cpus", "") for n in info.get("numa_nodes") or []}
+    for p in per_rank:
+        p["cpus"] = cpus.get(p["node"], "")
+    if want == "off":
+        bound, why = False, "policy off"
+    elif not numactl:
+        if want == "bind":
+            raise UserError("NUMA binding was asked for (NUMA=bind or a numa: bind run) but "
+                            "numactl is not installed (Debian: apt-get install numactl)")  # fmt: skip
+        bound, why = False, "numactl not installed"
+    elif want == "auto" and len(nodes) < 2:
+        bound, why = False, "one NUMA node: binding cannot change anything"
+    else:
+        bound, why = True, f"policy {want}, {len(nodes)} NUMA node(s)"
+    return {"policy": want, "bound": bound, "why": why, "numactl": numactl or None,
+            "ranks": per_rank}  # fmt: skip
+
+
+def note(p: dict[str, Any]) -> str:
+    """The plan as a shell comment for log.txt's first line, after the launch command (which
+    stays runnable as it is copied): policy, bound or not, and why."""
+    nodes = ",".join(str(r["node"]) for r in p["ranks"])
+    state = f"bound, rank nodes {nodes}" if p["bound"] else f"not bound: {p['why']}"
+    return f"# NUMA={p['policy']}: {state}"
+
+
+def bind_args(node: int) -> list[str]:
+    return ["numactl", f"--cpunodebind={node}", f"--membind={node}"]
+
+
+def wrap(cmd: list[str], p: dict[str, Any]) -> list[str]:
+    """The launch command with every rank bound as the plan says (unchanged when not bound)."""
+    if not p["bound"]:
+        return cmd
+    nodes = ",".join(str(r["node"]) for r in p["ranks"])
+    exec_ = [sys.executable, "-m", "run.node.numa", "exec", f"--nodes={nodes}", "--"]
+    for i, arg in enumerate(cmd):
+        if arg == "--no-python":  # torchrun already runs a program per rank (nsys): go around it
+            return [*cmd[: i + 1], *exec_, *cmd[i + 1 :]]
+        if arg.startswith("--nproc_per_node"):
+            cut = i + 1 if "=" in arg else i + 2
+            rest = cmd[cut:]
+            prog = [sys.executable, *rest] if rest[:1] == ["-m"] else rest
+            return [*cmd[:cut], "--no-python", *exec_, *prog]
+    return [*bind_args(p["ranks"][0]["node"]), *cmd]  # one process, no torchrun
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m run.node.numa exec --nodes 0,0,1,1 -- prog ...`: exec prog under numactl on the
+    node of this rank (LOCAL_RANK)."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if len(argv) < 3 or argv[0] != "exec" or not argv[1].startswith("--nodes=") or "--" not in argv:
+        print(
+            "usage: python -m run.node.numa exec --nodes=N0,N1,... -- program args", file=sys.stderr
+        )
+        return 2
+    nodes = [int(x) for x in argv[1].split("=", 1)[1].split(",")]
+    prog = argv[argv.index("--") + 1 :]
+    rank = int(os.environ.get("LOCAL_RANK", "0"))
+    cmd = [*bind_args(nodes[rank % len(nodes)]), *prog]
+    line = f"[numa] local_rank={rank} node={nodes[rank % len(nodes)]} {' '.join(cmd[:3])}\n"
+    os.write(1, line.encode())  # one write: the ranks' lines do not interleave in the log
+    os.execvp(cmd[0], cmd)
+    return 1  # not reached
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,350 @@
+"""Expand experiments/matrix.yaml into validated run specs.
+
+python -m run.sweep.matrix --profile smoke            # list every run of every experiment
+python -m run.sweep.matrix --profile smoke --exp V3   # the runs of one experiment
+python -m run.sweep.matrix --check                    # validate every entry of every profile
+
+Repeats. REPEATS=n (environment, default 1; `repeats()` is the only reader) runs every run spec n
+times: repeat 0 is the spec itself, repeat k >= 1 the same spec with `seed` = its seed + k. The
+seed is part of the run name (`-seed<seed>` whenever it is not the default 0, see run_name in
+run/vision/spec.py and run/llm/spec.py), so repeat 0 keeps the name it always had, every repeat
+is a run of its own in the store (a killed sweep reruns only the missing ones), and two
+experiments still share a repeat whose spec is identical.
+
+Ladders. An experiment may hold `ladder:`, a list of steps, each `{step: <label>, <key>: <value>,
+...}`: step 0 is the faithful run, and each later step keeps every key of the step before and adds
+(or changes) its own, so consecutive steps differ by one change (the waterfall of issue 20). The
+ladder is one more axis, crossed with `vary:`. Its values are scalars, the same in every profile,
+and a key a ladder sets may be in `fixed` only as a scalar and in no profile's defaults: so the
+faithful value of every ladder key is known from the entry alone, which is what lets
+`ladder_step` tell any spec's step without a profile.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import os
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from run import store
+from run.errors import UserError
+from run.llm import spec as llm_spec
+from run.vision import spec as vision_spec
+
+# Tests point MATRIX_FILE at a small matrix of their own; everyone else uses the real one.
+MATRIX_FILE = Path(os.environ.get("MATRIX_FILE", store.REPO / "experiments" / "matrix.yaml"))
+WORKLOADS = {"vision": vision_spec, "llm": llm_spec}
+FROM_PROFILE = "from-profile"
+REPEATS_ENV = "REPEATS"
+STEP = "step"  # a ladder step's label: not a spec key
+
+
+class MatrixError(UserError):
+    """A matrix entry, profile or experiment id that cannot be used."""
+
+
+@dataclass(frozen=True)
+class Experiment:
+    id: str
+    title: str
+    source: str
+    target: str
+    workload: str
+    # every repeat's spec: first each cell's repeat 0, then each cell's repeat 1, and so on
+    specs: tuple[dict[str, Any], ...] = field(default_factory=tuple)
+    repeats: int = 1
+
+    @property
+    def run_names(self) -> list[str]:
+        return [run_name(s) for s in self.specs]
+
+
+def load_matrix(path: Path | None = None) -> dict[str, Any]:
+    with open(path or MATRIX_FILE) as fh:
+        return yaml.safe_load(fh)
+
+
+def profiles(matrix: dict[str, Any] | None = None) -> list[str]:
+    return list((matrix or load_matrix())["profiles"])
+
+
+DEVICES = ("gpu", "any")
+
+
+def profile_device(profile: str, matrix: dict[str, Any] | None = None) -> str:
+    """`gpu` for profiles that must never train on a CPU (quick, paper), else `any`."""
+    prof = (matrix or load_matrix())["profiles"].get(profile)
+    if prof is None:
+        raise MatrixError(f"unknown profile '{profile}'")
+    device = prof.get("device", "any")
+    if device not in DEVICES:
+        raise MatrixError(f"profile '{profile}': device {device!r} is not one of gpu, any")
+    return device
+
+
+def _per_profile(value: Any, profile: str, known: list[str]) -> Any:
+    """A value may be given per profile as {smoke: .., quick: .., paper: ..}."""
+    if isinstance(value, dict) and value and set(value) <= set(known):
+        if profile not in value:
+            raise MatrixError(f"value {value} has no entry for profile '{profile}'")
+        return value[profile]
+    return value
+
+
+def run_name(spec: dict[str, Any]) -> str:
+    return WORKLOADS[spec["workload"]].run_name(spec)
+
+
+def repeats() -> int:
+    """How many times each run spec runs: REPEATS from the environment, default 1.
+
+    The one place that reads REPEATS, so the sweep, the plan and the listing agree on it.
+    """
+    raw = os.environ.get(REPEATS_ENV, "").strip()
+    if not raw:  # unset, or `make REPEATS=`: the default
+        return 1
+    try:
+        n = int(raw)
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise MatrixError(f"{REPEATS_ENV} must be a whole number >= 1, got {raw!r}")
+    return n
+
+
+def repeat_spec(spec: dict[str, Any], k: int) -> dict[str, Any]:
+    """Repeat k of a canonical spec: the same spec, seed + k (repeat 0 is the spec itself)."""
+    if k == 0:
+        return spec
+    return {**spec, "seed": spec["seed"] + k}
+
+
+def expand(
+    exp_id: str, profile: str, matrix: dict[str, Any] | None = None, n_repeats: int | None = None
+) -> Experiment:
+    """All resolved, validated, canonical specs of one experiment under one profile, each cell
+    `n_repeats` times (default: `repeats()`, i.e. REPEATS)."""
+    n = repeats() if n_repeats is None else n_repeats
+    if n < 1:
+        raise MatrixError(f"{REPEATS_ENV} must be a whole number >= 1, got {n!r}")
+    matrix = matrix or load_matrix()
+    known = profiles(matrix)
+    if profile not in known:
+        raise MatrixError(f"unknown profile '{profile}' (known: {', '.join(known)})")
+    exps = matrix["experiments"]
+    if exp_id not in exps:
+        raise MatrixError(f"unknown experiment '{exp_id}' (known: {', '.join(exps)})")
+    entry = exps[exp_id]
+    workload = entry["workload"]
+    if workload not in WORKLOADS:
+        raise MatrixError(f"{exp_id}: unknown workload '{workload}'")
+    mod = WORKLOADS[workload]
+    prof = matrix["profiles"][profile]
+
+    base = dict(mod.DEFAULTS)
+    base.update(prof.get(workload, {}))
+    base["workload"] = workload
+    for key, value in (entry.get("fixed") or {}).items():
+        base[key] = _per_profile(value, profile, known)
+        if base[key] == FROM_PROFILE:
+            base[key] = prof[key]
+
+    axes = []
+    for key, values in (entry.get("vary") or {}).items():
+        values = _per_profile(values, profile, known)
+        if values == FROM_PROFILE:
+            values = prof[key]
+        if not isinstance(values, list) or not values:
+            raise MatrixError(f"{exp_id}: axis '{key}' must be a non-empty list, got {values!r}")
+        axes.append([(key, v) for v in values])
+
+    steps = _ladder_steps(exp_id, entry, matrix)
+    specs: dict[str, dict[str, Any]] = {}
+    for combo in itertools.product(*axes):
+        # the ladder innermost: a sweep cut short has whole waterfalls, not one step of each
+        done: list[tuple[dict[str, Any], str]] = []  # this combination's steps so far
+        for label, overlay in steps or [("", {})]:
+            spec = dict(base)
+            spec.update(combo)
+            spec.update(overlay)
+            where = (
+                f"{exp_id} ({profile}, ladder step '{label}')" if label else f"{exp_id} ({profile})"
+            )
+            try:
+                mod.validate(spec)
+            except ValueError as exc:
+                raise MatrixError(f"{where}: {exc}") from exc
+            spec = mod.canonical(spec)
+            same = next((lab for s, lab in done if s == spec), None)
+            if same is not None:
+                raise MatrixError(f"{where}: changes nothing from step '{same}' (the same run)")
+            done.append((spec, label))
+            specs.setdefault(run_name(spec), spec)
+    # Repeats after all cells, so that a sweep cut short has every cell once before any twice.
+    # By name, as above: a repeat identical to another cell's spec (seeds 0 and 1 both in the
+    # matrix) is one run.
+    cells = list(specs.values())
+    for k in range(1, n):
+        for spec in cells:
+            rep = repeat_spec(spec, k)
+            specs.setdefault(run_name(rep), rep)
+    return Experiment(
+        id=exp_id,
+        title=entry["title"],
+        source=entry["source"],
+        target=entry["target"],
+        workload=workload,
+        specs=tuple(specs.values()),
+        repeats=n,
+    )
+
+
+def _ladder_steps(
+    exp_id: str, entry: dict[str, Any], matrix: dict[str, Any]
+) -> list[tuple[str, dict[str, Any]]]:
+    """The entry's ladder as (label, cumulative overlay), checked; [] without one. Every error is
+    one line naming the experiment and the step."""
+    raw = entry.get("ladder")
+    if raw is None:
+        return []
+    if not isinstance(raw, list) or not raw:
+        raise MatrixError(f"{exp_id}: ladder must be a non-empty list of steps, got {raw!r}")
+    workload = entry.get("workload")
+    mod = WORKLOADS.get(workload)
+    if mod is None:
+        raise MatrixError(f"{exp_id}: unknown workload '{workload}'")
+    vary = set(entry.get("vary") or {})
+    fixed = entry.get("fixed") or {}
+    known = profiles(matrix)
+    out: list[tuple[str, dict[str, Any]]] = []
+    overlay: dict[str, Any] = {}
+    for i, step in enumerate(raw):
+        if not isinstance(step, dict) or not isinstance(step.get(STEP), str) or not step[STEP]:
+            raise MatrixError(
+                f"{exp_id}: ladder step {i} needs a label (step: <name>), got {step!r}"
+            )
+        label = step[STEP]
+        where = f"{exp_id}: ladder step {i} '{label}'"
+        if label in (lab for lab, _ in out):
+            raise MatrixError(f"{where}: the label is used by an earlier step")
+        keys = {k: v for k, v in step.items() if k != STEP}
+        unknown = sorted(set(keys) - set(mod.DEFAULTS))
+        if unknown:
+            raise MatrixError(f"{where}: unknown {workload} spec key(s): {', '.join(unknown)}")
+        for key, value in keys.items():
+            if key in vary or key in ("seed", "workload"):
+                raise MatrixError(f"{where}: '{key}' cannot be a ladder key (vary or seed owns it)")
+            if isinstance(value, (dict, list)):
+                raise MatrixError(f"{where}: {key}={value!r} must be one value for every profile")
+            if (
+                isinstance(fixed.get(key), dict)
+                or fixed.get(key) == FROM_PROFILE
+                or any(key in (matrix["profiles"][p].get(workload) or {}) for p in known)
+            ):
+                raise MatrixError(
+                    f"{where}: '{key}' is set per profile elsewhere, so its faithful value is unknown"
+                )
+        if i > 0 and not keys:
+            raise MatrixError(f"{where}: changes nothing (the step sets no key)")
+        overlay = {**overlay, **keys}
+        out.append((label, overlay))
+    return out
+
+
+def ladder(exp_id: str, matrix: dict[str, Any] | None = None) -> list[tuple[str, dict[str, Any]]]:
+    """(step label, cumulative overlay) of an experiment's ladder, in order; [] when it has none."""
+    matrix = matrix or load_matrix()
+    entry = matrix["experiments"].get(exp_id)
+    if entry is None:
+        raise MatrixError(f"unknown experiment '{exp_id}'")
+    return _ladder_steps(exp_id, entry, matrix)
+
+
+def ladder_step(
+    exp_id: str, spec: dict[str, Any], matrix: dict[str, Any] | None = None
+) -> tuple[int, str] | None:
+    """Which step of the experiment's ladder `spec` is, as (index, label), by the values of every
+    key the ladder sets (a key not set yet holds its faithful value: the entry's `fixed`, else the
+    workload's default); None without a ladder or when the spec is on no step. A repeat's seed
+    plays no part."""
+    matrix = matrix or load_matrix()
+    steps = ladder(exp_id, matrix)
+    if not steps:
+        return None
+    entry = matrix["experiments"][exp_id]
+    mod = WORKLOADS[entry["workload"]]
+    faithful = {**mod.DEFAULTS, **(entry.get("fixed") or {})}
+    keys = steps[-1][1].keys()
+    for i, (label, overlay) in enumerate(steps):
+        # through canonical() as expand's specs went: a faithful max_seq_len of 0 is the
+        # model's cap in the spec
+        want = mod.canonical({**spec, **{k: overlay.get(k, faithful.get(k)) for k in keys}})
+        if all(spec.get(k) == want.get(k) for k in keys):
+            return i, label
+    return None
+
+
+def experiments_for_target(target: str, matrix: dict[str, Any] | None = None) -> list[str]:
+    matrix = matrix or load_matrix()
+    ids = [k for k, e in matrix["experiments"].items() if e["target"] == target]
+    if not ids:
+        targets = sorted(e["target"] for e in matrix["experiments"].values())
+        raise MatrixError(f"unknown target '{target}' (known: {', '.join(targets)})")
+    return ids
+
+
+def check_all(matrix: dict[str, Any] | None = None) -> tuple[int, int]:
+    """Validate every experiment under every profile. Returns (entries checked, specs checked).
+
+    Also checks that a run name never stands for two different specs within a profile, which is
+    what lets experiments share identical runs by name.
+    """
+    matrix = matrix or load_matrix()
+    entries = specs_checked = 0
+    for profile in profiles(matrix):
+        profile_device(profile, matrix)
+        by_name: dict[str, dict[str, Any]] = {}
+        for exp_id in matrix["experiments"]:
+            exp = expand(exp_id, profile, matrix)
+            entries += 1
+            for spec in exp.specs:
+                name = run_name(spec)
+                if name in by_name and by_name[name] != spec:
+                    raise MatrixError(f"run name {name} stands for two different specs ({profile})")
+                by_name[name] = spec
+                specs_checked += 1
+    return entries, specs_checked
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--profile", default="smoke")
+    ap.add_argument("--exp", action="append", help="experiment id (repeatable); default all")
+    ap.add_argument("--check", action="store_true")
+    args = ap.parse_args(argv)
+    try:
+        if args.check:
+            entries, n = check_all()
+            print(f"matrix OK: {entries} experiment entries, {n} run specs checked")
+            return 0
+        matrix = load_matrix()
+        for exp_id in args.exp or list(matrix["experiments"]):
+            exp = expand(exp_id, args.profile, matrix)
+            times = f" ({exp.repeats} repeats per cell, REPEATS)" if exp.repeats > 1 else ""
+            print(f"{exp.id} [{exp.target}] {exp.title}: {len(exp.specs)} runs{times}")
+            for name in exp.run_names:
+                print(f"  {name}")
+    except MatrixError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
