@@ -14,6 +14,7 @@ sys.path.insert(0, str(REPO))
 
 from run import store  # noqa: E402
 from run.sweep import matrix as mx  # noqa: E402
+from run.vision import launch as vision_launch  # noqa: E402
 
 # A matrix of the real shape, small enough for CI: profile "test" with 2 ranks at most.
 TINY_VISION = {
@@ -103,10 +104,8 @@ def fake(sandbox, monkeypatch):
     """Vision runs launch tests/fake_sweep.py; returns the file listing every launch."""
     import fake_sweep  # tests/ is on sys.path for the test modules (pytest rootdir)
 
-    from run.vision import spec as vision_spec
-
     launches = sandbox / "launches.txt"
     launches.touch()
     monkeypatch.setenv("FAKE_LAUNCHES", str(launches))
-    monkeypatch.setattr(vision_spec, "launch_command", fake_sweep.fake_launch)
+    monkeypatch.setattr(vision_launch, "launch_command", fake_sweep.fake_launch)
     return launches

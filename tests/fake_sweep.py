@@ -21,9 +21,9 @@ def fake_launch(spec, run_dir, info):  # noqa: ANN001, ANN201
 
 
 def patch() -> None:
-    from run.vision import spec as vision_spec
+    from run.vision import launch as vision_launch
 
-    vision_spec.launch_command = fake_launch
+    vision_launch.launch_command = fake_launch
 
 
 if __name__ == "__main__":

@@ -13,8 +13,11 @@ import pytest
 import torch
 
 from run import store
+from run.checks import cases
+from run.llm import launch as llm_launch
 from run.llm import spec as llm_spec
 from run.node import probe
+from run.vision import launch as vision_launch
 from run.vision import spec as vision_spec
 
 REPO = Path(__file__).resolve().parent.parent
@@ -38,7 +41,7 @@ def launch(mod, spec: dict, run_dir: Path) -> subprocess.CompletedProcess:  # no
 @pytest.mark.parametrize("precision", ["fp32", "fp16"])
 def test_vision_on_two_gpus_with_nccl(sandbox, precision):
     spec = dict(vision_spec.DEFAULTS, gpus=2, precision=precision, train_images=256, epochs=1)
-    proc = launch(vision_spec, vision_spec.canonical(spec), sandbox / "run")
+    proc = launch(vision_launch, vision_spec.canonical(spec), sandbox / "run")
     assert proc.returncode == 0, proc.stderr[-2000:]
     summary = store.read_json(sandbox / "run" / store.SUMMARY)
     assert summary["status"] == "ok" and summary["device"] != "cpu"
@@ -53,7 +56,7 @@ def test_llm_lora_tiny_on_one_gpu_logs_peak_vram(sandbox, monkeypatch):
     monkeypatch.setenv("LLM_DATA_ROOT", str(sandbox / "llm"))
     spec = dict(llm_spec.DEFAULTS, max_steps=6, warmup_steps=1, template_rows=16)
     spec = llm_spec.canonical(dict(spec, dataset="instruct"))
-    proc = launch(llm_spec, spec, sandbox / "llm-run")
+    proc = launch(llm_launch, spec, sandbox / "llm-run")
     assert proc.returncode == 0, proc.stderr[-2000:]
     summary = store.read_json(sandbox / "llm-run" / store.SUMMARY)
     assert summary["status"] == "ok" and summary["device"] == "cuda"
@@ -68,6 +71,6 @@ def test_every_gpu_check_passes(sandbox, monkeypatch):
 
     monkeypatch.setenv("LLM_DATA_ROOT", str(sandbox / "llm"))
     records = gpu_check.run_checks(None, probe.probe(), cuda=True)
-    assert len(records) == len(gpu_check.CHECKS)
+    assert len(records) == len(cases.CHECKS)
     failed = {r["check"]: r["problems"] for r in records if r["result"] == "fail"}
     assert not failed, failed

@@ -14,11 +14,13 @@ import pytest
 from fake_hw import CPU2
 
 from run import store
+from run.checks import cases
 from run.checks import runner as gpu_check
 from run.node import probe
 from run.sweep import failure
+from run.sweep import matrix as mx
 from run.sweep import runner as sweep
-from run.vision import spec as vision_spec
+from run.vision import launch as vision_launch
 
 
 def test_no_gpu_is_one_line_and_exit_0(monkeypatch, capsys):
@@ -36,16 +38,16 @@ def test_unusable_gpus_fail_the_check(sandbox, monkeypatch, capsys):
 
 
 def test_every_check_names_a_valid_spec_and_what_it_needs():
-    names = [c.name for c in gpu_check.CHECKS]
+    names = [c.name for c in cases.CHECKS]
     assert len(names) == len(set(names)) == 18
-    for c in gpu_check.CHECKS:
-        spec = gpu_check.spec_of(c, ranks=2)  # validates the spec
+    for c in cases.CHECKS:
+        spec = cases.spec_of(c, ranks=2)  # validates the spec
         assert c.needs in ("any", "cuda", "multi") and c.expect, c.name
         assert (c.needs == "cuda") == bool(c.cpu_skip), c.name
         assert spec["gpus"] == (2 if c.needs == "multi" or "ddp" in c.name else 1), c.name
-    covered = {c.spec.get("precision") for c in gpu_check.CHECKS}
+    covered = {c.spec.get("precision") for c in cases.CHECKS}
     assert {"fp64", "fp16", "bf16"} <= covered
-    assert {c.spec.get("method") for c in gpu_check.CHECKS} >= {"lora", "qlora", "dpo", "qat"}
+    assert {c.spec.get("method") for c in cases.CHECKS} >= {"lora", "qlora", "dpo", "qat"}
 
 
 @pytest.mark.integration
@@ -55,13 +57,13 @@ def test_the_check_list_passes_on_cpu(sandbox, monkeypatch):
     info = probe.probe()
     lines: list[str] = []
     records = gpu_check.run_checks(None, info, cuda=False, echo=lines.append)
-    assert len(records) == len(gpu_check.CHECKS)
+    assert len(records) == len(cases.CHECKS)
     by_name = {r["check"]: r for r in records}
     skipped = {n for n, r in by_name.items() if r["result"] == "skip"}
     assert skipped == {"vision-oom", "llm-llama3-8b-lora"} | (
         set()
         if probe.max_ranks(info) >= 2
-        else {c.name for c in gpu_check.CHECKS if c.needs == "multi"}
+        else {c.name for c in cases.CHECKS if c.needs == "multi"}
     )
     failed = {n: r["problems"] for n, r in by_name.items() if r["result"] == "fail"}
     assert not failed, failed
@@ -76,25 +78,25 @@ def test_the_check_list_passes_on_cpu(sandbox, monkeypatch):
 # --- each check isolated; the summary line; the bundle (all on CPU, with a fake execute) ---------
 
 
-def _boom(seen: gpu_check.Seen) -> list[str]:
+def _boom(seen: cases.Seen) -> list[str]:
     raise AssertionError("an assertion that crashed")
 
 
 FAKE_CHECKS = [
-    gpu_check.Check("crashes-in-execute", "vision", {"precision": "fp64"}, "execute raises"),
-    gpu_check.Check("no-data", "vision", {"precision": "fp16"}, "preflight fails"),
-    gpu_check.Check("bad-spec", "vision", {"precision": "fp8"}, "validate raises"),
-    gpu_check.Check("assertion-raises", "vision", {"precision": "bf16"}, "one", expect=[_boom]),
-    gpu_check.Check("run-fails", "vision", {"pin_memory": True}, "the run fails"),
-    gpu_check.Check("passes", "vision", {}, "all is well", expect=[lambda s: []]),
-    gpu_check.Check("gpu-only", "vision", {"image_size": 40}, "never here", needs="cuda",
+    cases.Check("crashes-in-execute", "vision", {"precision": "fp64"}, "execute raises"),
+    cases.Check("no-data", "vision", {"precision": "fp16"}, "preflight fails"),
+    cases.Check("bad-spec", "vision", {"precision": "fp8"}, "validate raises"),
+    cases.Check("assertion-raises", "vision", {"precision": "bf16"}, "one", expect=[_boom]),
+    cases.Check("run-fails", "vision", {"pin_memory": True}, "the run fails"),
+    cases.Check("passes", "vision", {}, "all is well", expect=[lambda s: []]),
+    cases.Check("gpu-only", "vision", {"image_size": 40}, "never here", needs="cuda",
                     cpu_skip="no GPU here"),
 ]  # fmt: skip
 
 
 def _fake_execute(spec, profile, info, matrix):  # noqa: ANN001, ANN202
     """What sweep.execute leaves, without a process: a published run with its log and summary."""
-    name = sweep.mx.run_name(spec)
+    name = mx.run_name(spec)
     run = store.run_dir(profile, name)
     run.mkdir(parents=True)
     if spec["precision"] == "fp64":
@@ -116,9 +118,9 @@ def _no_data(specs):  # noqa: ANN001, ANN202
 
 @pytest.fixture
 def fake_checks(sandbox, monkeypatch):
-    monkeypatch.setattr(gpu_check, "CHECKS", FAKE_CHECKS)
+    monkeypatch.setattr(cases, "CHECKS", FAKE_CHECKS)
     monkeypatch.setattr(sweep, "execute", _fake_execute)
-    monkeypatch.setattr(vision_spec, "preflight", _no_data)
+    monkeypatch.setattr(vision_launch, "preflight", _no_data)
     return sandbox
 
 

@@ -21,10 +21,12 @@ import torch
 from run import store
 from run.llm import spec as llm_spec
 from run.node import probe as hw
-from run.node import profiling
+from run.node import profilers, profiling
 from run.sweep import failure
 from run.sweep import matrix as mx
 from run.sweep import runner as sweep
+from run.sweep.workloads import WORKLOADS
+from run.vision import launch as vision_launch
 from run.vision import spec as vision_spec
 
 REPO = Path(__file__).resolve().parent.parent
@@ -40,9 +42,9 @@ LOGS = Path(__file__).with_name("logs")
 @pytest.mark.parametrize("workload, gpus", [("vision", 2), ("llm", 1), ("llm", 2)])
 def test_nsys_is_told_not_to_kill_the_run(tmp_path, workload, gpus):
     profiling.write_plan(tmp_path, {"profiler": "nsys"}, {"max_seconds": 720})
-    mod = vision_spec if workload == "vision" else llm_spec
-    spec = {**mod.DEFAULTS, "profiler": "nsys", "gpus": gpus}
-    cmd = mod.launch_command(spec, tmp_path, {"nsys": "/usr/bin/nsys"})
+    wl = WORKLOADS[workload]
+    spec = {**wl.defaults, "profiler": "nsys", "gpus": gpus}
+    cmd = wl.launch_command(spec, tmp_path, {"nsys": "/usr/bin/nsys"})
     nsys_args = cmd[cmd.index("profile") : cmd.index(sys.executable)]
     assert "--kill=none" in nsys_args
     if workload == "llm":
@@ -58,7 +60,7 @@ def test_every_run_of_every_profile_has_a_bounded_planned_length():
     for profile in mx.profiles(m):
         for exp_id in m["experiments"]:
             for spec in mx.expand(exp_id, profile, m).specs:
-                mod = mx.WORKLOADS[spec["workload"]]
+                mod = WORKLOADS[spec["workload"]]
                 steps = mod.planned_steps(spec)
                 assert 0 < steps <= llm_spec.MAX_PLANNED_STEPS, (exp_id, profile, steps)
                 checked += 1
@@ -127,7 +129,7 @@ def test_torch_profiler_never_records_a_whole_long_run():
 def test_profiler_for_records_the_window_it_used(tmp_path):
     profiling.write_plan(tmp_path, {"profiler": "torch"}, {"wait_steps": 9, "active_steps": 9})
     spec = {**vision_spec.DEFAULTS, "profiler": "torch"}
-    prof = profiling.profiler_for(spec, tmp_path, rank=0, steps=6)
+    prof = profilers.profiler_for(spec, tmp_path, rank=0, steps=6)
     assert prof.window["wait_steps"] + prof.window["active_steps"] <= 6
     plan = store.read_json(tmp_path / profiling.PROFILING_PLAN)
     assert plan["wait_steps"] == 9  # what was asked stays
@@ -352,7 +354,7 @@ def test_cells_beyond_the_visible_gpus_are_skipped_not_failed(sandbox, monkeypat
     sys.path.insert(0, str(Path(__file__).parent))
     import fake_sweep
 
-    monkeypatch.setattr(vision_spec, "launch_command", fake_sweep.fake_launch)
+    monkeypatch.setattr(vision_launch, "launch_command", fake_sweep.fake_launch)
     monkeypatch.setenv("FAKE_LAUNCHES", str(sandbox / "launches.txt"))
     monkeypatch.setattr(hw, "gpus", lambda: FOUR)
     monkeypatch.setattr(hw, "cuda_problem", lambda info, b=None: None)
@@ -417,7 +419,7 @@ def test_progress_lines_and_heartbeat(sandbox, monkeypatch, capsys):
     sys.path.insert(0, str(Path(__file__).parent))
     import fake_sweep
 
-    monkeypatch.setattr(vision_spec, "launch_command", fake_sweep.fake_launch)
+    monkeypatch.setattr(vision_launch, "launch_command", fake_sweep.fake_launch)
     monkeypatch.setenv("FAKE_LAUNCHES", str(sandbox / "launches.txt"))
     monkeypatch.setenv("FAKE_MODE", "slow:fp16")
     monkeypatch.setattr(sweep, "HEARTBEAT_S", 0.3)
@@ -546,7 +548,7 @@ def test_vision_binds_its_gpu_before_nccl(monkeypatch, tmp_path):
 
     calls: list = []
     _fake_cuda(monkeypatch, calls)
-    monkeypatch.setattr(vision_spec, "preflight", lambda specs: None)
+    monkeypatch.setattr(vision_launch, "preflight", lambda specs: None)
     monkeypatch.setenv("LOCAL_RANK", "0")
     monkeypatch.setenv("WORLD_SIZE", "1")
     spec_file = tmp_path / "spec.json"
@@ -562,7 +564,7 @@ def test_vision_binds_its_gpu_before_asking_cuda_about_bf16(monkeypatch, tmp_pat
     calls: list = []
     _fake_cuda(monkeypatch, calls)
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
-    monkeypatch.setattr(vision_spec, "preflight", lambda specs: None)
+    monkeypatch.setattr(vision_launch, "preflight", lambda specs: None)
     monkeypatch.setattr(
         torch.cuda, "is_bf16_supported", lambda **kw: calls.append(("bf16?",)) or True
     )

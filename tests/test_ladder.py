@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from run.node import toolchain
 from run.sweep import matrix as mx
 
 REAL_MATRIX = Path(__file__).resolve().parent.parent / "experiments" / "matrix.yaml"
@@ -193,9 +194,8 @@ def test_bench_optimize_says_unsupported_where_compile_cannot_run(capsys, monkey
     """Without inductor's needs, both optimised sides (compiled) are rows saying why, never an
     error; the faithful sides still run."""
     from run.bench import optimize as bench_optimize
-    from run.vision import spec as vision_spec
 
-    monkeypatch.setattr(vision_spec, "compile_blocker", lambda: "no compiler here")
+    monkeypatch.setattr(toolchain, "compile_blocker", lambda: "no compiler here")
     assert bench_optimize.main(["--steps", "1", "--repeats", "1", "--llm-steps", "2"]) == 0
     out = capsys.readouterr().out.splitlines()
     rows = {tuple(line.split()[:2]): line for line in out if line.startswith(("vision ", "llm "))}

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from run import store
+from run.llm import launch as llm_launch
 from run.llm import spec as llm_spec
 
 pytestmark = pytest.mark.integration
@@ -53,7 +54,7 @@ def run_llm(tmp_path: Path, env: dict, method: str, gpus: int, **over) -> tuple[
     run_dir = tmp_path / llm_spec.run_name(spec)
     run_dir.mkdir()
     (run_dir / store.SPEC).write_text(json.dumps(spec))
-    cmd = llm_spec.launch_command(spec, run_dir, {})
+    cmd = llm_launch.launch_command(spec, run_dir, {})
     proc = subprocess.run(
         cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=240, check=False
     )

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from run import store
+from run.llm import launch as llm_launch
 from run.llm import spec as llm_spec
 
 pytestmark = pytest.mark.integration
@@ -53,7 +54,7 @@ def run_llm(tmp_path: Path, env: dict, rows: int, **over) -> tuple[dict, list]:
     run_dir.mkdir()
     (run_dir / store.SPEC).write_text(json.dumps(spec))
     proc = subprocess.run(
-        llm_spec.launch_command(spec, run_dir, {}),
+        llm_launch.launch_command(spec, run_dir, {}),
         cwd=REPO,
         env=env,
         capture_output=True,

@@ -14,6 +14,7 @@ from run.llm import spec as llm_spec
 from run.llm import tune as llm_tune
 from run.llm.assets import AssetError
 from run.llm.metrics import summarize, timing_warmup
+from run.node import toolchain
 from run.sweep import matrix as mx
 from run.sweep import runner as sweep
 
@@ -378,16 +379,15 @@ def test_paged_optimizer_is_unsupported_only_under_fsdp2(monkeypatch):
     for over in ({"gpus": 2}, {"recipe": "distributed"}):
         assert "FSDP2" in llm_spec.unsupported_reason({**paged, **over})
     assert llm_spec.unsupported_reason({**OPT_BASE, "gpus": 2}) is None
-    from run.vision import spec as vision_spec
 
-    monkeypatch.setattr(vision_spec, "compile_blocker", lambda: "no compiler here")
+    monkeypatch.setattr(toolchain, "compile_blocker", lambda: "no compiler here")
     assert llm_spec.unsupported_reason({**OPT_BASE, "compile": True}) == "no compiler here"
     # packed: torchtune compiles flex attention itself, but only on a GPU
     packed = {**OPT_BASE, "packed": True}
     assert llm_spec.unsupported_reason(packed) is None
     monkeypatch.setattr(llm_spec, "cuda_visible", lambda: True)
     assert "flex attention" in llm_spec.unsupported_reason(packed)
-    monkeypatch.setattr(vision_spec, "compile_blocker", lambda: None)
+    monkeypatch.setattr(toolchain, "compile_blocker", lambda: None)
     assert llm_spec.unsupported_reason(packed) is None
 
 

@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 
 from run.errors import UserError
-from run.llm import spec as llm_spec
+from run.llm import launch as llm_launch
 from run.node import numa, provenance
+from run.vision import launch as vision_launch
 from run.vision import spec as vision_spec
 
 REPO = Path(__file__).resolve().parent.parent
@@ -94,13 +95,13 @@ def test_both_workloads_launch_bound_or_plain(monkeypatch, two_sockets, tmp_path
     monkeypatch.setattr(shutil, "which", lambda name: f"/usr/bin/{name}")
     spec = {**vision_spec.DEFAULTS, "gpus": 2}
     monkeypatch.setenv("NUMA", "off")
-    plain = vision_spec.launch_command(spec, tmp_path, two_sockets)
+    plain = vision_launch.launch_command(spec, tmp_path, two_sockets)
     assert "run.node.numa" not in plain and "--no-python" not in plain
     monkeypatch.setenv("NUMA", "auto")
-    bound = vision_spec.launch_command(spec, tmp_path, two_sockets)
+    bound = vision_launch.launch_command(spec, tmp_path, two_sockets)
     assert "--nodes=0,0" in bound and bound[-4:] == ["--spec", str(tmp_path / "spec.json"),
                                                    "--run-dir", str(tmp_path)]  # fmt: skip
-    llm = llm_spec.launch_command({**llm_spec_defaults(), "gpus": 1}, tmp_path, two_sockets)
+    llm = llm_launch.launch_command({**llm_spec_defaults(), "gpus": 1}, tmp_path, two_sockets)
     assert llm[:3] == ["numactl", "--cpunodebind=0", "--membind=0"]
     prov = provenance.collect(spec, bound, two_sockets)
     assert prov["numa"]["bound"] and prov["numa"]["ranks"][1]["node"] == 0

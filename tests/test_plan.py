@@ -9,8 +9,10 @@ import pytest
 
 from run import store
 from run.llm import spec as llm_spec
+from run.node import profiling
+from run.sweep import calibration as calib
+from run.sweep import cost, plan
 from run.sweep import matrix as mx
-from run.sweep import plan
 from run.vision import spec as vision_spec
 
 # the repository's matrix (the sandbox points run.sweep.matrix at a small one)
@@ -106,7 +108,7 @@ def test_run_names_carry_the_profiler_the_sweep_will_use(real, monkeypatch):
 
 def test_the_anchor_setup_is_the_paper_profiles_v3(real):
     spec = spec_of("V3", "paper", real, gpus=1, precision="fp32")
-    assert {k: spec[k] for k in plan.ANCHOR_VISION} == plan.ANCHOR_VISION
+    assert {k: spec[k] for k in cost.ANCHOR_VISION} == cost.ANCHOR_VISION
 
 
 @pytest.mark.parametrize(
@@ -115,50 +117,50 @@ def test_the_anchor_setup_is_the_paper_profiles_v3(real):
 )
 def test_vision_estimate_reproduces_table2(real, gpus, precision, paper_s):
     spec = spec_of("V3", "paper", real, gpus=gpus, precision=precision)
-    est = plan.estimate_s(spec, H100X4)
-    assert abs(est - (paper_s + plan.VISION_STARTUP_S)) <= 0.10 * paper_s
+    est = cost.estimate_s(spec, H100X4)
+    assert abs(est - (paper_s + cost.VISION_STARTUP_S)) <= 0.10 * paper_s
 
 
 def test_vision_pin_memory_follows_table3(real):
     off = spec_of("V4", "paper", real, gpus=1, pin_memory=False)
     on = spec_of("V4", "paper", real, gpus=1, pin_memory=True)
-    ratio = (plan.estimate_s(on, H100X4) - plan.VISION_STARTUP_S) / (
-        plan.estimate_s(off, H100X4) - plan.VISION_STARTUP_S
+    ratio = (cost.estimate_s(on, H100X4) - cost.VISION_STARTUP_S) / (
+        cost.estimate_s(off, H100X4) - cost.VISION_STARTUP_S
     )
     assert ratio == pytest.approx(2921 / 3792, rel=0.01)
 
 
 def test_vision_strategies_and_image_size(real):
     specs = {(s["strategy"], s["gpus"]): s for s in mx.expand("V1", "paper", real).specs}
-    t = {k: plan.estimate_s(s, H100X4) for k, s in specs.items()}
+    t = {k: cost.estimate_s(s, H100X4) for k, s in specs.items()}
     assert t[("ddp_ds", 4)] < t[("ddp_rr", 4)] < t[("ddp_ds", 1)] < t[("ddp", 4)]
     small = {
-        s["image_size"]: plan.estimate_s(s, H100X4)
+        s["image_size"]: cost.estimate_s(s, H100X4)
         for s in mx.expand("V2", "paper", real).specs
         if s["gpus"] == 1
     }
     # compute grows with pixels, but 100 px is held up by the per-step floor
-    assert small[500] > 20 * plan.VISION_STARTUP_S and small[100] > small[500] / 25
+    assert small[500] > 20 * cost.VISION_STARTUP_S and small[100] > small[500] / 25
 
 
 def test_llm_estimate_reproduces_table5(real, monkeypatch):
     monkeypatch.setenv("LLAMA3_TOKENIZER", "/models/tokenizer.model")  # the paper's tokens
     spec = spec_of("L2", "paper", real, gpus=1, pin_memory=False)
     assert spec["tokenizer"] == "llama3" and spec["method"] == "lora" and spec["batch_size"] == 2
-    assert plan.llm_s_per_it(spec, H100X4) == pytest.approx(0.77)
+    assert cost.llm_s_per_it(spec, H100X4) == pytest.approx(0.77)
     steps = llm_spec.planned_steps(spec)
     assert steps == 25_880
-    start = plan.LLM_STARTUP_S + plan.LLM_MODEL_LOAD_S
-    assert plan.estimate_s(spec, H100X4) == pytest.approx(start + steps * 0.77)
+    start = cost.LLM_STARTUP_S + cost.LLM_MODEL_LOAD_S
+    assert cost.estimate_s(spec, H100X4) == pytest.approx(start + steps * 0.77)
     # Table 5's 5:31:52 for the whole epoch, within 1 %
     assert steps * 0.77 == pytest.approx(5 * 3600 + 31 * 60 + 52, rel=0.01)
     four = spec_of("L2", "paper", real, gpus=4, pin_memory=False)
-    assert plan.llm_s_per_it(four, H100X4) == pytest.approx(0.94)
+    assert cost.llm_s_per_it(four, H100X4) == pytest.approx(0.94)
 
 
 def test_llm_methods_and_templates_are_ordered_as_the_journal(real):
     rows = {
-        (r.spec["method"], r.spec["dataset"], r.gpus): plan.llm_s_per_it(r.spec, H100X4)
+        (r.spec["method"], r.spec["dataset"], r.gpus): cost.llm_s_per_it(r.spec, H100X4)
         for r in plan.build("paper", ["L5"], H100X4, real)
         if r.state == "missing"
     }
@@ -173,11 +175,11 @@ def test_the_smoke_plan_adds_up_to_the_measured_smoke_make_all(real):
     assert len(rows) == 112  # 99 of the papers' experiments, 13 more of O1-O4 (issue 20)
     ours = [r for r in rows if all(e.startswith("O") for e in r.experiments)]
     assert len(ours) == 13 and all(r.state == "missing" for r in ours)
-    windows = {w: plan.profiling.window_for("smoke", w, real) for w in ("vision", "llm")}
+    windows = {w: profiling.window_for("smoke", w, real) for w in ("vision", "llm")}
 
     def launches(workload: str) -> float:
         return sum(
-            plan.estimate_s(r.spec, CPU2, windows[workload])
+            cost.estimate_s(r.spec, CPU2, windows[workload])
             for r in rows
             if r.workload == workload and r.state == "missing"
         )
@@ -201,23 +203,23 @@ def test_the_smoke_plan_adds_up_to_the_measured_smoke_make_all(real):
 def test_calibration_is_the_median_ratio_of_finished_runs(sandbox):
     matrix = mx.load_matrix()
     rows = plan.build("test", ["V3"], CPU2, matrix)
-    assert plan.calibration("test", CPU2, matrix) == {"vision": 1.0, "llm": 1.0}
+    assert calib.calibration("test", CPU2, matrix) == {"vision": 1.0, "llm": 1.0}
     for row, ratio in zip(rows[:3], (1.0, 2.0, 5.0), strict=True):
-        finish("test", row, wall=ratio * plan.estimate_s(row.spec, CPU2))
-    finish("test", rows[3], "failed", wall=100 * plan.estimate_s(rows[3].spec, CPU2))
+        finish("test", row, wall=ratio * cost.estimate_s(row.spec, CPU2))
+    finish("test", rows[3], "failed", wall=100 * cost.estimate_s(rows[3].spec, CPU2))
     gpu_made = {**H100X4, "gpu_model": "NVIDIA A100"}
-    finish("test", rows[4], wall=50 * plan.estimate_s(rows[4].spec, CPU2), hw=gpu_made)
-    assert plan.calibration("test", CPU2, matrix) == {"vision": pytest.approx(2.0), "llm": 1.0}
-    assert plan.calibration_detail("test", CPU2, matrix) == {"vision": (pytest.approx(2.0), 3)}
+    finish("test", rows[4], wall=50 * cost.estimate_s(rows[4].spec, CPU2), hw=gpu_made)
+    assert calib.calibration("test", CPU2, matrix) == {"vision": pytest.approx(2.0), "llm": 1.0}
+    assert calib.calibration_detail("test", CPU2, matrix) == {"vision": (pytest.approx(2.0), 3)}
     after = {r.name: r for r in plan.build("test", ["V3"], CPU2, matrix)}
     last = after[rows[5].name]
     assert last.state == "missing"
-    assert last.est_s == pytest.approx(2.0 * plan.estimate_s(rows[5].spec, CPU2))
+    assert last.est_s == pytest.approx(2.0 * cost.estimate_s(rows[5].spec, CPU2))
     text = plan.render(
         list(after.values()),
         CPU2,
         "test",
-        calib=plan.calibration_detail("test", CPU2, matrix),
+        calib=calib.calibration_detail("test", CPU2, matrix),
     )
     assert "calibrated on 3 local run(s) of this profile: vision x2.00 (3 runs)" in text
 
@@ -322,16 +324,16 @@ def test_the_ladders_are_planned_with_their_cost_model(real):
     assert o1["faithful"].experiments == ["O1"]  # V3's run: shared when V3 is planned too
     est = {k: r.est_s for k, r in o1.items()}
     assert est["device-upsample"] < est["faithful"] and est["bf16"] < est["channels-last"]
-    assert est["compile"] > est["no-host-sync"] + plan.VISION_COMPILE_S * 0.5
+    assert est["compile"] > est["no-host-sync"] + cost.VISION_COMPILE_S * 0.5
     llm = {r.name: r for r in rows if r.workload == "llm"}
     faithful = next(r for r in llm.values() if r.experiments == ["O3", "O4"])
     packed = next(r for n, r in llm.items() if n.endswith("-packed"))
     # packs of 1024 tokens (the step's cap) against byte-tokenised alpaca rows, fewer on average
     assert packed.spec["max_seq_len"] == 1024
-    assert plan.llm_s_per_it(packed.spec, H100X4) > 1.5 * plan.llm_s_per_it(faithful.spec, H100X4)
-    longer = plan.llm_s_per_it({**packed.spec, "max_seq_len": 2048}, H100X4)
-    assert longer > 1.5 * plan.llm_s_per_it(packed.spec, H100X4)  # per-step cost grows with the cap
-    assert packed.est_s > faithful.est_s + plan.PACK_S_PER_ROW * 50_000
+    assert cost.llm_s_per_it(packed.spec, H100X4) > 1.5 * cost.llm_s_per_it(faithful.spec, H100X4)
+    longer = cost.llm_s_per_it({**packed.spec, "max_seq_len": 2048}, H100X4)
+    assert longer > 1.5 * cost.llm_s_per_it(packed.spec, H100X4)  # per-step cost grows with the cap
+    assert packed.est_s > faithful.est_s + cost.PACK_S_PER_ROW * 50_000
     assert {r.spec["optimizer"] for r in llm.values()} == {"adamw", "paged_adamw8bit"}
 
 

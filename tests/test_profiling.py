@@ -14,10 +14,12 @@ from pathlib import Path
 import pytest
 
 from run import store
+from run.llm import launch as llm_launch
 from run.llm import spec as llm_spec
-from run.node import profiling
+from run.node import profilers, profiling
 from run.sweep import matrix as mx
 from run.sweep import runner as sweep
+from run.vision import launch as vision_launch
 from run.vision import spec as vision_spec
 
 REPO = Path(__file__).resolve().parent.parent
@@ -55,7 +57,7 @@ def test_nsys_wraps_every_torchrun_rank_with_capture_range(tmp_path: Path) -> No
 def test_nsys_single_process_llm_uses_duration_window(tmp_path: Path) -> None:
     plan(tmp_path, "nsys", max_seconds=720)
     spec = {**llm_spec.DEFAULTS, "profiler": "nsys", "gpus": 1}
-    cmd = llm_spec.launch_command(spec, tmp_path, {"nsys": "/usr/bin/nsys"})
+    cmd = llm_launch.launch_command(spec, tmp_path, {"nsys": "/usr/bin/nsys"})
     assert cmd[:2] == ["nsys", "profile"]
     assert "--duration=720" in cmd and f"--output={tmp_path}/nsys/rank0" in cmd
     assert "--capture-range=cudaProfilerApi" not in cmd
@@ -65,7 +67,7 @@ def test_nsys_single_process_llm_uses_duration_window(tmp_path: Path) -> None:
 def test_nsys_llm_torchrun_per_rank(tmp_path: Path) -> None:
     plan(tmp_path, "nsys")  # max_seconds 0: no --duration, the whole run
     spec = {**llm_spec.DEFAULTS, "profiler": "nsys", "gpus": 2, "method": "dpo"}
-    cmd = llm_spec.launch_command(spec, tmp_path, {"nsys": "/usr/bin/nsys"})
+    cmd = llm_launch.launch_command(spec, tmp_path, {"nsys": "/usr/bin/nsys"})
     assert "--no-python" in cmd and f"--output={tmp_path}/nsys/rank%q{{RANK}}" in cmd
     assert not any(a.startswith("--duration") for a in cmd)
 
@@ -78,15 +80,13 @@ def test_no_nsys_when_profiler_is_torch_or_none(tmp_path: Path) -> None:
 
 def test_profiler_nsys_without_nsys_is_one_clear_error() -> None:
     with pytest.raises(mx.MatrixError, match="PROFILER=nsys but nsys is not on the PATH"):
-        sweep.resolve_profiler(vision(profiler="auto"), "nsys", {"nsys": None})
+        mx.resolve_profiler(vision(profiler="auto"), "nsys", {"nsys": None})
+    assert mx.resolve_profiler(vision(profiler="auto"), None, {"nsys": None})["profiler"] == "torch"
     assert (
-        sweep.resolve_profiler(vision(profiler="auto"), None, {"nsys": None})["profiler"] == "torch"
-    )
-    assert (
-        sweep.resolve_profiler(vision(profiler="auto"), None, {"nsys": "/x/nsys"})["profiler"]
+        mx.resolve_profiler(vision(profiler="auto"), None, {"nsys": "/x/nsys"})["profiler"]
         == "nsys"
     )
-    assert sweep.resolve_profiler(vision(profiler="torch"), "none", {})["profiler"] == "none"
+    assert mx.resolve_profiler(vision(profiler="torch"), "none", {})["profiler"] == "none"
 
 
 def test_sweep_with_profiler_nsys_stops_before_any_run(sandbox, monkeypatch, capsys) -> None:
@@ -131,10 +131,10 @@ def test_every_matrix_profile_has_valid_windows() -> None:
 
 
 def test_none_is_a_no_op(tmp_path: Path) -> None:
-    prof = profiling.profiler_for(vision(profiler="none"), tmp_path, 0)
+    prof = profilers.profiler_for(vision(profiler="none"), tmp_path, 0)
     with prof:
         prof.step()
-    assert isinstance(prof, profiling.NoProfiler) and not any(tmp_path.iterdir())
+    assert isinstance(prof, profilers.NoProfiler) and not any(tmp_path.iterdir())
 
 
 class FakeCuda:
@@ -165,7 +165,7 @@ class FakeCuda:
 
 
 def test_nsys_capture_range_opens_after_warmup_and_closes_after_active() -> None:
-    prof = profiling.NsysProfiler(dict(WINDOW))
+    prof = profilers.NsysProfiler(dict(WINDOW))
     prof.cuda = FakeCuda()
     with prof:
         for _ in range(8):
@@ -176,8 +176,8 @@ def test_nsys_capture_range_opens_after_warmup_and_closes_after_active() -> None
 
 def test_nsys_capture_range_closes_on_time_limit(monkeypatch) -> None:
     clock = iter(range(0, 1000, 10))
-    monkeypatch.setattr(profiling.time, "monotonic", lambda: next(clock))
-    prof = profiling.NsysProfiler({**WINDOW, "active_steps": 0, "max_seconds": 15})
+    monkeypatch.setattr(profilers.time, "monotonic", lambda: next(clock))
+    prof = profilers.NsysProfiler({**WINDOW, "active_steps": 0, "max_seconds": 15})
     prof.cuda = FakeCuda()
     with prof:
         for _ in range(10):
@@ -192,7 +192,7 @@ def test_torch_profiler_records_exactly_the_window(tmp_path: Path) -> None:
     from analysis.profiles import read_torch_trace
 
     plan(tmp_path, "torch")
-    prof = profiling.profiler_for(vision(profiler="torch"), tmp_path, 3, steps=6)
+    prof = profilers.profiler_for(vision(profiler="torch"), tmp_path, 3, steps=6)
     with prof:
         for _ in range(6):
             torch.ones(64, 64) @ torch.ones(64, 64)
@@ -237,7 +237,7 @@ def test_real_two_rank_cpu_run_gives_per_rank_metrics(tmp_path: Path) -> None:
 
     spec = vision(profiler="torch", train_images=64, test_images=32, epochs=1, batch_size=16,
                   image_size=32, dataset="digits")  # fmt: skip
-    vision_spec.preflight([spec])
+    vision_launch.preflight([spec])
     store.write_json_atomic(tmp_path / store.SPEC, spec)
     plan(tmp_path, "torch", wait_steps=0, warmup_steps=1, active_steps=1)
     cmd = sweep.launch_command(spec, tmp_path, {"nsys": None})

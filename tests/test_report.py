@@ -22,7 +22,7 @@ from report import build
 from run import store
 from run.sweep import matrix as mx
 from run.sweep import runner as sweep
-from run.vision import spec as vision_spec
+from run.vision import launch as vision_launch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import fake_sweep  # noqa: E402
@@ -45,7 +45,7 @@ def built(module_sandbox):
     mp.setenv("FAKE_LAUNCHES", str(launches))
     # GPU-only claims (pin_memory) are judged only for runs on a GPU; the fake runs say so.
     mp.setenv("FAKE_DEVICE", "NVIDIA H100 (fake)")
-    mp.setattr(vision_spec, "launch_command", fake_sweep.fake_launch)
+    mp.setattr(vision_launch, "launch_command", fake_sweep.fake_launch)
     sweep.sweep(list(VISION.values()), "test")
     from report.figures import common as figcommon
 

@@ -12,6 +12,7 @@ import torch
 
 from run import store
 from run.vision import digits, scenario_b
+from run.vision import launch as vision_launch
 from run.vision import spec as vision_spec
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -106,7 +107,7 @@ def test_a_loader_other_than_torch_or_dali_and_dali_outside_scenario_b_are_refus
 def test_two_gloo_ranks_train_with_each_loader_and_layout(sandbox, monkeypatch, loader, nhwc):
     monkeypatch.setenv("SCENARIO_B_DIR", str(sandbox / "scenb"))
     spec = spec_of(scenario="B", loader=loader, channels_last=nhwc, image_size=16)
-    vision_spec.preflight([spec])
+    vision_launch.preflight([spec])
     run_dir = sandbox / f"{loader}-{nhwc}"
     proc = launch(spec, run_dir)
     assert proc.returncode == 0, proc.stderr[-2000:]

@@ -12,6 +12,7 @@ from pathlib import Path
 from run import store
 from run.node import numa, probe
 from run.sweep import runner as sweep
+from run.sweep.progress import Progress
 
 FAKE_SWEEP = Path(__file__).with_name("fake_sweep.py")
 sys.path.insert(0, str(FAKE_SWEEP.parent))
@@ -114,7 +115,7 @@ def test_a_killed_sweep_resumes_with_only_the_missing_runs(fake, sandbox, monkey
 
 
 def test_a_heartbeat_past_the_estimate_says_by_how_much(tmp_path):
-    progress = sweep.Progress.__new__(sweep.Progress)  # no plan: the estimate is set by hand
+    progress = Progress.__new__(Progress)  # no plan: the estimate is set by hand
     progress.estimates = {"run-a": 60.0}
     log = tmp_path / "log.txt"
     log.write_text("step 3\n")

@@ -12,6 +12,7 @@ import pytest
 
 from run import store
 from run.node import probe
+from run.vision import launch as vision_launch
 from run.vision import spec as vision_spec
 
 REPO = Path(__file__).resolve().parent.parent
@@ -35,7 +36,7 @@ def spec_of(**over) -> dict:
 def launch(spec: dict, run_dir: Path, nproc: int | None = None) -> subprocess.CompletedProcess:
     run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / "spec.json").write_text(json.dumps(spec))
-    cmd = vision_spec.launch_command(spec, run_dir, probe.probe())
+    cmd = vision_launch.launch_command(spec, run_dir, probe.probe())
     if nproc is not None:
         cmd = [f"--nproc_per_node={nproc}" if a.startswith("--nproc") else a for a in cmd]
     return subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=600, check=False)

@@ -15,6 +15,7 @@ import torch
 import torch.distributed as dist
 
 from run import store
+from run.vision import launch as vision_launch
 from run.vision import spec as vision_spec
 from run.vision import train as vision
 
@@ -42,7 +43,7 @@ def one_rank(sandbox, monkeypatch):
 def train(run_dir, **over) -> dict:  # noqa: ANN001
     spec = vision_spec.canonical({**vision_spec.DEFAULTS, **TINY, **over})
     vision_spec.validate(spec)
-    vision_spec.preflight([spec])
+    vision_launch.preflight([spec])
     run_dir.mkdir(parents=True)
     assert vision.train(spec, run_dir, torch.device("cpu")) == 0
     return store.read_json(run_dir / store.SUMMARY)

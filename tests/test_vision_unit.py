@@ -8,7 +8,9 @@ import numpy as np
 import pytest
 import torch
 
+from run.node import toolchain
 from run.vision import digits
+from run.vision import launch as vision_launch
 from run.vision import spec as vision_spec
 from run.vision.train import precision_setup, rank_batches, scenario_a_transform
 from run.vision.tvcompat import import_torchvision
@@ -185,7 +187,7 @@ def test_missing_and_corrupt_mnist_are_reported(tmp_path, monkeypatch):
     monkeypatch.setenv("MNIST_DIR", str(tmp_path / "absent"))
     spec = {"dataset": "mnist", "train_images": 10, "test_images": 10}
     with pytest.raises(FileNotFoundError, match="MNIST not found"):
-        vision_spec.preflight([spec])
+        vision_launch.preflight([spec])
     corrupt = tmp_path / "corrupt"
     raw = digits.raw_dir(corrupt)
     raw.mkdir(parents=True)
@@ -198,7 +200,7 @@ def test_missing_and_corrupt_mnist_are_reported(tmp_path, monkeypatch):
         (raw / name).write_bytes(b"garbage!")
     monkeypatch.setenv("MNIST_DIR", str(corrupt))
     with pytest.raises(FileNotFoundError, match="corrupt"):
-        vision_spec.preflight([spec])
+        vision_launch.preflight([spec])
 
 
 def test_dali_runs_without_dali_installed_are_one_clear_error(monkeypatch, tmp_path):
@@ -206,7 +208,7 @@ def test_dali_runs_without_dali_installed_are_one_clear_error(monkeypatch, tmp_p
     monkeypatch.setenv("DIGITS_DIR", str(tmp_path / "digits"))
     spec = {"dataset": "digits", "loader": "dali", "train_images": 8, "test_images": 8}
     with pytest.raises(FileNotFoundError, match="need NVIDIA DALI, which is not installed"):
-        vision_spec.preflight([spec])
+        vision_launch.preflight([spec])
     assert not (tmp_path / "digits").exists()  # refused before any data set is made
 
 
@@ -264,13 +266,13 @@ def test_unsupported_reasons(monkeypatch):
         raise RuntimeError("no g++")
 
     monkeypatch.setattr(cpp_builder, "get_cpp_compiler", no_compiler)
-    vision_spec.compile_blocker.cache_clear()
+    toolchain.compile_blocker.cache_clear()
     try:
         reason = vision_spec.unsupported_reason(spec)
         assert "torch.compile needs a working C++ compiler" in reason
         assert vision_spec.unsupported_reason({**spec, "compile": False}) is None
     finally:
-        vision_spec.compile_blocker.cache_clear()
+        toolchain.compile_blocker.cache_clear()
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     # a V100 emulates bf16: torch's default (including_emulation=True) would say it has it
     monkeypatch.setattr(

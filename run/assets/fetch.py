@@ -336,7 +336,7 @@ def human(n: float) -> str:
 
 def fetch(only: list[str]) -> list[Got]:
     from run.llm.data import DATASETS
-    from run.vision import spec as vision_spec
+    from run.vision import digits
 
     got: list[Got] = []
     folder = model_dir()
@@ -351,7 +351,7 @@ def fetch(only: list[str]) -> list[Got]:
         token = hf_token()
         check_model_access(token)  # before anything is written
     if "mnist" in only:
-        got.append(fetch_mnist(vision_spec.data_root("mnist")))
+        got.append(fetch_mnist(digits.data_root("mnist")))
     if "model" in only:
         got.append(
             fetch_model(folder, token)

@@ -21,8 +21,8 @@ import torch
 from torch.utils.data import DataLoader
 
 from run.bench.vision import WARMUP, timed_loop
+from run.vision import launch as vision_launch
 from run.vision import scenario_b
-from run.vision import spec as vision_spec
 from run.vision.tvcompat import import_torchvision
 
 
@@ -49,7 +49,7 @@ def main(argv: list[str] | None = None) -> int:
     spec = {"dataset": "digits", "scenario": "B", "loader": "dali", "image_size": size,
             "train_images": n, "test_images": 1}  # fmt: skip
     try:
-        vision_spec.preflight([spec])
+        vision_launch.preflight([spec])
     except (FileNotFoundError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -38,6 +38,7 @@ from run.bench.loaders import endless
 from run.bench.vision import WARMUP, _sync
 from run.llm import spec as llm_spec
 from run.sweep import matrix as mx
+from run.vision import launch as vision_launch
 from run.vision import spec as vision_spec
 from run.vision.train import (
     data_sets,
@@ -153,7 +154,7 @@ def main(argv: list[str] | None = None) -> int:
     sides = {"faithful": {**faithful, **over}, "optimised": {**optimised, **over}}
     reasons = {k: vision_spec.unsupported_reason(s) for k, s in sides.items()}
     try:
-        vision_spec.preflight(list(sides.values()))
+        vision_launch.preflight(list(sides.values()))
     except FileNotFoundError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

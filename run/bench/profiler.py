@@ -8,7 +8,7 @@ busy machine hurts them alike; the median per-step time of each is compared with
 
     none    no profiler (run/node/profiling.py's no-op twin)
     torch   torch.profiler recording every timed step (CPU, plus CUDA on a GPU) through
-            run/profiling.TorchProfiler; writing the trace is timed separately (`export s`)
+            run/profilers.TorchProfiler; writing the trace is timed separately (`export s`)
     nsys    the same loop in a child process under `nsys profile` (cuda, nvtx, osrt, cudnn,
             cublas), against the same child without nsys; only where nsys is on the PATH
 
@@ -30,7 +30,7 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from run.node import profiling
+from run.node import profilers, profiling
 from run.vision.tvcompat import import_torchvision
 
 WARMUP = 3
@@ -47,11 +47,11 @@ def step_times(kind: str, size: int, batch: int, steps: int, workdir: Path) -> t
     y = torch.randint(0, 10, (batch,), device=device)
     window = {"wait_steps": WARMUP, "warmup_steps": 0, "active_steps": steps, "max_seconds": 0}
     if kind == "torch":
-        prof = profiling.TorchProfiler(window, workdir / "bench.pt.trace.json.gz", cuda)
+        prof = profilers.TorchProfiler(window, workdir / "bench.pt.trace.json.gz", cuda)
     elif kind == "nsys":
-        prof = profiling.NsysProfiler(window)
+        prof = profilers.NsysProfiler(window)
     else:
-        prof = profiling.NoProfiler()
+        prof = profilers.NoProfiler()
     times = []
     with prof:
         for i in range(WARMUP + steps):

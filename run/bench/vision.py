@@ -21,7 +21,8 @@ import torch
 import torch.nn.functional as F
 from torch.utils.data import DataLoader, Subset
 
-from run.vision import spec as vision_spec
+from run.vision import launch as vision_launch
+from run.vision.digits import data_root
 from run.vision.train import scenario_a_transform
 from run.vision.tvcompat import import_torchvision
 
@@ -73,12 +74,12 @@ def main(argv: list[str] | None = None) -> int:
     n_images = args.batch_size * (args.steps + WARMUP)
     spec = {"dataset": dataset, "train_images": n_images, "test_images": 1}
     try:
-        vision_spec.preflight([spec])
+        vision_launch.preflight([spec])
     except FileNotFoundError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     tv = import_torchvision()
-    root = str(vision_spec.data_root(dataset))
+    root = str(data_root(dataset))
     print(
         f"bench-vision: MobileNetV2 fp32 on {device} ({torch.get_num_threads()} CPU threads), "
         f"batch {args.batch_size}, {args.steps} timed steps after {WARMUP} warm-up, "

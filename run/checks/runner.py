@@ -18,8 +18,8 @@ every check with what it saw, and results/gpu-check/bundle.tar.gz (run/node/bund
 probe, the versions and each check's log tail, to attach to a report. Exit status 1 if any check
 fails.
 
-The check list is data (CHECKS). Each check says which device it needs; its assertions say what
-must hold on CUDA and what on a CPU. Without a GPU this command says so in one line and exits 0,
+The check list is data (run/checks/cases.py). Each check says which device it needs; its assertions
+say what must hold on CUDA and what on a CPU. Without a GPU this command says so in one line and exits 0,
 and the CPU test tier (tests/test_gpu_check.py) runs the same list on gloo ranks with the
 assertions that apply there, so the list cannot rot unnoticed.
 
@@ -30,9 +30,7 @@ datasets, pandas, PyYAML, Pillow (README: "Checking a GPU node").
 from __future__ import annotations
 
 import argparse
-import csv
 import logging
-import math
 import os
 import shutil
 import signal
@@ -40,17 +38,18 @@ import sys
 import time
 import traceback
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from run import store
+from run.checks import cases
+from run.checks.cases import Check, Seen, skip_reason, spec_of
 from run.errors import UserError
-from run.llm import spec as llm_spec
-from run.node import bundle, probe, profiling
+from run.node import bundle, probe
+from run.sweep import matrix as mx
 from run.sweep import runner as sweep
 from run.sweep.failure import root_cause
-from run.vision import spec as vision_spec
+from run.sweep.workloads import WORKLOADS
 
 PROFILE = "gpu-check"
 # The profiling windows of the checks (a matrix profile block of their own).
@@ -64,273 +63,11 @@ REPORT = "gpu_check.json"
 # random weights, then a few steps) takes minutes; a hang must not hold back the rest
 CHECK_TIMEOUT_S = 1800
 
-VISION = {
-    **vision_spec.DEFAULTS,
-    "dataset": "digits",
-    "train_images": 256,
-    "test_images": 64,
-    "epochs": 1,
-    "batch_size": 32,
-    "image_size": 32,
-    "num_workers": 0,
-}
-# Large enough to exhaust an H200's 141 GB: MobileNetV2 keeps about 0.8 GB of activations per
-# 640 px fp32 image for the backward pass, so one batch of 256 asks for about 200 GB.
-VISION_OOM = {"train_images": 256, "test_images": 32, "batch_size": 256, "image_size": 640}
-UP_TO_2 = -2  # `gpus` of a check: 2 ranks where the machine has them, else 1
-LLM = {
-    **llm_spec.DEFAULTS,
-    "dataset": "instruct",
-    "template_rows": 16,
-    "max_steps": 4,
-    "warmup_steps": 1,
-}
-
-
-@dataclass
-class Seen:
-    """What a finished check run left, for its assertions."""
-
-    summary: dict[str, Any]
-    run_dir: Path
-    cuda: bool
-    world: int
-
-    def metrics(self) -> dict[str, dict[str, float]]:
-        """RUN/profile_metrics.csv summed per metric over ranks: {metric: {calls, total_s, bytes}}."""
-        path = self.run_dir / profiling.PROFILE_METRICS
-        out: dict[str, dict[str, float]] = {}
-        if not path.is_file():
-            return out
-        with open(path) as fh:
-            for row in csv.DictReader(fh):
-                m = out.setdefault(row["metric"], {"calls": 0, "total_s": 0.0, "bytes": 0})
-                m["calls"] += int(row["calls"] or 0)
-                m["total_s"] += float(row["total_s"] or 0)
-                m["bytes"] += int(float(row["bytes"])) if row.get("bytes") else 0
-        return out
-
-    def steps(self) -> list[dict[str, Any]]:
-        return store.read_jsonl(self.run_dir / store.STEPS)
-
-
-Assertion = Callable[[Seen], list[str]]
-
-
-@dataclass
-class Check:
-    name: str
-    workload: str
-    spec: dict[str, Any]
-    what: str
-    needs: str = "any"  # any | cuda | multi (two or more ranks: GPUs, or CPU cores for gloo)
-    expect: list[Assertion] = field(default_factory=list)
-    status: str = "ok"  # the run status the check wants
-    cpu_skip: str = ""  # why the check cannot run on a CPU (needs "cuda" only)
-
-
-# --- assertions: each returns the problems it found ----------------------------------------------
-
-
-def _eq(key: str, cuda: Any, cpu: Any = None) -> Assertion:
-    def check(s: Seen) -> list[str]:
-        want = cuda if s.cuda or cpu is None else cpu
-        got = s.summary.get(key)
-        return [] if got == want else [f"{key} is {got!r}, expected {want!r}"]
-
-    return check
-
-
-def gpu_memory(s: Seen) -> list[str]:
-    if not s.cuda:
-        return [] if s.summary.get("memory_kind") == "host_peak_rss" else ["memory_kind not host"]
-    kind, peak = s.summary.get("memory_kind"), s.summary.get("peak_memory_bytes") or 0
-    if kind not in ("gpu_max_allocated", "gpu_active") or peak <= 0:
-        return [f"peak memory from the GPU allocator missing ({kind}, {peak})"]
-    return []
-
-
-def min_peak_gib(gib: float) -> Assertion:
-    def check(s: Seen) -> list[str]:
-        peak = (s.summary.get("peak_memory_bytes") or 0) / 1024**3
-        return [] if peak >= gib else [f"peak memory {peak:.1f} GiB, expected >= {gib} GiB"]
-
-    return check
-
-
-def profiled(*cuda_metrics: str, need_bytes: tuple[str, ...] = ()) -> Assertion:
-    """A profile was read into metrics; on CUDA these metrics have calls (and bytes)."""
-
-    def check(s: Seen) -> list[str]:
-        got = s.metrics()
-        if not got:
-            return ["no profile_metrics.csv (no trace written or read)"]
-        if not s.cuda:
-            cuda = [m for m in got if not m.startswith("cpu:")]
-            return [f"CUDA metrics in a CPU profile: {cuda}"] if cuda else []
-        out = [
-            f"{m}: no calls in the trace"
-            for m in cuda_metrics
-            if got.get(m, {}).get("calls", 0) <= 0
-        ]
-        out += [f"{m}: no bytes" for m in need_bytes if got.get(m, {}).get("bytes", 0) <= 0]
-        return out
-
-    return check
-
-
-def window_recorded(s: Seen) -> list[str]:
-    plan = s.run_dir / "profiling.json"
-    if not plan.is_file() or "effective" not in store.read_json(plan):
-        return ["profiling.json lacks the window the run used"]
-    return []
-
-
-def batches_of(strategy: str) -> Assertion:
-    """Rank 0's batches copied to its device and trained on, as the strategy defines them."""
-
-    def check(s: Seen) -> list[str]:
-        n, bs, world = VISION["train_images"], VISION["batch_size"], s.world
-        every = math.ceil(n / bs)
-        shard = math.ceil(math.ceil(n / world) / bs)
-        want = {
-            "ddp": (every, every),
-            "ddp_rr": (every, len(range(0, every, world))),
-            "ddp_ds": (shard, shard),
-        }[strategy]
-        got = (s.summary.get("rank0_batches_to_device"), s.summary.get("rank0_batches_trained"))
-        return (
-            [] if got == want else [f"rank 0 batches (to device, trained) {got}, expected {want}"]
-        )
-
-    return check
-
-
-def nccl_or_gloo(cpu_op: str) -> Assertion:
-    """Multi-rank collectives in the profile: NCCL kernels on GPUs, the gloo op on a CPU."""
-
-    def check(s: Seen) -> list[str]:
-        got = s.metrics()
-        if s.cuda:
-            calls = sum(v["calls"] for m, v in got.items() if m.startswith("nccl_"))
-            return [] if calls > 0 else ["no NCCL kernel in the trace"]
-        return [] if f"cpu:{cpu_op}" in got else [f"no {cpu_op} in the CPU trace"]
-
-    return check
-
-
-def torchtune_memory(s: Seen) -> list[str]:
-    """torchtune's log_peak_memory_stats rows in steps.jsonl (CUDA only; host RSS on a CPU)."""
-    steps = s.steps()
-    if not steps:
-        return ["steps.jsonl is empty"]
-    key = "peak_memory_active" if s.cuda else "host_peak_rss_bytes"
-    missing = [r.get("step") for r in steps if not isinstance(r.get(key), (int, float))]
-    return [f"steps without {key}: {missing}"] if missing else []
-
-
-def oom_recorded(s: Seen) -> list[str]:
-    err = str(s.summary.get("error") or "")
-    return [] if "out of memory" in err.lower() else [f"error does not say out of memory: {err}"]
-
-
-def error_says(text: str) -> Assertion:
-    def check(s: Seen) -> list[str]:
-        err = str(s.summary.get("error") or "")
-        return [] if text in err else [f"error {err!r} does not name {text!r}"]
-
-    return check
-
-
-# --- the check list -------------------------------------------------------------------------------
-
-CHECKS: list[Check] = [
-    Check("vision-fp64", "vision", {"precision": "fp64"}, "model and input in double",
-          expect=[_eq("precision_effective", "fp64"), _eq("input_dtype", "float64"), gpu_memory]),
-    Check("vision-fp32-torch-profiler", "vision", {"profiler": "torch"},
-          "torch.profiler window: kernel launches, HtoD copies with bytes, stream syncs",
-          expect=[_eq("input_dtype", "float32"), gpu_memory, window_recorded,
-                  profiled("cudaLaunchKernel", "memcpy_htod", "cudaStreamSynchronize",
-                           need_bytes=("memcpy_htod",))]),
-    Check("vision-fp16-gradscaler", "vision", {"precision": "fp16"},
-          "half inputs, autocast and GradScaler (bf16 autocast on a CPU)",
-          expect=[_eq("precision_effective", "fp16-autocast+gradscaler",
-                      "bf16-autocast (fp16 on CPU)"),
-                  _eq("input_dtype", "float16", "bfloat16"), gpu_memory]),
-    Check("vision-bf16-channels-last", "vision", {"precision": "bf16", "channels_last": True},
-          "bf16 autocast with NHWC tensors",
-          expect=[_eq("precision_effective", "bf16-autocast"), _eq("input_dtype", "bfloat16")]),
-    Check("vision-pin-memory", "vision", {"pin_memory": True}, "pinned host batches",
-          expect=[gpu_memory]),
-    Check("vision-ddp", "vision", {"strategy": "ddp", "gpus": UP_TO_2},
-          "DDP: every batch on every rank", expect=[batches_of("ddp"), gpu_memory]),
-    Check("vision-ddp-rr", "vision", {"strategy": "ddp_rr", "gpus": UP_TO_2},
-          "DDP-RR under Join: every batch sent to every rank, every world-th trained",
-          expect=[batches_of("ddp_rr")]),
-    Check("vision-ddp-ds", "vision", {"strategy": "ddp_ds", "gpus": UP_TO_2},
-          "DDP-DS: each rank loads its DistributedSampler shard", expect=[batches_of("ddp_ds")]),
-    Check("vision-oom", "vision", VISION_OOM, "a batch too large for the GPU is recorded as oom",
-          needs="cuda", status="oom", expect=[oom_recorded],
-          cpu_skip="no GPU memory to exhaust (on a CPU it would exhaust host memory)"),
-    Check("llm-lora", "llm", {"method": "lora", "profiler": "torch"},
-          "LoRA single-device recipe, torchtune's profiler and peak memory",
-          expect=[torchtune_memory, gpu_memory, window_recorded, profiled("cudaLaunchKernel")]),
-    Check("llm-qlora", "llm", {"method": "qlora"}, "QLoRA (NF4 base) single-device recipe",
-          expect=[torchtune_memory, gpu_memory]),
-    Check("llm-dpo", "llm", {"method": "dpo", "profiler": "torch"},
-          "LoRA DPO single-device recipe with our profiler extension",
-          expect=[torchtune_memory, window_recorded, profiled("cudaLaunchKernel")]),
-    Check("llm-lora-distributed-1rank", "llm", {"method": "lora", "recipe": "distributed"},
-          "lora_finetune_distributed (FSDP2) under torchrun at 1 rank",
-          expect=[torchtune_memory, gpu_memory]),
-    Check("llm-dpo-distributed-1rank", "llm", {"method": "dpo", "recipe": "distributed"},
-          "lora_dpo_distributed under torchrun at 1 rank", expect=[torchtune_memory]),
-    Check("llm-qat-distributed-1rank", "llm", {"method": "qat", "recipe": "distributed"},
-          "qat_distributed (fake-quantised full fine-tune) under torchrun at 1 rank",
-          expect=[torchtune_memory, gpu_memory]),
-    Check("llm-llama3-8b-lora", "llm",
-          {"model": "llama3_8b", "weights": "random", "tokenizer": "bytes",
-           "data_source": "synthetic", "dataset": "alpaca", "method": "lora", "max_steps": 3},
-          "Llama3-8B shape, random weights made on the GPU, LoRA fp32 batch 2",
-          needs="cuda", expect=[torchtune_memory, min_peak_gib(30.0)],
-          cpu_skip="Llama3-8B needs a GPU (30 GiB of fp32 weights)"),
-    Check("multi-vision-ddp-allreduce", "vision",
-          {"strategy": "ddp_ds", "profiler": "torch", "gpus": 2},
-          "DDP gradient all-reduce across 2 ranks (NCCL on GPUs, gloo on a CPU)",
-          needs="multi", expect=[nccl_or_gloo("gloo:all_reduce")]),
-    Check("multi-llm-fsdp-allgather", "llm",
-          {"method": "lora", "profiler": "torch", "gpus": 2},
-          "FSDP all-gather across 2 ranks in lora_finetune_distributed",
-          needs="multi", expect=[torchtune_memory, nccl_or_gloo("gloo:all_gather")]),
-]  # fmt: skip
-
-
-def spec_of(check: Check, ranks: int) -> dict[str, Any]:
-    base = VISION if check.workload == "vision" else LLM
-    spec = {**base, **check.spec}
-    if spec["gpus"] == UP_TO_2:
-        spec["gpus"] = min(2, ranks)
-    if check.workload == "llm":
-        spec = llm_spec.canonical(spec)
-    mod = vision_spec if check.workload == "vision" else llm_spec
-    mod.validate(spec)
-    return spec
-
-
-def skip_reason(check: Check, cuda: bool, ranks: int) -> str | None:
-    if check.needs == "cuda" and not cuda:
-        return check.cpu_skip or "needs a CUDA GPU"
-    if check.needs == "multi" and ranks < 2:
-        unit = "GPUs" if cuda else "CPU cores for gloo ranks"
-        return f"needs 2 ranks, this machine has {ranks} {unit}"
-    return None
-
 
 def run_one(check: Check, spec: dict[str, Any], info: dict[str, Any], cuda: bool) -> dict:
     """One check that can run here: its data, its run through the sweep, its assertions."""
-    mod = vision_spec if check.workload == "vision" else llm_spec
-    mod.preflight([spec])
-    name = sweep.mx.run_name(spec)
+    WORKLOADS[check.workload].preflight([spec])
+    name = mx.run_name(spec)
     shutil.rmtree(store.run_dir(PROFILE, name), ignore_errors=True)  # a check runs anew
     summary = sweep.execute(spec, PROFILE, info, MATRIX)
     seen = Seen(summary, store.run_dir(PROFILE, name), cuda, spec["gpus"])
@@ -367,8 +104,8 @@ def run_checks(
     Each check is isolated: whatever it raises (a bad spec, a data set its preflight cannot make,
     a crash in the sweep, an assertion) is that check's failure with its root cause, and the
     next check runs."""
-    chosen = [c for c in CHECKS if not names or c.name in names]
-    unknown = set(names or []) - {c.name for c in CHECKS}
+    chosen = [c for c in cases.CHECKS if not names or c.name in names]
+    unknown = set(names or []) - {c.name for c in cases.CHECKS}
     if unknown:
         raise UserError(f"unknown check(s): {', '.join(sorted(unknown))} (see --list)")
     ranks = probe.max_ranks(info)
@@ -383,7 +120,7 @@ def run_checks(
                 echo(f"SKIP {check.name}: {why}")
                 records.append({**rec, "result": "skip", "why": why})
                 continue
-            rec["run"] = sweep.mx.run_name(spec)
+            rec["run"] = mx.run_name(spec)
             rec.update(run_one(check, spec, info, cuda))
         except Exception:  # noqa: BLE001 - one broken check must not hide the others' results
             trace = traceback.format_exc()
@@ -452,7 +189,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--list", action="store_true", help="list the checks and exit")
     args = ap.parse_args(argv)
     if args.list:
-        for c in CHECKS:
+        for c in cases.CHECKS:
             print(f"{c.name:30s} [{c.needs}] {c.what}")
         return 0
     logging.getLogger("torchao").setLevel(logging.ERROR)
@@ -469,7 +206,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     t0 = time.monotonic()
     print(
-        f"gpu-check on {info['gpu_count']} x {info['gpu_model']}: {len(CHECKS)} checks", flush=True
+        f"gpu-check on {info['gpu_count']} x {info['gpu_model']}: {len(cases.CHECKS)} checks",
+        flush=True,
     )
     lines: list[str] = []
 

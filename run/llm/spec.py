@@ -1,9 +1,9 @@
-"""What an LLM fine-tuning run spec may hold, how it is checked, named and launched.
+"""What an LLM fine-tuning run spec may hold, how it is checked and named, and what cannot run.
 
-A spec is one cell of an L* experiment (experiments/matrix.yaml). `launch_command` turns it into
-the command the sweep runs: `python -m run.llm.tune --run-dir DIR` for one device, the same under
-`torchrun --standalone --nproc_per_node N` for more (gloo ranks on CPU). run/llm/tune.py reads
-DIR/spec.json, builds the torchtune config and runs torchtune's own recipe.
+A spec is one cell of an L* experiment (experiments/matrix.yaml). run/llm/launch.py turns it into
+the command the sweep runs (`python -m run.llm.tune --run-dir DIR`, under torchrun for several
+ranks); run/llm/tune.py reads DIR/spec.json, builds the torchtune config and runs torchtune's own
+recipe.
 
 `weights`: `tiny` for the tiny model (random weights we generate); for llama3_8b `real` reads the
 checkpoint in LLAMA3_DIR and `random` builds the same architecture with random weights (time and
@@ -45,9 +45,9 @@ import csv
 import functools
 import math
 import os
-import sys
-from pathlib import Path
 from typing import Any
+
+from run.node import profiling, toolchain
 
 METHODS = ("lora", "qlora", "dpo", "qat")
 DATASETS = ("alpaca", "grammar", "samsum", "slimorca", "instruct", "summary", "error-correction")
@@ -115,7 +115,7 @@ CHOICES: dict[str, tuple[Any, ...]] = {
     "dtype": ("fp32", "bf16"),
     "activation_checkpointing": (False, True),
     "shuffle": (False, True),
-    "profiler": ("none", "auto", "torch", "nsys"),
+    "profiler": profiling.PROFILERS,
     "tokenizer": TOKENIZERS,
     "recipe": RECIPES,
     "data_source": DATA_SOURCES,
@@ -319,15 +319,13 @@ def unsupported_reason(spec: dict[str, Any]) -> str | None:
             "paged 8-bit AdamW cannot step FSDP2 parameters: bitsandbytes 0.50.2's "
             "optimizer_update_8bit_blockwise gets DTensors mixed with its plain state tensors"
         )
-    from run.vision.spec import compile_blocker
-
     if spec.get("compile"):
         # the same inductor needs as a vision run's (C++ compiler, Python.h, Triton on a GPU)
-        return compile_blocker()
+        return toolchain.compile_blocker()
     if spec.get("packed") and cuda_visible():
         # on a GPU torchtune 0.6.1 masks packed samples with flex attention, which it wraps in
         # torch.compile itself (modules/attention_utils.py), also with compile: False
-        why = compile_blocker()
+        why = toolchain.compile_blocker()
         if why:
             return f"packed data on a GPU: torchtune compiles flex attention, and {why}"
     return None
@@ -337,34 +335,3 @@ def cuda_visible() -> bool:
     import torch
 
     return torch.cuda.is_available()
-
-
-def launch_command(spec: dict[str, Any], run_dir: Path, info: dict[str, Any]) -> list[str]:
-    """The command the sweep runs (cwd = repository root); stdout/stderr go to the run's log."""
-    entry = ["-m", "run.llm.tune", "--run-dir", str(run_dir)]
-    if not distributed(spec):
-        cmd = [sys.executable, *entry]
-    else:
-        from run.node.probe import torchrun
-
-        cmd = [*torchrun(), "--standalone", f"--nproc_per_node={spec['gpus']}", *entry]
-    if spec["profiler"] == "nsys":
-        # nsys around every rank (torchrun --no-python nsys profile ... python -m run.llm.tune);
-        # the window is nsys's --duration (the recipe cannot open a cudaProfilerApi range).
-        from run.node import profiling
-
-        cmd = profiling.with_nsys(cmd, run_dir, capture_api=False)
-    from run.node import numa
-
-    return numa.wrap(cmd, numa.plan(spec["gpus"], info))
-
-
-def preflight(specs: list[dict[str, Any]]) -> None:
-    """Before any run starts: build the tiny model, tokenizer and data files the specs need, and
-    insist that real checkpoints and data sets are there. Raises ValueError with one line."""
-    from run.llm import tune as llm_tune
-
-    for spec in specs:
-        if unsupported_reason(spec):
-            continue
-        llm_tune.prepare(canonical(spec))

@@ -34,12 +34,11 @@ import yaml
 
 from run import store
 from run.errors import UserError
-from run.llm import spec as llm_spec
-from run.vision import spec as vision_spec
+from run.node import profiling
+from run.sweep.workloads import WORKLOADS
 
 # Tests point MATRIX_FILE at a small matrix of their own; everyone else uses the real one.
 MATRIX_FILE = Path(os.environ.get("MATRIX_FILE", store.REPO / "experiments" / "matrix.yaml"))
-WORKLOADS = {"vision": vision_spec, "llm": llm_spec}
 FROM_PROFILE = "from-profile"
 REPEATS_ENV = "REPEATS"
 STEP = "step"  # a ladder step's label: not a spec key
@@ -144,10 +143,10 @@ def expand(
     workload = entry["workload"]
     if workload not in WORKLOADS:
         raise MatrixError(f"{exp_id}: unknown workload '{workload}'")
-    mod = WORKLOADS[workload]
+    wl = WORKLOADS[workload]
     prof = matrix["profiles"][profile]
 
-    base = dict(mod.DEFAULTS)
+    base = dict(wl.defaults)
     base.update(prof.get(workload, {}))
     base["workload"] = workload
     for key, value in (entry.get("fixed") or {}).items():
@@ -177,10 +176,10 @@ def expand(
                 f"{exp_id} ({profile}, ladder step '{label}')" if label else f"{exp_id} ({profile})"
             )
             try:
-                mod.validate(spec)
+                wl.validate(spec)
             except ValueError as exc:
                 raise MatrixError(f"{where}: {exc}") from exc
-            spec = mod.canonical(spec)
+            spec = wl.canonical(spec)
             same = next((lab for s, lab in done if s == spec), None)
             if same is not None:
                 raise MatrixError(f"{where}: changes nothing from step '{same}' (the same run)")
@@ -216,8 +215,8 @@ def _ladder_steps(
     if not isinstance(raw, list) or not raw:
         raise MatrixError(f"{exp_id}: ladder must be a non-empty list of steps, got {raw!r}")
     workload = entry.get("workload")
-    mod = WORKLOADS.get(workload)
-    if mod is None:
+    wl = WORKLOADS.get(workload)
+    if wl is None:
         raise MatrixError(f"{exp_id}: unknown workload '{workload}'")
     vary = set(entry.get("vary") or {})
     fixed = entry.get("fixed") or {}
@@ -234,7 +233,7 @@ def _ladder_steps(
         if label in (lab for lab, _ in out):
             raise MatrixError(f"{where}: the label is used by an earlier step")
         keys = {k: v for k, v in step.items() if k != STEP}
-        unknown = sorted(set(keys) - set(mod.DEFAULTS))
+        unknown = sorted(set(keys) - set(wl.defaults))
         if unknown:
             raise MatrixError(f"{where}: unknown {workload} spec key(s): {', '.join(unknown)}")
         for key, value in keys.items():
@@ -278,16 +277,36 @@ def ladder_step(
     if not steps:
         return None
     entry = matrix["experiments"][exp_id]
-    mod = WORKLOADS[entry["workload"]]
-    faithful = {**mod.DEFAULTS, **(entry.get("fixed") or {})}
+    wl = WORKLOADS[entry["workload"]]
+    faithful = {**wl.defaults, **(entry.get("fixed") or {})}
     keys = steps[-1][1].keys()
     for i, (label, overlay) in enumerate(steps):
         # through canonical() as expand's specs went: a faithful max_seq_len of 0 is the
         # model's cap in the spec
-        want = mod.canonical({**spec, **{k: overlay.get(k, faithful.get(k)) for k in keys}})
+        want = wl.canonical({**spec, **{k: overlay.get(k, faithful.get(k)) for k in keys}})
         if all(spec.get(k) == want.get(k) for k in keys):
             return i, label
     return None
+
+
+def profiler_override() -> str | None:
+    """PROFILER from the environment (None when unset), checked: it overrides every spec's."""
+    override = os.environ.get("PROFILER") or None
+    if override and override not in profiling.PROFILERS:
+        raise MatrixError(f"unknown PROFILER '{override}' ({', '.join(profiling.PROFILERS)})")
+    return override
+
+
+def resolve_profiler(spec: dict[str, Any], override: str | None, info: dict[str, Any]) -> dict:
+    """PROFILER from the environment overrides the matrix; `auto` picks nsys when installed."""
+    spec = dict(spec)
+    choice = override or spec.get("profiler", "none")
+    if choice == "auto":
+        choice = "nsys" if info.get("nsys") else "torch"
+    if choice == "nsys" and not info.get("nsys"):
+        raise MatrixError("PROFILER=nsys but nsys is not on the PATH (try PROFILER=torch)")
+    spec["profiler"] = choice
+    return spec
 
 
 def experiments_for_target(target: str, matrix: dict[str, Any] | None = None) -> list[str]:

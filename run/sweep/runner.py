@@ -44,6 +44,8 @@ from run.node.provenance import REPO
 from run.sweep import lock
 from run.sweep import matrix as mx
 from run.sweep.failure import root_cause
+from run.sweep.progress import Progress, hms
+from run.sweep.workloads import WORKLOADS
 
 # How long one run may take before it is stopped and recorded as failed (seconds; 0 = no limit).
 RUN_TIMEOUT_S = int(os.environ.get("RUN_TIMEOUT_S", "0"))
@@ -52,90 +54,6 @@ HEARTBEAT_S = float(os.environ.get("HEARTBEAT_S", "60"))
 # How often a sweep looks again at a run another sweep holds (run/sweep/lock.py).
 LOCK_POLL_S = float(os.environ.get("LOCK_POLL_S", "5"))
 OOM_PATTERNS = ("CUDA out of memory", "OutOfMemoryError", "CUBLAS_STATUS_ALLOC_FAILED")
-
-
-def resolve_profiler(spec: dict[str, Any], override: str | None, info: dict[str, Any]) -> dict:
-    """PROFILER from the environment overrides the matrix; `auto` picks nsys when installed."""
-    spec = dict(spec)
-    choice = override or spec.get("profiler", "none")
-    if choice == "auto":
-        choice = "nsys" if info.get("nsys") else "torch"
-    if choice == "nsys" and not info.get("nsys"):
-        raise mx.MatrixError("PROFILER=nsys but nsys is not on the PATH (try PROFILER=torch)")
-    spec["profiler"] = choice
-    return spec
-
-
-def hms(seconds: float | None) -> str:
-    if seconds is None:
-        return "?"
-    s = int(round(seconds))
-    h, rest = divmod(s, 3600)
-    m, s = divmod(rest, 60)
-    return f"{h}h{m:02d}m" if h else (f"{m}m{s:02d}s" if m else f"{s}s")
-
-
-class Progress:
-    """`[k/N]` over the profile's runnable runs, with estimates from run/sweep/plan.py's cost model."""
-
-    def __init__(self, profile: str, info: dict[str, Any], matrix: dict[str, Any]) -> None:
-        self.t0 = time.monotonic()
-        self.total = 0
-        self.done = 0
-        self.left_s = 0.0  # estimated seconds of the profile's runs still to launch
-        self.estimates: dict[str, float] = {}
-        try:
-            from run.sweep import plan
-
-            rows = plan.build(profile, None, info, matrix)
-        except Exception as exc:  # noqa: BLE001 - progress must never stop a sweep
-            print(f"[sweep] no estimates ({type(exc).__name__}: {exc})", flush=True)
-            rows = []
-        for row in rows:
-            if row.state == "skipped":
-                continue
-            self.total += 1
-            # the plan marks unsupported cells before they are recorded: those are still to do
-            todo = row.state == "unsupported" and not store.is_finished(profile, row.name)
-            if row.state == "missing" or todo:
-                self.estimates[row.name] = row.est_s
-                self.left_s += row.est_s
-            else:
-                self.done += 1
-
-    def start(self, name: str) -> str:
-        self.done += 1
-        est = self.estimates.get(name)
-        return (
-            f"[{self.done}/{max(self.total, self.done)}] {name} (est. {hms(est)}; this sweep "
-            f"{hms(time.monotonic() - self.t0)}, ETA of the profile {hms(self.left_s)})"
-        )
-
-    def finish(self, name: str) -> None:
-        self.left_s = max(0.0, self.left_s - self.estimates.pop(name, 0.0))
-
-    def heartbeat(self, name: str, running_s: float, log: Path) -> str:
-        est = self.estimates.get(name)
-        left = ""
-        if est and running_s > est:  # the cost model was short: say by how much, not "0s left"
-            left = f", over the estimate by {hms(running_s - est)}"
-        elif est:
-            left = f", about {hms(est - running_s)} left"
-        last = _last_line(log)
-        return f"        ... {name}: running {hms(running_s)}{left}" + (
-            f" | {last}" if last else ""
-        )
-
-
-def _last_line(log: Path) -> str:
-    try:
-        with open(log, "rb") as fh:
-            fh.seek(max(0, fh.seek(0, os.SEEK_END) - 4096))
-            lines = [ln.strip() for ln in fh.read().decode(errors="replace").splitlines()]
-    except OSError:
-        return ""
-    lines = [ln for ln in lines if ln]
-    return lines[-1][:120] if lines else ""
 
 
 def run_logged(
@@ -167,7 +85,7 @@ def run_logged(
 
 
 def launch_command(spec: dict[str, Any], stage: Path, info: dict[str, Any]) -> list[str]:
-    return mx.WORKLOADS[spec["workload"]].launch_command(spec, stage, info)
+    return WORKLOADS[spec["workload"]].launch_command(spec, stage, info)
 
 
 def profile_metrics(spec: dict[str, Any], stage: Path, summary: dict[str, Any]) -> dict[str, Any]:
@@ -205,8 +123,7 @@ def execute(
     if spec.get("profiler", "none") != "none":
         window = profiling.window_for(profile, spec["workload"], matrix or mx.load_matrix())
         profiling.write_plan(stage, spec, window)
-    mod = mx.WORKLOADS[spec["workload"]]
-    reason = getattr(mod, "unsupported_reason", lambda s: None)(spec)
+    reason = WORKLOADS[spec["workload"]].unsupported_reason(spec)
     if reason:
         cmd: list[str] = []
         summary = {"status": "unsupported", "error": reason, "name": name}
@@ -318,9 +235,7 @@ def check_device(profile: str, info: dict[str, Any], matrix: dict[str, Any]) -> 
 def sweep(exp_ids: list[str], profile: str, retry_failed: bool = False) -> int:
     info = hw.probe()
     limit = hw.max_ranks(info)
-    override = os.environ.get("PROFILER") or None
-    if override and override not in ("none", "auto", "torch", "nsys"):
-        raise mx.MatrixError(f"unknown PROFILER '{override}' (none, auto, torch, nsys)")
+    override = mx.profiler_override()
     matrix = mx.load_matrix()
     expanded = [mx.expand(e, profile, matrix) for e in exp_ids]
     numa.plan(1, info)  # NUMA=bind without numactl, or a bad NUMA value: stop before any run
@@ -328,14 +243,14 @@ def sweep(exp_ids: list[str], profile: str, retry_failed: bool = False) -> int:
     # The profiler choice is resolved for every spec before anything runs, so PROFILER=nsys
     # without nsys stops here with one line, not halfway through a sweep.
     resolved = {
-        exp.id: [resolve_profiler(s, override, info) for s in exp.specs] for exp in expanded
+        exp.id: [mx.resolve_profiler(s, override, info) for s in exp.specs] for exp in expanded
     }
     # Data sets are checked (or made) before anything runs: a missing one stops the sweep at once
     # instead of leaving a failed run per cell.
-    for workload, mod in mx.WORKLOADS.items():
-        specs = [s for exp in expanded for s in exp.specs if s["workload"] == workload]
-        if specs and hasattr(mod, "preflight"):
-            mod.preflight([s for s in specs if s["gpus"] <= limit])
+    for name, workload in WORKLOADS.items():
+        specs = [s for exp in expanded for s in exp.specs if s["workload"] == name]
+        if specs:
+            workload.preflight([s for s in specs if s["gpus"] <= limit])
     progress = Progress(profile, info, matrix)
     # First every experiment's own runs, then the runs other sweeps held: nodes sharing the
     # results folder wait only once, at the end, not at the tail of every experiment.
@@ -351,9 +266,7 @@ def sweep(exp_ids: list[str], profile: str, retry_failed: bool = False) -> int:
                 skipped[exp.id].append({"run": name, "gpus": spec["gpus"], "reason": why})
                 print(f"[sweep] {name}: skipped ({why})", flush=True)
                 continue
-            why = getattr(mx.WORKLOADS[spec["workload"]], "skip_reason", lambda s, i: "")(
-                spec, info
-            )
+            why = WORKLOADS[spec["workload"]].skip_reason(spec, info)
             if why and not store.is_finished(profile, name):
                 skipped[exp.id].append({"run": name, "gpus": spec["gpus"], "reason": why})
                 print(f"[sweep] {name}: skipped ({why})", flush=True)

@@ -34,6 +34,14 @@ FILES = {
 }
 
 
+def data_root(dataset: str) -> Path:
+    """Where a data set's MNIST-format files live (`<root>/MNIST/raw/...`): the embedded digits, or
+    the real MNIST (MNIST_DIR)."""
+    if dataset == "digits":
+        return Path(os.environ.get("DIGITS_DIR", "data/digits"))
+    return Path(os.environ.get("MNIST_DIR", "data/mnist"))
+
+
 def raw_dir(root: Path) -> Path:
     return Path(root) / "MNIST" / "raw"
 

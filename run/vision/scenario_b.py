@@ -231,10 +231,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--train", type=int, required=True)
     p.add_argument("--test", type=int, required=True)
     args = ap.parse_args(argv)
-    from run.vision import spec as vision_spec
 
     try:
-        out = prepare(vision_spec.data_root(args.dataset), args.dataset, args.size, args.train,
+        out = prepare(digits.data_root(args.dataset), args.dataset, args.size, args.train,
                       args.test)  # fmt: skip
     except (FileNotFoundError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)

@@ -1,18 +1,17 @@
-"""What a vision run spec may hold, how it is checked, and how its run is named."""
+"""What a vision run spec may hold, how it is checked and named, and whether this machine can run it.
+
+The sweep reaches these through run/vision/launch.py's WORKLOAD (run/sweep/workloads.py).
+"""
 
 from __future__ import annotations
 
-import functools
 import math
-import os
-import shutil
-import sysconfig
-from pathlib import Path
 from typing import Any
+
+from run.node import profiling, toolchain
 
 STRATEGIES = ("ddp", "ddp_rr", "ddp_ds")
 PRECISIONS = ("fp64", "fp32", "fp16", "bf16")
-PROFILERS = ("none", "auto", "torch", "nsys")
 
 DEFAULTS: dict[str, Any] = {
     "workload": "vision",
@@ -52,7 +51,7 @@ CHOICES: dict[str, tuple[Any, ...]] = {
     "channels_last": (False, True),
     "loader": ("torch", "dali"),
     "numa": ("policy", "off", "bind"),
-    "profiler": PROFILERS,
+    "profiler": profiling.PROFILERS,
     "upsample": ("host", "device"),
     "fused_optimizer": (False, True),
     "compile": (False, True),
@@ -94,30 +93,6 @@ def validate(spec: dict[str, Any]) -> None:
         )
 
 
-@functools.lru_cache(maxsize=1)
-def compile_blocker() -> str | None:
-    """Why torch.compile (inductor) cannot build kernels here, or None. Inductor compiles C++
-    against Python.h on a CPU; on a GPU it generates Triton kernels, whose launcher needs the C
-    compiler too."""
-    import torch
-
-    try:
-        from torch._inductor.cpp_builder import get_cpp_compiler
-
-        get_cpp_compiler()
-    except Exception as exc:  # noqa: BLE001 - any failure to find one means the same
-        return f"torch.compile needs a working C++ compiler, none found ({type(exc).__name__})"
-    include = Path(sysconfig.get_path("include"))
-    if not (include / "Python.h").is_file():
-        return f"torch.compile needs Python's headers: no Python.h in {include} (python3-dev)"
-    if torch.cuda.is_available():
-        from torch.utils._triton import has_triton
-
-        if not has_triton():
-            return "torch.compile on a GPU needs Triton, which is not installed"
-    return None
-
-
 def unsupported_reason(spec: dict[str, Any]) -> str | None:
     """What this machine cannot run: recorded as status "unsupported" with this reason, never
     launched (run/sweep/runner.py) and never "failed"."""
@@ -131,7 +106,7 @@ def unsupported_reason(spec: dict[str, Any]) -> str | None:
     if bf16 and cuda and not torch.cuda.is_bf16_supported(including_emulation=False):
         return f"bf16 autocast is not supported on {torch.cuda.get_device_name()}"
     if spec.get("compile"):
-        return compile_blocker()
+        return toolchain.compile_blocker()
     return None
 
 
@@ -198,91 +173,3 @@ def run_name(spec: dict[str, Any]) -> str:
     if spec.get("seed", DEFAULTS["seed"]) != DEFAULTS["seed"]:
         parts.append(f"seed{spec['seed']}")
     return "-".join(parts)
-
-
-def data_root(dataset: str) -> Path:
-    """Where a data set's MNIST-format files live (`<root>/MNIST/raw/...`)."""
-    if dataset == "digits":
-        return Path(os.environ.get("DIGITS_DIR", "data/digits"))
-    return Path(os.environ.get("MNIST_DIR", "data/mnist"))
-
-
-def preflight(specs: list[dict[str, Any]]) -> None:
-    """Before any run starts: make the embedded data set, or insist the real one is there."""
-    from run.vision import digits
-
-    if any(s.get("loader") == "dali" for s in specs):
-        try:
-            import nvidia.dali  # noqa: F401
-        except ImportError:
-            raise FileNotFoundError(
-                "loader=dali runs need NVIDIA DALI, which is not installed: pip install the "
-                "nvidia-dali wheel whose CUDA major matches torch's (requirements.txt)"
-            ) from None
-    for dataset in sorted({s["dataset"] for s in specs}):
-        need = [s for s in specs if s["dataset"] == dataset]
-        n_train = max(s["train_images"] for s in need)
-        n_test = max(s["test_images"] for s in need)
-        root = data_root(dataset)
-        if dataset == "digits":
-            digits.generate(root, max(n_train, 4096), max(n_test, 1024))
-            continue
-        try:
-            have = digits.existing_counts(root)
-        except ValueError as exc:
-            raise FileNotFoundError(f"MNIST at {root} is corrupt: {exc}") from exc
-        if have is None:
-            raise FileNotFoundError(
-                f"MNIST not found under {digits.raw_dir(root)}: run `make data-mnist` (needs the "
-                "network) or point MNIST_DIR at a folder holding MNIST/raw/*-ubyte"
-            )
-        if have["train"] < n_train or have["test"] < n_test:
-            raise FileNotFoundError(
-                f"MNIST under {root} has {have['train']}/{have['test']} images, "
-                f"runs need {n_train}/{n_test}"
-            )
-    from run.vision import scenario_b
-
-    # Scenario B's prepared JPEGs, made once per size and count from the set above
-    for s in {scenario_b.for_spec(s): s for s in specs if s.get("scenario") == "B"}.values():
-        scenario_b.prepare(data_root(s["dataset"]), s["dataset"], s["image_size"],
-                           s["train_images"], s["test_images"])  # fmt: skip
-
-
-def skip_reason(spec: dict[str, Any], info: dict[str, Any]) -> str:
-    """Why the sweep skips a cell on this machine ("" to run it): Scenario B's DataLoader ranks
-    each unpack the whole set, which must fit in the node's memory (the paper's 500 px case)."""
-    if spec.get("numa") == "bind" and not shutil.which("numactl"):
-        return "numactl is not installed, so this run cannot be bound (Debian: apt-get install numactl)"
-    if spec["scenario"] != "B":
-        return ""
-    import psutil
-
-    from run.vision import scenario_b
-
-    return scenario_b.memory_check(spec, psutil.virtual_memory().available)
-
-
-def launch_command(spec: dict[str, Any], run_dir: Path, info: dict[str, Any]) -> list[str]:
-    """torchrun with one process per GPU (or gloo rank on CPU)."""
-    from run.node.probe import torchrun
-
-    cmd = [
-        *torchrun(),
-        "--standalone",
-        f"--nproc_per_node={spec['gpus']}",
-        "-m",
-        "run.vision",
-        "--spec",
-        str(run_dir / "spec.json"),
-        "--run-dir",
-        str(run_dir),
-    ]
-    if spec["profiler"] == "nsys":
-        from run.node import profiling
-
-        # every rank under nsys; the vision loop opens/closes the capture range (cudaProfilerApi)
-        cmd = profiling.with_nsys(cmd, run_dir, capture_api=True)
-    from run.node import numa
-
-    return numa.wrap(cmd, numa.plan(spec["gpus"], info, spec["numa"]))

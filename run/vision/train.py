@@ -70,8 +70,8 @@ from torch.utils.data import (
 )
 
 from run import store
-from run.node import probe, profiling, provenance
-from run.vision import scenario_b
+from run.node import probe, profilers, provenance
+from run.vision import digits, launch, scenario_b
 from run.vision import spec as vision_spec
 from run.vision.tvcompat import import_torchvision
 
@@ -234,7 +234,7 @@ def data_sets(spec: dict[str, Any], dtype: torch.dtype = torch.float32) -> tuple
     """Scenario A's train and test sets: each image upsampled on the host as it is loaded
     (upsample=host), or the stored uint8 28x28 tensors as they are (upsample=device)."""
     datasets = import_torchvision().datasets
-    root = vision_spec.data_root(spec["dataset"])
+    root = digits.data_root(spec["dataset"])
     host = spec["upsample"] == "host"
     tf = scenario_a_transform(spec["image_size"], dtype) if host else None
     train = datasets.MNIST(str(root), train=True, download=False, transform=tf)
@@ -351,7 +351,7 @@ def check_inputs(spec_path: Path) -> dict[str, Any]:
         raise ValueError(
             f"the spec asks for {spec['gpus']} GPUs, {torch.cuda.device_count()} are visible"
         )
-    vision_spec.preflight([spec])  # the data set: made (digits) or checked (MNIST)
+    launch.preflight([spec])  # the data set: made (digits) or checked (MNIST)
     return spec
 
 
@@ -452,7 +452,7 @@ def train(spec: dict[str, Any], run_dir: Path, device: torch.device) -> int:
 
     # --- profiler: a no-op unless the spec asks for one; its window fits this rank's steps -------
     steps = vision_spec.planned_steps(spec, rank)
-    prof = profiling.profiler_for(spec, run_dir, rank, steps)
+    prof = profilers.profiler_for(spec, run_dir, rank, steps)
 
     # --- training loop -----------------------------------------------------------------------------
     epochs_file = run_dir / store.EPOCHS

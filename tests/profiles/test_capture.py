@@ -15,8 +15,10 @@ from profile_builders import cli_fails, make_nsys
 from analysis.profiles import collect, read_metrics_csv, read_nsys_sqlite
 from analysis.profiles.nsys_sqlite import SPAN_ACTIVITY, SPAN_SESSION, choose_wall, with_capture
 from run import store
+from run.llm import launch as llm_launch
 from run.llm import spec as llm_spec
 from run.node import profiling
+from run.vision import launch as vision_launch
 from run.vision import spec as vision_spec
 
 REPO = Path(__file__).resolve().parents[2]
@@ -134,9 +136,9 @@ def test_collect_program_exit_status_and_one_line(tmp_path: Path) -> None:
 
 def test_launch_records_capture_mode(tmp_path: Path) -> None:
     cases = [
-        (vision_spec, {**vision_spec.DEFAULTS, "gpus": 2}, 0, profiling.CAPTURE_API),
-        (llm_spec, {**llm_spec.DEFAULTS, "gpus": 1}, 720, profiling.CAPTURE_DURATION),
-        (llm_spec, {**llm_spec.DEFAULTS, "gpus": 2}, 0, profiling.CAPTURE_WHOLE),
+        (vision_launch, {**vision_spec.DEFAULTS, "gpus": 2}, 0, profiling.CAPTURE_API),
+        (llm_launch, {**llm_spec.DEFAULTS, "gpus": 1}, 720, profiling.CAPTURE_DURATION),
+        (llm_launch, {**llm_spec.DEFAULTS, "gpus": 2}, 0, profiling.CAPTURE_WHOLE),
     ]
     for i, (mod, spec, seconds, want) in enumerate(cases):
         run_dir = tmp_path / str(i)

@@ -1,0 +1,77 @@
+"""The LLM workload as the sweep launches it: assets and data made or checked first, the command
+(torchrun for several ranks), and WORKLOAD, the object run/sweep/workloads.py registers."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+from run.llm import spec as llm_spec
+from run.node import numa, profiling
+from run.node.probe import torchrun
+
+
+def launch_command(spec: dict[str, Any], run_dir: Path, info: dict[str, Any]) -> list[str]:
+    """The command the sweep runs (cwd = repository root); stdout/stderr go to the run's log."""
+    entry = ["-m", "run.llm.tune", "--run-dir", str(run_dir)]
+    if not llm_spec.distributed(spec):
+        cmd = [sys.executable, *entry]
+    else:
+        cmd = [*torchrun(), "--standalone", f"--nproc_per_node={spec['gpus']}", *entry]
+    if spec["profiler"] == "nsys":
+        # nsys around every rank (torchrun --no-python nsys profile ... python -m run.llm.tune);
+        # the window is nsys's --duration (the recipe cannot open a cudaProfilerApi range).
+        cmd = profiling.with_nsys(cmd, run_dir, capture_api=False)
+    return numa.wrap(cmd, numa.plan(spec["gpus"], info))
+
+
+def preflight(specs: list[dict[str, Any]]) -> None:
+    """Before any run starts: build the tiny model, tokenizer and data files the specs need, and
+    insist that real checkpoints and data sets are there. Raises ValueError with one line."""
+    from run.llm import tune as llm_tune
+
+    for spec in specs:
+        if llm_spec.unsupported_reason(spec):
+            continue
+        llm_tune.prepare(llm_spec.canonical(spec))
+
+
+class Llm:
+    """What the sweep asks of the LLM workload (run/sweep/workloads.py, `Workload`).
+
+    Each member calls this module's or spec.py's function through its module at call time, so a
+    test that replaces one replaces it for the sweep too.
+    """
+
+    name = "llm"
+    defaults = llm_spec.DEFAULTS
+
+    def validate(self, spec: dict[str, Any]) -> None:
+        llm_spec.validate(spec)
+
+    def canonical(self, spec: dict[str, Any]) -> dict[str, Any]:
+        return llm_spec.canonical(spec)
+
+    def run_name(self, spec: dict[str, Any]) -> str:
+        return llm_spec.run_name(spec)
+
+    def planned_steps(self, spec: dict[str, Any]) -> int:
+        return llm_spec.planned_steps(spec)
+
+    def unsupported_reason(self, spec: dict[str, Any]) -> str | None:
+        return llm_spec.unsupported_reason(spec)
+
+    def preflight(self, specs: list[dict[str, Any]]) -> None:
+        preflight(specs)
+
+    def skip_reason(self, spec: dict[str, Any], info: dict[str, Any]) -> str:
+        return ""  # no LLM cell depends on more than the GPU count, which the sweep checks
+
+    def launch_command(
+        self, spec: dict[str, Any], run_dir: Path, info: dict[str, Any]
+    ) -> list[str]:
+        return launch_command(spec, run_dir, info)
+
+
+WORKLOAD = Llm()

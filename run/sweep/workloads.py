@@ -1,0 +1,68 @@
+"""What the sweep asks of a workload, written down once, and the registry of workloads.
+
+A workload is a folder of run/ (vision/, llm/) whose `launch.py` ends with one object, WORKLOAD,
+that has every member of `Workload` below; the matrix names it by its `workload:` key. The
+matrix, the plan, the sweep and gpu-check reach a workload only through this interface, never by
+its modules' names. Adding a third workload is one folder and one line in WORKLOADS (README,
+"Adding a workload").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+from run.llm import launch as llm_launch
+from run.vision import launch as vision_launch
+
+Spec = dict[str, Any]
+
+
+@runtime_checkable
+class Workload(Protocol):
+    """A workload as the sweep sees it. `info` is the machine as run.node.probe.probe() gives it.
+
+    Nothing here may load torch when imported: analysis/ reads the matrix through it.
+    """
+
+    name: str  # the matrix's `workload:` value, also every spec's `workload` key
+    defaults: Mapping[str, Any]  # every key a spec holds, with its faithful value
+
+    def validate(self, spec: Spec) -> None:
+        """Raise ValueError naming the first key that is unknown, missing or out of range."""
+        ...
+
+    def canonical(self, spec: Spec) -> Spec:
+        """One spec per distinct piece of work (`auto`s resolved), so identical work shares a name."""
+        ...
+
+    def run_name(self, spec: Spec) -> str:
+        """The run's name, which spells its setup and is its results folder."""
+        ...
+
+    def planned_steps(self, spec: Spec) -> int:
+        """Optimizer steps rank 0 takes over the whole run, known before it starts."""
+        ...
+
+    def unsupported_reason(self, spec: Spec) -> str | None:
+        """Why this machine (or the software) cannot run the spec: recorded, never launched."""
+        ...
+
+    def preflight(self, specs: list[Spec]) -> None:
+        """Before any run: make or check every data set and asset the specs need; one-line error."""
+        ...
+
+    def skip_reason(self, spec: Spec, info: dict[str, Any]) -> str:
+        """Why the sweep skips the cell on this machine ("" to run it); a skipped cell is no run."""
+        ...
+
+    def launch_command(self, spec: Spec, run_dir: Path, info: dict[str, Any]) -> list[str]:
+        """The command that runs the spec into run_dir (cwd: the checkout), printed in its log."""
+        ...
+
+
+WORKLOADS: dict[str, Workload] = {
+    "vision": vision_launch.WORKLOAD,
+    "llm": llm_launch.WORKLOAD,
+}

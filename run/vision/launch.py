@@ -1,0 +1,123 @@
+"""The vision workload as the sweep launches it: data made or checked first, cells this machine
+must skip, the torchrun command, and WORKLOAD, the object run/sweep/workloads.py registers."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import Any
+
+from run.node import numa, profiling
+from run.node.probe import torchrun
+from run.vision import digits, scenario_b
+from run.vision import spec as vision_spec
+from run.vision.digits import data_root
+
+
+def preflight(specs: list[dict[str, Any]]) -> None:
+    """Before any run starts: make the embedded data set, or insist the real one is there."""
+    if any(s.get("loader") == "dali" for s in specs):
+        try:
+            import nvidia.dali  # noqa: F401
+        except ImportError:
+            raise FileNotFoundError(
+                "loader=dali runs need NVIDIA DALI, which is not installed: pip install the "
+                "nvidia-dali wheel whose CUDA major matches torch's (requirements.txt)"
+            ) from None
+    for dataset in sorted({s["dataset"] for s in specs}):
+        need = [s for s in specs if s["dataset"] == dataset]
+        n_train = max(s["train_images"] for s in need)
+        n_test = max(s["test_images"] for s in need)
+        root = data_root(dataset)
+        if dataset == "digits":
+            digits.generate(root, max(n_train, 4096), max(n_test, 1024))
+            continue
+        try:
+            have = digits.existing_counts(root)
+        except ValueError as exc:
+            raise FileNotFoundError(f"MNIST at {root} is corrupt: {exc}") from exc
+        if have is None:
+            raise FileNotFoundError(
+                f"MNIST not found under {digits.raw_dir(root)}: run `make data-mnist` (needs the "
+                "network) or point MNIST_DIR at a folder holding MNIST/raw/*-ubyte"
+            )
+        if have["train"] < n_train or have["test"] < n_test:
+            raise FileNotFoundError(
+                f"MNIST under {root} has {have['train']}/{have['test']} images, "
+                f"runs need {n_train}/{n_test}"
+            )
+    # Scenario B's prepared JPEGs, made once per size and count from the set above
+    for s in {scenario_b.for_spec(s): s for s in specs if s.get("scenario") == "B"}.values():
+        scenario_b.prepare(data_root(s["dataset"]), s["dataset"], s["image_size"],
+                           s["train_images"], s["test_images"])  # fmt: skip
+
+
+def skip_reason(spec: dict[str, Any], info: dict[str, Any]) -> str:
+    """Why the sweep skips a cell on this machine ("" to run it): Scenario B's DataLoader ranks
+    each unpack the whole set, which must fit in the node's memory (the paper's 500 px case)."""
+    if spec.get("numa") == "bind" and not shutil.which("numactl"):
+        return "numactl is not installed, so this run cannot be bound (Debian: apt-get install numactl)"
+    if spec["scenario"] != "B":
+        return ""
+    import psutil
+
+    return scenario_b.memory_check(spec, psutil.virtual_memory().available)
+
+
+def launch_command(spec: dict[str, Any], run_dir: Path, info: dict[str, Any]) -> list[str]:
+    """torchrun with one process per GPU (or gloo rank on CPU)."""
+    cmd = [
+        *torchrun(),
+        "--standalone",
+        f"--nproc_per_node={spec['gpus']}",
+        "-m",
+        "run.vision",
+        "--spec",
+        str(run_dir / "spec.json"),
+        "--run-dir",
+        str(run_dir),
+    ]
+    if spec["profiler"] == "nsys":
+        # every rank under nsys; the vision loop opens/closes the capture range (cudaProfilerApi)
+        cmd = profiling.with_nsys(cmd, run_dir, capture_api=True)
+    return numa.wrap(cmd, numa.plan(spec["gpus"], info, spec["numa"]))
+
+
+class Vision:
+    """What the sweep asks of the vision workload (run/sweep/workloads.py, `Workload`).
+
+    Each member calls this module's or spec.py's function through its module at call time, so a
+    test that replaces one (launch_command with a fake run) replaces it for the sweep too.
+    """
+
+    name = "vision"
+    defaults = vision_spec.DEFAULTS
+
+    def validate(self, spec: dict[str, Any]) -> None:
+        vision_spec.validate(spec)
+
+    def canonical(self, spec: dict[str, Any]) -> dict[str, Any]:
+        return vision_spec.canonical(spec)
+
+    def run_name(self, spec: dict[str, Any]) -> str:
+        return vision_spec.run_name(spec)
+
+    def planned_steps(self, spec: dict[str, Any]) -> int:
+        return vision_spec.planned_steps(spec)
+
+    def unsupported_reason(self, spec: dict[str, Any]) -> str | None:
+        return vision_spec.unsupported_reason(spec)
+
+    def preflight(self, specs: list[dict[str, Any]]) -> None:
+        preflight(specs)
+
+    def skip_reason(self, spec: dict[str, Any], info: dict[str, Any]) -> str:
+        return skip_reason(spec, info)
+
+    def launch_command(
+        self, spec: dict[str, Any], run_dir: Path, info: dict[str, Any]
+    ) -> list[str]:
+        return launch_command(spec, run_dir, info)
+
+
+WORKLOAD = Vision()
