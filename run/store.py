@@ -8,6 +8,8 @@ Layout (all paths are constants here so that `analysis/` imports them instead of
         summary.json       written last; its presence is what makes the run count
         epochs.jsonl       vision: one JSON object per epoch
         steps.jsonl        llm: one JSON object per logged step
+        torchtune_config.yaml  llm: the exact torchtune config the recipe ran with
+        torchtune/         llm: torchtune's output_dir (its own logs; no checkpoints)
         timeline.rank<R>.jsonl  vision: rank R's intervals, one per line: {"phase": train_step |
                            eval_step | epoch | eval, "epoch": 1-based, "step": int or null,
                            "t0": unix s, "t1": unix s}; the steps are the CPU stand-in for the
@@ -42,6 +44,10 @@ SUMMARY = "summary.json"
 EPOCHS = "epochs.jsonl"
 STEPS = "steps.jsonl"
 LOG = "log.txt"
+TORCHTUNE_CONFIG = "torchtune_config.yaml"  # llm: the exact config the recipe ran with
+# llm: torchtune's own output_dir (checkpoints are not written). Profiler outputs (torch traces,
+# nsys reports) are named in run/node/profiling.py, for every workload.
+TORCHTUNE_OUTPUT_DIR = "torchtune"
 TIMELINE = "timeline.rank{rank}.jsonl"
 STAGING = ".staging"
 

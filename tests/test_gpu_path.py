@@ -138,13 +138,13 @@ def test_profiler_for_records_the_window_it_used(tmp_path):
 
 
 def test_llm_profiler_block_is_fitted_to_planned_steps(tmp_path):
-    from run.llm import tune as llm_tune
+    from run.llm import config as llm_config
 
     profiling.write_plan(tmp_path, {"profiler": "torch"}, {"wait_steps": 0, "active_steps": 20})
     spec = llm_spec.canonical(
         {**llm_spec.DEFAULTS, "profiler": "torch", "dataset": "instruct", "template_rows": 16}
     )
-    block = llm_tune.profiler_block({**spec, "gpus": 2}, tmp_path, cuda=False)
+    block = llm_config.profiler_block({**spec, "gpus": 2}, tmp_path, cuda=False)
     steps = llm_spec.planned_steps({**spec, "gpus": 2})
     assert steps == 4
     assert block["wait_steps"] + block["warmup_steps"] + block["active_steps"] <= steps
@@ -492,17 +492,17 @@ def test_the_tokenizer_is_part_of_an_8b_run_name(monkeypatch):
 
 
 def test_the_tokenizer_block_caps_sequences(monkeypatch, tmp_path):
-    from run.llm import tune as llm_tune
+    from run.llm import config as llm_config
 
     monkeypatch.setenv("LLM_DATA_ROOT", str(tmp_path))
     monkeypatch.delenv("LLAMA3_DIR", raising=False)
     monkeypatch.delenv("LLAMA3_TOKENIZER", raising=False)
     spec = llm_spec.canonical({**llm_spec.DEFAULTS, "model": "llama3_8b", "dataset": "grammar"})
-    block, kind = llm_tune.tokenizer_block(spec)
+    block, kind = llm_config.tokenizer_block(spec)
     assert kind == "bytes" and block["max_seq_len"] == 2048
     assert Path(block["path"]).is_file() and "prompt_template" in block
     tiny = llm_spec.canonical(llm_spec.DEFAULTS)
-    assert llm_tune.tokenizer_block(tiny)[0]["max_seq_len"] == 768
+    assert llm_config.tokenizer_block(tiny)[0]["max_seq_len"] == 768
     with pytest.raises(ValueError, match="does not fit the tiny model"):
         llm_spec.validate({**llm_spec.DEFAULTS, "tokenizer": "llama3"})
 

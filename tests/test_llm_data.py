@@ -18,14 +18,16 @@ import yaml
 from analysis import common as c
 from analysis import driver, llm_tokens
 from run import store
-from run.llm import data
+from run.llm import catalog
 from run.llm import spec as llm_spec
 from run.llm.assets import AssetError
+from run.llm.data import readers
+from run.llm.data import subsets as llm_subsets
 from run.sweep import matrix as mx
 
 PARENT_ROWS = 300_000
 SUBSET = 500
-GRAMMAR_COLUMNS = data.DATASETS["grammar"].columns
+GRAMMAR_COLUMNS = catalog.DATASETS["grammar"].columns
 
 
 def grammar_row(i: int) -> dict[str, str]:
@@ -73,32 +75,34 @@ def lines_of(path: Path) -> list[dict[str, Any]]:
 def test_subset_of_a_large_jsonl_parent_streams(real_env):
     size = real_env.stat().st_size
     assert size > 20 * 1024 * 1024
-    path, peak = peak_bytes(lambda: data.template_subset("error-correction", SUBSET, "hf"))
+    path, peak = peak_bytes(lambda: llm_subsets.template_subset("error-correction", SUBSET, "hf"))
     assert peak < 0.1 * size, f"peak {peak} bytes for a {size}-byte parent"
-    expected = [grammar_row(i) for i in data.subset_indices(PARENT_ROWS, SUBSET)]
+    expected = [grammar_row(i) for i in llm_subsets.subset_indices(PARENT_ROWS, SUBSET)]
     assert lines_of(path) == expected
-    assert path == data.template_subset("error-correction", SUBSET, "hf")  # made once
+    assert path == llm_subsets.template_subset("error-correction", SUBSET, "hf")  # made once
 
 
 def test_pre_run_check_of_a_real_parent_reads_its_head_only(real_env, tmp_path, monkeypatch):
-    cfg, peak = peak_bytes(lambda: data.dataset_config("grammar", "lora", "llama3_8b", SUBSET))
+    cfg, peak = peak_bytes(
+        lambda: llm_subsets.dataset_config("grammar", "lora", "llama3_8b", SUBSET)
+    )
     assert cfg["data_files"] == str(real_env) and cfg["source"] == "json"
     assert peak < 0.01 * real_env.stat().st_size
     # a bad row past the first HEAD_ROWS is not looked at before the run
     folder = tmp_path / "other"
     folder.mkdir()
-    rows = [json.dumps(grammar_row(i)) for i in range(data.HEAD_ROWS + 50)]
+    rows = [json.dumps(grammar_row(i)) for i in range(readers.HEAD_ROWS + 50)]
     (folder / "grammar.jsonl").write_text("\n".join([*rows, '{"input": ']) + "\n")
     monkeypatch.setenv("LLM_DATASETS_DIR", str(folder))
-    data.dataset_config("grammar", "lora", "llama3_8b", SUBSET)
+    llm_subsets.dataset_config("grammar", "lora", "llama3_8b", SUBSET)
     (folder / "grammar.jsonl").write_text('{"input": "a"}\n' + "\n".join(rows) + "\n")
     with pytest.raises(AssetError, match="line 1: missing column.*output"):
-        data.dataset_config("grammar", "lora", "llama3_8b", SUBSET)
+        llm_subsets.dataset_config("grammar", "lora", "llama3_8b", SUBSET)
 
 
 def test_a_bad_row_that_is_used_names_file_and_line(tmp_path, monkeypatch):
     n = 2000
-    chosen = data.subset_indices(n, 40)
+    chosen = llm_subsets.subset_indices(n, 40)
     bad_row, unused = chosen[3], next(i for i in range(n) if i not in chosen)
     lines = [json.dumps(grammar_row(i)) for i in range(n)]
     lines[unused] = "not json at all"  # never parsed: it is not in the subset
@@ -110,14 +114,14 @@ def test_a_bad_row_that_is_used_names_file_and_line(tmp_path, monkeypatch):
     monkeypatch.setenv("LLM_DATA_ROOT", str(tmp_path / "llmdata"))
     monkeypatch.setenv("LLM_DATASETS_DIR", str(folder))
     with pytest.raises(AssetError) as err:
-        data.template_subset("error-correction", 40, "hf")
+        llm_subsets.template_subset("error-correction", 40, "hf")
     msg = str(err.value)
     assert len(msg.splitlines()) == 1
     assert msg.startswith(f"malformed data file {parent} line {bad_row + 1}: ")
     lines[bad_row] = json.dumps({"input": "x"})
     parent.write_text("\n".join(lines) + "\n")
     with pytest.raises(AssetError, match=f"line {bad_row + 1}: missing column.*output"):
-        data.template_subset("error-correction", 40, "hf")
+        llm_subsets.template_subset("error-correction", 40, "hf")
     assert not (tmp_path / "llmdata" / "hf" / "templates" / "error-correction-r40.jsonl").exists()
 
 
@@ -127,27 +131,27 @@ def test_blank_lines_are_no_rows(tmp_path):
     path.write_text(
         "\n".join(json.dumps(r) + ("\n  " if i % 4 == 0 else "") for i, r in enumerate(rows))
     )
-    assert data.count_rows(path) == 30
-    idx = data.subset_indices(30, 7)
-    assert data.select_rows(path, idx, GRAMMAR_COLUMNS) == [rows[i] for i in idx]
-    assert list(data.iter_jsonl(path)) == rows
+    assert readers.count_rows(path) == 30
+    idx = llm_subsets.subset_indices(30, 7)
+    assert readers.select_rows(path, idx, GRAMMAR_COLUMNS) == [rows[i] for i in idx]
+    assert list(readers.iter_jsonl(path)) == rows
 
 
 def test_json_array_files_are_read_an_element_at_a_time(tmp_path, monkeypatch):
     rows = [grammar_row(i) for i in range(400)]
     path = tmp_path / "grammar.json"
     path.write_text(json.dumps(rows, indent=2))
-    monkeypatch.setattr(data, "ARRAY_CHUNK", 100)  # elements straddle the chunks
-    assert data.read_jsonl(path, GRAMMAR_COLUMNS) == rows
-    assert data.count_rows(path) == 400
-    idx = data.subset_indices(400, 9)
-    assert data.select_rows(path, idx, GRAMMAR_COLUMNS) == [rows[i] for i in idx]
+    monkeypatch.setattr(readers, "ARRAY_CHUNK", 100)  # elements straddle the chunks
+    assert readers.read_jsonl(path, GRAMMAR_COLUMNS) == rows
+    assert readers.count_rows(path) == 400
+    idx = llm_subsets.subset_indices(400, 9)
+    assert readers.select_rows(path, idx, GRAMMAR_COLUMNS) == [rows[i] for i in idx]
     path.write_text('[\n  {"input": "a", "output": "b"},\n  {"input": "a",\n   "output": }\n]')
     with pytest.raises(AssetError, match="line 4: Expecting value"):
-        data.read_jsonl(path)
+        readers.read_jsonl(path)
     path.write_text('[{"input": "a", "output": "b"},\n')
     with pytest.raises(AssetError, match="not closed"):
-        data.read_jsonl(path)
+        readers.read_jsonl(path)
 
 
 # ---------------------------------------------------------------- Hugging Face parent
@@ -179,16 +183,18 @@ def test_subset_of_a_hf_parent_uses_len_and_select(tmp_path, monkeypatch):
     monkeypatch.setenv("LLM_DATA_ROOT", str(tmp_path / "llmdata"))
     monkeypatch.delenv("LLM_DATASETS_DIR", raising=False)
     fake = FakeHFDataset(185_000_000)  # C4-200M's size: only its length is ever asked for
-    monkeypatch.setattr(data, "load_hf", lambda ds: fake)
-    path, peak = peak_bytes(lambda: data.template_subset("error-correction", SUBSET, "hf"))
-    indices = data.subset_indices(fake.n, SUBSET)
+    monkeypatch.setattr(readers, "load_hf", lambda ds: fake)
+    path, peak = peak_bytes(lambda: llm_subsets.template_subset("error-correction", SUBSET, "hf"))
+    indices = llm_subsets.subset_indices(fake.n, SUBSET)
     assert fake.selected == indices
     assert lines_of(path) == [grammar_row(i) for i in indices]
     assert peak < 2 * 1024 * 1024
-    data.dataset_config("error-correction", "lora", "llama3_8b", SUBSET)  # no pass over the set
+    llm_subsets.dataset_config(
+        "error-correction", "lora", "llama3_8b", SUBSET
+    )  # no pass over the set
     fake.column_names = ["input"]
     with pytest.raises(AssetError, match="lacks column.*output"):
-        data.check_hf_available(data.DATASETS["grammar"])
+        readers.check_hf_available(catalog.DATASETS["grammar"])
 
 
 def test_a_real_datasets_dataset_gives_the_same_rows(tmp_path, monkeypatch):
@@ -196,9 +202,9 @@ def test_a_real_datasets_dataset_gives_the_same_rows(tmp_path, monkeypatch):
     rows = [grammar_row(i) for i in range(1500)]
     monkeypatch.setenv("LLM_DATA_ROOT", str(tmp_path / "llmdata"))
     monkeypatch.delenv("LLM_DATASETS_DIR", raising=False)
-    monkeypatch.setattr(data, "load_hf", lambda ds: datasets.Dataset.from_list(rows))
-    path = data.template_subset("error-correction", 50, "hf")
-    assert lines_of(path) == [rows[i] for i in data.subset_indices(1500, 50)]
+    monkeypatch.setattr(readers, "load_hf", lambda ds: datasets.Dataset.from_list(rows))
+    path = llm_subsets.template_subset("error-correction", 50, "hf")
+    assert lines_of(path) == [rows[i] for i in llm_subsets.subset_indices(1500, 50)]
 
 
 # ---------------------------------------------------------------- DPO pairs of a whole set
@@ -210,10 +216,14 @@ def test_whole_set_pairs_stream(tmp_path, monkeypatch):
     parent.write_text("".join(json.dumps(grammar_row(i)) + "\n" for i in range(n)))
     monkeypatch.setenv("LLM_DATA_ROOT", str(tmp_path / "llmdata"))
     monkeypatch.setenv("LLM_DATASETS_DIR", str(folder))
-    data.sft_messages("grammar", grammar_row(0))  # torchtune's import is not the pairs' memory
-    cfg, peak = peak_bytes(lambda: data.dataset_config("grammar", "dpo", "llama3_8b", SUBSET))
+    llm_subsets.sft_messages(
+        "grammar", grammar_row(0)
+    )  # torchtune's import is not the pairs' memory
+    cfg, peak = peak_bytes(
+        lambda: llm_subsets.dataset_config("grammar", "dpo", "llama3_8b", SUBSET)
+    )
     assert peak < 0.1 * parent.stat().st_size
-    pairs = data.read_jsonl(Path(cfg["data_files"]), ("chosen", "rejected"))
+    pairs = readers.read_jsonl(Path(cfg["data_files"]), ("chosen", "rejected"))
     assert len(pairs) == n
     for i in (0, 1, n // 2, n - 1):
         p = pairs[i]
@@ -225,12 +235,12 @@ def test_whole_set_pairs_stream(tmp_path, monkeypatch):
 
 def test_streamed_pairs_match_the_list_version():
     rows = [grammar_row(i) for i in range(5)]
-    assert data.preference_pairs("grammar", rows) == list(
-        data.iter_preference_pairs("grammar", iter(rows))
+    assert llm_subsets.preference_pairs("grammar", rows) == list(
+        llm_subsets.iter_preference_pairs("grammar", iter(rows))
     )
-    one = data.preference_pairs("grammar", rows[:1])
+    one = llm_subsets.preference_pairs("grammar", rows[:1])
     assert one[0]["chosen"] == one[0]["rejected"]  # a single row is its own "next" row
-    assert data.preference_pairs("grammar", []) == []
+    assert llm_subsets.preference_pairs("grammar", []) == []
 
 
 # ---------------------------------------------------------------- token counts vs the paper's

@@ -9,10 +9,12 @@ from pathlib import Path
 import pytest
 
 from run import store
-from run.llm import data
+from run.llm import catalog
+from run.llm import config as llm_config
 from run.llm import spec as llm_spec
 from run.llm import tune as llm_tune
 from run.llm.assets import AssetError
+from run.llm.data import readers, subsets, synthetic
 from run.llm.metrics import summarize, timing_warmup
 from run.node import toolchain
 from run.sweep import matrix as mx
@@ -103,24 +105,26 @@ def test_unsupported_cells_and_run_names(monkeypatch):
 
 # ---------------------------------------------------------------- data
 def test_template_subsets_are_deterministic(data_root, tmp_path, monkeypatch):
-    assert data.subset_indices(100, 10) == data.subset_indices(100, 10)
-    assert data.subset_indices(100, 10) == sorted(set(data.subset_indices(100, 10)))
-    assert data.subset_indices(100, 10) != data.subset_indices(100, 10, seed=1)
-    first = {t: data.template_subset(t, 12, "synthetic").read_bytes() for t in data.TEMPLATES}
+    assert subsets.subset_indices(100, 10) == subsets.subset_indices(100, 10)
+    assert subsets.subset_indices(100, 10) == sorted(set(subsets.subset_indices(100, 10)))
+    assert subsets.subset_indices(100, 10) != subsets.subset_indices(100, 10, seed=1)
+    first = {t: subsets.template_subset(t, 12, "synthetic").read_bytes() for t in catalog.TEMPLATES}
     monkeypatch.setenv("LLM_DATA_ROOT", str(tmp_path / "other"))
-    second = {t: data.template_subset(t, 12, "synthetic").read_bytes() for t in data.TEMPLATES}
+    second = {
+        t: subsets.template_subset(t, 12, "synthetic").read_bytes() for t in catalog.TEMPLATES
+    }
     assert first == second
     rows = [json.loads(line) for line in first["summary"].decode().splitlines()]
-    parent = data.read_jsonl(data.synthetic_parent("samsum"))
+    parent = readers.read_jsonl(synthetic.synthetic_parent("samsum"))
     assert len(rows) == 12 and all(r in parent for r in rows)
-    assert rows == [parent[i] for i in data.subset_indices(len(parent), 12)]  # parent order
+    assert rows == [parent[i] for i in subsets.subset_indices(len(parent), 12)]  # parent order
     with pytest.raises(AssetError, match="needs a parent with at least"):
-        data.subset_indices(5, 6)
+        subsets.subset_indices(5, 6)
 
 
 def test_preference_pairs_take_the_next_rows_answer():
     rows = [{"input": f"bad {i}", "output": f"good {i}"} for i in range(3)]
-    pairs = data.preference_pairs("grammar", rows)
+    pairs = subsets.preference_pairs("grammar", rows)
     assert len(pairs) == 3
     for i, p in enumerate(pairs):
         assert p["chosen"][:-1] == p["rejected"][:-1]  # same prompt
@@ -130,10 +134,10 @@ def test_preference_pairs_take_the_next_rows_answer():
 
 
 def test_dpo_pairs_file_for_a_template_subset(data_root):
-    cfg = data.dataset_config("error-correction", "dpo", "tiny", 8)
+    cfg = subsets.dataset_config("error-correction", "dpo", "tiny", 8)
     assert cfg["_component_"] == "torchtune.datasets.preference_dataset"
-    pairs = data.read_jsonl(Path(cfg["data_files"]), ("chosen", "rejected"))
-    subset = data.read_jsonl(data.template_subset("error-correction", 8, "synthetic"))
+    pairs = readers.read_jsonl(Path(cfg["data_files"]), ("chosen", "rejected"))
+    subset = readers.read_jsonl(subsets.template_subset("error-correction", 8, "synthetic"))
     assert len(pairs) == 8
     assert [p["chosen"][-1]["content"] for p in pairs] == [r["output"] for r in subset]
 
@@ -142,13 +146,13 @@ def test_malformed_data_files_name_the_line(tmp_path):
     bad = tmp_path / "alpaca.jsonl"
     bad.write_text('{"instruction": "a", "input": "", "output": "b"}\n{"instruction": \n')
     with pytest.raises(AssetError, match="line 2"):
-        data.read_jsonl(bad, ("instruction", "input", "output"))
+        readers.read_jsonl(bad, ("instruction", "input", "output"))
     bad.write_text('{"instruction": "a", "output": "b"}\n')
     with pytest.raises(AssetError, match="missing column.*input"):
-        data.read_jsonl(bad, ("instruction", "input", "output"))
+        readers.read_jsonl(bad, ("instruction", "input", "output"))
     bad.write_text("\n")
     with pytest.raises(AssetError, match="no rows"):
-        data.read_jsonl(bad)
+        readers.read_jsonl(bad)
 
 
 # ---------------------------------------------------------------- metrics
@@ -304,7 +308,7 @@ OPT_BASE = {**llm_spec.DEFAULTS, "dataset": "error-correction", "template_rows":
 
 
 def test_optimisation_keys_translate_to_torchtune_options(data_root):
-    faithful, _ = llm_tune.prepare(dict(OPT_BASE))
+    faithful, _ = llm_config.prepare(dict(OPT_BASE))
     # the paper's torchtune 0.5.0 configs fuse AdamW already; nothing else is on
     assert faithful["optimizer"] == {
         "_component_": "torch.optim.AdamW",
@@ -313,17 +317,19 @@ def test_optimisation_keys_translate_to_torchtune_options(data_root):
         "lr": OPT_BASE["lr"],
     }
     assert faithful["compile"] is False and faithful["dataset"]["packed"] is False
-    on, _ = llm_tune.prepare({**OPT_BASE, "compile": True, "packed": True, "fused_optimizer": True})
+    on, _ = llm_config.prepare(
+        {**OPT_BASE, "compile": True, "packed": True, "fused_optimizer": True}
+    )
     assert on["compile"] is True and on["dataset"]["packed"] is True
     assert on["optimizer"]["fused"] is True
     assert on["tokenizer"]["max_seq_len"] == llm_spec.DEFAULT_MAX_SEQ_LEN["tiny"]  # the pack size
-    paged, _ = llm_tune.prepare({**OPT_BASE, "optimizer": "paged_adamw8bit", "lr": 1e-3})
+    paged, _ = llm_config.prepare({**OPT_BASE, "optimizer": "paged_adamw8bit", "lr": 1e-3})
     assert paged["optimizer"] == {
         "_component_": "bitsandbytes.optim.PagedAdamW8bit",
         "lr": 1e-3,
         "weight_decay": 0.01,
     }
-    dpo, _ = llm_tune.prepare({**OPT_BASE, "method": "dpo", "compile": True})
+    dpo, _ = llm_config.prepare({**OPT_BASE, "method": "dpo", "compile": True})
     assert dpo["compile"] is True and "packed" not in dpo["dataset"]
     import torch
 

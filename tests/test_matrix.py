@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import copy
+import os
+import subprocess
+import sys
 
 import pytest
+import yaml
 
 from run.sweep import matrix as mx
 from run.vision import spec as vision_spec
@@ -96,6 +100,53 @@ def test_bad_entries_are_refused(section, key, value, message):
     m["experiments"]["V3"][section][key] = value
     with pytest.raises(mx.MatrixError, match=message):
         mx.expand("V3", "smoke", m)
+
+
+def _with(edit):  # noqa: ANN001, ANN202 - a copy of the real matrix with one edit
+    m = copy.deepcopy(mx.load_matrix(mx.MATRIX_FILE))
+    edit(m)
+    return m
+
+
+@pytest.mark.parametrize(
+    "edit,line",
+    [
+        (
+            lambda m: m["experiments"]["V3"].update(varry=m["experiments"]["V3"].pop("vary")),
+            "V3: unknown key 'varry' (known: fixed, ladder, source, target, title, vary, workload)",
+        ),
+        (lambda m: m["experiments"]["L5"].pop("target"), "L5: missing key(s) target"),
+        (
+            lambda m: m["profiles"]["quick"].update(gpu=[1]),
+            "profile 'quick': unknown key 'gpu' (known: description, device, gpus, llm, profiling, "
+            "vision)",
+        ),
+        (
+            lambda m: m["profiles"]["paper"]["profiling"].update(visoin={}),
+            "profile 'paper': profiling: unknown key 'visoin' (known: llm, vision)",
+        ),
+        (
+            lambda m: m.update(experiment={}),
+            "matrix: unknown key 'experiment' (known: experiments, profiles)",
+        ),
+        (
+            lambda m: m["profiles"]["smoke"].pop("gpus"),
+            "V1: 'gpus: from-profile', but profile 'smoke' sets no gpus",
+        ),
+    ],
+)
+def test_a_key_the_matrix_does_not_know_is_one_line_at_any_level(edit, line, tmp_path):
+    bad = tmp_path / "matrix.yaml"
+    bad.write_text(yaml.safe_dump(_with(edit), sort_keys=False))
+    with pytest.raises(mx.MatrixError) as err:
+        mx.check_all(mx.load_matrix(bad)) if "from-profile" in line else mx.load_matrix(bad)
+    assert str(err.value) == line
+    # the matrix check as make test runs it: that line, exit 2, nothing else
+    proc = subprocess.run(
+        [sys.executable, "-m", "run.sweep.matrix", "--check"],
+        env={**os.environ, "MATRIX_FILE": str(bad)}, capture_output=True, text=True,
+    )  # fmt: skip
+    assert (proc.returncode, proc.stderr, proc.stdout) == (2, f"error: {line}\n", "")
 
 
 def test_unknown_experiment_and_profile():

@@ -12,7 +12,8 @@ from run.node import toolchain
 from run.vision import digits
 from run.vision import launch as vision_launch
 from run.vision import spec as vision_spec
-from run.vision.train import precision_setup, rank_batches, scenario_a_transform
+from run.vision.inputs import rank_batches, scenario_a_transform
+from run.vision.loop import precision_setup
 from run.vision.tvcompat import import_torchvision
 
 N, BS = 100, 8
@@ -131,9 +132,9 @@ def test_only_round_robin_is_wrapped_in_join():
     guarded by the round-robin strategy (read from the source, as the loop needs ranks)."""
     import inspect
 
-    from run.vision import train as vision
+    from run.vision import loop
 
-    src = inspect.getsource(vision.train)
+    src = inspect.getsource(loop.epoch_steps)
     assert src.count("Join([ddp])") == 1
     assert "Join([ddp]) if round_robin else contextlib.nullcontext()" in src
     assert "float(loss" not in src.split("for i, (x, y)")[1].split("prof.step()")[0]
@@ -299,7 +300,7 @@ def test_device_upsampling_gives_the_host_transforms_inputs(stored_digits, size)
     fixed-point weights round one level away (measured: 2.5 % at 48 px, 3 % at 20, none at 64)."""
     from PIL import Image
 
-    from run.vision.train import upsample_on_device
+    from run.vision.inputs import upsample_on_device
 
     tf = scenario_a_transform(size)
     host = torch.stack([tf(Image.fromarray(im.numpy(), mode="L")) for im in stored_digits])
@@ -313,7 +314,7 @@ def test_device_upsampling_gives_the_host_transforms_inputs(stored_digits, size)
 
 
 def test_device_upsampling_casts_and_lays_out_as_asked(stored_digits):
-    from run.vision.train import upsample_on_device
+    from run.vision.inputs import upsample_on_device
 
     x = upsample_on_device(stored_digits, 32, torch.bfloat16, torch.channels_last)
     assert x.dtype == torch.bfloat16 and x.is_contiguous(memory_format=torch.channels_last)
@@ -325,7 +326,7 @@ def test_device_upsampling_casts_and_lays_out_as_asked(stored_digits):
 
 
 def test_device_upsampling_data_set_yields_the_stored_bytes(monkeypatch, tmp_path):
-    from run.vision.train import data_sets
+    from run.vision.inputs import data_sets
 
     digits.generate(tmp_path, 40, 10, seed=3)
     monkeypatch.setenv("DIGITS_DIR", str(tmp_path))
@@ -353,7 +354,7 @@ class Recorder:
     [(False, "step", False), (True, "step", True), (False, "epoch", True), (True, "epoch", True)],
 )
 def test_only_host_sync_epoch_makes_pageable_copies_non_blocking(pin, sync, non_blocking):
-    from run.vision.train import to_device
+    from run.vision.inputs import to_device
 
     x, y = Recorder(), Recorder()
     spec = {**vision_spec.DEFAULTS, "pin_memory": pin, "host_sync": sync}
@@ -362,7 +363,7 @@ def test_only_host_sync_epoch_makes_pageable_copies_non_blocking(pin, sync, non_
 
 
 def test_compile_seconds_are_the_compiling_steps_above_the_median():
-    from run.vision.train import compile_seconds
+    from run.vision.loop import compile_seconds
 
     assert compile_seconds([9.0, 1.0, 1.2, 0.8, 3.0], [True, False, False, False, True]) == (
         pytest.approx(8.0 + 2.0)

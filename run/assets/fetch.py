@@ -9,7 +9,7 @@
   original/tokenizer.model; original/consolidated.00.pth is left out (`--ignore-patterns`, as
   torchtune's llama3 configs do: the same 16 GB of weights a second time).
 - The four parent sets as LLM_DATASETS_DIR/<alpaca|grammar|samsum|slimorca>.jsonl (default
-  data/llm/datasets), the files run/llm/data.py reads. The files come from the Hub repository's
+  data/llm/datasets), the files run/llm/data/readers.py reads. The files come from the Hub repository's
   main branch when it holds JSON, JSON Lines or Parquet files, else from the Parquet export the
   Hub keeps of every public data set (revision refs/convert/parquet); only the train split.
   grammar (C4-200M, 185M rows) stops at GRAMMAR_ROWS rows, a file at a time: no run reads more
@@ -40,6 +40,8 @@ from typing import Any
 
 from run.errors import UserError
 from run.llm.assets import AssetError, data_root, real_checkpointer, real_tokenizer
+from run.llm.catalog import DATASETS
+from run.llm.data.readers import check_row, iter_jsonl, write_jsonl
 
 MODEL_REPO = "meta-llama/Meta-Llama-3-8B-Instruct"
 MODEL_IGNORE = "original/consolidated.00.pth"
@@ -285,23 +287,17 @@ def rows_of(path: Path, columns: tuple[str, ...]) -> Iterator[dict[str, Any]]:
     if path.suffix == ".parquet":
         import pyarrow.parquet as pq
 
-        from run.llm.data import check_row
-
         n = 0
         for batch in pq.ParquetFile(path).iter_batches(batch_size=4096):
             for row in batch.to_pylist():
                 n += 1
                 yield check_row(path, n, row, columns)
         return
-    from run.llm.data import iter_jsonl
-
     yield from iter_jsonl(path, columns)
 
 
 def fetch_dataset(name: str, folder: Path, token: str | None) -> Got:
     from huggingface_hub import hf_hub_download
-
-    from run.llm.data import DATASETS, write_jsonl
 
     ds = DATASETS[name]
     out = folder / f"{name}.jsonl"
@@ -335,7 +331,6 @@ def human(n: float) -> str:
 
 
 def fetch(only: list[str]) -> list[Got]:
-    from run.llm.data import DATASETS
     from run.vision import digits
 
     got: list[Got] = []

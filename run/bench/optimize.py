@@ -4,7 +4,8 @@
 
 Vision: O1's first step (faithful: host-side upsampling, fp32, eager) against its last (every
 optimisation of the ladder), from experiments/matrix.yaml's smoke cells, on one device with the
-run's own pieces (run/vision/train.py: data sets, precision, the batch copy and device-side upsampling).
+run's own pieces (run/vision/inputs.py: data sets, the batch copy and device-side upsampling;
+run/vision/loop.py: precision, model, optimizer and step).
 On a GPU the images are 500 px at full width (where the paper saw the copies dominate), else the
 smoke size. Images/s over --steps steps after bench_vision's warm-up (which takes torch.compile's
 compilation, so it is not timed), the two sides alternating --repeats times, best of each. Bytes
@@ -40,14 +41,8 @@ from run.llm import spec as llm_spec
 from run.sweep import matrix as mx
 from run.vision import launch as vision_launch
 from run.vision import spec as vision_spec
-from run.vision.train import (
-    data_sets,
-    model_for,
-    optimizer_for,
-    precision_setup,
-    to_device,
-    train_step,
-)
+from run.vision.inputs import data_sets, to_device
+from run.vision.loop import model_for, optimizer_for, precision_setup, train_step
 
 PROFILE = "smoke"  # its O1/O3 cells are sized for one device and need no download
 GPU_IMAGE_SIZE = 500
@@ -71,7 +66,7 @@ def ends_in(exp: str, profile: str) -> dict[str, Any]:
 
 
 def vision_side(spec: dict[str, Any], device: torch.device, batches: int) -> dict[str, Any]:
-    """Model, optimizer and an endless batch stream for one side, built as run/vision/train.py does."""
+    """Model, optimizer and an endless batch stream for one side, from the run's own pieces."""
     prec = precision_setup(spec["precision"], device)
     train, _ = data_sets(spec, prec.input_dtype)
     workers = spec["num_workers"]

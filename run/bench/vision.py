@@ -23,7 +23,7 @@ from torch.utils.data import DataLoader, Subset
 
 from run.vision import launch as vision_launch
 from run.vision.digits import data_root
-from run.vision.train import scenario_a_transform
+from run.vision.inputs import scenario_a_transform
 from run.vision.tvcompat import import_torchvision
 
 WARMUP = 3

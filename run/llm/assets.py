@@ -1,12 +1,13 @@
-"""Model files: the tiny llama3 we build and save, its tokenizer, and the real Llama3-8B folder.
+"""Model files every LLM run shares: the data folder and its lock, the byte tokenizer, and the
+real Llama3-8B folder. The tiny llama3's own files are built by run/llm/tiny.py.
 
 Everything generated lands under data/llm/ (gitignored; LLM_DATA_ROOT moves it), is written
 atomically and is deterministic, so a fresh clone makes the same files on first use:
 
-    data/llm/tiny/tokenizer.model        tiktoken BPE file: the 256 single bytes, ranks 0..255
-    data/llm/tiny/special_tokens.json    the llama3 special tokens at ids 256.. (HF added_tokens)
-    data/llm/tiny/model.pt               random tiny llama3 weights in torchtune's key format
-    data/llm/tiny/meta.json              the architecture and seed that produced them
+    <folder>/tokenizer.model        tiktoken BPE file: the 256 single bytes, ranks 0..255
+    <folder>/special_tokens.json    the llama3 special tokens at ids 256.. (HF added_tokens)
+
+(<folder> is data/llm/tiny/ for the tiny model, data/llm/bytes_tokenizer/ for Llama3-8B.)
 
 The real model comes from LLAMA3_DIR (e.g. a Meta-Llama-3-8B-Instruct download): either Meta's
 `original/consolidated.00.pth` or the Hugging Face `model-0000N-of-00004.safetensors` layout, and
@@ -19,7 +20,6 @@ from __future__ import annotations
 import base64
 import contextlib
 import fcntl
-import json
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -30,26 +30,6 @@ from run.errors import UserError
 from run.store import write_json_atomic, write_text_atomic
 
 REPO = store.REPO
-
-# The architecture of the tiny llama3. Sized for 2 CPU cores (a step of batch 2 takes a fraction
-# of a second) and for the quantisation methods: QLoRA's NF4 needs every quantised weight's element
-# count divisible by 64 x 256 (its block and scaler-block sizes), which holds for 128 x 128 and
-# 128 x 512 but not for grouped-query k/v projections of 128 x 64, hence num_kv_heads = num_heads.
-# QAT's int4 weight groups must divide each linear layer's input width (128 or 512): the launcher
-# sets the QAT group size to QAT_TINY_GROUPSIZE for the tiny model (256 for Llama3-8B).
-TINY_ARCH: dict[str, Any] = {
-    "vocab_size": 512,
-    "num_layers": 2,
-    "num_heads": 4,
-    "num_kv_heads": 4,
-    "embed_dim": 128,
-    "max_seq_len": 1024,
-}
-QAT_TINY_GROUPSIZE = 32
-TINY_SEED = 1234
-TINY_MAX_SEQ_LEN = (
-    768  # tokenizer truncation for the tiny model (bytes; no generated row is longer)
-)
 
 # The 13 llama3 special tokens torchtune's Llama3Tokenizer looks up, placed right after the bytes.
 SPECIAL_TOKENS = (
@@ -75,10 +55,6 @@ class AssetError(UserError):
 
 def data_root() -> Path:
     return Path(os.environ.get("LLM_DATA_ROOT", REPO / "data" / "llm"))
-
-
-def tiny_dir() -> Path:
-    return data_root() / "tiny"
 
 
 @contextlib.contextmanager
@@ -110,32 +86,6 @@ def byte_tokenizer_files(folder: Path) -> tuple[Path, Path]:
         added = [{"id": 256 + i, "content": tok} for i, tok in enumerate(SPECIAL_TOKENS)]
         write_json_atomic(special, {"added_tokens": added})
     return model, special
-
-
-# ---------------------------------------------------------------- tiny model
-def ensure_tiny() -> Path:
-    """Build and save the tiny llama3 (random weights, fixed seed) if it is not there yet."""
-    folder = tiny_dir()
-    model_file = folder / "model.pt"
-    meta_file = folder / "meta.json"
-    with locked():
-        byte_tokenizer_files(folder)
-        want = {"arch": TINY_ARCH, "seed": TINY_SEED, "format": "torchtune"}
-        if model_file.is_file() and meta_file.is_file():
-            if json.loads(meta_file.read_text()) == want:
-                return folder
-        import torch
-
-        from run.llm.tiny import tiny_llama3
-
-        torch.manual_seed(TINY_SEED)
-        model = tiny_llama3()
-        state = {k: v.detach().clone() for k, v in model.state_dict().items()}
-        tmp = model_file.with_suffix(".pt.tmp")
-        torch.save(state, tmp)
-        os.replace(tmp, model_file)
-        write_json_atomic(meta_file, want)
-    return folder
 
 
 # ---------------------------------------------------------------- real model
@@ -197,6 +147,6 @@ def llama3_tokenizer_file() -> Path:
     return real_tokenizer(folder)
 
 
-def bytes_tokenizer_folder(model: str) -> Path:
-    """Where the byte tokenizer of a model lives (the tiny model keeps its own beside it)."""
-    return tiny_dir() if model == "tiny" else data_root() / "bytes_tokenizer"
+def bytes_tokenizer_folder() -> Path:
+    """Where Llama3-8B's byte tokenizer lives (the tiny model keeps its own beside it, tiny.py)."""
+    return data_root() / "bytes_tokenizer"

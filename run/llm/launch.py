@@ -1,5 +1,6 @@
-"""The LLM workload as the sweep launches it: assets and data made or checked first, the command
-(torchrun for several ranks), and WORKLOAD, the object run/sweep/workloads.py registers."""
+"""The LLM workload as the sweep launches it: assets and data made or checked first (config.py's
+`prepare`, the same check a run makes), the command (torchrun for several ranks), and WORKLOAD,
+the object run/sweep/workloads.py registers. Imports no torch: the matrix and analysis/ load it."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from run.llm import config as llm_config
 from run.llm import spec as llm_spec
 from run.node import numa, profiling
 from run.node.probe import torchrun
@@ -29,12 +31,10 @@ def launch_command(spec: dict[str, Any], run_dir: Path, info: dict[str, Any]) ->
 def preflight(specs: list[dict[str, Any]]) -> None:
     """Before any run starts: build the tiny model, tokenizer and data files the specs need, and
     insist that real checkpoints and data sets are there. Raises ValueError with one line."""
-    from run.llm import tune as llm_tune
-
     for spec in specs:
         if llm_spec.unsupported_reason(spec):
             continue
-        llm_tune.prepare(llm_spec.canonical(spec))
+        llm_config.prepare(llm_spec.canonical(spec))
 
 
 class Llm:

@@ -32,6 +32,8 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from run.llm.data.counting import count_tokens
+
 # (method, distributed) -> torchtune recipe file
 RECIPES: dict[tuple[str, bool], str] = {
     ("lora", False): "lora_finetune_single_device",
@@ -109,8 +111,6 @@ class ProjectRecipeMixin:
         if packed:
             self.dataset_stats["dataset_packs"] = len(loader.dataset)
         if self._want_dataset_stats:
-            from run.llm.data import count_tokens
-
             self.dataset_stats["dataset_tokens"] = count_tokens(rows)
         self.dataset_stats["pin_memory_effective"] = bool(loader.pin_memory)
         return (out[0], loader) if isinstance(out, tuple) else loader

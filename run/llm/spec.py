@@ -47,6 +47,7 @@ import math
 import os
 from typing import Any
 
+from run.llm.catalog import SYNTHETIC_ROWS
 from run.node import profiling, toolchain
 
 METHODS = ("lora", "qlora", "dpo", "qat")
@@ -63,7 +64,7 @@ OPTIMIZERS = ("adamw", "paged_adamw8bit")
 PACK_MAX_ROWS = 1_000_000
 # The sequence cap each model gets when a spec leaves max_seq_len at 0 (see the docstring).
 DEFAULT_MAX_SEQ_LEN = {"tiny": 768, "llama3_8b": 2048}
-TINY_CONTEXT = 1024  # the tiny llama3's max_seq_len (run/llm/assets.py TINY_ARCH)
+TINY_CONTEXT = 1024  # the tiny llama3's max_seq_len (run/llm/tiny.py TINY_ARCH)
 # A run longer than this is a mistake in the matrix (an unbounded epoch), not an experiment.
 MAX_PLANNED_STEPS = 50_000
 # The paper's parent sets in reference/paper/table4_llm_datasets.csv (rows per set).
@@ -283,8 +284,6 @@ def dataset_rows(spec: dict[str, Any]) -> int:
     if spec["dataset"] in TEMPLATE_DATASETS:
         return spec["template_rows"]
     if resolve_data_source(spec) == "synthetic":
-        from run.llm.data import SYNTHETIC_ROWS
-
         return SYNTHETIC_ROWS[spec["dataset"]]
     return paper_dataset_rows()[spec["dataset"]]
 

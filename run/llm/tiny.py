@@ -1,19 +1,53 @@
-"""Model builders of the tiny llama3, named by `_component_` in the configs for `model: tiny`.
+"""The tiny llama3: its architecture, the files we build for it, and its model builders.
 
-They take the same arguments as torchtune's llama3_8b / lora_llama3_8b / qlora_llama3_8b, so a
-config switches between the 8B model and the tiny one by its `_component_` line alone.
+A model's folder owns its debug flavour (as torchtitan's llama3 keeps its debug model beside the
+8B one): the sizes, the seed and the builders live here together, and run/llm/assets.py keeps
+only what every model shares (the data folder, its lock, the byte tokenizer, the real 8B folder).
+
+    data/llm/tiny/tokenizer.model        the byte tokenizer (run/llm/assets.py)
+    data/llm/tiny/special_tokens.json    its llama3 special tokens
+    data/llm/tiny/model.pt               random tiny llama3 weights in torchtune's key format
+    data/llm/tiny/meta.json              the architecture and seed that produced them
+
+The builders are named by `_component_` in the configs for `model: tiny`. They take the same
+arguments as torchtune's llama3_8b / lora_llama3_8b / qlora_llama3_8b, so a config switches
+between the 8B model and the tiny one by its `_component_` line alone. torchtune is imported
+inside them: the config side (run/llm/config.py, and through it the sweep's preflight) reads this
+module's constants without loading torch.
 """
 
 from __future__ import annotations
 
+import json
+import os
 from functools import partial
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-from torchtune.models.llama3 import llama3, lora_llama3
-from torchtune.modules import TransformerDecoder
+from run.llm.assets import byte_tokenizer_files, data_root, locked
+from run.store import write_json_atomic
 
-from run.llm.assets import TINY_ARCH
+if TYPE_CHECKING:
+    from torchtune.modules import TransformerDecoder
 
-# torchtune component path of each 8B builder -> ours (used by run/llm/tune.py)
+# The architecture of the tiny llama3. Sized for 2 CPU cores (a step of batch 2 takes a fraction
+# of a second) and for the quantisation methods: QLoRA's NF4 needs every quantised weight's element
+# count divisible by 64 x 256 (its block and scaler-block sizes), which holds for 128 x 128 and
+# 128 x 512 but not for grouped-query k/v projections of 128 x 64, hence num_kv_heads = num_heads.
+# QAT's int4 weight groups must divide each linear layer's input width (128 or 512): the launcher
+# sets the QAT group size to QAT_TINY_GROUPSIZE for the tiny model (256 for Llama3-8B).
+TINY_ARCH: dict[str, Any] = {
+    "vocab_size": 512,
+    "num_layers": 2,
+    "num_heads": 4,
+    "num_kv_heads": 4,
+    "embed_dim": 128,
+    "max_seq_len": 1024,
+}
+QAT_TINY_GROUPSIZE = 32
+TINY_SEED = 1234
+
+# torchtune component path of each 8B builder -> ours (used by run/llm/config.py)
 TINY_FOR = {
     "torchtune.models.llama3.llama3_8b": "run.llm.tiny.tiny_llama3",
     "torchtune.models.llama3.lora_llama3_8b": "run.llm.tiny.lora_tiny_llama3",
@@ -22,6 +56,8 @@ TINY_FOR = {
 
 
 def tiny_llama3() -> TransformerDecoder:
+    from torchtune.models.llama3 import llama3
+
     return llama3(**TINY_ARCH)
 
 
@@ -35,6 +71,8 @@ def lora_tiny_llama3(
     use_dora: bool = False,
     quantize_base: bool = False,
 ) -> TransformerDecoder:
+    from torchtune.models.llama3 import lora_llama3
+
     return lora_llama3(
         lora_attn_modules=list(lora_attn_modules),
         apply_lora_to_mlp=apply_lora_to_mlp,
@@ -49,3 +87,31 @@ def lora_tiny_llama3(
 
 
 qlora_tiny_llama3 = partial(lora_tiny_llama3, quantize_base=True)
+
+
+# ---------------------------------------------------------------- its files
+def tiny_dir() -> Path:
+    return data_root() / "tiny"
+
+
+def ensure_tiny() -> Path:
+    """Build and save the tiny llama3 (random weights, fixed seed) if it is not there yet."""
+    folder = tiny_dir()
+    model_file = folder / "model.pt"
+    meta_file = folder / "meta.json"
+    with locked():
+        byte_tokenizer_files(folder)
+        want = {"arch": TINY_ARCH, "seed": TINY_SEED, "format": "torchtune"}
+        if model_file.is_file() and meta_file.is_file():
+            if json.loads(meta_file.read_text()) == want:
+                return folder
+        import torch
+
+        torch.manual_seed(TINY_SEED)
+        model = tiny_llama3()
+        state = {k: v.detach().clone() for k, v in model.state_dict().items()}
+        tmp = model_file.with_suffix(".pt.tmp")
+        torch.save(state, tmp)
+        os.replace(tmp, model_file)
+        write_json_atomic(meta_file, want)
+    return folder

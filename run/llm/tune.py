@@ -3,23 +3,27 @@
     python -m run.llm.tune --run-dir DIR                                  # 1 device
     torchrun --standalone --nproc_per_node 2 -m run.llm.tune --run-dir DIR  # 2 GPUs / gloo ranks
 
-DIR/spec.json holds the run spec (run/llm/spec.py; the sweep writes it, run.llm.spec.launch_command
-gives the command). Top to bottom:
+DIR/spec.json holds the run spec (run/llm/spec.py; the sweep writes it, run/llm/launch.py's
+launch_command gives the command). Top to bottom:
 
 1. check the spec and the machine; build or find the model, tokenizer and data files
-   (`prepare`). Bad input stops here with one line `error: ...` and exit status 2, before anything
-   is written into DIR.
-2. build the torchtune config: configs/llm/<method>_<single_device|distributed>.yaml (the paper's
-   values) with the spec's sizes, model, tokenizer, checkpointer, data set and our metric logger;
-   save it as DIR/torchtune_config.yaml (rank 0) and print it and the command.
+   (run/llm/config.py `prepare`). Bad input stops here with one line `error: ...` and exit status
+   2, before anything is written into DIR.
+2. build the torchtune config (run/llm/config.py): configs/llm/<method>_<single_device|
+   distributed>.yaml (the paper's values) with the spec's sizes, model, tokenizer, checkpointer,
+   data set and our metric logger; save it as DIR/torchtune_config.yaml (rank 0) and print it and
+   the command.
 3. without CUDA, install the CPU shims (run/llm/compat.py) and give each rank one intra-op thread
    (LLM_CPU_THREADS overrides it); with several ranks, init the process group (gloo on CPU,
    torchtune's "cuda:nccl,cpu:gloo" on GPUs).
 4. load torchtune's installed recipe file by path, subclass its recipe class with our extension
    (run/llm/recipes.py: pin_memory, timing, no checkpoint save), and run setup/train/cleanup as the
-   recipe's own recipe_main does.
-5. rank 0 writes DIR/summary.json last (run/llm/metrics.py computes its numbers from what the
-   recipe logged). A CUDA out-of-memory error is caught and recorded as status "oom" (exit 3).
+   recipe's own recipe_main does (`train`).
+5. rank 0 writes DIR/summary.json last (`summary_of`; run/llm/metrics.py computes its numbers from
+   what the recipe logged). A CUDA out-of-memory error is caught and recorded as status "oom"
+   (exit 3).
+
+Nothing imports this module: it is the entry point, on top of config.py and the recipes.
 """
 
 from __future__ import annotations
@@ -37,198 +41,14 @@ import yaml
 
 from run import store
 from run.errors import UserError
-from run.llm import TORCHTUNE_CONFIG, TORCHTUNE_OUTPUT_DIR, assets, data
+from run.llm import compat
 from run.llm import spec as llm_spec
-from run.llm.assets import AssetError
-from run.node.profiling import TORCH_TRACE_DIR, fit_window, read_window
+from run.llm.config import PAGED_ADAMW8BIT, SpecError, prepare
+from run.llm.metrics import host_peak_rss_bytes
+from run.llm.recipes import extended, recipe_name
+from run.store import TORCHTUNE_CONFIG
 
-CONFIG_DIR = store.REPO / "configs" / "llm"
 OOM_MARKERS = ("CUDA out of memory", "CUBLAS_STATUS_ALLOC_FAILED", "out of memory")
-
-
-class SpecError(UserError):
-    """The spec cannot run as given (one line)."""
-
-
-def config_file(method: str, distributed: bool) -> Path:
-    mode = "distributed" if distributed else "single_device"
-    return CONFIG_DIR / f"{method}_{mode}.yaml"
-
-
-def tokenizer_block(spec: dict[str, Any]) -> tuple[dict[str, Any], str]:
-    """The `tokenizer:` block and the tokenizer's kind (bytes or llama3), capped at the spec's
-    max_seq_len (llm_spec: one stated cap per model, so byte-tokenised runs stay bounded)."""
-    kind = llm_spec.resolve_tokenizer(spec)
-    block: dict[str, Any] = {
-        "_component_": "torchtune.models.llama3.llama3_tokenizer",
-        "max_seq_len": spec["max_seq_len"] or llm_spec.DEFAULT_MAX_SEQ_LEN[spec["model"]],
-    }
-    if kind == "bytes":
-        if spec["model"] == "tiny":
-            assets.ensure_tiny()
-        path, special = assets.byte_tokenizer_files(assets.bytes_tokenizer_folder(spec["model"]))
-        block.update(path=str(path), special_tokens_path=str(special))
-    else:
-        block["path"] = str(assets.llama3_tokenizer_file())
-    template = data.parent_of(spec["dataset"]).prompt_template
-    if template:
-        block["prompt_template"] = template
-    return block, kind
-
-
-def checkpointer_block(spec: dict[str, Any], run_dir: Path | None) -> dict[str, Any]:
-    out_dir = str((run_dir or Path("/tmp")) / TORCHTUNE_OUTPUT_DIR)
-    if spec["model"] == "tiny":
-        folder = assets.ensure_tiny()
-        block = {
-            "_component_": "torchtune.training.FullModelTorchTuneCheckpointer",
-            "checkpoint_dir": str(folder),
-            "checkpoint_files": ["model.pt"],
-            "model_type": "LLAMA3",
-        }
-    elif spec["weights"] == "real":
-        folder = assets.llama3_dir()
-        if folder is None:
-            raise AssetError("weights 'real' need LLAMA3_DIR (the Llama3-8B folder)")
-        block = assets.real_checkpointer(folder)
-    else:
-        block = {
-            "_component_": "run.llm.weights.RandomWeightsCheckpointer",
-            "base_model": "torchtune.models.llama3.llama3_8b",
-            "seed": spec["seed"],
-            "dtype": spec["dtype"],
-        }
-    block.update(recipe_checkpoint=None, output_dir=out_dir)
-    return block
-
-
-def profiler_block(spec: dict[str, Any], run_dir: Path | None, cuda: bool) -> dict[str, Any]:
-    """torchtune's profiler block; its window (run/node/profiling.py) comes from RUN/profiling.json,
-    fitted to the run's planned steps here and to its real steps by the recipe extension."""
-    off = {"_component_": "torchtune.training.setup_torch_profiler", "enabled": False}
-    if spec["profiler"] != "torch":
-        return off  # none, or nsys (which wraps the whole command instead)
-    from run.llm.metrics import timing_warmup
-
-    window = read_window(run_dir)
-    steps = llm_spec.planned_steps(spec)
-    # The window opens after the steps the timings leave out, or later if the profile says so.
-    wait = max(timing_warmup(spec["warmup_steps"], steps), window["wait_steps"])
-    fitted, _ = fit_window({**window, "wait_steps": wait}, steps, "torch")
-    return {
-        **off,
-        "enabled": True,
-        "output_dir": str((run_dir or Path("/tmp")) / TORCH_TRACE_DIR),
-        "cpu": True,
-        "cuda": cuda,
-        # torchtune's setup_torch_profiler defaults xpu to True: torch then warns on every run
-        "xpu": False,
-        "profile_memory": False,
-        "with_stack": False,
-        "record_shapes": True,
-        "with_flops": False,
-        "wait_steps": fitted["wait_steps"],
-        "warmup_steps": fitted["warmup_steps"],
-        "active_steps": fitted["active_steps"],
-        "num_cycles": 1,
-    }
-
-
-PAGED_ADAMW8BIT = "bitsandbytes.optim.PagedAdamW8bit"
-
-
-def optimizer_block(spec: dict[str, Any], paper: dict[str, Any]) -> dict[str, Any]:
-    """The `optimizer:` block: the paper's (torch.optim.AdamW, its config's weight decay) with the
-    spec's learning rate, fused if asked, or bitsandbytes' paged 8-bit AdamW with the same lr and
-    weight decay. The recipes build it with config.instantiate(cfg.optimizer, params)."""
-    block = {**paper, "lr": spec["lr"]}
-    if spec["optimizer"] == "paged_adamw8bit":
-        # Same hyper-parameters; `fused` is torch's option, bitsandbytes has none. Without CUDA
-        # bitsandbytes 0.50.2 steps it with 8-bit states in ordinary memory (it warns "Paged
-        # optimizers are not supported on CPU"); the summary records whether paging was on.
-        block = {"_component_": PAGED_ADAMW8BIT, "lr": spec["lr"]}
-        if "weight_decay" in paper:
-            block["weight_decay"] = paper["weight_decay"]
-    elif spec["fused_optimizer"]:
-        block["fused"] = True
-    return block
-
-
-def build_config(
-    spec: dict[str, Any], run_dir: Path | None, cuda: bool
-) -> tuple[dict[str, Any], dict[str, Any]]:
-    """The full torchtune config of a run (plain dict) and facts about it for the summary;
-    makes any missing asset or data file."""
-    from run.llm.recipes import recipe_name
-    from run.llm.tiny import TINY_FOR
-
-    if recipe_name(spec["method"], llm_spec.distributed(spec)) is None:
-        raise SpecError(llm_spec.unsupported_reason(spec) or f"no recipe for {spec['method']}")
-    cfg = yaml.safe_load(config_file(spec["method"], llm_spec.distributed(spec)).read_text())
-    cfg["output_dir"] = str((run_dir or Path("/tmp")) / TORCHTUNE_OUTPUT_DIR)
-    cfg["device"] = "cuda" if cuda else "cpu"
-    cfg["dtype"] = spec["dtype"]
-    cfg["seed"] = spec["seed"]
-    cfg["shuffle"] = spec["shuffle"]
-    cfg["batch_size"] = spec["batch_size"]
-    cfg["epochs"] = spec["epochs"]
-    cfg["max_steps_per_epoch"] = spec["max_steps"] or None
-    cfg["gradient_accumulation_steps"] = spec["gradient_accumulation_steps"]
-    cfg["enable_activation_checkpointing"] = spec["activation_checkpointing"]
-    cfg["optimizer"] = optimizer_block(spec, cfg["optimizer"])
-    # torchtune's `compile: True`: the recipes compile each transformer layer
-    # (training.compile_model) and the loss (training.compile_loss) before the first step.
-    cfg["compile"] = spec["compile"]
-    if "lr_scheduler" in cfg:
-        cfg["lr_scheduler"]["num_warmup_steps"] = spec["warmup_steps"]
-    if spec["model"] == "tiny":
-        cfg["model"]["_component_"] = TINY_FOR[cfg["model"]["_component_"]]
-        if "quantizer" in cfg:
-            cfg["quantizer"]["groupsize"] = assets.QAT_TINY_GROUPSIZE
-    # the checkpoint first: a wrong LLAMA3_DIR is reported as such, not as a missing tokenizer
-    cfg["checkpointer"] = checkpointer_block(spec, run_dir)
-    cfg["tokenizer"], tokenizer_kind = tokenizer_block(spec)
-    cfg["dataset"] = data.dataset_config(
-        spec["dataset"],
-        spec["method"],
-        spec["model"],
-        spec["template_rows"],
-        llm_spec.resolve_data_source(spec),
-    )
-    if spec["method"] != "dpo":  # preference_dataset has no packing (llm_spec refuses it)
-        # PackedDataset packs rows into max_seq_len tokens (the tokenizer's cap) and the recipe
-        # switches to padded_collate_packed; the loss ignores the padding, so tokens/s counts
-        # only real tokens, packed or not.
-        cfg["dataset"]["packed"] = spec["packed"]
-    cfg["metric_logger"] = {
-        "_component_": "run.llm.metrics.RunMetricLogger",
-        "run_dir": str(run_dir or "/tmp"),
-        "warmup_steps": spec["warmup_steps"],
-        "world_size": spec["gpus"],
-    }
-    cfg["log_peak_memory_stats"] = True
-    cfg["profiler"] = profiler_block(spec, run_dir, cuda)
-    cfg["pin_memory"] = spec["pin_memory"]
-    cfg["run_dir"] = str(run_dir or "/tmp")  # where the recipe extension records the profiler fit
-    cfg["save_final_checkpoint"] = False
-    cfg["dataset_stats"] = spec["dataset"] in llm_spec.TEMPLATE_DATASETS
-    return cfg, {"tokenizer": tokenizer_kind}
-
-
-def prepare(
-    spec: dict[str, Any], run_dir: Path | None = None, cuda: bool = False
-) -> tuple[dict[str, Any], dict[str, Any]]:
-    """Check a spec and make everything it needs: (torchtune config, facts), or a one-line
-    SpecError/AssetError."""
-    try:
-        llm_spec.validate(spec)
-    except ValueError as exc:
-        raise SpecError(str(exc)) from exc
-    spec = llm_spec.canonical(spec)
-    reason = llm_spec.unsupported_reason(spec)
-    if reason:
-        raise SpecError(reason)
-    return build_config(spec, run_dir, cuda)
 
 
 def device_check(spec: dict[str, Any], world: int, cuda: bool) -> None:
@@ -239,7 +59,7 @@ def device_check(spec: dict[str, Any], world: int, cuda: bool) -> None:
     if spec["gpus"] != world:
         raise SpecError(
             f"spec asks for {spec['gpus']} rank(s) but {world} were started: launch with "
-            f"run.llm.spec.launch_command (torchrun --nproc_per_node {spec['gpus']})"
+            f"run.llm.launch.launch_command (torchrun --nproc_per_node {spec['gpus']})"
         )
     if cuda:
         import torch
@@ -307,8 +127,6 @@ def run_recipe(
 ) -> int:
     import torch
 
-    from run.llm import compat
-
     t_wall = time.perf_counter()
     rank = int(os.environ.get("RANK", "0"))
     shims = compat.apply(cuda)
@@ -340,29 +158,16 @@ def run_recipe(
             torch.distributed.destroy_process_group()
 
 
-def _run(
-    spec: dict[str, Any],
-    cfg_dict: dict[str, Any],
-    facts: dict[str, Any],
-    run_dir: Path,
-    cuda: bool,
-    shims: list[str],
-    threads: int | None,
-    t_wall: float,
-) -> int:
+def train(name: str, cfg_dict: dict[str, Any], rank: int) -> tuple[Any, str, str | None, float]:
+    """Build torchtune's recipe `name` with our extension and run setup/train/cleanup as its own
+    recipe_main does: (the recipe, status ok or oom, the one-line error, when training began).
+    A CUDA out-of-memory error is a result (status "oom"); any other error propagates."""
     from omegaconf import OmegaConf
     from torchtune import config as tt_config
 
-    from run.llm.metrics import host_peak_rss_bytes
-    from run.llm.recipes import extended, recipe_name
-
-    rank = int(os.environ.get("RANK", "0"))
-    world = int(os.environ.get("WORLD_SIZE", "1"))
-    name = recipe_name(spec["method"], llm_spec.distributed(spec))
     cls = extended(name)
     cfg = OmegaConf.create(cfg_dict)
     tt_config.log_config(recipe_name=cls.__name__, cfg=cfg)
-
     status, error = "ok", None
     recipe = None
     t_train0 = time.perf_counter()
@@ -377,55 +182,110 @@ def _run(
             raise
         status, error = "oom", one_line(exc)
         print(f"[llm_tune] rank {rank}: out of memory: {error}", file=sys.stderr, flush=True)
-    logger = getattr(recipe, "_metric_logger", None)
-    if rank != 0 and status == "ok":
-        return 0
-    numbers = logger.summary() if logger is not None else {}
-    stats = dict(getattr(recipe, "dataset_stats", {}) or {})
+    return recipe, status, error, t_train0
+
+
+def epoch_facts(
+    spec: dict[str, Any], numbers: dict[str, Any], stats: dict[str, Any], train_time: float
+) -> dict[str, Any]:
+    """Steps per epoch (the recipe's batches over gradient accumulation) and the epoch's time:
+    the measured one when the run covered a whole epoch, else projected from s/it and flagged."""
     steps_per_epoch = None
     if stats.get("batches_per_epoch") is not None:
         steps_per_epoch = stats["batches_per_epoch"] // spec["gradient_accumulation_steps"]
-    train_time = getattr(logger, "train_time_s", None)
-    if train_time is None:
-        train_time = time.perf_counter() - t_train0
     full_epoch = bool(steps_per_epoch) and numbers.get("steps") == steps_per_epoch
     epoch_time = None
     if full_epoch:
         epoch_time = train_time
     elif numbers.get("s_per_it") and steps_per_epoch:
         epoch_time = numbers["s_per_it"] * steps_per_epoch
+    return {
+        "steps_per_epoch": steps_per_epoch,
+        "epoch_time_s": epoch_time,
+        "epoch_time_projected": not full_epoch if epoch_time is not None else None,
+    }
+
+
+def memory_facts(numbers: dict[str, Any], cuda: bool) -> dict[str, Any]:
+    """The peak memory the summary reports: the GPU's active bytes, or the host's peak RSS."""
+    if cuda:
+        # L8 reads the last step's peak, as the paper read its logs; the maximum over steps
+        # (often the first step) is kept beside it
+        return {
+            "memory_kind": "gpu_active",
+            "peak_memory_bytes": numbers.get("peak_memory_active_last_bytes"),
+            "peak_memory_max_bytes": numbers.get("peak_memory_active_bytes"),
+        }
+    peak = host_peak_rss_bytes()
+    return {
+        "memory_kind": "host_peak_rss",
+        "peak_memory_bytes": peak,
+        "peak_memory_max_bytes": peak,
+    }
+
+
+def summary_of(
+    spec: dict[str, Any],
+    head: dict[str, Any],
+    recipe: Any,
+    numbers: dict[str, Any],
+    cuda: bool,
+    t_train0: float,
+) -> dict[str, Any]:
+    """DIR/summary.json's content: `head` (what ran and how), the times, the metric logger's
+    numbers, the data set's size, what the optimisation keys gave, and the peak memory; later
+    parts win where two name the same key."""
+    logger = getattr(recipe, "_metric_logger", None)
+    stats = dict(getattr(recipe, "dataset_stats", {}) or {})
+    train_time = getattr(logger, "train_time_s", None)
+    if train_time is None:
+        train_time = time.perf_counter() - t_train0
     summary: dict[str, Any] = {
+        **head,
+        "total_time_s": train_time,
+        **epoch_facts(spec, numbers, stats, train_time),
+        **numbers,
+        **stats,
+    }
+    summary.update(optimizer_facts(spec, getattr(recipe, "_optimizer", None), cuda))
+    summary.update(memory_facts(numbers, cuda))
+    return summary
+
+
+def _run(
+    spec: dict[str, Any],
+    cfg_dict: dict[str, Any],
+    facts: dict[str, Any],
+    run_dir: Path,
+    cuda: bool,
+    shims: list[str],
+    threads: int | None,
+    t_wall: float,
+) -> int:
+    """Run the recipe; rank 0 (or a rank that ran out of memory) writes the summary, once."""
+    rank = int(os.environ.get("RANK", "0"))
+    name = recipe_name(spec["method"], llm_spec.distributed(spec))
+    recipe, status, error, t_train0 = train(name, cfg_dict, rank)
+    if rank != 0 and status == "ok":
+        return 0
+    logger = getattr(recipe, "_metric_logger", None)
+    numbers = logger.summary() if logger is not None else {}
+    head = {
         "name": llm_spec.run_name(spec),
         "status": status,
         "error": error,
         "recipe": name,
-        "world_size": world,
+        "world_size": int(os.environ.get("WORLD_SIZE", "1")),
         "device": "cuda" if cuda else "cpu",
         "weights": spec["weights"],
         "tokenizer": facts.get("tokenizer"),
         "max_seq_len": spec["max_seq_len"],
         "planned_steps": llm_spec.planned_steps(spec),
-        "total_time_s": train_time,
         "wall_time_s": time.perf_counter() - t_wall,
-        "steps_per_epoch": steps_per_epoch,
-        "epoch_time_s": epoch_time,
-        "epoch_time_projected": not full_epoch if epoch_time is not None else None,
         "cpu_shims": shims,
         "cpu_threads_per_rank": threads,
-        **numbers,
-        **stats,
     }
-    summary.update(optimizer_facts(spec, getattr(recipe, "_optimizer", None), cuda))
-    if cuda:
-        # L8 reads the last step's peak, as the paper read its logs; the maximum over steps
-        # (often the first step) is kept beside it
-        summary["memory_kind"] = "gpu_active"
-        summary["peak_memory_bytes"] = numbers.get("peak_memory_active_last_bytes")
-        summary["peak_memory_max_bytes"] = numbers.get("peak_memory_active_bytes")
-    else:
-        summary["memory_kind"] = "host_peak_rss"
-        summary["peak_memory_bytes"] = host_peak_rss_bytes()
-        summary["peak_memory_max_bytes"] = summary["peak_memory_bytes"]
+    summary = summary_of(spec, head, recipe, numbers, cuda, t_train0)
     if status == "oom" and (run_dir / store.SUMMARY).exists():
         return 3  # another rank recorded the OOM first
     store.write_json_atomic(run_dir / store.SUMMARY, summary)

@@ -39,11 +39,14 @@ torch.compile multiply the vision step (CHANNELS_LAST_FACTOR, FUSED_FACTOR, COMP
 compile and host_sync=epoch lower its launch-bound floor; bf16 is costed as FP16. An LLM run
 compiled is LLM_COMPILE_FACTOR faster per step; packed rows are max_seq_len tokens each (the
 token factor above). Compiling (*_COMPILE_S) and packing every row (PACK_S_PER_ROW) add start-up
-time. A cell this machine cannot run (vision_spec/llm_spec.unsupported_reason) costs nothing.
+time. A cell this machine cannot run (its workload's unsupported_reason) costs nothing.
 
 CPU machines (gloo ranks, the smoke profile) use a separate crude model (CPU_* constants) fitted
 to the smoke `make all` on 2 cores (83 runs in about 20 min: about 500 s of vision launches for
 30 runs and 465 s of LLM launches for 53 runs, 44 of them launched).
+
+A workload this model does not know (a third one, README "Adding a workload") is priced at
+OTHER_S_PER_STEP per planned step plus OTHER_STARTUP_S, until its own model is written here.
 """
 
 from __future__ import annotations
@@ -151,6 +154,12 @@ NSYS_EXPORT_S_PER_TRACED_S = 0.1
 TORCH_TRACE_S_PER_STEP = {"vision": 0.05, "llm": 1.0}
 # On a CPU the traces hold no CUDA kernels and the smoke models are tiny. Assumption.
 CPU_TORCH_TRACE_S_PER_STEP = 0.05
+
+# --- a workload this model does not know yet (README, "Adding a workload") --------------------
+# Its planned steps at a flat rate, on any machine, until its own model is written here: a plan
+# that is honest about knowing nothing (assumptions; local calibration then corrects the rate).
+OTHER_STARTUP_S = 10.0
+OTHER_S_PER_STEP = 1.0
 
 # --- CPU machines (gloo ranks): a crude model fitted to the smoke `make all` on 2 cores --------
 # Smoke anchors (ours, README): 30 vision launches took about 500 s, 44 launched LLM runs (of
@@ -342,6 +351,9 @@ def _profiled(
 def _loop_and_steps(spec: dict[str, Any], info: dict[str, Any]) -> tuple[float, int, float]:
     """(loop seconds without profiler, steps, start-up seconds)."""
     gpu = on_gpu(info)
+    if spec["workload"] not in ("vision", "llm"):
+        steps = WORKLOADS[spec["workload"]].planned_steps(spec)
+        return steps * OTHER_S_PER_STEP, steps, OTHER_STARTUP_S
     if spec["workload"] == "vision":
         steps = vision_spec.planned_steps(spec)
         compile_s = (VISION_COMPILE_S if gpu else CPU_VISION_COMPILE_S) if spec["compile"] else 0.0
@@ -391,7 +403,9 @@ def post_s(
         return ranks * (NSYS_EXPORT_S + NSYS_EXPORT_S_PER_TRACED_S * traced)
     w = _window(spec, steps, window)
     per_step = (
-        TORCH_TRACE_S_PER_STEP[spec["workload"]] if on_gpu(info) else CPU_TORCH_TRACE_S_PER_STEP
+        TORCH_TRACE_S_PER_STEP.get(spec["workload"], OTHER_S_PER_STEP)
+        if on_gpu(info)
+        else CPU_TORCH_TRACE_S_PER_STEP
     )
     return ranks * w["active_steps"] * per_step
 

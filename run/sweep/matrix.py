@@ -35,11 +35,12 @@ import yaml
 from run import store
 from run.errors import UserError
 from run.node import profiling
+from run.sweep import schema
+from run.sweep.schema import FROM_PROFILE
 from run.sweep.workloads import WORKLOADS
 
 # Tests point MATRIX_FILE at a small matrix of their own; everyone else uses the real one.
 MATRIX_FILE = Path(os.environ.get("MATRIX_FILE", store.REPO / "experiments" / "matrix.yaml"))
-FROM_PROFILE = "from-profile"
 REPEATS_ENV = "REPEATS"
 STEP = "step"  # a ladder step's label: not a spec key
 
@@ -66,7 +67,16 @@ class Experiment:
 
 def load_matrix(path: Path | None = None) -> dict[str, Any]:
     with open(path or MATRIX_FILE) as fh:
-        return yaml.safe_load(fh)
+        matrix = yaml.safe_load(fh)
+    check_keys(matrix)
+    return matrix
+
+
+def check_keys(matrix: Any) -> None:
+    """Every key at every level is one the matrix knows (run/sweep/schema.py), else one line."""
+    problem = schema.first_problem(matrix, WORKLOADS)
+    if problem:
+        raise MatrixError(problem)
 
 
 def profiles(matrix: dict[str, Any] | None = None) -> list[str]:
@@ -152,13 +162,13 @@ def expand(
     for key, value in (entry.get("fixed") or {}).items():
         base[key] = _per_profile(value, profile, known)
         if base[key] == FROM_PROFILE:
-            base[key] = prof[key]
+            base[key] = _from_profile(exp_id, key, profile, prof)
 
     axes = []
     for key, values in (entry.get("vary") or {}).items():
         values = _per_profile(values, profile, known)
         if values == FROM_PROFILE:
-            values = prof[key]
+            values = _from_profile(exp_id, key, profile, prof)
         if not isinstance(values, list) or not values:
             raise MatrixError(f"{exp_id}: axis '{key}' must be a non-empty list, got {values!r}")
         axes.append([(key, v) for v in values])
@@ -202,6 +212,14 @@ def expand(
         specs=tuple(specs.values()),
         repeats=n,
     )
+
+
+def _from_profile(exp_id: str, key: str, profile: str, prof: dict[str, Any]) -> Any:
+    if key not in prof:
+        raise MatrixError(
+            f"{exp_id}: '{key}: {FROM_PROFILE}', but profile '{profile}' sets no {key}"
+        )
+    return prof[key]
 
 
 def _ladder_steps(
@@ -325,6 +343,7 @@ def check_all(matrix: dict[str, Any] | None = None) -> tuple[int, int]:
     what lets experiments share identical runs by name.
     """
     matrix = matrix or load_matrix()
+    check_keys(matrix)
     entries = specs_checked = 0
     for profile in profiles(matrix):
         profile_device(profile, matrix)

@@ -62,7 +62,7 @@ def tokens_per_row() -> dict[str, float]:
         r["template"]: float(r["tokens"]) / float(r["rows"])
         for r in _read_csv("template_subsets.csv")
     }
-    from run.llm.data import TEMPLATE_LABELS
+    from run.llm.catalog import TEMPLATE_LABELS
 
     out = {d: per_template[t] for d, t in TEMPLATE_LABELS.items()}
     by_name = {r["dataset"]: r["template"] for r in _read_csv("table4_llm_datasets.csv")}

@@ -230,12 +230,7 @@ def render(
             if on_gpu(info)
             else "estimated for this machine (no GPU)"
         )
-    exps: list[str] = []
-    for r in rows:
-        exps.extend(e for e in r.experiments if e not in exps)
-    if matrix is not None:  # in the matrix's order, not the order runs were first met
-        order = list(matrix["experiments"])
-        exps.sort(key=lambda e: order.index(e) if e in order else len(order))
+    exps = _experiments(rows, matrix)
     out = [
         f"plan for PROFILE={profile}: {len(rows)} runs of {len(exps)} experiment(s); {node_note}"
     ]
@@ -250,20 +245,38 @@ def render(
         if left:
             out.append(f"not run by `make all` (not implemented yet): {' '.join(left)}")
     if not brief:
-        out.append("")
+        out += ["", *_run_lines(rows)]
+    out += ["", *_per_experiment(rows, exps, matrix), "", *_totals(rows, info)]
+    out.append(f"model: {_model(info)}; {_calibrated(calib or {})}")
+    return "\n".join(out)
+
+
+def _experiments(rows: list[PlanRow], matrix: dict[str, Any] | None) -> list[str]:
+    """The experiments of the rows, in the matrix's order (not the order runs were first met)."""
+    exps: list[str] = []
+    for r in rows:
+        exps.extend(e for e in r.experiments if e not in exps)
+    if matrix is not None:
+        order = list(matrix["experiments"])
+        exps.sort(key=lambda e: order.index(e) if e in order else len(order))
+    return exps
+
+
+def _run_lines(rows: list[PlanRow]) -> list[str]:
+    out = [f"{'state':<11} {'est':>9} {'gpus':>4} {'steps':>6} {'ep':>3}  run  [experiments]"]
+    for r in rows:
+        note = f"  ({r.reason})" if r.reason and r.state != "unsupported" else ""
         out.append(
-            f"{'state':<11} {'est':>9} {'gpus':>4} {'steps':>6} {'ep':>3}  run  [experiments]"
+            f"{r.state:<11} {fmt_s(r.est_s) if r.state == 'missing' else '-':>9} {r.gpus:>4} "
+            f"{r.steps:>6} {r.epochs:>3}  {r.name}  [{' '.join(r.experiments)}]{note[:160]}"
         )
-        for r in rows:
-            note = f"  ({r.reason})" if r.reason and r.state != "unsupported" else ""
-            out.append(
-                f"{r.state:<11} {fmt_s(r.est_s) if r.state == 'missing' else '-':>9} {r.gpus:>4} "
-                f"{r.steps:>6} {r.epochs:>3}  {r.name}  [{' '.join(r.experiments)}]{note[:160]}"
-            )
-    out.append("")
-    out.append(
-        "per experiment (what its make target alone still spends; shared runs count in each):"
-    )
+    return out
+
+
+def _per_experiment(
+    rows: list[PlanRow], exps: list[str], matrix: dict[str, Any] | None
+) -> list[str]:
+    out = ["per experiment (what its make target alone still spends; shared runs count in each):"]
     targets = (matrix or {}).get("experiments", {})
     for e in exps:
         mine = [r for r in rows if e in r.experiments]
@@ -272,8 +285,11 @@ def render(
             f"  {e:<4} {target:<24} {len(mine):>3} runs ({_counts(mine)}): "
             f"{fmt_s(wall_s(mine))}, {gpu_hours(mine):.2f} GPU-h"
         )
-    out.append("")
-    out.append(f"runs: {len(rows)} ({_counts(rows)})")
+    return out
+
+
+def _totals(rows: list[PlanRow], info: dict[str, Any]) -> list[str]:
+    out = [f"runs: {len(rows)} ({_counts(rows)})"]
     # stand-ins for the real model: their names say so (llm_spec.run_name), the total says why
     parts = [r.name.split("-") for r in rows if r.name.startswith("llama3_8b-")]
     n_random, n_bytes = sum("random" in p for p in parts), sum("tok_bytes" in p for p in parts)
@@ -301,22 +317,24 @@ def render(
     skipped = [r for r in rows if r.state == "skipped"]
     if skipped:
         out.append(f"{len(skipped)} run(s) skipped: they need more GPUs than the node has")
-    calib = calib or {}
-    if calib:
-        local = ", ".join(f"{w} x{f:.2f} ({n} runs)" for w, (f, n) in sorted(calib.items()))
-        n = sum(k for _, k in calib.values())
-        cal = f"calibrated on {n} local run(s) of this profile: {local}"
-    else:
-        cal = "no local runs to calibrate on yet (factor 1.0)"
+    return out
+
+
+def _calibrated(calib: dict[str, tuple[float, int]]) -> str:
+    if not calib:
+        return "no local runs to calibrate on yet (factor 1.0)"
+    local = ", ".join(f"{w} x{f:.2f} ({n} runs)" for w, (f, n) in sorted(calib.items()))
+    n = sum(k for _, k in calib.values())
+    return f"calibrated on {n} local run(s) of this profile: {local}"
+
+
+def _model(info: dict[str, Any]) -> str:
     if on_gpu(info):
-        model = (
+        return (
             "the paper's times (Tables 2 and 3 for vision, Table 5 for LLM, in "
             "reference/paper/*.csv) and the assumptions in run/sweep/cost.py"
         )
-    else:
-        model = "a crude CPU model fitted to the smoke make all on 2 cores (run/sweep/cost.py)"
-    out.append(f"model: {model}; {cal}")
-    return "\n".join(out)
+    return "a crude CPU model fitted to the smoke make all on 2 cores (run/sweep/cost.py)"
 
 
 def main(argv: list[str] | None = None) -> int:

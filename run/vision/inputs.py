@@ -1,0 +1,196 @@
+"""What one vision rank trains and is tested on: Scenario A's MNIST sets (each image upsampled on
+the host as it loads, or the stored 28x28 images upsampled on the device per batch), Scenario B's
+prepared sets (unpacked into host memory, or read by DALI), the sampler of each strategy, and the
+copy of a batch to the device.
+
+The precision reaches this module only as the dtype the inputs are cast to: what the loop does
+with them is run/vision/loop.py's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch.utils.data import (
+    DataLoader,
+    Dataset,
+    DistributedSampler,
+    RandomSampler,
+    Subset,
+    TensorDataset,
+)
+
+from run.vision import digits, scenario_b
+from run.vision.tvcompat import import_torchvision
+
+# MNIST's mean and std of the grey channel, repeated for the three channels MobileNetV2 takes.
+MNIST_MEAN, MNIST_STD = (0.1307,) * 3, (0.3081,) * 3
+
+
+class ToDtype:
+    """Last step of the transform: the sample in the dtype the precision computes in, so the
+    DataLoader pins (and the GPU receives) exactly that many bytes. A class, not a lambda, so
+    DataLoader workers can pickle it."""
+
+    def __init__(self, dtype: torch.dtype) -> None:
+        self.dtype = dtype
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        return x.to(self.dtype)
+
+
+def scenario_a_transform(size: int, dtype: torch.dtype = torch.float32):  # noqa: ANN201
+    """Upsample 28x28 grey to size x size on the CPU, make it 3-channel, normalise, cast."""
+    transforms = import_torchvision().transforms
+    return transforms.Compose(
+        [
+            transforms.Resize((size, size)),
+            transforms.Grayscale(num_output_channels=3),
+            transforms.ToTensor(),
+            transforms.Normalize(MNIST_MEAN, MNIST_STD),
+            ToDtype(dtype),
+        ]
+    )
+
+
+def upsample_on_device(
+    x: torch.Tensor,
+    size: int,
+    dtype: torch.dtype,
+    memory_format: torch.memory_format = torch.contiguous_format,
+) -> torch.Tensor:
+    """scenario_a_transform for a whole uint8 (N, 28, 28) batch where it lies (the device), so
+    the model sees the same inputs: torchvision's Resize on a PIL image is PIL's antialiased
+    bilinear resize, which resamples the rows, rounds to 8 bits (half up), then the columns and
+    rounds again; then grey to 3 channels, ToTensor's /255, Normalize, the cast. Computed in
+    float32 like the host path, cast last. (PIL's fixed-point weights may still put a pixel one
+    level away: tests/test_vision_unit.py measures it.)"""
+    x = x.unsqueeze(1).float()
+    for rows in (x.shape[-2], size):  # width first, then height, as PIL does
+        x = F.interpolate(x, size=(rows, size), mode="bilinear", antialias=True)
+        x = x.add_(0.5).floor_().clamp_(0, 255)
+    x = (x / 255 - MNIST_MEAN[0]) / MNIST_STD[0]
+    # .to() hands back the expanded view itself when dtype and layout already match (fp32,
+    # contiguous_format): a stride-0 channel dim. Make it a real batch in the asked layout.
+    return x.expand(-1, 3, -1, -1).to(dtype=dtype).contiguous(memory_format=memory_format)
+
+
+def make_sampler(
+    strategy: str, dataset_len: int, world: int, rank: int, seed: int
+) -> DistributedSampler | RandomSampler:
+    """The sampler each strategy's training loader draws from (same order on all ranks but DS)."""
+    if strategy == "ddp_ds":
+        return DistributedSampler(range(dataset_len), num_replicas=world, rank=rank, seed=seed)
+    return RandomSampler(range(dataset_len), generator=torch.Generator().manual_seed(seed))
+
+
+def set_epoch(sampler: DistributedSampler | RandomSampler, epoch: int, seed: int) -> None:
+    if isinstance(sampler, DistributedSampler):
+        sampler.set_epoch(epoch)
+    else:
+        sampler.generator.manual_seed(seed + epoch)
+
+
+def keeps_batch(strategy: str, batch_index: int, world: int, rank: int) -> bool:
+    """Round robin trains on every world-th batch; the other strategies on all they load."""
+    return strategy != "ddp_rr" or batch_index % world == rank
+
+
+def rank_batches(
+    strategy: str, n: int, batch_size: int, world: int, rank: int, epoch: int = 0, seed: int = 0
+) -> list[list[int]]:
+    """The sample indices rank `rank` trains on in one epoch, batch by batch (used by the tests)."""
+    sampler = make_sampler(strategy, n, world, rank, seed)
+    set_epoch(sampler, epoch, seed)
+    order = list(sampler)
+    batches = [order[i : i + batch_size] for i in range(0, len(order), batch_size)]
+    return [b for i, b in enumerate(batches) if keeps_batch(strategy, i, world, rank)]
+
+
+def data_sets(spec: dict[str, Any], dtype: torch.dtype = torch.float32) -> tuple[Dataset, Dataset]:
+    """Scenario A's train and test sets: each image upsampled on the host as it is loaded
+    (upsample=host), or the stored uint8 28x28 tensors as they are (upsample=device)."""
+    datasets = import_torchvision().datasets
+    root = digits.data_root(spec["dataset"])
+    host = spec["upsample"] == "host"
+    tf = scenario_a_transform(spec["image_size"], dtype) if host else None
+    train = datasets.MNIST(str(root), train=True, download=False, transform=tf)
+    test = datasets.MNIST(str(root), train=False, download=False, transform=tf)
+    n, m = spec["train_images"], spec["test_images"]
+    if len(train) < n or len(test) < m:
+        raise ValueError(
+            f"{root} holds {len(train)}/{len(test)} train/test images; the spec needs {n}/{m}"
+        )
+    if host:
+        return Subset(train, range(n)), Subset(test, range(m))
+    return TensorDataset(train.data[:n], train.targets[:n]), TensorDataset(
+        test.data[:m], test.targets[:m]
+    )
+
+
+def to_device(x: torch.Tensor, y: torch.Tensor, device: torch.device, spec: dict[str, Any],
+              dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:  # fmt: skip
+    """One batch to the GPU as it left the DataLoader: already in the input dtype, or (upsample
+    =device) the stored uint8 images, made into the model's input there.
+
+    A blocking copy (non_blocking=False) makes the host wait for the device: today's loop with
+    pin_memory off. host_sync=epoch issues the copy non_blocking: from pageable memory the driver
+    stages the batch before the call returns (it may synchronise with the stream to do so, CUDA's
+    API sync behaviour), so the DataLoader may reuse it; from pinned memory the caching host
+    allocator keeps the block until the copy is done."""
+    non_blocking = spec["pin_memory"] or spec["host_sync"] == "epoch"
+    x = x.to(device, non_blocking=non_blocking)
+    y = y.to(device, non_blocking=non_blocking)
+    fmt = torch.channels_last if spec["channels_last"] else torch.contiguous_format
+    if spec["upsample"] == "device":
+        x = upsample_on_device(x, spec["image_size"], dtype, fmt)
+    elif spec["channels_last"] and not x.is_contiguous(memory_format=fmt):
+        x = x.contiguous(memory_format=fmt)
+    return x, y
+
+
+@dataclass
+class Loaders:
+    """One rank's training and test batches. `sampler` is the training loader's, seeded anew
+    every epoch (set_epoch); None under DALI, which shuffles and shards the files itself."""
+
+    train: Iterable[tuple[torch.Tensor, torch.Tensor]]
+    test: Iterable[tuple[torch.Tensor, torch.Tensor]]
+    sampler: DistributedSampler | RandomSampler | None
+
+
+def build_loaders(
+    spec: dict[str, Any], dtype: torch.dtype, device: torch.device, rank: int, world: int
+) -> Loaders:
+    """Scenario A (MNIST files upsampled on the fly) or B (prepared JPEGs, J 4.3), as batches in
+    the input dtype `dtype`."""
+    if spec["loader"] == "dali":  # DALI reads, decodes and shards the prepared files itself
+        path = scenario_b.for_spec(spec)
+        cuda = device.type == "cuda"
+        dali = dict(batch=spec["batch_size"], rank=rank, world=world, seed=spec["seed"],
+                    device_id=device.index if cuda else None, nhwc=spec["channels_last"],
+                    labels_on_gpu=spec["host_sync"] == "epoch")  # fmt: skip
+        train_loader = scenario_b.DaliLoader(path, "train", shuffle=True, **dali)
+        test_loader = scenario_b.DaliLoader(path, "test", shuffle=False, **dali)
+        return Loaders(train_loader, test_loader, None)
+    if spec["scenario"] == "B":  # every rank unpacks the whole set into host memory
+        path = scenario_b.for_spec(spec)
+        train_set = scenario_b.Unpacked(path, "train", dtype)
+        test_set = scenario_b.Unpacked(path, "test", dtype)
+    else:
+        train_set, test_set = data_sets(spec, dtype)
+    sampler = make_sampler(spec["strategy"], len(train_set), world, rank, spec["seed"])
+    loader_kw = dict(
+        batch_size=spec["batch_size"],
+        num_workers=spec["num_workers"],
+        pin_memory=spec["pin_memory"],
+        persistent_workers=spec["num_workers"] > 0,
+    )
+    train_loader = DataLoader(train_set, sampler=sampler, **loader_kw)
+    # Evaluation is sharded alike for every strategy: rank r scores test images r, r+W, ...
+    test_loader = DataLoader(Subset(test_set, range(rank, len(test_set), world)), **loader_kw)
+    return Loaders(train_loader, test_loader, sampler)
