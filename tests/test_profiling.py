@@ -1,4 +1,4 @@
-"""run/node/profiling.py: the nsys command line, the window, the no-op twin, the post-run metrics.
+"""run/node/profiling.py and profilers.py: the nsys command line, the window, the no-op twin, the post-run metrics.
 
 nsys is not installed on our machines: its command line is checked here as data, and the
 capture-range calls are checked against a stand-in for torch.cuda.

@@ -6,9 +6,9 @@ The loop is bench-vision's synthetic one (MobileNetV2, fp32, tensors already on 
 process) so that only the profiler differs. Variants, interleaved `--repeats` times so that a
 busy machine hurts them alike; the median per-step time of each is compared with `none`:
 
-    none    no profiler (run/node/profiling.py's no-op twin)
+    none    no profiler (run/node/profilers.py's no-op twin)
     torch   torch.profiler recording every timed step (CPU, plus CUDA on a GPU) through
-            run/profilers.TorchProfiler; writing the trace is timed separately (`export s`)
+            run/node/profilers.py TorchProfiler; writing the trace is timed separately (`export s`)
     nsys    the same loop in a child process under `nsys profile` (cuda, nvtx, osrt, cudnn,
             cublas), against the same child without nsys; only where nsys is on the PATH
 
