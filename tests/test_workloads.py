@@ -16,7 +16,7 @@ from run.node import probe
 from run.sweep import matrix as mx
 from run.sweep import plan
 from run.sweep import runner as sweep
-from run.sweep.workloads import WORKLOADS, Workload
+from run.sweep.workloads import WORKLOADS, FromModules, Workload
 
 MEMBERS = [
     "validate",
@@ -57,52 +57,57 @@ def test_the_sweep_needs_no_other_name_of_a_workload(tmp_path: Path) -> None:
     assert named == []
 
 
-TOY = '''
-"""A third workload for the test: a run sleeps for nothing and writes its summary."""
-import sys
-from pathlib import Path
-
+TOY_SPEC = '''
+"""A third workload for the test: what its spec holds, its name, its length."""
 DEFAULTS = {"workload": "toy", "gpus": 1, "seed": 0, "epochs": 1, "profiler": "none", "steps": 3}
 
 
-class Toy:
-    name = "toy"
-    defaults = DEFAULTS
-
-    def validate(self, spec):
-        if set(spec) != set(DEFAULTS):
-            raise ValueError(f"unknown toy spec key(s): {sorted(set(spec) - set(DEFAULTS))}")
-
-    def canonical(self, spec):
-        return dict(spec)
-
-    def run_name(self, spec):
-        return f"toy-{spec['steps']}steps-{spec['gpus']}gpu"
-
-    def planned_steps(self, spec):
-        return spec["steps"]
-
-    def unsupported_reason(self, spec):
-        return None
-
-    def preflight(self, specs):
-        return None
-
-    def skip_reason(self, spec, info):
-        return ""
-
-    def launch_command(self, spec, run_dir, info):
-        code = (
-            "import json, sys; "
-            "json.dump({'status': 'ok', 'name': sys.argv[2], 'steps': int(sys.argv[3])}, "
-            "open(sys.argv[1], 'w'))"
-        )
-        name = self.run_name(spec)
-        return [sys.executable, "-c", code, str(Path(run_dir) / "summary.json"), name,
-                str(spec["steps"])]
+def validate(spec):
+    if set(spec) != set(DEFAULTS):
+        raise ValueError(f"unknown toy spec key(s): {sorted(set(spec) - set(DEFAULTS))}")
 
 
-WORKLOAD = Toy()
+def canonical(spec):
+    return dict(spec)
+
+
+def run_name(spec):
+    return f"toy-{spec['steps']}steps-{spec['gpus']}gpu"
+
+
+def planned_steps(spec):
+    return spec["steps"]
+
+
+def unsupported_reason(spec):
+    return None
+'''
+
+TOY_LAUNCH = '''
+"""A third workload for the test: a run writes its summary and ends."""
+import sys
+from pathlib import Path
+
+from toyload import spec as toy_spec
+
+
+def preflight(specs):
+    return None
+
+
+def skip_reason(spec, info):
+    return ""
+
+
+def launch_command(spec, run_dir, info):
+    code = (
+        "import json, sys; "
+        "json.dump({'status': 'ok', 'name': sys.argv[2], 'steps': int(sys.argv[3])}, "
+        "open(sys.argv[1], 'w'))"
+    )
+    name = toy_spec.run_name(spec)
+    return [sys.executable, "-c", code, str(Path(run_dir) / "summary.json"), name,
+            str(spec["steps"])]
 '''
 
 
@@ -110,11 +115,14 @@ def test_a_third_workload_is_one_folder_and_one_registry_line(sandbox, tmp_path,
     folder = tmp_path / "toyload"
     folder.mkdir()
     (folder / "__init__.py").write_text("")
-    (folder / "launch.py").write_text(textwrap.dedent(TOY))
+    (folder / "spec.py").write_text(textwrap.dedent(TOY_SPEC))
+    (folder / "launch.py").write_text(textwrap.dedent(TOY_LAUNCH))
     monkeypatch.syspath_prepend(str(tmp_path))
     from toyload import launch as toy_launch  # the one folder
+    from toyload import spec as toy_spec
 
-    monkeypatch.setitem(WORKLOADS, "toy", toy_launch.WORKLOAD)  # the one registry line
+    # the one registry entry
+    monkeypatch.setitem(WORKLOADS, "toy", FromModules("toy", toy_spec, toy_launch))
     matrix = {
         "profiles": {"test": {"description": "tests", "gpus": [1], "toy": {}}},
         "experiments": {

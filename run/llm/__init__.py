@@ -1,7 +1,7 @@
 """The LLM fine-tuning workload: torchtune's own recipes, extended and fed by our components.
 
     spec.py      what a run spec holds, how it is checked and named, what cannot run (no torch)
-    launch.py    what the sweep asks of the workload: preflight, the command, WORKLOAD (no torch)
+    launch.py    what the sweep does with a spec: preflight, skip reason, the command (no torch)
     config.py    the torchtune config of a run, built from its spec (`prepare` checks it first)
     tune.py      the entry point, `python -m run.llm.tune --run-dir DIR`: runs the recipe
     catalog.py   the data sets and templates as data (no torch, no torchtune)

@@ -1,6 +1,6 @@
 """The LLM workload as the sweep launches it: assets and data made or checked first (config.py's
-`prepare`, the same check a run makes), the command (torchrun for several ranks), and WORKLOAD,
-the object run/sweep/workloads.py registers. Imports no torch: the matrix and analysis/ load it."""
+`prepare`, the same check a run makes), the command (torchrun for several ranks). With spec.py,
+what run/sweep/workloads.py's Workload asks. Imports no torch: the matrix and analysis/ load it."""
 
 from __future__ import annotations
 
@@ -37,41 +37,6 @@ def preflight(specs: list[dict[str, Any]]) -> None:
         llm_config.prepare(llm_spec.canonical(spec))
 
 
-class Llm:
-    """What the sweep asks of the LLM workload (run/sweep/workloads.py, `Workload`).
-
-    Each member calls this module's or spec.py's function through its module at call time, so a
-    test that replaces one replaces it for the sweep too.
-    """
-
-    name = "llm"
-    defaults = llm_spec.DEFAULTS
-
-    def validate(self, spec: dict[str, Any]) -> None:
-        llm_spec.validate(spec)
-
-    def canonical(self, spec: dict[str, Any]) -> dict[str, Any]:
-        return llm_spec.canonical(spec)
-
-    def run_name(self, spec: dict[str, Any]) -> str:
-        return llm_spec.run_name(spec)
-
-    def planned_steps(self, spec: dict[str, Any]) -> int:
-        return llm_spec.planned_steps(spec)
-
-    def unsupported_reason(self, spec: dict[str, Any]) -> str | None:
-        return llm_spec.unsupported_reason(spec)
-
-    def preflight(self, specs: list[dict[str, Any]]) -> None:
-        preflight(specs)
-
-    def skip_reason(self, spec: dict[str, Any], info: dict[str, Any]) -> str:
-        return ""  # no LLM cell depends on more than the GPU count, which the sweep checks
-
-    def launch_command(
-        self, spec: dict[str, Any], run_dir: Path, info: dict[str, Any]
-    ) -> list[str]:
-        return launch_command(spec, run_dir, info)
-
-
-WORKLOAD = Llm()
+def skip_reason(spec: dict[str, Any], info: dict[str, Any]) -> str:
+    """No LLM cell depends on more than the GPU count, which the sweep checks itself."""
+    return ""

@@ -1,20 +1,24 @@
 """What the sweep asks of a workload, written down once, and the registry of workloads.
 
-A workload is a folder of run/ (vision/, llm/) whose `launch.py` ends with one object, WORKLOAD,
-that has every member of `Workload` below; the matrix names it by its `workload:` key. The
-matrix, the plan, the sweep and gpu-check reach a workload only through this interface, never by
-its modules' names. Adding a third workload is one folder and one line in WORKLOADS (README,
-"Adding a workload").
+A workload is a folder of run/ (vision/, llm/) with two modules: `spec.py` (what a spec holds,
+its name, what cannot run) and `launch.py` (what the sweep does before and to run it). Together
+they give every member of `Workload` below, and `FromModules` presents them as one; the matrix
+names the workload by its `workload:` key. The matrix, the plan, the sweep and gpu-check reach a
+workload only through this interface, never by its modules' names. Adding a third workload is
+one folder and one line in WORKLOADS (README, "Adding a workload").
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
+from types import ModuleType
 from typing import Any, Protocol, runtime_checkable
 
 from run.llm import launch as llm_launch
+from run.llm import spec as llm_spec
 from run.vision import launch as vision_launch
+from run.vision import spec as vision_spec
 
 Spec = dict[str, Any]
 
@@ -62,7 +66,43 @@ class Workload(Protocol):
         ...
 
 
+class FromModules:
+    """A workload given as its spec and launch modules: `defaults` is spec.DEFAULTS, each member
+    calls the module function of its name, looked up at the call (a test that replaces one, say
+    launch_command with a fake run, replaces it for the sweep too)."""
+
+    def __init__(self, name: str, spec_module: ModuleType, launch_module: ModuleType) -> None:
+        self.name = name
+        self.spec_module = spec_module
+        self.launch_module = launch_module
+        self.defaults: Mapping[str, Any] = spec_module.DEFAULTS
+
+    def validate(self, spec: Spec) -> None:
+        self.spec_module.validate(spec)
+
+    def canonical(self, spec: Spec) -> Spec:
+        return self.spec_module.canonical(spec)
+
+    def run_name(self, spec: Spec) -> str:
+        return self.spec_module.run_name(spec)
+
+    def planned_steps(self, spec: Spec) -> int:
+        return self.spec_module.planned_steps(spec)
+
+    def unsupported_reason(self, spec: Spec) -> str | None:
+        return self.spec_module.unsupported_reason(spec)
+
+    def preflight(self, specs: list[Spec]) -> None:
+        self.launch_module.preflight(specs)
+
+    def skip_reason(self, spec: Spec, info: dict[str, Any]) -> str:
+        return self.launch_module.skip_reason(spec, info)
+
+    def launch_command(self, spec: Spec, run_dir: Path, info: dict[str, Any]) -> list[str]:
+        return self.launch_module.launch_command(spec, run_dir, info)
+
+
 WORKLOADS: dict[str, Workload] = {
-    "vision": vision_launch.WORKLOAD,
-    "llm": llm_launch.WORKLOAD,
+    "vision": FromModules("vision", vision_spec, vision_launch),
+    "llm": FromModules("llm", llm_spec, llm_launch),
 }

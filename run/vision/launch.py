@@ -1,5 +1,5 @@
 """The vision workload as the sweep launches it: data made or checked first, cells this machine
-must skip, the torchrun command, and WORKLOAD, the object run/sweep/workloads.py registers."""
+must skip, the torchrun command. With spec.py, what run/sweep/workloads.py's Workload asks."""
 
 from __future__ import annotations
 
@@ -10,7 +10,6 @@ from typing import Any
 from run.node import numa, profiling
 from run.node.probe import torchrun
 from run.vision import digits, scenario_b
-from run.vision import spec as vision_spec
 from run.vision.digits import data_root
 
 
@@ -81,43 +80,3 @@ def launch_command(spec: dict[str, Any], run_dir: Path, info: dict[str, Any]) ->
         # every rank under nsys; the vision loop opens/closes the capture range (cudaProfilerApi)
         cmd = profiling.with_nsys(cmd, run_dir, capture_api=True)
     return numa.wrap(cmd, numa.plan(spec["gpus"], info, spec["numa"]))
-
-
-class Vision:
-    """What the sweep asks of the vision workload (run/sweep/workloads.py, `Workload`).
-
-    Each member calls this module's or spec.py's function through its module at call time, so a
-    test that replaces one (launch_command with a fake run) replaces it for the sweep too.
-    """
-
-    name = "vision"
-    defaults = vision_spec.DEFAULTS
-
-    def validate(self, spec: dict[str, Any]) -> None:
-        vision_spec.validate(spec)
-
-    def canonical(self, spec: dict[str, Any]) -> dict[str, Any]:
-        return vision_spec.canonical(spec)
-
-    def run_name(self, spec: dict[str, Any]) -> str:
-        return vision_spec.run_name(spec)
-
-    def planned_steps(self, spec: dict[str, Any]) -> int:
-        return vision_spec.planned_steps(spec)
-
-    def unsupported_reason(self, spec: dict[str, Any]) -> str | None:
-        return vision_spec.unsupported_reason(spec)
-
-    def preflight(self, specs: list[dict[str, Any]]) -> None:
-        preflight(specs)
-
-    def skip_reason(self, spec: dict[str, Any], info: dict[str, Any]) -> str:
-        return skip_reason(spec, info)
-
-    def launch_command(
-        self, spec: dict[str, Any], run_dir: Path, info: dict[str, Any]
-    ) -> list[str]:
-        return launch_command(spec, run_dir, info)
-
-
-WORKLOAD = Vision()

@@ -1,6 +1,6 @@
 """What a vision run spec may hold, how it is checked and named, and whether this machine can run it.
 
-The sweep reaches these through run/vision/launch.py's WORKLOAD (run/sweep/workloads.py).
+The sweep reaches these, and launch.py's, through run/sweep/workloads.py's Workload.
 """
 
 from __future__ import annotations

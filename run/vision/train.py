@@ -6,7 +6,8 @@ The sweep launches every run as (the exact command is the first line of each run
 
 With `profiler: torch` each rank records a torch.profiler window (RUN/torch_traces/rankR...);
 with `profiler: nsys` the sweep starts every rank under `nsys profile` and the loop opens and
-closes its capture range. run/node/profiling.py holds both and the window; `none` is a no-op.
+closes its capture range. run/node/profilers.py holds both (`none` is a no-op twin), and
+run/node/profiling.py the window.
 
 gloo ranks on CPU, NCCL with one GPU per rank on a GPU node. This module is the entry point, read
 top to bottom: the checks, one process per rank, then train(): data (run/vision/inputs.py), model
