@@ -361,7 +361,11 @@ def fetch(only: list[str]) -> list[Got]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap = argparse.ArgumentParser(
+        prog="python -m run.assets",
+        description=__doc__,
+        formatter_class=argparse.RawTextHelpFormatter,
+    )
     ap.add_argument("--only", action="append", choices=ASSETS, help="fetch only these (repeatable)")
     args = ap.parse_args(argv)
     try:

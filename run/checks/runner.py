@@ -184,7 +184,11 @@ def _bundle(records: list[dict[str, Any]], info: dict[str, Any], lines: list, re
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap = argparse.ArgumentParser(
+        prog="python -m run.checks",
+        description=__doc__,
+        formatter_class=argparse.RawTextHelpFormatter,
+    )
     ap.add_argument("--only", action="append", help="run only this check (repeatable)")
     ap.add_argument("--list", action="store_true", help="list the checks and exit")
     args = ap.parse_args(argv)

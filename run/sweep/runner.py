@@ -336,7 +336,11 @@ def send_back(
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap = argparse.ArgumentParser(
+        prog="python -m run.sweep",
+        description=__doc__,
+        formatter_class=argparse.RawTextHelpFormatter,
+    )
     ap.add_argument("--profile", required=True)
     ap.add_argument("--exp", action="append", required=True, help="experiment id, e.g. V3")
     ap.add_argument("--retry-failed", action="store_true", help="run failed runs again")

@@ -97,7 +97,11 @@ def check_inputs(spec_path: Path) -> dict[str, Any]:
 def main(argv: list[str] | None = None) -> int:
     """One rank: its inputs checked, then (unless this machine cannot run the spec) its process
     group and train(); 2 for bad input, 0 otherwise."""
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap = argparse.ArgumentParser(
+        prog="python -m run.vision",
+        description=__doc__,
+        formatter_class=argparse.RawTextHelpFormatter,
+    )
     ap.add_argument("--spec", type=Path, required=True, help="resolved run spec (JSON)")
     ap.add_argument("--run-dir", type=Path, required=True, help="where epochs and summary go")
     args = ap.parse_args(argv)

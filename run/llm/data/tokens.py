@@ -49,7 +49,9 @@ def subset_token_counts(rows: int, model: str = "tiny") -> list[dict[str, Any]]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description="Make the LLM data files; print subset token counts.")
+    ap = argparse.ArgumentParser(
+        prog="python -m run.llm.data", description="Make the LLM data files; print subset token counts."
+    )
     ap.add_argument("--rows", type=int, action="append", help="template subset size(s)")
     ap.add_argument("--model", default="tiny", choices=("tiny", "llama3_8b"))
     args = ap.parse_args(argv)
