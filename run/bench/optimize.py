@@ -46,7 +46,6 @@ from run.vision.loop import model_for, optimizer_for, precision_setup, train_ste
 
 PROFILE = "smoke"  # its O1/O3 cells are sized for one device and need no download
 GPU_IMAGE_SIZE = 500
-REPO = store.REPO
 
 
 def ends(exp: str, **want: Any) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -107,10 +106,10 @@ def llm_rate(spec: dict[str, Any], workdir: Path) -> tuple[float, float]:
     t0 = time.perf_counter()
     env = {
         **os.environ,
-        "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]),
+        "PYTHONPATH": os.pathsep.join([str(store.REPO), os.environ.get("PYTHONPATH", "")]),
     }
     done = subprocess.run([sys.executable, "-m", "run.llm.tune", "--run-dir", str(run_dir)],
-                          capture_output=True, text=True, cwd=REPO, env=env)  # fmt: skip
+                          capture_output=True, text=True, cwd=store.REPO, env=env)  # fmt: skip
     wall = time.perf_counter() - t0
     summary = run_dir / store.SUMMARY
     result = json.loads(summary.read_text()) if summary.is_file() else {}

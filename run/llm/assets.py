@@ -29,8 +29,6 @@ from run import store
 from run.errors import UserError
 from run.store import write_json_atomic, write_text_atomic
 
-REPO = store.REPO
-
 # The 13 llama3 special tokens torchtune's Llama3Tokenizer looks up, placed right after the bytes.
 SPECIAL_TOKENS = (
     "<|begin_of_text|>",
@@ -54,7 +52,7 @@ class AssetError(UserError):
 
 
 def data_root() -> Path:
-    return Path(os.environ.get("LLM_DATA_ROOT", REPO / "data" / "llm"))
+    return Path(os.environ.get("LLM_DATA_ROOT", store.REPO / "data" / "llm"))
 
 
 @contextlib.contextmanager

@@ -40,7 +40,6 @@ from run import store
 from run.errors import UserError
 from run.node import bundle, numa, profiling, provenance
 from run.node import probe as hw
-from run.node.provenance import REPO
 from run.sweep import lock
 from run.sweep import matrix as mx
 from run.sweep.failure import root_cause
@@ -99,7 +98,7 @@ def profile_metrics(spec: dict[str, Any], stage: Path, summary: dict[str, Any]) 
     t0 = time.monotonic()
     cmd = [sys.executable, "-m", "analysis.profiles.collect", str(stage.resolve())]
     cmd += ["--run", mx.run_name(spec), "--profiler", spec["profiler"]]
-    proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, check=False)
+    proc = subprocess.run(cmd, cwd=store.REPO, capture_output=True, text=True, check=False)
     if proc.returncode != 0:
         lines = (proc.stderr or proc.stdout).strip().splitlines()
         why = lines[-1] if lines else f"exit status {proc.returncode}"
