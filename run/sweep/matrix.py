@@ -74,9 +74,10 @@ def load_matrix(path: Path | None = None) -> dict[str, Any]:
 
 def check_keys(matrix: Any) -> None:
     """Every key at every level is one the matrix knows (run/sweep/schema.py), else one line."""
-    problem = schema.first_problem(matrix, WORKLOADS)
-    if problem:
-        raise MatrixError(problem)
+    try:
+        schema.check(matrix, WORKLOADS)
+    except ValueError as exc:
+        raise MatrixError(str(exc)) from None
 
 
 def profiles(matrix: dict[str, Any] | None = None) -> list[str]:
@@ -342,8 +343,10 @@ def check_all(matrix: dict[str, Any] | None = None) -> tuple[int, int]:
     Also checks that a run name never stands for two different specs within a profile, which is
     what lets experiments share identical runs by name.
     """
-    matrix = matrix or load_matrix()
-    check_keys(matrix)
+    if not matrix:
+        matrix = load_matrix()  # checks its keys as it loads
+    else:
+        check_keys(matrix)
     entries = specs_checked = 0
     for profile in profiles(matrix):
         profile_device(profile, matrix)

@@ -1,6 +1,6 @@
 """What experiments/matrix.yaml may hold, level by level: a key beside these is a typo (`varry:`
 for `vary:` would silently drop an axis). run/sweep/matrix.py refuses such a matrix with the one
-line `first_problem` gives.
+line `check` raises.
 
 Spec keys (a profile's workload block, `fixed`, `vary`, ladder steps) are the workload's own,
 checked by its validate() when the specs are expanded; profiling windows by run/node/profiling.py.
@@ -23,41 +23,30 @@ EXPERIMENT_KEYS = ("title", "source", "target", "workload", "fixed", "vary", "la
 REQUIRED_EXPERIMENT_KEYS = ("title", "source", "target", "workload")
 
 
-class KeyProblem(Exception):
-    """The first key that is not where the matrix allows it (one line)."""
-
-
 def _unknown(where: str, keys: Iterable[str], known: Iterable[str]) -> None:
     unknown = sorted(set(keys) - set(known))
     if unknown:
         listed = ", ".join(f"'{k}'" for k in unknown)
-        raise KeyProblem(f"{where}: unknown key {listed} (known: {', '.join(sorted(set(known)))})")
+        raise ValueError(f"{where}: unknown key {listed} (known: {', '.join(sorted(set(known)))})")
 
 
-def first_problem(matrix: Any, workloads: Iterable[str]) -> str | None:
-    """The first key at any level that the matrix does not know, as one line; None if none."""
-    try:
-        _check(matrix, list(workloads))
-    except KeyProblem as exc:
-        return str(exc)
-    return None
-
-
-def _check(matrix: Any, workloads: list[str]) -> None:
+def check(matrix: Any, workloads: Iterable[str]) -> None:
+    """Raise ValueError naming the first key, at any level, that the matrix does not know."""
+    workloads = list(workloads)
     if not isinstance(matrix, dict):
-        raise KeyProblem(f"the matrix must be a mapping of {', '.join(TOP_KEYS)}")
+        raise ValueError(f"the matrix must be a mapping of {', '.join(TOP_KEYS)}")
     _unknown("matrix", matrix, TOP_KEYS)
     for key in TOP_KEYS:
         if not isinstance(matrix.get(key), dict) or not matrix[key]:
-            raise KeyProblem(f"matrix: '{key}' must be a non-empty mapping")
+            raise ValueError(f"matrix: '{key}' must be a non-empty mapping")
     from_profile = set()
     for exp_id, entry in matrix["experiments"].items():
         if not isinstance(entry, dict):
-            raise KeyProblem(f"{exp_id}: an experiment must be a mapping of its keys")
+            raise ValueError(f"{exp_id}: an experiment must be a mapping of its keys")
         _unknown(exp_id, entry, EXPERIMENT_KEYS)
         missing = [k for k in REQUIRED_EXPERIMENT_KEYS if k not in entry]
         if missing:
-            raise KeyProblem(f"{exp_id}: missing key(s) {', '.join(missing)}")
+            raise ValueError(f"{exp_id}: missing key(s) {', '.join(missing)}")
         for block in ("fixed", "vary"):
             for key, value in (entry.get(block) or {}).items():
                 values = value.values() if isinstance(value, dict) else [value]
@@ -65,6 +54,6 @@ def _check(matrix: Any, workloads: list[str]) -> None:
     for name, prof in matrix["profiles"].items():
         where = f"profile '{name}'"
         if not isinstance(prof, dict):
-            raise KeyProblem(f"{where} must be a mapping of its keys")
+            raise ValueError(f"{where} must be a mapping of its keys")
         _unknown(where, prof, [*PROFILE_KEYS, *workloads, *from_profile])
         _unknown(f"{where}: profiling", prof.get("profiling") or {}, workloads)

@@ -10,7 +10,6 @@ from typing import Any
 from run.node import numa, profiling
 from run.node.probe import torchrun
 from run.vision import digits, scenario_b
-from run.vision.digits import data_root
 
 
 def preflight(specs: list[dict[str, Any]]) -> None:
@@ -27,7 +26,7 @@ def preflight(specs: list[dict[str, Any]]) -> None:
         need = [s for s in specs if s["dataset"] == dataset]
         n_train = max(s["train_images"] for s in need)
         n_test = max(s["test_images"] for s in need)
-        root = data_root(dataset)
+        root = digits.data_root(dataset)
         if dataset == "digits":
             digits.generate(root, max(n_train, 4096), max(n_test, 1024))
             continue
@@ -47,7 +46,7 @@ def preflight(specs: list[dict[str, Any]]) -> None:
             )
     # Scenario B's prepared JPEGs, made once per size and count from the set above
     for s in {scenario_b.for_spec(s): s for s in specs if s.get("scenario") == "B"}.values():
-        scenario_b.prepare(data_root(s["dataset"]), s["dataset"], s["image_size"],
+        scenario_b.prepare(digits.data_root(s["dataset"]), s["dataset"], s["image_size"],
                            s["train_images"], s["test_images"])  # fmt: skip
 
 
