@@ -85,7 +85,7 @@ REPORT_RESULTS ?= $(RESULTS_DIR)
 .PHONY: help all vision llm report test test-unit test-gpu lint format probe venv matrix clean \
         clean-results bench-vision bench-loaders bench-analysis bench-profiler bench-optimize data-mnist assets container \
         container-test container-local sif slurm \
-        plan plan-brief check-cuda gpu-check gpu-wheels self-check pdf runs $(ALL_TARGETS)
+        plan plan-brief check-cuda check-verdicts gpu-check gpu-wheels self-check pdf runs $(ALL_TARGETS)
 
 help: ## show this help
 	@echo "Usage: make <target> [PROFILE=smoke|quick|paper] [PROFILER=auto|torch|nsys|none] [REPEATS=n]"
@@ -145,8 +145,12 @@ $(SWEEPS)/%.json: $(RUN_SRC) $(PROFILER_STAMP) | $(VENV_STAMP)
 # it exits; they are the record of what ran, so they stay.
 .PRECIOUS: $(SWEEPS)/%.json $(TABLES)/%.csv $(FIGS)/%.png
 
+# Every table's timing verdicts are judged against the run-to-run noise of the same results
+# (analysis/noise.py): the noise cells (N1/N2, target table-noise) run before any table is made.
+NOISE_SWEEPS = $(foreach e,$(exp_table-noise),$(SWEEPS)/$(e).json)
+
 .SECONDEXPANSION:
-$(TABLES)/%.csv: $$(foreach e,$$(exp_$$*),$$(SWEEPS)/$$(e).json) analysis/artifacts/$$(subst -,_,$$*).py $(ANALYSIS_SRC) | $(VENV_STAMP)
+$(TABLES)/%.csv: $$(foreach e,$$(exp_$$*),$$(SWEEPS)/$$(e).json) $$(NOISE_SWEEPS) analysis/artifacts/$$(subst -,_,$$*).py $(ANALYSIS_SRC) | $(VENV_STAMP)
 	$(PY) -m analysis $* --profile $(PROFILE)
 
 $(FIGS)/%.png: $(TABLES)/%.csv report/figures/$$(subst -,_,$$*).py $(wildcard report/figures/*common.py) | $(VENV_STAMP)
@@ -165,6 +169,19 @@ pdf: report ## build report/out/PROFILE/report.pdf from the LaTeX report (needs 
 	@command -v latexmk >/dev/null || { echo "error: latexmk not found: apt-get install latexmk texlive-latex-recommended texlive-latex-extra texlive-fonts-recommended" >&2; exit 2; }
 	cd $(REPORT_OUT) && latexmk -pdf -interaction=nonstopmode -halt-on-error -quiet report.tex >/dev/null
 	@echo "wrote $(REPORT_OUT)/report.pdf"
+
+# Two independent sweeps of the targets whose claims are timings, into separate results folders:
+# every claim that neither calls inconclusive must get the same verdict (else a verdict was decided
+# inside the noise). About 2 x 10 min of smoke runs on 2 cores.
+CHECK_TARGETS ?= fig-strategies fig-imagesize table-precision fig-datasets fig-templates \
+                 fig-template-scaling fig-optimized
+CHECK_DIR ?= results/check-verdicts
+check-verdicts: | $(VENV_STAMP) ## two independent sweeps of the timing claims' targets; their decided verdicts must agree
+	@for d in a b; do \
+	  $(MAKE) --no-print-directory RESULTS_DIR=$(CHECK_DIR)/$$d \
+	    $(foreach t,$(CHECK_TARGETS),$(CHECK_DIR)/$$d/$(PROFILE)/tables/$(t).csv) || exit $$?; \
+	done
+	$(PY) -m analysis.check_verdicts $(CHECK_DIR)/a $(CHECK_DIR)/b --profile $(PROFILE)
 
 self-check: | $(VENV_STAMP) ## judge every claim on the paper's own published numbers
 	@$(PY) -m analysis self-check

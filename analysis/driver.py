@@ -32,6 +32,7 @@ from typing import Any
 import pandas as pd
 
 from analysis import common as c
+from analysis import noise
 from analysis.claims import spec as cs
 from analysis.claims import verdicts as cl
 from run import store
@@ -79,7 +80,7 @@ def runs_of(exps: list[str], profile: str) -> tuple[pd.DataFrame, list[dict[str,
 def default_gates(runs: pd.DataFrame) -> dict[str, str]:
     gates: dict[str, str] = {}
     if not c.on_gpu(runs):
-        gates["gpu"] = "needs a GPU: these runs used gloo ranks on CPU cores"
+        gates["gpu"] = cl.NO_GPU
     return gates
 
 
@@ -100,11 +101,15 @@ def build(target: str, profile: str) -> Path:
     paper = mod.paper() if hasattr(mod, "paper") else None
     gates = {**default_gates(runs), **(mod.gates(runs, t) if hasattr(mod, "gates") else {})}
     gates = {k: v for k, v in gates.items() if v}
-    # each claim beside its own experiment's GPU counts (fig-optimized's O1 runs 4, O3 1 and 4)
-    judged = [
-        cl.judge(claim, t, paper, gates, paper_gpus([claim["experiment"]]))
-        for claim in cs.for_experiments(exps)
-    ]
+    # each claim beside its own experiment's GPU counts (fig-optimized's O1 runs 4, O3 1 and 4),
+    # its timed comparisons against its workload's run-to-run noise in these results
+    _, margins = noise.measure(profile, matrix)
+    judged = []
+    for claim in cs.for_experiments(exps):
+        workload = matrix["experiments"][claim["experiment"]]["workload"]
+        margin = margins.get(workload)
+        judged.append(cl.judge(claim, t, paper, gates, paper_gpus([claim["experiment"]]),
+                               margin, noise.describe(workload, margin)))  # fmt: skip
     compact = mod.compact(t)
     out = store.tables_dir(profile) / f"{target}.csv"
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -55,7 +55,7 @@ def tiny_matrix() -> dict:
                 },
             }
             for k, v in vision.items()
-            if k in ("V1", "V2", "V3", "V4", "V7")
+            if k in ("V1", "V2", "V3", "V4", "V7", "N1")  # N1: the vision noise cells
         },
     }
 
@@ -66,8 +66,19 @@ def sandbox(tmp_path, monkeypatch):
     return sandbox_env(tmp_path, monkeypatch)
 
 
+def quiet_machine(profile: str, matrix: dict) -> tuple:
+    from analysis import noise
+
+    return noise.table(noise.pd.DataFrame()), {w: 0.0 for w in noise.QUANTITY}
+
+
 def sandbox_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """What `sandbox` sets up, for fixtures of wider scope (pass a MonkeyPatch context)."""
+    from analysis import noise
+
+    # Made-up tables have no noise runs (N1/N2) beside them: the rules see a perfectly quiet
+    # machine, a noise floor of zero. Tests of the floor itself put back noise.measure_runs.
+    monkeypatch.setattr(noise, "measure", quiet_machine)
     matrix_file = tmp_path / "matrix.yaml"
     m = tiny_matrix()
     for e in m["experiments"].values():

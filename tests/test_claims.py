@@ -110,7 +110,7 @@ def test_compare_trend_step_extreme_within_status():
                  than=11)  # fmt: skip
     assert cl.judge(step, t)["verdict"] == cl.HOLDS  # 10 | 11, 12
     within = claim("within", a={"value": "v", "where": {"s": "b"}, "by": ["gpus"]},
-                   b={"where": {"s": "a"}}, tol_abs=1.0, aggregate="mean")  # fmt: skip
+                   b={"where": {"s": "a"}}, tol_abs=1.0, cells="aggregate")  # fmt: skip
     assert cl.judge(within, t)["verdict"] == cl.FAILS  # mean difference 13/3 > 1
     rel = claim("within", a={"value": "v", "where": {"s": "b"}, "by": ["gpus"]},
                 b={"where": {"s": "a"}}, names=["B", "A"], tol_rel=0.1)  # fmt: skip
@@ -119,7 +119,7 @@ def test_compare_trend_step_extreme_within_status():
     assert "largest difference 8 (200 % of A)" in got["evidence"]
     # repeats: a difference the spreads could close (or open) decides nothing
     close = claim("within", a={"value": "v", "where": {"s": "b"}, "by": ["gpus"]},
-                  b={"where": {"s": "a"}}, tol_abs=1.0, aggregate="mean")  # fmt: skip
+                  b={"where": {"s": "a"}}, tol_abs=1.0, cells="aggregate")  # fmt: skip
     wide = frame([(1, "a", 10.0), (1, "b", 11.5), (1, "b", 12.0), (1, "b", 10.2)], "gpus s v")
     got = cl.judge(close, wide)  # median difference 1.5 > 1, but one repeat is 0.2 away
     assert got["verdict"] == cl.INCONCLUSIVE and "10.2-12" in got["evidence"]

@@ -18,7 +18,8 @@ def test_every_entry_of_every_profile_validates():
     real = mx.load_matrix(mx.MATRIX_FILE)
     entries, specs = mx.check_all(real)
     n_exp, n_prof = len(real["experiments"]), len(real["profiles"])
-    assert n_exp == 24  # V1..V11 and L1..L9 of EXPERIMENTS.md, O1..O4 beyond the papers
+    # V1..V11 and L1..L9 of EXPERIMENTS.md, O1..O4 beyond the papers, N1/N2 the noise floor
+    assert n_exp == 26
     assert n_prof == 3
     assert entries == n_exp * n_prof
     expected = sum(
@@ -31,7 +32,10 @@ def test_experiment_ids_match_the_paper_list_and_ours_are_labelled_apart():
     exps = mx.load_matrix(mx.MATRIX_FILE)["experiments"]
     paper = {f"V{i}" for i in range(1, 12)} | {f"L{i}" for i in range(1, 10)}
     ours = {f"O{i}" for i in range(1, 5)}
-    assert set(exps) == paper | ours
+    noise = {"N1", "N2"}  # the verdicts' noise floor (issue 26): one table, no claims
+    assert set(exps) == paper | ours | noise
+    assert {exps[e]["target"] for e in noise} == {"table-noise"}
+    assert all(exps[e].get("repeats") == 3 for e in noise)
     assert len({exps[e]["target"] for e in paper}) == 20
     assert {exps[e]["target"] for e in ours} == {"fig-optimized"}
     assert all(exps[e]["source"] == "ours (beyond the paper)" for e in ours)
@@ -113,7 +117,7 @@ def _with(edit):  # noqa: ANN001, ANN202 - a copy of the real matrix with one ed
     [
         (
             lambda m: m["experiments"]["V3"].update(varry=m["experiments"]["V3"].pop("vary")),
-            "V3: unknown key 'varry' (known: fixed, ladder, source, target, title, vary, workload)",
+            "V3: unknown key 'varry' (known: fixed, ladder, repeats, source, target, title, vary, workload)",
         ),
         (lambda m: m["experiments"]["L5"].pop("target"), "L5: missing key(s) target"),
         (

@@ -172,7 +172,10 @@ def test_llm_methods_and_templates_are_ordered_as_the_journal(real):
 
 def test_the_smoke_plan_adds_up_to_the_measured_smoke_make_all(real):
     rows = plan.build("smoke", None, CPU2, real)
-    assert len(rows) == 112  # 99 of the papers' experiments, 13 more of O1-O4 (issue 20)
+    # 99 of the papers' experiments, 13 more of O1-O4 (issue 20), 8 noise repeats (N1/N2; their
+    # seed-0 runs are V1's and L1's)
+    assert len(rows) == 120
+    assert sum(r.experiments in (["N1"], ["N2"]) for r in rows) == 8
     ours = [r for r in rows if all(e.startswith("O") for e in r.experiments)]
     assert len(ours) == 13 and all(r.state == "missing" for r in ours)
     windows = {w: profiling.window_for("smoke", w, real) for w in ("vision", "llm")}
@@ -304,7 +307,8 @@ def test_quick_fits_an_hour_on_a_4_gpu_h100_node(real):
     rows = plan.build("quick", None, H100X4, real)
     assert all(r.state in ("missing", "unsupported") for r in rows)
     minutes = plan.wall_s(rows) / 60
-    assert minutes <= 75, f"quick plans {minutes:.0f} min on 4 x H100"  # 64 before O1-O4
+    # 64 min before O1-O4, 73 before the noise cells N1/N2 (issue 26)
+    assert minutes <= 80, f"quick plans {minutes:.0f} min on 4 x H100"
     # the same plan when made on a laptop for the paper's node
     assert plan.wall_s(plan.build("quick", None, CPU2, real)) / 60 == pytest.approx(minutes)
     # and quick still has every GPU count the claims need (L1b, L8a/b/d: 1, 2 and more than 2)

@@ -24,6 +24,7 @@ class Q:
     unmeasured: list[str] = field(default_factory=list)  # why rows were not measured
     missing: str = ""  # the filter that left no rows, with the values the table has
     gpus: set[float] = field(default_factory=set)  # GPU counts of the rows read (coverage)
+    runs: set[str] = field(default_factory=set)  # the runs behind the rows read
 
     def empty(self) -> bool:
         return self.frame.empty
@@ -77,6 +78,9 @@ def select(t: pd.DataFrame, spec: dict[str, Any]) -> Q:
     # the GPU counts judged, also where `where` fixed them and no group names them
     gpus = set(rows.dropna(subset=[col])["gpus"].dropna()) if "gpus" in rows else set()
     rows = rows[[*keys, *over, *(["run"] if "run" in rows else []), col]].dropna(subset=[col])
+    runs = {
+        r.strip() for v in rows.get("run", pd.Series(dtype=str)).dropna() for r in str(v).split(",")
+    }
     rows = rows.assign(_v=pd.to_numeric(rows[col], errors="coerce").astype(float))
     if spec.get("abs"):
         rows["_v"] = rows["_v"].abs()
@@ -92,7 +96,7 @@ def select(t: pd.DataFrame, spec: dict[str, Any]) -> Q:
         agg = spec.get("over_agg", "mean")
         g2 = frame.assign(_all="all").groupby(keys or ["_all"], dropna=False)
         frame = g2[["med", "lo", "hi"]].agg(agg).join(g2["n"].min()).reset_index()
-    return Q(keys, frame.drop(columns="_all", errors="ignore"), why, gpus=gpus)
+    return Q(keys, frame.drop(columns="_all", errors="ignore"), why, gpus=gpus, runs=runs)
 
 
 def overlaid(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:

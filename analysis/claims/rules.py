@@ -14,8 +14,11 @@
     status      runs matching each case ended with the status it names (L8d: OOM cells)
     all         every part, each a rule of its own, holds
 
-A comparison is firm when every end of the repeats' spreads gives the medians' answer; one that
-is not is within the spread (the verdict then is inconclusive, analysis/claims/verdicts.py).
+A comparison is firm when every end of the repeats' spreads gives the medians' answer and, for a
+timed quantity of cells without repeats, its margin is larger than the run-to-run noise measured
+by the same sweep (analysis/noise.py, passed in as the claim's `_noise`); one that is not is within
+the noise (the verdict then is inconclusive, analysis/claims/verdicts.py). `cells` (claims.yaml)
+says which cells must pass: all, a majority, or the aggregate (one number over them).
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from typing import Any
 
 import pandas as pd
 
+from analysis.claims import spec as cs
 from analysis.claims.quantities import (
     Q,
     group_label,
@@ -49,17 +53,41 @@ class Outcome:
     weak_pass: bool = False  # a comparison that passed on medians but not across the spreads
     weak_fail: bool = False  # one that failed on medians but not across the spreads
     firm_fail: bool = False  # one that failed whichever repeats are taken
+    cells: list[tuple[bool, bool]] = field(default_factory=list)  # (passed, firm) per check
+    cell_text: str = ""  # how many cells passed, and how many had to
+    runs: set[str] = field(default_factory=set)  # the runs behind the numbers
+    quiet: bool = False  # some comparison was inside the run-to-run noise
 
     def check(self, good: bool, firm: bool) -> None:
         """One comparison: `good` on the medians; `firm` when every end of the repeats' spreads
         (or the stated noise floor) gives the same answer."""
         self.ok = bool(self.ok and good)
+        self.cells.append((good, firm))
         if good:
             self.weak_pass |= not firm
         elif firm:
             self.firm_fail = True
         else:
             self.weak_fail = True
+
+    def settle(self, mode: str) -> None:
+        """Decide on the cells as `mode` says (claims.yaml `cells`); `all` is check()'s own."""
+        n, passed = len(self.cells), sum(g for g, _ in self.cells)
+        if not n or self.ok is None:
+            return
+        if mode == "majority":
+            need = n // 2 + 1
+            firm_pass = sum(g and f for g, f in self.cells)
+            firm_fail = sum(not g and f for g, f in self.cells)
+            self.ok = passed >= need
+            decided = firm_pass >= need if self.ok else firm_fail > n - need
+            self.weak_pass, self.weak_fail = self.ok and not decided, not self.ok and not decided
+            self.firm_fail = not self.ok and decided
+        must = {"all": "all must", "majority": f"more than half ({n // 2 + 1}) must",
+                "aggregate": "the mean over them is judged"}[mode]  # fmt: skip
+        unit = "cell" if n == 1 else "cells"
+        self.cell_text = (f"{passed} of {n} {unit} pass; {must}" if mode != "aggregate"
+                          else "judged on the mean over the cells")  # fmt: skip
 
     @property
     def overlap(self) -> bool:
@@ -68,6 +96,24 @@ class Outcome:
         if self.ok:
             return self.weak_pass
         return self.weak_fail and not self.firm_fail
+
+
+def _margin(cl: dict[str, Any], *ns: float) -> float:
+    """The relative margin a comparison of these cells must clear: the claim's stated noise_rel
+    and, for timed quantities, the measured run-to-run spread unless every cell has repeats of
+    its own (their min-max then speaks for them)."""
+    stated = float(cl.get("noise_rel", 0.0))
+    measured = cl.get("_noise")
+    if measured is None or not cs.timing(cl) or all(n > 1 for n in ns):
+        return stated
+    return max(stated, float(measured))
+
+
+def _quiet(x: float, ref: float, margin: float) -> bool:
+    """x within `margin` (relative) of ref: a difference the noise could make."""
+    if margin <= 0:
+        return False
+    return math.isinf(margin) or abs(x - ref) <= margin * abs(ref)
 
 
 def _none(cl: dict[str, Any], *qs: Q) -> Outcome:
@@ -85,10 +131,14 @@ def _threshold(cl: dict[str, Any], t: pd.DataFrame) -> Outcome:
     if q.empty():
         return _none(cl, q)
     op, than, unit = OPS[cl.get("op", ">")], float(cl["than"]), cl.get("unit", "")
-    out = Outcome(True, gpus=q.gpus)
+    out = Outcome(True, gpus=q.gpus, runs=q.runs)
+    points = cs.timing(cl) == "difference"  # a % difference: the margin is in points
     for _, r in q.frame.iterrows():
         good = bool(op(r["med"], than))
-        out.check(good, op(r["lo"], than) == good == op(r["hi"], than))
+        m = _margin(cl, r["n"])
+        quiet = (abs(r["med"] - than) <= 100 * m) if points else _quiet(r["med"], than, m)
+        out.quiet |= quiet
+        out.check(good, op(r["lo"], than) == good == op(r["hi"], than) and not quiet)
         out.facts.append(f"{group_label(r, q.keys)}: {value_text(r, unit)}")
         out.values.append(float(r["med"]))
     out.facts.append(f"(criterion {cl.get('op', '>')} {num(than)}{unit})")
@@ -120,8 +170,8 @@ def _compare(cl: dict[str, Any], t: pd.DataFrame) -> Outcome:
         return _none(cl, a, b)
     names = cl.get("names", ["a", "b"])
     keys = [k for k in dict.fromkeys([*a.keys, *b.keys]) if k in m]
-    out = Outcome(True, gpus=a.gpus | b.gpus)
-    ratios = []
+    out = Outcome(True, gpus=a.gpus | b.gpus, runs=a.runs | b.runs)
+    ratios, margins = [], []
     for _, r in m.iterrows():
         ratio = r["med_a"] / r["med_b"] if r["med_b"] else math.inf
         ratios.append(ratio)
@@ -136,18 +186,22 @@ def _compare(cl: dict[str, Any], t: pd.DataFrame) -> Outcome:
             up = op in (operator.gt, operator.ge)
             best = op(r["hi_a"], f * r["lo_b"]) if up else op(r["lo_a"], f * r["hi_b"])
             worst = op(r["lo_a"], f * r["hi_b"]) if up else op(r["hi_a"], f * r["lo_b"])
-            # without repeats, a stated noise floor: runs differing by less decide nothing
-            noise = float(cl.get("noise_rel", 0.0)) * abs(r["med_b"])
-            quiet = noise > 0 and abs(r["med_a"] - r["med_b"]) <= noise
+            # runs differing by less than the noise (stated, or measured) decide nothing
+            quiet = _quiet(r["med_a"], f * r["med_b"], _margin(cl, r["n_a"], r["n_b"]))
+            out.quiet |= quiet
             out.check(good, best == good == worst and not quiet)
         out.values.append(ratio)
+        margins.append(_margin(cl, r["n_a"], r["n_b"]))
     if "ratio" in cl:
         lo, hi = (float(x) for x in cl["ratio"])
-        vals = [sum(ratios) / len(ratios)] if cl.get("aggregate") == "mean" else ratios
-        out.ok = all(lo <= v <= hi for v in vals)
-        if cl.get("aggregate") == "mean":
-            out.facts.append(f"mean ratio {num(vals[0])}")
-            out.values = vals
+        if cl.get("cells") == "aggregate":
+            ratios, margins = [sum(ratios) / len(ratios)], [max(margins)]
+            out.facts.append(f"mean ratio {num(ratios[0])}")
+            out.values = ratios
+        for v, m in zip(ratios, margins, strict=True):
+            quiet = _quiet(v, lo, m) or _quiet(v, hi, m)
+            out.quiet |= quiet
+            out.check(lo <= v <= hi, not quiet)
         out.facts.append(f"(criterion: ratio within {num(lo)}-{num(hi)})")
     return out
 
@@ -166,7 +220,7 @@ def _trend(cl: dict[str, Any], t: pd.DataFrame) -> Outcome:
     rest = [k for k in q.keys if k != along]
     direction, tol = cl.get("direction", "decreasing"), float(cl.get("tolerance", 0.0))
     step = cl.get("step_ratio")
-    out = Outcome(True, gpus=q.gpus)
+    out = Outcome(True, gpus=q.gpus, runs=q.runs)
     groups = f.groupby(rest, dropna=False) if rest else [((), f)]
     decided = False
     for _key, g in groups:
@@ -180,8 +234,12 @@ def _trend(cl: dict[str, Any], t: pd.DataFrame) -> Outcome:
         out.facts.append(f"{label + ': ' if label else ''}{seq}")
         out.values.extend(meds)
         for (_, p), (_, n) in zip(g.iloc[:-1].iterrows(), g.iloc[1:].iterrows(), strict=True):
+            m = _margin(cl, p["n"], n["n"], g.iloc[0]["n"])
             if direction == "flat":
-                out.check(bool(abs(n["med"] - meds[0]) <= tol * abs(meds[0])), True)
+                dev, lim = abs(n["med"] - meds[0]), tol * abs(meds[0])
+                quiet = m > 0 and (math.isinf(m) or abs(dev - lim) <= m * abs(meds[0]))
+                out.quiet |= quiet
+                out.check(bool(dev <= lim), not quiet)
                 continue
             k = float(step) if step else 1.0
             if direction == "decreasing":
@@ -190,7 +248,9 @@ def _trend(cl: dict[str, Any], t: pd.DataFrame) -> Outcome:
             else:
                 good = bool(n["med"] > p["med"] * k)
                 best, worst = n["hi"] > p["lo"] * k, n["lo"] > p["hi"] * k
-            out.check(good, best == good == worst)
+            quiet = _quiet(n["med"], p["med"] * k, m)
+            out.quiet |= quiet
+            out.check(good, best == good == worst and not quiet)
     if not decided:
         have = sorted(f[along].dropna().unique().tolist()) if along in f else []
         since = f" from {start} on" if start is not None else ""
@@ -210,7 +270,7 @@ def _extreme(cl: dict[str, Any], t: pd.DataFrame) -> Outcome:
     among, kind = cl["among"], cl.get("kind", "lowest")
     expect = cl["expect"] if isinstance(cl["expect"], list) else [cl["expect"]]
     rest = [k for k in q.keys if k != among]
-    out = Outcome(True, gpus=q.gpus)
+    out = Outcome(True, gpus=q.gpus, runs=q.runs)
     groups = q.frame.groupby(rest, dropna=False) if rest else [((), q.frame)]
     decided = False
     for _, g in groups:
@@ -228,6 +288,11 @@ def _extreme(cl: dict[str, Any], t: pd.DataFrame) -> Outcome:
             if kind == "lowest"
             else top["lo"] > rivals.iloc[0]["hi"]
         )
+        if not rivals.empty:
+            rival = rivals.iloc[0]
+            quiet = _quiet(top["med"], rival["med"], _margin(cl, top["n"], rival["n"]))
+            out.quiet |= quiet
+            firm = firm and not quiet
         out.check(good, bool(firm))
         label = group_label(g.iloc[0], rest) if rest else ""
         vals = ", ".join(f"{r[among]} {value_text(r)}" for _, r in g.iterrows())
@@ -245,21 +310,24 @@ def _within(cl: dict[str, Any], t: pd.DataFrame) -> Outcome:
     tol_abs, tol_rel = float(cl.get("tol_abs", 0.0)), float(cl.get("tol_rel", 0.0))
     names = cl.get("names", ["a", "b"])
     keys = [k for k in dict.fromkeys([*a.keys, *b.keys]) if k in m]
-    out = Outcome(True, gpus=a.gpus | b.gpus)
+    out = Outcome(True, gpus=a.gpus | b.gpus, runs=a.runs | b.runs)
     for _, r in m.iterrows():
         out.facts.append(
             f"{group_label(r, keys)}: {names[0]} {value_text(_side(r, 'a'))} vs {names[1]} {value_text(_side(r, 'b'))}"
         )
     # the difference on the medians, and its widest reach across the repeats' spreads
     diff, low, high = m["med_a"] - m["med_b"], m["lo_a"] - m["hi_b"], m["hi_a"] - m["lo_b"]
-    if cl.get("aggregate") == "mean":
+    # the noise in the units of the difference: a relative spread of b's value
+    noise = [_margin(cl, na, nb) * abs(bv)
+             for na, nb, bv in zip(m["n_a"], m["n_b"], m["med_b"], strict=True)]  # fmt: skip
+    if cl.get("cells") == "aggregate":
         lim = tol_abs + tol_rel * float(m["med_b"].abs().mean())
-        cases = [(float(diff.mean()), float(low.mean()), float(high.mean()), lim)]
+        cases = [(float(diff.mean()), float(low.mean()), float(high.mean()), lim, max(noise))]
         out.facts.append(f"mean difference {num(cases[0][0])}")
         out.values = [cases[0][0]]
     else:
         lims = tol_abs + tol_rel * m["med_b"].abs()
-        cases = list(zip(diff, low, high, lims, strict=True))
+        cases = list(zip(diff, low, high, lims, noise, strict=True))
         # one-sided: the shortfall that matters is the most negative difference
         big = (f"smallest difference {num(float(diff.min()))}" if cl.get("side") == "below"
                else f"largest difference {num(float(diff.abs().max()))}")  # fmt: skip
@@ -268,14 +336,19 @@ def _within(cl: dict[str, Any], t: pd.DataFrame) -> Outcome:
         out.facts.append(big)
         out.values = diff.abs().tolist()
     below = cl.get("side", "both") == "below"
-    for d, lo, hi, lim in cases:
-        # firm: every pair of spread ends agrees with the medians' answer
+    for d, lo, hi, lim, nz in cases:
+        # firm: every pair of spread ends agrees with the medians' answer, and the difference
+        # is further from the limit than the noise could move it
         if below:  # only falling short counts: a better `a` is no departure
             good, firm = d >= -lim, (lo >= -lim if d >= -lim else hi < -lim)
+            quiet = math.isinf(nz) or abs(d + lim) <= nz
         else:
             good = abs(d) <= lim
             firm = max(abs(lo), abs(hi)) <= lim if good else (lo > lim or hi < -lim)
-        out.check(good, firm)
+            quiet = math.isinf(nz) or abs(abs(d) - lim) <= nz
+        quiet = quiet and nz > 0
+        out.quiet |= quiet
+        out.check(good, firm and not quiet)
     tol = " + ".join([num(tol_abs)] * bool(tol_abs) + [f"{num(100 * tol_rel)} %"] * bool(tol_rel))
     where = f"at most {tol or '0'} below" if below else f"within {tol or '0'}"
     out.facts.append(f"(criterion: {where})")
@@ -339,7 +412,10 @@ def _step(cl: dict[str, Any], t: pd.DataFrame) -> Outcome:
         return Outcome(None, why=f"needs two or more values of {cl['along']}")
     # a step: some below, then only at or above (never back below)
     ok = above[0] is False and any(above) and above == sorted(above)
-    return Outcome(ok, facts=facts, values=f["med"].tolist(), gpus=q.gpus)
+    out = Outcome(ok, facts=facts, values=f["med"].tolist(), gpus=q.gpus, runs=q.runs)
+    out.quiet = any(_quiet(r["med"], than, _margin(cl, r["n"])) for _, r in f.iterrows())
+    out.weak_pass, out.weak_fail = ok and out.quiet, not ok and out.quiet
+    return out
 
 
 def _status(cl: dict[str, Any], t: pd.DataFrame) -> Outcome:
@@ -368,13 +444,17 @@ def _all(cl: dict[str, Any], t: pd.DataFrame) -> Outcome:
     repeats makes it inconclusive. The range check reads the first part's numbers."""
     out = Outcome(True)
     for i, part in enumerate(cl["parts"]):
-        o = JUDGES[part["rule"]](part, t)
+        o = judge_rule({"_noise": cl.get("_noise"), **part}, t)
         if o.ok is None:
             return Outcome(None, why=f"{part['part']}: {o.why}")
         out.ok = bool(out.ok and o.ok)
         out.weak_pass |= o.ok and o.weak_pass
         out.weak_fail |= not o.ok and o.overlap
         out.firm_fail |= not o.ok and not o.overlap
+        out.quiet |= o.quiet
+        out.runs |= o.runs
+        out.cell_text = "; ".join(x for x in (out.cell_text, o.cell_text and
+                                              f"{part['part']}: {o.cell_text}") if x)  # fmt: skip
         out.facts.append(f"{part['part']}: " + "; ".join(o.facts))
         out.values = out.values if i else o.values
         out.gpus |= o.gpus
@@ -384,3 +464,11 @@ def _all(cl: dict[str, Any], t: pd.DataFrame) -> Outcome:
 JUDGES = {"all": _all, "threshold": _threshold, "compare": _compare, "trend": _trend, "extreme": _extreme,
           "within": _within, "correlation": _correlation, "spread": _spread,
           "dominates": _dominates, "step": _step, "status": _status}  # fmt: skip
+
+
+def judge_rule(cl: dict[str, Any], t: pd.DataFrame) -> Outcome:
+    """A claim's (or part's) rule on a table, its cells decided as `cells` says."""
+    o = JUDGES[cl["rule"]](cl, t)
+    if cl["rule"] != "all":
+        o.settle(cl.get("cells", "all"))
+    return o

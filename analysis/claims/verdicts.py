@@ -1,9 +1,11 @@
 """The verdict on one claim: its rule's outcome on our table and on the paper's, the gates, and
 which GPU counts decided it.
 
-Verdicts: holds, does not hold, inconclusive (the medians decide, but the repeats' spreads overlap,
-or a gate such as "the model learned" failed) and not measured (with the reason: a gate such as
-"needs a GPU", no rows for the quantity, metric not recorded, artifact not implemented).
+Verdicts: holds, does not hold, inconclusive (the medians decide, but the repeats' spreads
+overlap, the margin is inside the run-to-run noise the sweep measured, or a gate such as "the
+model learned" failed) and not measured (with the reason: a gate such as "needs a GPU", no rows
+for the quantity, metric not recorded, artifact not implemented). A claim with a range (the
+paper's min-max) has two parts, direction (the verdict) and size; `verdict_text` says both.
 """
 
 from __future__ import annotations
@@ -12,7 +14,9 @@ from typing import Any
 
 import pandas as pd
 
-from analysis.claims.rules import JUDGES, Outcome
+from analysis.claims import spec as cs
+from analysis.claims.quantities import num
+from analysis.claims.rules import Outcome, judge_rule
 from analysis.claims.spec import OURS, origin
 
 HOLDS, FAILS, INCONCLUSIVE, UNMEASURED = "holds", "does not hold", "inconclusive", "not measured"
@@ -20,12 +24,15 @@ VERDICTS = (HOLDS, FAILS, INCONCLUSIVE, UNMEASURED)
 # A gate that fails makes a claim "not measured", except these, which make it "inconclusive":
 # the quantity exists, but the runs cannot speak for the paper's (a model that did not learn).
 INCONCLUSIVE_GATES = ("learned", "learned_scenario_b")
+NO_GPU = "needs a GPU: these runs used gloo ranks on CPU cores"  # the driver's default gpu gate
 
 
-def outcome(cl: dict[str, Any], t: pd.DataFrame | None) -> Outcome:
+def outcome(cl: dict[str, Any], t: pd.DataFrame | None, noise: float | None = None) -> Outcome:
+    """The claim's rule on table `t`; `noise` is the relative run-to-run spread its timed
+    comparisons must clear (None: not applied, as for the paper's published numbers)."""
     if t is None or t.empty or cl.get("rule") is None:
         return Outcome(None, why="no data")
-    return JUDGES[cl["rule"]](cl, t)
+    return judge_rule({**cl, "_noise": noise}, t)
 
 
 def verdict_of(o: Outcome) -> str:
@@ -59,9 +66,14 @@ def judge(
     paper: pd.DataFrame | None = None,
     gates: dict[str, str] | None = None,
     paper_gpus: list[int] | None = None,
+    noise: float | None = None,
+    noise_text: str = "",
 ) -> dict[str, Any]:
-    """The verdict on one claim: ours, the paper's own (self-check) and what decided both."""
-    mine = outcome(cl, ours)
+    """The verdict on one claim: ours, the paper's own (self-check) and what decided both.
+
+    `noise`: the run-to-run spread of this claim's workload (analysis/noise.py) that its timed
+    comparisons of single runs must clear, `noise_text` how the report names it."""
+    mine = outcome(cl, ours, noise)
     theirs = outcome(cl, paper) if paper is not None else Outcome(None, why="no published data")
     verdict, reason = verdict_of(mine), mine.why
     for gate in cl.get("needs", []):
@@ -70,14 +82,18 @@ def judge(
             continue
         if gate not in INCONCLUSIVE_GATES:
             # the gate says why nothing could be measured, which beats a missing-rows reason
-            verdict, reason = UNMEASURED, why
+            # the generic "no GPU" line says which GPU-only effect the claim is about
+            effect = cs.gpu_only(cl) if why == NO_GPU else ""
+            verdict, reason = UNMEASURED, why + (f" ({cs.GPU_ONLY[effect]})" if effect else "")
             break
         if verdict != UNMEASURED:
             verdict, reason = INCONCLUSIVE, why
     if cl.get("not_implemented"):
         verdict, reason = UNMEASURED, f"not implemented yet: {cl['not_implemented']}"
+    timed = bool(cs.timing(cl)) and noise is not None
     if verdict == INCONCLUSIVE and not reason:
-        reason = "the difference is within the spread of the repeats"
+        reason = (f"the margin is inside the {noise_text or 'run-to-run noise'}"
+                  if mine.quiet and timed else "the difference is within the spread of the repeats")  # fmt: skip
     out: dict[str, Any] = {
         "id": cl["id"],
         "origin": origin(cl),
@@ -95,10 +111,20 @@ def judge(
         else "",
         "in_paper_range": None,
         "paper_range": None,
+        "verdict_text": verdict,
+        "noise": noise_text if timed and verdict != UNMEASURED else "",
+        "cells": mine.cell_text if verdict != UNMEASURED else "",
+        "runs": sorted(mine.runs) if verdict != UNMEASURED else [],
     }
     if cl.get("range") == "paper" and theirs.values:
         lo, hi = min(theirs.values), max(theirs.values)
         out["paper_range"] = [lo, hi]
         if mine.values:
             out["in_paper_range"] = all(lo <= v <= hi for v in mine.values)
+            if verdict in (HOLDS, FAILS):  # two parts: direction (the verdict), and size
+                size = "inside" if out["in_paper_range"] else "outside"
+                unit = cl.get("unit", "")
+                out["verdict_text"] = (
+                    f"{verdict} in direction; size {size} the paper's {num(lo)}-{num(hi)}{unit}"
+                )
     return out

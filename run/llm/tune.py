@@ -14,7 +14,7 @@ launch_command gives the command). Top to bottom:
    data set and our metric logger; save it as DIR/torchtune_config.yaml (rank 0) and print it and
    the command.
 3. without CUDA, install the CPU shims (run/llm/compat.py) and give each rank one intra-op thread
-   (LLM_CPU_THREADS overrides it); with several ranks, init the process group (gloo on CPU,
+   (CPU_THREADS_PER_RANK overrides it, run/node/threads.py); with several ranks, init the process group (gloo on CPU,
    torchtune's "cuda:nccl,cpu:gloo" on GPUs).
 4. load torchtune's installed recipe file by path, subclass its recipe class with our extension
    (run/llm/recipes.py: pin_memory, timing, no checkpoint save), and run setup/train/cleanup as the
@@ -46,6 +46,7 @@ from run.llm import spec as llm_spec
 from run.llm.config import PAGED_ADAMW8BIT, SpecError, prepare
 from run.llm.metrics import host_peak_rss_bytes
 from run.llm.recipes import extended, recipe_name
+from run.node import threads as cpu_threads
 from run.store import TORCHTUNE_CONFIG
 
 OOM_MARKERS = ("CUDA out of memory", "CUBLAS_STATUS_ALLOC_FAILED", "out of memory")
@@ -132,14 +133,8 @@ def run_recipe(
     shims = compat.apply(cuda)
     if shims and rank == 0:
         print(f"[llm_tune] CPU shims active: {', '.join(shims)}", flush=True)
-    threads = None
-    if not cuda:
-        # A rank stands for one GPU, so it gets one core's worth of intra-op threads (torchrun
-        # sets OMP_NUM_THREADS=1 for several ranks anyway): n ranks have n times one rank's
-        # compute, as n GPUs do, and a 1-rank run does not slow down from oversubscribed threads
-        # when other jobs share the cores. LLM_CPU_THREADS overrides it.
-        threads = int(os.environ.get("LLM_CPU_THREADS", "1"))
-        torch.set_num_threads(threads)
+    # a rank stands for one GPU: the same one-thread share at every rank count (run/node/threads.py)
+    cpu_share = {} if cuda else cpu_threads.apply(torch)
     distributed = llm_spec.distributed(spec)
     if distributed:
         # the device is bound before NCCL starts, so each rank's communicator is on its own GPU
@@ -151,7 +146,7 @@ def run_recipe(
             backend=compat.process_group_backend(cuda), device_id=device
         )
     try:
-        return _run(spec, cfg_dict, facts, run_dir, cuda, shims, threads, t_wall)
+        return _run(spec, cfg_dict, facts, run_dir, cuda, shims, cpu_share, t_wall)
     finally:
         # the distributed recipes' cleanup() destroys the group; after an OOM it is still up
         if distributed and torch.distributed.is_initialized():
@@ -259,7 +254,7 @@ def _run(
     run_dir: Path,
     cuda: bool,
     shims: list[str],
-    threads: int | None,
+    cpu_share: dict[str, int],
     t_wall: float,
 ) -> int:
     """Run the recipe; rank 0 (or a rank that ran out of memory) writes the summary, once."""
@@ -283,7 +278,7 @@ def _run(
         "planned_steps": llm_spec.planned_steps(spec),
         "wall_time_s": time.perf_counter() - t_wall,
         "cpu_shims": shims,
-        "cpu_threads_per_rank": threads,
+        **cpu_share,
     }
     summary = summary_of(spec, head, recipe, numbers, cuda, t_train0)
     if status == "oom" and (run_dir / store.SUMMARY).exists():

@@ -265,7 +265,7 @@ def _vision_opt_factor(spec: dict[str, Any]) -> float:
 def _vision_cpu_loop(spec: dict[str, Any], info: dict[str, Any]) -> float:
     g = spec["gpus"]
     cores = _cores(info)
-    threads = max(1, cores // g)
+    threads = 1  # one compute thread per rank (run/node/threads.py)
     eval_images, _ = _vision_eval(spec)
     units = spec["epochs"] * (_vision_images_per_rank(spec) + EVAL_COST_SHARE * eval_images)
     pixels = (spec["image_size"] / 32) ** 2 * _vision_width(spec)

@@ -139,7 +139,8 @@ def expand(
     exp_id: str, profile: str, matrix: dict[str, Any] | None = None, n_repeats: int | None = None
 ) -> Experiment:
     """All resolved, validated, canonical specs of one experiment under one profile, each cell
-    `n_repeats` times (default: `repeats()`, i.e. REPEATS)."""
+    `n_repeats` times (default: `repeats()`, i.e. REPEATS), or the experiment's own `repeats` when
+    that is more."""
     n = repeats() if n_repeats is None else n_repeats
     if n < 1:
         raise MatrixError(f"{REPEATS_ENV} must be a whole number >= 1, got {n!r}")
@@ -151,6 +152,11 @@ def expand(
     if exp_id not in exps:
         raise MatrixError(f"unknown experiment '{exp_id}' (known: {', '.join(exps)})")
     entry = exps[exp_id]
+    # an experiment may ask for more repeats than REPEATS (the noise cells N1/N2 run three)
+    own = entry.get("repeats", 1)
+    if not isinstance(own, int) or isinstance(own, bool) or own < 1:
+        raise MatrixError(f"{exp_id}: repeats must be a whole number >= 1, got {own!r}")
+    n = max(n, own)
     workload = entry["workload"]
     if workload not in WORKLOADS:
         raise MatrixError(f"{exp_id}: unknown workload '{workload}'")
@@ -377,7 +383,7 @@ def main(argv: list[str] | None = None) -> int:
         matrix = load_matrix()
         for exp_id in args.exp or list(matrix["experiments"]):
             exp = expand(exp_id, args.profile, matrix)
-            times = f" ({exp.repeats} repeats per cell, REPEATS)" if exp.repeats > 1 else ""
+            times = f" ({exp.repeats} repeats per cell)" if exp.repeats > 1 else ""
             print(f"{exp.id} [{exp.target}] {exp.title}: {len(exp.specs)} runs{times}")
             for name in exp.run_names:
                 print(f"  {name}")

@@ -19,7 +19,7 @@ PROFILE_KEYS = (
     "gpus",
     "profiling",
 )  # + a block per workload, + from-profile keys
-EXPERIMENT_KEYS = ("title", "source", "target", "workload", "fixed", "vary", "ladder")
+EXPERIMENT_KEYS = ("title", "source", "target", "workload", "fixed", "vary", "ladder", "repeats")
 REQUIRED_EXPERIMENT_KEYS = ("title", "source", "target", "workload")
 
 

@@ -41,6 +41,9 @@ MANIFEST = "manifest.json"
 SPLITS = ("train", "test")
 MEAN, STD = 0.1307, 0.3081  # MNIST's, on every channel (the images are grey in three channels)
 BYTES_PER_VALUE = 4  # float32, as the paper's DataLoader held the unpacked set
+# DALI's CPU threads per rank: on a GPU node two feed the mixed decoder; on a CPU each rank's
+# loader gets one, counted in its CPU share (run/node/threads.py) as DataLoader workers are
+DALI_GPU_THREADS, DALI_CPU_THREADS = 2, 1
 
 
 def root_dir() -> Path:
@@ -193,7 +196,12 @@ class DaliLoader:
                 f"loader=dali needs NVIDIA DALI (nvidia-dali-cudaXX0): {exc}"
             ) from None
 
-        @pipeline_def(batch_size=batch, num_threads=2, device_id=device_id, seed=seed)
+        @pipeline_def(
+            batch_size=batch,
+            device_id=device_id,
+            seed=seed,
+            num_threads=DALI_GPU_THREADS if device_id is not None else DALI_CPU_THREADS,
+        )
         def pipe():  # noqa: ANN202
             jpegs, labels = fn.readers.file(file_root=str(path / split), shard_id=rank,
                                             num_shards=world, random_shuffle=shuffle,

@@ -60,8 +60,8 @@ import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 from run import store
-from run.node import probe, profilers, provenance
-from run.vision import inputs, launch, loop
+from run.node import probe, profilers, provenance, threads
+from run.vision import inputs, launch, loop, scenario_b
 from run.vision import spec as vision_spec
 
 T_START = time.monotonic()
@@ -138,15 +138,23 @@ def main(argv: list[str] | None = None) -> int:
     else:
         device = torch.device("cpu")
         dist.init_process_group("gloo")
-        local_world = int(os.environ.get("LOCAL_WORLD_SIZE", os.environ.get("WORLD_SIZE", 1)))
-        torch.set_num_threads(max(1, (os.cpu_count() or 1) // local_world))
+        # each rank stands in for one GPU: the same one-thread share at every rank count
+        cpu_share = threads.apply(torch, loader_workers(spec))
     try:
-        return train(spec, args.run_dir, device)
+        return train(spec, args.run_dir, device, cpu_share if not cuda else {})
     finally:
         dist.destroy_process_group()
 
 
-def train(spec: dict[str, Any], run_dir: Path, device: torch.device) -> int:
+def loader_workers(spec: dict[str, Any]) -> int:
+    """The data-loading processes or threads beside a rank's compute thread (counted in its
+    CPU share): DataLoader workers, or DALI's pipeline threads."""
+    return scenario_b.DALI_CPU_THREADS if spec.get("loader") == "dali" else spec["num_workers"]
+
+
+def train(
+    spec: dict[str, Any], run_dir: Path, device: torch.device, cpu_share: dict[str, int]
+) -> int:
     """Data, model, the training loop and the summary of one rank."""
     rank, world = dist.get_rank(), dist.get_world_size()
     if rank == 0:
@@ -171,7 +179,7 @@ def train(spec: dict[str, Any], run_dir: Path, device: torch.device) -> int:
     store.write_text_atomic(store.timeline_file(run_dir, rank),
                             "".join(json.dumps(e) + "\n" for e in totals.timeline))  # fmt: skip
 
-    write_summary(setup, totals, run_dir, setup_s=setup_s, loop_s=loop_s)
+    write_summary(setup, totals, run_dir, setup_s=setup_s, loop_s=loop_s, cpu_share=cpu_share)
     return 0
 
 
@@ -191,7 +199,12 @@ def build_model(
 
 
 def write_summary(
-    s: loop.Setup, totals: loop.Totals, run_dir: Path, setup_s: float, loop_s: float
+    s: loop.Setup,
+    totals: loop.Totals,
+    run_dir: Path,
+    setup_s: float,
+    loop_s: float,
+    cpu_share: dict[str, int],
 ) -> None:
     """summary.json, written last and atomically by rank 0: its presence marks the run as
     finished. Every rank takes part in the sums over ranks."""
@@ -233,5 +246,6 @@ def write_summary(
             "world_size": s.world,
             "device": torch.cuda.get_device_name(device) if cuda else "cpu",
             "runtime": provenance.torch_build(),
+            **cpu_share,
         },
     )

@@ -1,0 +1,99 @@
+"""Do two independent sweeps agree? The verdicts of two results folders, claim by claim.
+
+    python -m analysis.check_verdicts results/check-verdicts/a results/check-verdicts/b --profile smoke
+
+Reads each folder's tables (<folder>/<profile>/tables/*.json, written by `python -m analysis`)
+and prints one line per claim with both verdicts. Two sweeps of the same work on the same machine
+must agree on every claim that neither calls inconclusive: one saying "holds" where the other
+says "does not hold" means a verdict was decided inside the noise, and the exit status is 1.
+`make check-verdicts` runs the timing-heavy targets twice into separate folders and then this.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from pathlib import Path
+from typing import Any
+
+from analysis.claims import verdicts as cl
+from analysis.noise import TARGET as NOISE_TARGET
+
+DECIDED = (cl.HOLDS, cl.FAILS)
+
+
+def verdicts(root: Path, profile: str) -> dict[str, dict[str, Any]]:
+    """claim id -> its judged entry, from every table of one results folder."""
+    tables = root / profile / "tables"
+    if not tables.is_dir():
+        raise FileNotFoundError(f"{tables} does not exist: run the targets into {root} first")
+    out: dict[str, dict[str, Any]] = {}
+    for meta in sorted(tables.glob("*.json")):
+        for claim in json.loads(meta.read_text()).get("claims", []):
+            out[claim["id"]] = claim
+    return out
+
+
+def noise_of(root: Path, profile: str) -> str:
+    """The noise floor a folder's verdicts were judged against, for the printout."""
+    meta = root / profile / "tables" / f"{NOISE_TARGET}.json"
+    if not meta.is_file():
+        return "no noise table"
+    rows = json.loads(meta.read_text()).get("compact") or []
+    parts = [
+        f"{r['workload']} {r['gpus']} rank(s) {r['spread_pct']:.1f} %"
+        for r in rows
+        if r.get("spread_pct") is not None and not math.isnan(r["spread_pct"])
+    ]
+    return ", ".join(parts) or "not measured"
+
+
+def compare(a: dict[str, dict], b: dict[str, dict]) -> tuple[list[str], list[str]]:
+    """(printable lines, ids of claims decided both times with opposite verdicts)."""
+    lines, conflicts = [], []
+    for cid in sorted(set(a) | set(b), key=_order):
+        va, vb = a.get(cid, {}).get("verdict", "-"), b.get(cid, {}).get("verdict", "-")
+        if va in DECIDED and vb in DECIDED and va != vb:
+            mark = "DISAGREE"
+            conflicts.append(cid)
+        elif va == vb:
+            mark = "same"
+        else:
+            mark = "one inconclusive" if cl.INCONCLUSIVE in (va, vb) else "differ"
+        lines.append(f"{cid:5} {va:14} {vb:14} {mark}")
+    return lines, conflicts
+
+
+def _order(cid: str) -> tuple[str, int, str]:
+    digits = "".join(ch for ch in cid[1:] if ch.isdigit())
+    return cid[0], int(digits or 0), cid
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m analysis.check_verdicts", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
+    ap.add_argument("a", type=Path, help="first results folder")
+    ap.add_argument("b", type=Path, help="second results folder")
+    ap.add_argument("--profile", default="smoke")
+    args = ap.parse_args(argv)
+    try:
+        va, vb = verdicts(args.a, args.profile), verdicts(args.b, args.profile)
+    except FileNotFoundError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    lines, conflicts = compare(va, vb)
+    print(f"claim {'A: ' + str(args.a):14} {'B: ' + str(args.b):14}")
+    print("\n".join(lines))
+    print(f"noise A: {noise_of(args.a, args.profile)}")
+    print(f"noise B: {noise_of(args.b, args.profile)}")
+    both = [c for c in set(va) & set(vb) if va[c]["verdict"] in DECIDED and
+            vb[c]["verdict"] in DECIDED]  # fmt: skip
+    print(f"{len(both)} claims decided in both sweeps, {len(conflicts)} with opposite verdicts"
+          + (f": {', '.join(conflicts)}" if conflicts else ""))  # fmt: skip
+    return 1 if conflicts else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
