@@ -25,12 +25,12 @@ from __future__ import annotations
 
 import math
 import operator
-from dataclasses import dataclass, field
 from typing import Any
 
 import pandas as pd
 
 from analysis.claims import spec as cs
+from analysis.claims.outcome import Outcome, margin, within_noise
 from analysis.claims.quantities import (
     Q,
     group_label,
@@ -41,79 +41,6 @@ from analysis.claims.quantities import (
     value_text,
 )
 from analysis.claims.spec import OPS
-
-
-@dataclass
-class Outcome:
-    ok: bool | None  # None: nothing to judge
-    facts: list[str] = field(default_factory=list)
-    values: list[float] = field(default_factory=list)  # the primary numbers (for ranges)
-    why: str = ""  # when ok is None
-    gpus: set[float] = field(default_factory=set)
-    weak_pass: bool = False  # a comparison that passed on medians but not across the spreads
-    weak_fail: bool = False  # one that failed on medians but not across the spreads
-    firm_fail: bool = False  # one that failed whichever repeats are taken
-    cells: list[tuple[bool, bool]] = field(default_factory=list)  # (passed, firm) per check
-    cell_text: str = ""  # how many cells passed, and how many had to
-    runs: set[str] = field(default_factory=set)  # the runs behind the numbers
-    quiet: bool = False  # some comparison was inside the run-to-run noise
-
-    def check(self, good: bool, firm: bool) -> None:
-        """One comparison: `good` on the medians; `firm` when every end of the repeats' spreads
-        (or the stated noise floor) gives the same answer."""
-        self.ok = bool(self.ok and good)
-        self.cells.append((good, firm))
-        if good:
-            self.weak_pass |= not firm
-        elif firm:
-            self.firm_fail = True
-        else:
-            self.weak_fail = True
-
-    def settle(self, mode: str) -> None:
-        """Decide on the cells as `mode` says (claims.yaml `cells`); `all` is check()'s own."""
-        n, passed = len(self.cells), sum(g for g, _ in self.cells)
-        if not n or self.ok is None:
-            return
-        if mode == "majority":
-            need = n // 2 + 1
-            firm_pass = sum(g and f for g, f in self.cells)
-            firm_fail = sum(not g and f for g, f in self.cells)
-            self.ok = passed >= need
-            decided = firm_pass >= need if self.ok else firm_fail > n - need
-            self.weak_pass, self.weak_fail = self.ok and not decided, not self.ok and not decided
-            self.firm_fail = not self.ok and decided
-        must = {"all": "all must", "majority": f"more than half ({n // 2 + 1}) must",
-                "aggregate": "the mean over them is judged"}[mode]  # fmt: skip
-        unit = "cell" if n == 1 else "cells"
-        self.cell_text = (f"{passed} of {n} {unit} pass; {must}" if mode != "aggregate"
-                          else "judged on the mean over the cells")  # fmt: skip
-
-    @property
-    def overlap(self) -> bool:
-        """Within the spread: a pass that is not firm, or failures that all are not firm. A rule
-        that sets `ok` itself (ratios, spreads) decides firmly."""
-        if self.ok:
-            return self.weak_pass
-        return self.weak_fail and not self.firm_fail
-
-
-def _margin(cl: dict[str, Any], *ns: float) -> float:
-    """The relative margin a comparison of these cells must clear: the claim's stated noise_rel
-    and, for timed quantities, the measured run-to-run spread unless every cell has repeats of
-    its own (their min-max then speaks for them)."""
-    stated = float(cl.get("noise_rel", 0.0))
-    measured = cl.get("_noise")
-    if measured is None or not cs.timing(cl) or all(n > 1 for n in ns):
-        return stated
-    return max(stated, float(measured))
-
-
-def _quiet(x: float, ref: float, margin: float) -> bool:
-    """x within `margin` (relative) of ref: a difference the noise could make."""
-    if margin <= 0:
-        return False
-    return math.isinf(margin) or abs(x - ref) <= margin * abs(ref)
 
 
 def _none(cl: dict[str, Any], *qs: Q) -> Outcome:
@@ -135,8 +62,8 @@ def _threshold(cl: dict[str, Any], t: pd.DataFrame) -> Outcome:
     points = cs.timing(cl) == "difference"  # a % difference: the margin is in points
     for _, r in q.frame.iterrows():
         good = bool(op(r["med"], than))
-        m = _margin(cl, r["n"])
-        quiet = (abs(r["med"] - than) <= 100 * m) if points else _quiet(r["med"], than, m)
+        m = margin(cl, r["n"])
+        quiet = (abs(r["med"] - than) <= 100 * m) if points else within_noise(r["med"], than, m)
         out.quiet |= quiet
         out.check(good, op(r["lo"], than) == good == op(r["hi"], than) and not quiet)
         out.facts.append(f"{group_label(r, q.keys)}: {value_text(r, unit)}")
@@ -187,11 +114,11 @@ def _compare(cl: dict[str, Any], t: pd.DataFrame) -> Outcome:
             best = op(r["hi_a"], f * r["lo_b"]) if up else op(r["lo_a"], f * r["hi_b"])
             worst = op(r["lo_a"], f * r["hi_b"]) if up else op(r["hi_a"], f * r["lo_b"])
             # runs differing by less than the noise (stated, or measured) decide nothing
-            quiet = _quiet(r["med_a"], f * r["med_b"], _margin(cl, r["n_a"], r["n_b"]))
+            quiet = within_noise(r["med_a"], f * r["med_b"], margin(cl, r["n_a"], r["n_b"]))
             out.quiet |= quiet
             out.check(good, best == good == worst and not quiet)
         out.values.append(ratio)
-        margins.append(_margin(cl, r["n_a"], r["n_b"]))
+        margins.append(margin(cl, r["n_a"], r["n_b"]))
     if "ratio" in cl:
         lo, hi = (float(x) for x in cl["ratio"])
         if cl.get("cells") == "aggregate":
@@ -199,7 +126,7 @@ def _compare(cl: dict[str, Any], t: pd.DataFrame) -> Outcome:
             out.facts.append(f"mean ratio {num(ratios[0])}")
             out.values = ratios
         for v, m in zip(ratios, margins, strict=True):
-            quiet = _quiet(v, lo, m) or _quiet(v, hi, m)
+            quiet = within_noise(v, lo, m) or within_noise(v, hi, m)
             out.quiet |= quiet
             out.check(lo <= v <= hi, not quiet)
         out.facts.append(f"(criterion: ratio within {num(lo)}-{num(hi)})")
@@ -234,7 +161,7 @@ def _trend(cl: dict[str, Any], t: pd.DataFrame) -> Outcome:
         out.facts.append(f"{label + ': ' if label else ''}{seq}")
         out.values.extend(meds)
         for (_, p), (_, n) in zip(g.iloc[:-1].iterrows(), g.iloc[1:].iterrows(), strict=True):
-            m = _margin(cl, p["n"], n["n"], g.iloc[0]["n"])
+            m = margin(cl, p["n"], n["n"], g.iloc[0]["n"])
             if direction == "flat":
                 dev, lim = abs(n["med"] - meds[0]), tol * abs(meds[0])
                 quiet = m > 0 and (math.isinf(m) or abs(dev - lim) <= m * abs(meds[0]))
@@ -248,7 +175,7 @@ def _trend(cl: dict[str, Any], t: pd.DataFrame) -> Outcome:
             else:
                 good = bool(n["med"] > p["med"] * k)
                 best, worst = n["hi"] > p["lo"] * k, n["lo"] > p["hi"] * k
-            quiet = _quiet(n["med"], p["med"] * k, m)
+            quiet = within_noise(n["med"], p["med"] * k, m)
             out.quiet |= quiet
             out.check(good, best == good == worst and not quiet)
     if not decided:
@@ -290,7 +217,7 @@ def _extreme(cl: dict[str, Any], t: pd.DataFrame) -> Outcome:
         )
         if not rivals.empty:
             rival = rivals.iloc[0]
-            quiet = _quiet(top["med"], rival["med"], _margin(cl, top["n"], rival["n"]))
+            quiet = within_noise(top["med"], rival["med"], margin(cl, top["n"], rival["n"]))
             out.quiet |= quiet
             firm = firm and not quiet
         out.check(good, bool(firm))
@@ -318,7 +245,7 @@ def _within(cl: dict[str, Any], t: pd.DataFrame) -> Outcome:
     # the difference on the medians, and its widest reach across the repeats' spreads
     diff, low, high = m["med_a"] - m["med_b"], m["lo_a"] - m["hi_b"], m["hi_a"] - m["lo_b"]
     # the noise in the units of the difference: a relative spread of b's value
-    noise = [_margin(cl, na, nb) * abs(bv)
+    noise = [margin(cl, na, nb) * abs(bv)
              for na, nb, bv in zip(m["n_a"], m["n_b"], m["med_b"], strict=True)]  # fmt: skip
     if cl.get("cells") == "aggregate":
         lim = tol_abs + tol_rel * float(m["med_b"].abs().mean())
@@ -413,7 +340,7 @@ def _step(cl: dict[str, Any], t: pd.DataFrame) -> Outcome:
     # a step: some below, then only at or above (never back below)
     ok = above[0] is False and any(above) and above == sorted(above)
     out = Outcome(ok, facts=facts, values=f["med"].tolist(), gpus=q.gpus, runs=q.runs)
-    out.quiet = any(_quiet(r["med"], than, _margin(cl, r["n"])) for _, r in f.iterrows())
+    out.quiet = any(within_noise(r["med"], than, margin(cl, r["n"])) for _, r in f.iterrows())
     out.weak_pass, out.weak_fail = ok and out.quiet, not ok and out.quiet
     return out
 

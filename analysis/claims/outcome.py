@@ -1,0 +1,88 @@
+"""The outcome of one rule on one table, and the noise a comparison must clear.
+
+A comparison is firm when every end of the repeats' spreads gives the medians' answer and, for a
+timed quantity of cells without repeats of their own, its margin is larger than the run-to-run
+noise the same sweep measured (analysis/noise.py; the driver passes it in as the claim's
+`_noise`). `Outcome.settle` then decides on the cells as the claim's `cells` says.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from analysis.claims import spec as cs
+
+
+@dataclass
+class Outcome:
+    ok: bool | None  # None: nothing to judge
+    facts: list[str] = field(default_factory=list)
+    values: list[float] = field(default_factory=list)  # the primary numbers (for ranges)
+    why: str = ""  # when ok is None
+    gpus: set[float] = field(default_factory=set)
+    weak_pass: bool = False  # a comparison that passed on medians but not across the spreads
+    weak_fail: bool = False  # one that failed on medians but not across the spreads
+    firm_fail: bool = False  # one that failed whichever repeats are taken
+    cells: list[tuple[bool, bool]] = field(default_factory=list)  # (passed, firm) per check
+    cell_text: str = ""  # how many cells passed, and how many had to
+    runs: set[str] = field(default_factory=set)  # the runs behind the numbers
+    quiet: bool = False  # some comparison was inside the run-to-run noise
+
+    def check(self, good: bool, firm: bool) -> None:
+        """One comparison: `good` on the medians; `firm` when every end of the repeats' spreads
+        (or the stated noise floor) gives the same answer."""
+        self.ok = bool(self.ok and good)
+        self.cells.append((good, firm))
+        if good:
+            self.weak_pass |= not firm
+        elif firm:
+            self.firm_fail = True
+        else:
+            self.weak_fail = True
+
+    def settle(self, mode: str) -> None:
+        """Decide on the cells as `mode` says (claims.yaml `cells`); `all` is check()'s own."""
+        n, passed = len(self.cells), sum(g for g, _ in self.cells)
+        if not n or self.ok is None:
+            return
+        if mode == "majority":
+            need = n // 2 + 1
+            firm_pass = sum(g and f for g, f in self.cells)
+            firm_fail = sum(not g and f for g, f in self.cells)
+            self.ok = passed >= need
+            decided = firm_pass >= need if self.ok else firm_fail > n - need
+            self.weak_pass, self.weak_fail = self.ok and not decided, not self.ok and not decided
+            self.firm_fail = not self.ok and decided
+        must = {"all": "all must", "majority": f"more than half ({n // 2 + 1}) must",
+                "aggregate": "the mean over them is judged"}[mode]  # fmt: skip
+        unit = "cell" if n == 1 else "cells"
+        self.cell_text = (f"{passed} of {n} {unit} pass; {must}" if mode != "aggregate"
+                          else "judged on the mean over the cells")  # fmt: skip
+
+    @property
+    def overlap(self) -> bool:
+        """Within the spread: a pass that is not firm, or failures that all are not firm. A rule
+        that sets `ok` itself (ratios, spreads) decides firmly."""
+        if self.ok:
+            return self.weak_pass
+        return self.weak_fail and not self.firm_fail
+
+
+def margin(cl: dict[str, Any], *ns: float) -> float:
+    """The relative margin a comparison of these cells must clear: the claim's stated noise_rel
+    and, for timed quantities, the measured run-to-run spread unless every cell has repeats of
+    its own (their min-max then speaks for them)."""
+    stated = float(cl.get("noise_rel", 0.0))
+    measured = cl.get("_noise")
+    if measured is None or not cs.timing(cl) or all(n > 1 for n in ns):
+        return stated
+    return max(stated, float(measured))
+
+
+def within_noise(x: float, ref: float, margin: float) -> bool:
+    """x within `margin` (relative) of ref: a difference the noise could make."""
+    if margin <= 0:
+        return False
+    return math.isinf(margin) or abs(x - ref) <= margin * abs(ref)
