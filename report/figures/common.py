@@ -1,22 +1,31 @@
-"""Shared by the figure scripts: read an artifact's CSV and JSON, save PNG and PDF."""
+"""Shared by the figure scripts: read an artifact's CSV and JSON, save PNG and PDF, and draw
+the series of a panel in one way everywhere: at most MAX_SERIES series, colours from one
+qualitative palette (grey is kept for "other"), grouped bars where the x axis has few values."""
 
 from __future__ import annotations
 
 import argparse
 import json
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from run import store  # noqa: E402
 
 OUT_DIR = Path(__file__).resolve().parents[1] / "out"
+# tab10 without its grey: nine colours a reader tells apart, grey left for OTHER
+PALETTE = ["tab:blue", "tab:orange", "tab:green", "tab:red", "tab:purple", "tab:brown",
+           "tab:pink", "tab:olive", "tab:cyan"]  # fmt: skip
+OTHER, OTHER_COLOUR = "other", "tab:gray"
+MAX_SERIES = 8  # per panel: more bars per group than this cannot be read
+FEW_POINTS = 2  # an x axis with this few values is drawn as grouped bars, not lines
 
 
 def figures_dir(profile: str) -> Path:
@@ -45,17 +54,133 @@ def extra_table(target: str, profile: str, name: str) -> pd.DataFrame:
     return pd.read_csv(store.tables_dir(profile) / f"{target}-{name}.csv")
 
 
-def time_bars(ax: plt.Axes, df: pd.DataFrame, by: str) -> None:
-    """Total time as grouped bars: one group per GPU count, one bar per value of `by` (V8, V10,
-    V11); medians over repeats."""
+def colours(series: Sequence[str]) -> dict[str, str]:
+    """One colour per series, in order; OTHER is grey. Raises past the palette's length, since
+    a repeated colour would make two series one."""
+    named = [x for x in series if x != OTHER]
+    if len(named) > len(PALETTE):
+        raise ValueError(f"{len(named)} series, the palette has {len(PALETTE)} colours")
+    out = dict(zip(named, PALETTE, strict=False))
+    return out | ({OTHER: OTHER_COLOUR} if OTHER in series else {})
+
+
+def fold(series: Sequence[str], limit: int = MAX_SERIES) -> tuple[list[str], list[str]]:
+    """(series kept, series folded): beyond `limit`, the first limit-1 and OTHER for the rest."""
+    series = list(series)
+    if len(series) <= limit:
+        return series, []
+    return [*series[: limit - 1], OTHER], series[limit - 1 :]
+
+
+def gpus_label(g: object) -> str:
+    return f"{int(g)} GPU{'s' if int(g) > 1 else ''}"
+
+
+def bars(
+    ax: plt.Axes,
+    wide: pd.DataFrame,
+    log: bool = False,
+    palette: dict[str, str] | None = None,
+    hatched: Sequence[str] = (),
+    marks: pd.DataFrame | None = None,
+) -> dict[str, str]:
+    """Grouped bars: one group per row of `wide` (its index, as tick labels), one bar per column
+    in column order, a slot kept for a missing value (NaN: no bar) so that a series sits in the
+    same place in every group; `log` asks for a log axis (granted where the values span more
+    than two decades). `palette` keeps a series' colour across panels; `hatched` series are hatched (the second of
+    a pair); `marks` (same shape, text or empty) names why a slot has no bar (its status).
+    Returns series -> colour."""
+    cols = palette or colours([str(c) for c in wide.columns])
+    values = wide.to_numpy(dtype=float)
+    positive = values[np.isfinite(values) & (values > 0)]
+    # a log axis only where the values span more than two decades; within less it shows little
+    # but hides every 0
+    log = log and len(positive) > 0 and positive.max() > 100 * positive.min()
+    width = 0.8 / max(len(wide.columns), 1)
+    x = np.arange(len(wide.index))
+    for i, col in enumerate(wide.columns):
+        y = wide[col].astype(float).to_numpy()
+        if log:  # a 0 has no place on a log axis: no bar
+            y = np.where(y > 0, y, np.nan)
+        ax.bar(x + (i - (len(wide.columns) - 1) / 2) * width, y, width, label=str(col),
+               color=cols[str(col)], hatch="//" if col in hatched else None,
+               edgecolor="white")  # fmt: skip
+        for xi, text in zip(x, marks[col] if marks is not None else [], strict=False):
+            if isinstance(text, str) and text:
+                ax.text(xi + (i - (len(wide.columns) - 1) / 2) * width, 0.02, text, rotation=90,
+                        ha="center", va="bottom", fontsize=7, color="dimgrey",
+                        transform=ax.get_xaxis_transform())  # fmt: skip
+    ax.set_xticks(x, [str(v) for v in wide.index])
+    if log:
+        ax.set_yscale("log")
+    ax.grid(axis="y", alpha=0.3)
+    return cols
+
+
+def lines_or_bars(
+    ax: plt.Axes,
+    wide: pd.DataFrame,
+    xlabel: str,
+    palette: dict[str, str] | None = None,
+    dashed: Sequence[str] = (),
+) -> dict[str, str]:
+    """`wide` (index: a numeric x, columns: series) as lines, or as grouped bars when the x axis
+    has FEW_POINTS values or fewer: a line through two points suggests a trend it cannot show.
+    The `dashed` series are dashed with open markers (hatched as bars), so that one equal to
+    another still shows."""
+    if len(wide.index) <= FEW_POINTS:
+        out = bars(ax, wide, palette=palette, hatched=dashed)
+    else:
+        out = palette or colours([str(c) for c in wide.columns])
+        for col in wide.columns:
+            d = wide[col].dropna()
+            style = {"ls": "--", "mfc": "none"} if col in dashed else {}
+            ax.plot(d.index, d.to_numpy(), marker="o", label=str(col), color=out[str(col)],
+                    **style)  # fmt: skip
+        ax.set_xticks(list(wide.index))
+        ax.grid(alpha=0.3)
+    ax.set_xlabel(xlabel)
+    return out
+
+
+def bar_series(df: pd.DataFrame, by: str) -> list[str]:
+    """The series of `time_bars`: the values of `by` among finished runs, in table order."""
+    return list(dict.fromkeys(df.loc[df["status"] == "ok", by].astype(str)))
+
+
+def status_marks(df: pd.DataFrame, index: str, columns: str) -> pd.DataFrame:
+    """For `bars(marks=...)`: per cell, "" when a run finished, else its status ("n/a" for
+    unsupported: no recipe or no kernel for it here)."""
+    st = df.pivot_table(index=index, columns=columns, values="status", aggfunc=_status)
+    return st.where(st != "ok", "").replace("unsupported", "n/a")
+
+
+def _status(s: pd.Series) -> str:
+    return "ok" if (s == "ok").any() else "/".join(sorted(set(s.astype(str))))
+
+
+def legend(ax: plt.Axes, title: str | None = None, fig: plt.Figure | None = None) -> None:
+    """The legend of `ax`'s series outside the axes on the right, where it hides no bar; with
+    `fig`, one legend for the whole figure (panels that share their series)."""
+    handles, labels = ax.get_legend_handles_labels()
+    if fig is not None:
+        fig.legend(handles, labels, title=title, fontsize=8, title_fontsize=8, frameon=False,
+                   loc="center left", bbox_to_anchor=(1.0, 0.5))  # fmt: skip
+    else:
+        ax.legend(handles, labels, title=title, fontsize=8, title_fontsize=8, frameon=False,
+                  loc="upper left", bbox_to_anchor=(1.01, 1.0))  # fmt: skip
+
+
+def time_bars(ax: plt.Axes, df: pd.DataFrame, by: str) -> list[str]:
+    """Total time as grouped bars: one group per GPU count, one bar per value of `by` in table
+    order (V8, V10, V11); medians over repeats. Returns the series drawn."""
     df = df[df["status"] == "ok"]
-    med = df.groupby([by, "gpus"])["total_time_s"].median().unstack(by)
-    width = 0.8 / max(len(med.columns), 1)
-    for i, col in enumerate(med.columns):
-        ax.bar([g + (i - (len(med.columns) - 1) / 2) * width for g in med.index], med[col],
-               width=width, label=str(col))  # fmt: skip
-    ax.set(xlabel="GPUs (ranks)", ylabel="total time [s]", xticks=list(med.index))
-    ax.legend()
+    order = bar_series(df, by)
+    med = df.assign(**{by: df[by].astype(str)}).groupby([by, "gpus"])["total_time_s"].median()
+    bars(ax, med.unstack(by).reindex(columns=order))
+    ax.set(xlabel="GPUs (ranks)", ylabel="total time [s]")
+    legend(ax)
+    return order
 
 
 def subtitle(meta: dict) -> str:

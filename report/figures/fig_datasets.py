@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import matplotlib.pyplot as plt
-import numpy as np
 import pandas as pd
 
 from report.figures import common
@@ -12,27 +11,28 @@ TARGET = "fig-datasets"
 DATASETS = ["alpaca", "grammar", "samsum", "slimorca"]
 
 
+def series(df: pd.DataFrame) -> list[str]:
+    """One bar per GPU count in each dataset's group (the same in both panels)."""
+    return [common.gpus_label(g) for g in sorted(df.loc[df["status"] == "ok", "gpus"].unique())]
+
+
+def _wide(df: pd.DataFrame, col: str) -> pd.DataFrame:
+    w = df.pivot_table(index="dataset", columns="gpus", values=col, aggfunc="median")
+    w = w.reindex([d for d in DATASETS if d in w.index] + [d for d in w.index if d not in DATASETS])
+    return w.rename(columns=common.gpus_label)
+
+
 def draw(df: pd.DataFrame, meta: dict) -> plt.Figure:
     df = df[df["status"] == "ok"]
-    gpus = sorted(df["gpus"].unique())
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 3.8))
-    x = np.arange(len(DATASETS))
-    width = 0.8 / max(1, len(gpus))
     projected = bool(df["epoch_time_projected"].fillna(False).astype(bool).any())
-    for i, g in enumerate(gpus):
-        d = df[df["gpus"] == g].set_index("dataset").reindex(DATASETS)
-        pos = x + (i - (len(gpus) - 1) / 2) * width
-        ax1.bar(pos, d["s_per_it"], width, label=f"{g} GPU" + ("s" if g > 1 else ""))
-        ax2.bar(pos, d["epoch_time_s"], width, label=f"{g} GPU" + ("s" if g > 1 else ""))
-    for ax in (ax1, ax2):
-        ax.set_xticks(x, DATASETS)
-        ax.grid(axis="y", alpha=0.3)
-    ax1.set(ylabel="mean iteration time [s/it]", title="iteration time")
-    ax2.set(
-        ylabel="epoch time [s]" + (" (projected)" if projected else ""),
-        title="time for one epoch" + (" = s/it x steps per epoch" if projected else ""),
-    )
-    ax1.legend(title="GPUs (ranks)")
+    palette = common.bars(ax1, _wide(df, "s_per_it"))
+    common.bars(ax2, _wide(df, "epoch_time_s"), palette=palette)
+    ax1.set(ylabel="mean iteration time [s/it]")
+    ax1.set_title("iteration time", fontsize=9)
+    ax2.set(ylabel="epoch time [s]" + (" (projected)" if projected else ""))
+    ax2.set_title("one epoch" + (" = s/it x steps per epoch" if projected else ""), fontsize=9)
+    common.legend(ax1, title="GPUs (ranks)", fig=fig)
     fig.suptitle(f"LoRA iteration time by dataset\n{common.subtitle(meta)}", fontsize=10)
     fig.tight_layout()
     return fig

@@ -1,4 +1,4 @@
-"""V2: execution time and efficiency against image size, one line per GPU count."""
+"""V2: execution time and efficiency against image size, one series per GPU count."""
 
 from __future__ import annotations
 
@@ -10,20 +10,29 @@ from report.figures import common
 TARGET = "fig-imagesize"
 
 
+def series(df: pd.DataFrame) -> list[str]:
+    """The GPU counts of the time panel (the efficiency panel has those above 1)."""
+    return [common.gpus_label(g) for g in sorted(df.loc[df["status"] == "ok", "gpus"].unique())]
+
+
+def _wide(df: pd.DataFrame, col: str) -> pd.DataFrame:
+    w = df.pivot_table(index="image_size", columns="gpus", values=col, aggfunc="median")
+    return w.rename(columns=common.gpus_label)
+
+
 def draw(df: pd.DataFrame, meta: dict) -> plt.Figure:
     df = df[df["status"] == "ok"]
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(9, 3.6))
-    for g, d in df.groupby("gpus"):
-        d = d.sort_values("image_size")
-        ax1.plot(d["image_size"], d["total_time_s"], marker="o", label=f"{g} GPU(s)")
-        if g > 1:
-            ax2.plot(d["image_size"], d["efficiency_pct"], marker="o", label=f"{g} GPU(s)")
+    palette = common.lines_or_bars(ax1, _wide(df, "total_time_s"), "image size [px]")
+    multi = df[df["gpus"] > 1]
+    if len(multi):  # a GPU count keeps its colour in both panels
+        common.lines_or_bars(ax2, _wide(multi, "efficiency_pct"), "image size [px]", palette)
     ax2.axhline(100, ls=":", c="grey")
-    ax1.set(xlabel="image size [px]", ylabel="execution time [s]")
+    ax1.set(ylabel="execution time [s]")
     ax2.set(xlabel="image size [px]", ylabel="efficiency = speed-up / GPUs [%]")
-    ax1.legend()
-    ax2.legend()
+    common.legend(ax1, title="GPUs (ranks)", fig=fig)
     fig.suptitle(f"Image size and GPU count (DDP-DS, FP64)\n{common.subtitle(meta)}", fontsize=10)
+    fig.tight_layout()
     return fig
 
 

@@ -5,17 +5,20 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 import pandas as pd
 
-from report.figures import common
-from report.figures.profile_common import metrics_figure
+from report.figures import common, profile_common
 
 TARGET = "fig-llm-api"
 CONDITIONS = ["dataset"]
+# {what}: what the profile recorded (CUDA API calls, or CPU ops on a CPU run), from the table
+TITLE = "Time in {what}, by dataset (LoRA, 1 GPU)"
+
+
+def series(df: pd.DataFrame) -> list[str]:
+    return profile_common.series(df, CONDITIONS)
 
 
 def draw(df: pd.DataFrame, meta: dict) -> plt.Figure:
-    return metrics_figure(
-        df, meta, CONDITIONS, "Profiler metrics by dataset (LoRA, 1 GPU)", common.subtitle(meta)
-    )
+    return profile_common.metrics_figure(df, meta, CONDITIONS, TITLE, common.subtitle(meta))
 
 
 if __name__ == "__main__":

@@ -8,11 +8,16 @@ import pandas as pd
 from report.figures import common
 
 TARGET = "fig-nhwc"
+BY = "setup"  # the series: one bar per value in each GPU-count group
+
+
+def series(df: pd.DataFrame) -> list[str]:
+    return common.bar_series(df, BY)
 
 
 def draw(df: pd.DataFrame, meta: dict) -> plt.Figure:
     fig, ax = plt.subplots(figsize=(6.5, 3.6))
-    common.time_bars(ax, df, "setup")
+    common.time_bars(ax, df, BY)
     fig.suptitle(f"NHWC (channels_last) DataLoader against DALI\n{common.subtitle(meta)}",
                  fontsize=10)  # fmt: skip
     return fig

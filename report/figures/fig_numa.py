@@ -8,12 +8,22 @@ import pandas as pd
 from report.figures import common
 
 TARGET = "fig-numa"
+BY = "binding"  # the series: one bar per value in each GPU-count group
+
+
+def series(df: pd.DataFrame) -> list[str]:
+    return common.bar_series(df, BY)
 
 
 def draw(df: pd.DataFrame, meta: dict) -> plt.Figure:
     fig, ax = plt.subplots(figsize=(6, 3.6))
-    common.time_bars(ax, df, "binding")
+    drawn = common.time_bars(ax, df, BY)
+    why = (meta.get("gates") or {}).get("multi_numa", "")
+    if len(drawn) < 2 or why:  # one bar per group is no comparison: say why the other is absent
+        ax.set_title(f"binding not compared: {why or 'one binding only'}", fontsize=8,
+                     color="darkred")  # fmt: skip
     fig.suptitle(f"NUMA binding of DataLoader ranks\n{common.subtitle(meta)}", fontsize=10)
+    fig.tight_layout()
     return fig
 
 

@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import matplotlib.pyplot as plt
 import pandas as pd
+from matplotlib.lines import Line2D
 
 from report.figures import common
 
 TARGET = "fig-optimized"
+MARKERS = "os^dv"  # the second measure's line per GPU count
 # the second series of each experiment: the column and its axis label
 SECOND = {"vision": ("accuracy_pct", "test accuracy [%]"), "llm": ("loss", "loss after N steps")}
 
@@ -20,9 +22,22 @@ def _second(g: pd.DataFrame, exp: str) -> tuple[str, str]:
     return SECOND[g["workload"].iloc[0]]
 
 
-def ladder(ax: plt.Axes, g: pd.DataFrame, exp: str) -> None:
-    """Bars: median throughput per step and GPU count, min-max whiskers, x speed-up over the
-    step before on top; a step that did not run is named with its status."""
+def series(df: pd.DataFrame) -> list[str]:
+    """The bars of every panel: one per GPU count (the second measure is on the twin axis)."""
+    return [common.gpus_label(g) for g in sorted(df["gpus"].dropna().unique())]
+
+
+def has_repeats(df: pd.DataFrame) -> bool:
+    """Whether some step has finished repeats that differ: only then are there whiskers."""
+    ok = df[df["status"] == "ok"]
+    spread = ok.groupby(["experiment", "gpus", "step"])["throughput"].agg(["min", "max"])
+    return bool((spread["max"] > spread["min"]).any())
+
+
+def ladder(ax: plt.Axes, g: pd.DataFrame, exp: str, palette: dict[str, str]) -> None:
+    """Bars: median throughput per step and GPU count, min-max whiskers where repeats differ,
+    x speed-up over the step before on top; a step that did not run is named with its
+    status."""
     steps = g.drop_duplicates("step").sort_values("step")
     labels, xs = steps["step_label"].tolist(), steps["step"].tolist()
     gpus = sorted(g["gpus"].unique())
@@ -41,23 +56,27 @@ def ladder(ax: plt.Axes, g: pd.DataFrame, exp: str) -> None:
                 continue
             m, lo, hi = thr.loc[(n, s)]
             spread = {"yerr": [[m - lo], [hi - m]], "capsize": 2} if hi > lo else {}
-            ax.bar(s + off, m, width=width, color=f"C{j}", **spread,
-                   label=f"{n} GPU{'s' if n > 1 else ''}" if s == xs[0] else None)  # fmt: skip
+            ax.bar(s + off, m, width=width, color=palette[common.gpus_label(n)], **spread,
+                   label=common.gpus_label(n) if s == xs[0] else None)  # fmt: skip
             if (n, s - 1) in thr.index:
-                ax.text(s + off, hi, f"x{m / thr.loc[(n, s - 1), 'median']:.2f}", ha="center",
-                        va="bottom", fontsize=7)  # fmt: skip
+                # on the twin axes, which are drawn last: in front of the dotted line
+                twin.text(s + off, hi, f"x{m / thr.loc[(n, s - 1), 'median']:.2f}",
+                          ha="center", va="bottom", fontsize=7, transform=ax.transData,
+                          bbox={"fc": "white", "ec": "none", "alpha": 0.7, "pad": 0.5})  # fmt: skip
         second = ok[ok["gpus"] == n].groupby("step")[col].median().dropna()
-        twin.plot(second.index + off, second.to_numpy(), "k" + "os^dv"[j % 5] + ":",
-                  markersize=4, label=f"{name}, {n} GPU{'s' if n > 1 else ''}")  # fmt: skip
+        # black, one marker per GPU count (the figure's legend names them); "_": not a bar
+        # series (the twin axis's label names the measure)
+        twin.plot(second.index + off, second.to_numpy(), "k:", marker=MARKERS[j % 5],
+                  markersize=4, label=f"_{name}, {common.gpus_label(n)}")  # fmt: skip
     lo, hi = twin.get_ylim()
     mid, half = (lo + hi) / 2, max(hi - lo, 0.1 * abs((lo + hi) / 2)) / 2
     twin.set_ylim(mid - half, mid + half)  # a 1-point wobble must not fill the panel's height
     ax.set_xticks(xs, labels, rotation=30, ha="right", fontsize=8)
     ax.set_xlim(min(xs) - 0.5, max(xs) + 0.5)  # a step with no bar keeps its slot
+    ax.set_ylim(0, ax.get_ylim()[1] * 1.12)  # room for the speed-ups over the tallest bar
     ax.set_ylabel(g["unit"].dropna().iloc[0] if g["unit"].notna().any() else "throughput")
     ax.set_title(exp, fontsize=9, loc="left")
-    twin.set_ylabel(name, fontsize=8)
-    ax.legend(fontsize=7, loc="upper left")
+    twin.set_ylabel(f"{name} (dotted)", fontsize=8)
 
 
 def draw(df: pd.DataFrame, meta: dict) -> plt.Figure:
@@ -65,14 +84,23 @@ def draw(df: pd.DataFrame, meta: dict) -> plt.Figure:
     cols = 2 if len(exps) > 1 else 1
     rows = (len(exps) + cols - 1) // cols
     fig, axes = plt.subplots(rows, cols, figsize=(5.5 * cols, 3.6 * rows), squeeze=False)
+    palette = common.colours(series(df))
     for ax, exp in zip(axes.flat, exps, strict=False):
-        ladder(ax, df[df["experiment"] == exp], exp)
+        ladder(ax, df[df["experiment"] == exp], exp, palette)
     for ax in list(axes.flat)[len(exps) :]:
         ax.set_axis_off()
+    handles, labels = axes.flat[0].get_legend_handles_labels()
+    for j, g in enumerate(series(df)):
+        handles.append(Line2D([], [], color="black", ls=":", marker=MARKERS[j % 5], markersize=4))
+        labels.append(f"right axis, {g}")
+    fig.legend(handles, labels, title="GPUs (ranks)", fontsize=8, title_fontsize=8,
+               frameon=False, loc="center left", bbox_to_anchor=(1.0, 0.5))  # fmt: skip
+    # whiskers are promised only where some step has repeats that differ
+    spread = "median, whiskers: min-max over repeats" if has_repeats(df) else "one run each"
     fig.suptitle(
-        "Beyond the paper: the optimisations applied one at a time (bars: median, whiskers: "
-        f"min-max over repeats; x = speed-up over the step before; dotted: second axis)\n"
-        f"{common.subtitle(meta)}",
+        "Beyond the paper: the optimisations applied one at a time\n"
+        f"(bars: throughput, {spread}; x = speed-up over the step before; dotted: the "
+        f"second measure, right axis)\n{common.subtitle(meta)}",
         fontsize=9,
     )
     fig.tight_layout()

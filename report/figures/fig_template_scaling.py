@@ -3,32 +3,42 @@
 from __future__ import annotations
 
 import matplotlib.pyplot as plt
-import numpy as np
 import pandas as pd
 
 from report.figures import common
 
 TARGET = "fig-template-scaling"
 TEMPLATES = ["Instruct", "Summary", "Error Correction"]
-METHODS = {"LoRA": "tab:blue", "DPO": "tab:green"}
+METHODS = ["LoRA", "DPO"]
+
+
+def series(df: pd.DataFrame) -> list[str]:
+    """The same two methods in every panel, in the paper's order."""
+    return METHODS
 
 
 def draw(df: pd.DataFrame, meta: dict) -> plt.Figure:
-    df = df[df["status"] == "ok"]
+    ok = df[df["status"] == "ok"]
     gpus = sorted(df["gpus"].unique())
-    fig, axes = plt.subplots(1, len(TEMPLATES), figsize=(11, 3.6), sharey=True)
-    for ax, t in zip(np.atleast_1d(axes), TEMPLATES, strict=True):
-        for m, colour in METHODS.items():
-            d = df[(df["template"] == t) & (df["method_label"] == m)].sort_values("gpus")
-            ax.plot(d["gpus"], d["tuning_time_s"], marker="o", label=m, color=colour)
-        ax.set(title=t, xlabel="GPUs (ranks)", xticks=gpus)
-        ax.grid(alpha=0.3)
-        ax.set_ylim(bottom=0)
+    # each template on its own y range: DPO takes several times LoRA's time, and a shared axis
+    # flattens the cheap templates or clips the dear ones
+    fig, axes = plt.subplots(1, len(TEMPLATES), figsize=(11, 3.6), squeeze=False)
+    palette = common.colours(METHODS)
+    for ax, t in zip(axes[0], TEMPLATES, strict=True):
+        mine = df[df["template"] == t]
+        wide = ok[ok["template"] == t].pivot_table(
+            index="gpus", columns="method_label", values="tuning_time_s", aggfunc="median"
+        )
+        wide = wide.reindex(index=gpus, columns=METHODS)
+        marks = common.status_marks(mine, "gpus", "method_label").reindex(
+            index=gpus, columns=METHODS
+        )
+        common.bars(ax, wide, palette=palette, marks=marks.fillna("no run"))
+        ax.set_title(t, fontsize=9)
+        ax.set_xlabel("GPUs (ranks)")
     projected = bool(df["epoch_time_projected"].fillna(False).astype(bool).any())
-    np.atleast_1d(axes)[0].set_ylabel(
-        "tuning time, one epoch [s]" + (" (proj.)" if projected else "")
-    )
-    np.atleast_1d(axes)[0].legend()
+    axes[0, 0].set_ylabel("tuning time, one epoch [s]" + (" (projected)" if projected else ""))
+    common.legend(axes[0, 0], fig=fig)
     fig.suptitle(f"Total tuning time by template and method\n{common.subtitle(meta)}", fontsize=10)
     fig.tight_layout()
     return fig

@@ -13,7 +13,11 @@ from run import store
 TARGET = "fig-templates"
 TEMPLATES = ["Instruct", "Summary", "Error Correction"]
 METHODS = ["LoRA", "QLoRA", "DPO", "QAT"]
-COLOURS = dict(zip(METHODS, ["tab:blue", "tab:orange", "tab:green", "tab:red"], strict=True))
+
+
+def _on_cpu(meta: dict) -> bool:
+    """Whether the runs used CPU ranks: the `gpu` gate names why a GPU claim was not judged."""
+    return bool((meta.get("gates") or {}).get("gpu"))
 
 
 def token_lines(meta: dict) -> list[str]:
@@ -38,36 +42,29 @@ def token_lines(meta: dict) -> list[str]:
     return lines
 
 
+def series(df: pd.DataFrame) -> list[str]:
+    """The same four methods in every panel, in the paper's order."""
+    return METHODS
+
+
 def draw(df: pd.DataFrame, meta: dict) -> plt.Figure:
     gpus = sorted(df["gpus"].unique())
     fig, axes = plt.subplots(1, len(gpus), figsize=(5.2 * len(gpus), 3.9), sharey=True)
     axes = np.atleast_1d(axes)
-    x = np.arange(len(TEMPLATES))
-    width = 0.8 / len(METHODS)
-    top = df["s_per_it"].max()
+    palette = common.colours(METHODS)
+    ok = df[df["status"] == "ok"]
     for ax, g in zip(axes, gpus, strict=True):
-        for i, m in enumerate(METHODS):
-            d = df[(df["gpus"] == g) & (df["method_label"] == m)].set_index("template")
-            d = d.reindex(TEMPLATES)
-            pos = x + (i - (len(METHODS) - 1) / 2) * width
-            ax.bar(pos, d["s_per_it"].fillna(0), width, label=m, color=COLOURS[m])
-            for p, st in zip(pos, d["status"], strict=True):
-                if isinstance(st, str) and st != "ok":
-                    ax.text(
-                        p,
-                        0.02 * top,
-                        st if st != "unsupported" else "n/a",
-                        rotation=90,
-                        ha="center",
-                        va="bottom",
-                        fontsize=7,
-                        color="dimgrey",
-                    )
-        ax.set_xticks(x, TEMPLATES)
-        ax.set_title(f"{g} GPU" + ("s" if g > 1 else "") + " (ranks on CPU)")
-        ax.grid(axis="y", alpha=0.3)
+        wide = ok[ok["gpus"] == g].pivot_table(
+            index="template", columns="method_label", values="s_per_it", aggfunc="median"
+        )
+        marks = common.status_marks(df[df["gpus"] == g], "template", "method_label")
+        cells = {"index": TEMPLATES, "columns": METHODS}
+        common.bars(ax, wide.reindex(**cells), palette=palette,
+                    marks=marks.reindex(**cells).fillna("no run"))  # fmt: skip
+        ax.set_title(common.gpus_label(g) + (" (ranks on CPU)" if _on_cpu(meta) else ""),
+                     fontsize=9)  # fmt: skip
     axes[0].set_ylabel("mean iteration time [s/it]")
-    axes[-1].legend(fontsize=8)
+    common.legend(axes[-1], fig=fig)
     fig.suptitle(
         f"Iteration time by template and method (n/a = no torchtune recipe)\n"
         f"{common.subtitle(meta)}",

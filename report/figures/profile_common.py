@@ -4,8 +4,15 @@ The artifact CSVs (analysis/profiles/artifact.py) hold the paper's metrics ("pap
 measured or not), kernel launches over all launch APIs ("extra metric", drawn beside
 cudaLaunchKernel) and labelled CPU stand-ins ("cpu op" rows). A figure shows the paper's metrics
 when the profile measured them (a measured 0 is a run that did not call it); otherwise it says
-so on the figure and shows the CPU stand-ins in a panel titled as such, never as zeros of the
-paper's metrics. Metrics the profiler could not record are named under the figure.
+so on the figure and shows the CPU stand-ins, titled as what was recorded (torch.profiler CPU
+ops), never as zeros of the paper's metrics or as "CUDA API calls". Metrics the profiler could
+not record are named under the figure.
+
+Every group (condition) shows the same series in the same place. A CPU stand-in absent from a
+run is an op the run did not call (no allreduce on one rank), so its slot stays empty; a "top CPU
+op" row is only the run's top three, so one absent from a run says nothing about that run: such
+an op is drawn only when every group has it. CPU-op times are inclusive (an op's time holds the
+ops it calls), so the bars stand side by side, are never stacked and never summed into "other".
 """
 
 from __future__ import annotations
@@ -13,14 +20,28 @@ from __future__ import annotations
 import textwrap
 
 import matplotlib.pyplot as plt
-import numpy as np
 import pandas as pd
 
-from analysis.profiles.artifact import CPU, EXTRA, PAPER
-from analysis.profiles.coverage import NOT_MEASURED
+from analysis.common import LLM_METHOD_LABELS, LLM_TEMPLATE_LABELS
+from analysis.profiles.artifact import CPU, CPU_PROXIES, EXTRA, PAPER
+from analysis.profiles.coverage import NOT_MEASURED, PROFILER_NAMES
+from analysis.profiles.metrics import CPU_PREFIX, MEMCPY_METRICS, NCCL_METRICS
+from report.figures import common
 
-__all__ = ["NOT_MEASURED", "condition_label", "grouped_bars", "metrics_figure"]
+__all__ = [
+    "NOT_MEASURED",
+    "all_conditions",
+    "condition_label",
+    "grouped_bars",
+    "metrics_figure",
+    "series",
+]
 LEGEND_WIDTH = 42  # characters per legend line: the all-API launch label is long
+TOP = "top CPU op: "  # the analysis's label prefix of a run's top CPU ops
+# columns that tell runs apart besides the figure's own conditions (shown when they vary, so
+# that two runs never share a group)
+NAMES = {"method": LLM_METHOD_LABELS, "dataset": LLM_TEMPLATE_LABELS}  # as the papers name them
+OTHER_CONDITIONS = ["gpus", "pin_memory", "image_size", "precision", "method", "dataset"]
 
 
 def condition_label(df: pd.DataFrame, conditions: list[str]) -> pd.Series:
@@ -31,73 +52,178 @@ def condition_label(df: pd.DataFrame, conditions: list[str]) -> pd.Series:
             if k == "pin_memory":
                 parts.append("pin" if str(v) == "True" else "nopin")
             elif k == "gpus":
-                parts.append(f"{v} GPU")
+                parts.append(common.gpus_label(v))
             elif k == "image_size":
                 parts.append(f"{v} px")
+            elif k in NAMES:
+                parts.append(NAMES[k].get(v, str(v)))
             else:
                 parts.append(str(v))
-        return "\n".join(parts)
+        # a long name ("Error Correction") on two lines: the groups' labels must not run together
+        return "\n".join(textwrap.fill(p, 11) for p in parts)
 
     return df.apply(one, axis=1)
 
 
-def grouped_bars(ax: plt.Axes, df: pd.DataFrame, col: str, ylabel: str, log: bool = False) -> None:
-    """x: condition label (in table order); one bar per metric label."""
-    conds = list(dict.fromkeys(df["cond"]))
+def grouped_bars(
+    ax: plt.Axes,
+    df: pd.DataFrame,
+    col: str,
+    ylabel: str,
+    log: bool = False,
+    groups: list[str] | None = None,
+) -> None:
+    """x: one group per condition label (`groups`, else table order); one bar per series label
+    in table order; the median over the runs of a group (repeats)."""
+    conds = groups or list(dict.fromkeys(df["cond"]))
     labels = list(dict.fromkeys(df["label"]))
-    width = 0.8 / max(len(labels), 1)
-    x = np.arange(len(conds))
-    for i, label in enumerate(labels):
-        d = df[df["label"] == label].set_index("cond")[col]
-        y = np.array([float(d.get(cnd, np.nan)) if cnd in d.index else np.nan for cnd in conds])
-        if log:  # a measured 0 has no place on a log axis; it shows as no bar
-            y = np.where(y > 0, y, np.nan)
-        ax.bar(x + (i - (len(labels) - 1) / 2) * width, y, width, label=label)
-    ax.set_xticks(x, conds, fontsize=7)
+    vals = pd.to_numeric(df[col], errors="coerce")
+    wide = vals.groupby([df["cond"], df["label"]], sort=False).median().unstack("label")
+    wide = wide.reindex(index=conds, columns=labels)
+    # a measured 0 (a GPU run that did not call it) is said, not left as an empty slot
+    common.bars(ax, wide, log=log, marks=wide.map(lambda v: "0" if v == 0 else ""))
+    ax.tick_params(axis="x", labelsize=7)
     ax.set_ylabel(ylabel)
-    if log:
-        ax.set_yscale("log")
-    ax.grid(axis="y", alpha=0.3)
+
+
+def all_conditions(df: pd.DataFrame, conditions: list[str]) -> list[str]:
+    """`conditions` and any other condition column that varies in `df`."""
+    extra = [c for c in OTHER_CONDITIONS if c in df and c not in conditions and df[c].nunique() > 1]
+    return [*conditions, *extra]
+
+
+def _shown(df: pd.DataFrame) -> tuple[pd.DataFrame, bool, dict[str, list[str]]]:
+    """(rows drawn, whether they are the paper's metrics, labels left out by why). `df`: ok
+    rows with `cond`."""
+    measured = df["measured"].astype(str) == "True"
+    ours = df["kind"].isin([PAPER, EXTRA])
+    paper = df[ours & measured]
+    if (paper["kind"] == PAPER).any():
+        # additive (no metric nests in another but the all-API launches, which stay in the kept
+        # head): past MAX_SERIES the tail is summed into "other"
+        have = set(paper["label"])
+        kept, folded = common.fold([x for x in dict.fromkeys(df.loc[ours, "label"]) if x in have])
+        rows = paper.assign(label=paper["label"].where(~paper["label"].isin(folded), common.OTHER))
+        rows = rows.groupby(["cond", "run", "label"], sort=False, as_index=False).agg(
+            {"share_pct": "sum", "total_s": "sum", "metric": "first"}
+        )
+        return _in_order(rows, kept), True, {}
+    cpu = df[df["kind"] == CPU].copy()
+    top = cpu["label"].astype(str).str.startswith(TOP)
+    # the analysis truncates a top op's label; its metric holds the whole name
+    cpu.loc[top, "label"] = TOP + cpu.loc[top, "metric"].astype(str).str.removeprefix(CPU_PREFIX)
+    groups = cpu["cond"].nunique()
+    everywhere = cpu[top].groupby("label")["cond"].nunique() == groups
+    # the stand-ins in the analysis's order, whichever run has which
+    known = [f"{label} ({what})" for label, what, _ in CPU_PROXIES]
+    have = set(cpu.loc[~top, "label"])
+    proxies = [x for x in known if x in have] + sorted(have - set(known))
+    by_time = cpu[top].groupby("label")["total_s"].sum().sort_values(ascending=False).index
+    tops = [x for x in by_time if everywhere.get(x, False)]
+    candidates = [*proxies, *tops]
+    kept = candidates[: common.MAX_SERIES]
+    left_out = {
+        f"past {common.MAX_SERIES} series": candidates[common.MAX_SERIES :],
+        "among some runs' top three CPU ops only": [x for x in by_time if x not in tops],
+    }
+    return _in_order(cpu[cpu["label"].isin(kept)], kept), False, left_out
+
+
+def _in_order(rows: pd.DataFrame, order: list[str]) -> pd.DataFrame:
+    """Rows sorted by their label's place in `order` (stable: the groups keep theirs)."""
+    return rows.iloc[rows["label"].map(order.index).to_numpy().argsort(kind="stable")]
+
+
+def series(df: pd.DataFrame, conditions: list[str]) -> list[str]:
+    """The series `metrics_figure` draws (legend labels before wrapping), in order."""
+    ok = df[df["status"] == "ok"].copy()
+    if ok.empty:
+        return []
+    ok["cond"] = condition_label(ok, all_conditions(ok, conditions))
+    return list(dict.fromkeys(_shown(ok)[0]["label"]))
+
+
+def recorded(df: pd.DataFrame) -> str:
+    """What the table's drawn rows are, in words: "CUDA API calls", "... and copies", or
+    "CPU ops", by the metrics measured and the profiler that recorded them (`source`)."""
+    ok = df[(df["status"] == "ok") & (df["measured"].astype(str) == "True")]
+    sources = sorted(set(",".join(ok["source"].dropna().astype(str)).split(",")) - {""})
+    by = " and ".join(PROFILER_NAMES.get(s, s) for s in sources) or "the profiler"
+    metrics = set(ok.loc[ok["kind"].isin([PAPER, EXTRA]), "metric"])
+    if not (ok["kind"] == PAPER).any():
+        return f"CPU ops ({by}; no CUDA on this machine)"
+    parts = [
+        what
+        for what, have in (
+            ("CUDA API calls", metrics - set(MEMCPY_METRICS) - set(NCCL_METRICS)),
+            ("CUDA copies", metrics & set(MEMCPY_METRICS)),
+            ("NCCL kernels", metrics & set(NCCL_METRICS)),
+        )
+        if have
+    ]
+    parts = [parts[0], *(p.removeprefix("CUDA ") for p in parts[1:])]  # "CUDA" once
+    return (", ".join(parts[:-1]) + " and " + parts[-1] if len(parts) > 1 else parts[0]) + (
+        f" ({by})"
+    )
 
 
 def metrics_figure(
     df: pd.DataFrame, meta: dict, conditions: list[str], title: str, subtitle: str
 ) -> plt.Figure:
-    """Share (%) and seconds per metric; paper metrics if measured, else CPU stand-ins."""
+    """Share (%) and seconds per metric, one panel above the other; paper metrics if measured,
+    else CPU stand-ins. `title` may hold "{what}": what was recorded (`recorded`)."""
+    not_run = df[df["status"] != "ok"]
     df = df[df["status"] == "ok"].copy()
-    df["cond"] = condition_label(df, conditions)
-    measured = df["measured"].astype(str) == "True"
-    paper = df[(df["kind"] == PAPER) & measured]
-    # the all-API launch count is drawn beside cudaLaunchKernel, only when the paper's are
-    shown_rows = df[df["kind"].isin([PAPER, EXTRA]) & measured]
-    shown, what = (shown_rows, "paper's metrics") if len(paper) else (df[df["kind"] == CPU], "")
-    if len(paper) and (shown["kind"] == EXTRA).any():
-        what += " and kernel launches through all APIs (not the paper's)"
+    df["cond"] = condition_label(df, all_conditions(df, conditions))
+    shown, is_paper, left_out = _shown(df) if len(df) else (df, False, {})
     shown = shown.assign(label=shown["label"].astype(str).map(_wrap))
-    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(12, 4.2))
+    n_conds, n_series = max(df["cond"].nunique(), 1), max(shown["label"].nunique(), 1)
+    width = max(7.5, n_conds * max(0.13 * n_series + 0.35, 0.8))  # a group's bars, its label
+    fig, (ax1, ax2) = plt.subplots(2, 1, figsize=(width, 6.4), sharex=True)
+    notes = []
     if shown.empty:
         for ax in (ax1, ax2):
             ax.text(0.5, 0.5, "no profiled run", ha="center", va="center", transform=ax.transAxes)
     else:
-        grouped_bars(ax1, shown, "share_pct", "share of profiled time [%]")
-        grouped_bars(ax2, shown, "total_s", "time in window, summed over ranks [s]", log=True)
-        ax2.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
-    if not len(paper):
-        what = "CPU stand-ins (inclusive CPU-op time)"
-        missing = sorted(set(df.loc[df["kind"] == PAPER, "label"]))
-        fig.text(0.01, -0.04, f"Paper's metrics {NOT_MEASURED}: " + ", ".join(missing),
-                 fontsize=8, color="darkred", wrap=True)  # fmt: skip
-    else:
+        conds = list(dict.fromkeys(df["cond"]))  # a group with no bar keeps its place
+        grouped_bars(ax1, shown, "share_pct", "share of profiled time [%]", groups=conds)
+        grouped_bars(ax2, shown, "total_s", "time, summed over ranks [s]", True, conds)
+        ax2.legend(fontsize=7, frameon=False, loc="center left", bbox_to_anchor=(1.01, 1.1))
+    if is_paper:
         # a GPU profile may still lack a metric its profiler cannot record (cudaEventDestroy
         # under torch.profiler): name it and why, rather than leave a silent gap
-        gaps = df[(df["kind"] == PAPER) & ~measured & ~df["metric"].isin(set(paper["metric"]))]
+        measured = df["measured"].astype(str) == "True"
+        paper_metrics = set(df.loc[(df["kind"] == PAPER) & measured, "metric"])
+        gaps = df[(df["kind"] == PAPER) & ~measured & ~df["metric"].isin(paper_metrics)]
         by_note = gaps.groupby("note", sort=True)["label"].unique()
-        if len(by_note):
-            text = "; ".join(f"{', '.join(sorted(ls))}: {note}" for note, ls in by_note.items())
-            fig.text(0.01, -0.04, text, fontsize=8, color="darkred", wrap=True)
-    ax1.set_title(what, fontsize=9)
-    fig.suptitle(f"{title}\n{subtitle}", fontsize=10, y=1.04)
+        notes += [f"{', '.join(sorted(ls))}: {note}" for note, ls in by_note.items()]
+    elif len(df):
+        missing = sorted(set(df.loc[df["kind"] == PAPER, "label"]))
+        notes.append(f"Paper's metrics {NOT_MEASURED}: " + ", ".join(missing))
+        ax1.set_title("inclusive CPU-op times: nested ops overlap, the bars do not add up",
+                      fontsize=8)  # fmt: skip
+    for why, names in (left_out or {}).items():
+        if names:
+            notes.append(f"Not drawn, {why}: " + ", ".join(x.removeprefix(TOP) for x in names))
+    notes.append(not_run_note(not_run, all_conditions(df, conditions)))
+    if any(notes):
+        text = "\n".join(textwrap.fill(n, int(width * 14)) for n in notes if n)
+        fig.text(0.01, 0.0, text, fontsize=7, color="darkred", va="top")
+    what = recorded(df) if len(df) else "profiler metrics"
+    title = textwrap.fill(title.format(what=what), int(width * 11))  # within the figure's width
+    fig.suptitle(f"{title}\n{subtitle}", fontsize=10)
+    fig.tight_layout()
     return fig
+
+
+def not_run_note(not_run: pd.DataFrame, conditions: list[str]) -> str:
+    """One line naming the cells that did not finish, with their status (no group shows them);
+    "" when every run finished."""
+    if not_run.empty:
+        return ""
+    cells = condition_label(not_run, [c for c in conditions if c in not_run])
+    why = sorted(set(zip(cells.str.replace("\n", " "), not_run["status"], strict=True)))
+    return "Not run: " + ", ".join(f"{c} ({st})" for c, st in why)
 
 
 def _wrap(label: str) -> str:

@@ -1,0 +1,295 @@
+"""Every figure of report/figures/ drawn from a small table of the shape its analysis writes (no
+runs): it renders, each panel draws the series the module declares (`series(table)`), at most
+MAX_SERIES of them, each in its own colour; plus the faults a reviewer found in the smoke report
+(a clipped panel, "CUDA API calls" over CPU ops, series that change from group to group,
+whiskers promised but not drawn)."""
+
+from __future__ import annotations
+
+import importlib
+from pathlib import Path
+
+import matplotlib
+import matplotlib.pyplot as plt
+import pandas as pd
+import pytest
+from matplotlib.colors import to_hex
+from matplotlib.container import BarContainer
+
+from analysis.artifacts import fig_api_share as a_api
+from analysis.artifacts import fig_llm_api as a_llm
+from analysis.artifacts import fig_llm_api_pinmem as a_pin
+from analysis.artifacts import fig_optimized as a_opt
+from analysis.artifacts import fig_transfers as a_tr
+from analysis.artifacts import fig_vision_metrics as a_vm
+from analysis.profiles.metrics import COLUMNS as TIDY_COLUMNS
+from report.figures import common
+
+matplotlib.use("Agg")
+META = {"source": "J Fig.0", "profile": "figtest", "gates": {}}
+NOT_SERIES = {"ideal (= GPUs)"}  # reference marks, not data series
+pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
+
+
+@pytest.fixture(autouse=True)
+def out(tmp_path, monkeypatch):
+    """The figures go to the test's folder, never to report/out; each test closes its own."""
+    monkeypatch.setattr(common, "OUT_DIR", tmp_path)
+    yield
+    plt.close("all")
+
+
+def ok(rows: list[dict]) -> pd.DataFrame:
+    return pd.DataFrame([{"status": "ok", "run": f"r{i}", **r} for i, r in enumerate(rows)])
+
+
+def panels(fig: matplotlib.figure.Figure) -> list[dict[str, str]]:
+    """Per axes that draws series: label -> colour, in drawing order (bars, lines, spans)."""
+    out = []
+    for ax in fig.axes:
+        drawn: dict[str, str] = {}
+        for c in ax.containers:
+            if isinstance(c, BarContainer) and c.patches and not c.get_label().startswith("_"):
+                drawn[c.get_label()] = to_hex(c.patches[0].get_facecolor())
+        for line in ax.get_lines():
+            if not line.get_label().startswith("_"):
+                drawn[line.get_label()] = to_hex(line.get_color())
+        for coll in ax.collections:
+            label = coll.get_label()
+            if not label.startswith("_") and label not in NOT_SERIES:
+                drawn[label] = to_hex(coll.get_facecolor()[0])
+        drawn = {k.replace("\n", " "): v for k, v in drawn.items() if k not in NOT_SERIES}
+        if drawn:
+            out.append(drawn)
+    return out
+
+
+def render(target: str, df: pd.DataFrame, tmp_path: Path, meta: dict = META):
+    """Draw and save one figure; check the PNG, the declared series and the colours."""
+    mod = importlib.import_module(f"report.figures.{target.replace('-', '_')}")
+    fig = mod.draw(df, meta)
+    drawn = panels(fig)
+    texts = [t.get_text() for t in fig.texts] + [fig._suptitle.get_text()]
+    texts += [ax.get_title() for ax in fig.axes] + [ax.get_ylabel() for ax in fig.axes]
+    # a small PNG: what is tested is that it renders, not how it looks (common.save: below)
+    png = tmp_path / f"{target}.png"
+    fig.savefig(png, dpi=40)
+    assert png.stat().st_size > 2_000
+    declared = mod.series(df)
+    assert drawn, f"{target}: no series drawn"
+    for p in drawn:
+        assert list(p) == declared or set(p) <= set(declared), (target, list(p), declared)
+        assert len(p) <= common.MAX_SERIES
+        assert len(set(p.values())) == len(p), f"{target}: two series share a colour"
+    return declared, drawn, " | ".join(texts), fig
+
+
+# ---------------------------------------------------------------- the vision figures
+def test_strategies_are_grouped_bars_with_the_ideal(tmp_path):
+    df = ok([{"strategy": s, "gpus": g, "total_time_s": 10 / g ** (s != "ddp"),
+              "speedup_vs_1gpu": g ** (s != "ddp") * 1.0, "efficiency_pct": 90.0}
+             for s in ("ddp", "ddp_rr", "ddp_ds") for g in (1, 2)])  # fmt: skip
+    declared, drawn, _, fig = render("fig-strategies", df, tmp_path)
+    assert declared == ["DDP", "DDP-RR", "DDP-DS"] and len(drawn) == 2
+    png = common.save(fig, "fig-strategies", "figtest")  # the report's PNG and PDF
+    assert png.is_relative_to(tmp_path) and png.stat().st_size > 10_000
+    assert png.with_suffix(".pdf").stat().st_size > 1_000
+
+
+def test_imagesize_keeps_a_gpu_count_s_colour_in_both_panels(tmp_path):
+    df = ok([{"image_size": s, "gpus": g, "total_time_s": s / g, "speedup_vs_1gpu": 1.8,
+              "efficiency_pct": 90.0} for s in (32, 48, 64) for g in (1, 2)])  # fmt: skip
+    declared, drawn, _, _ = render("fig-imagesize", df, tmp_path)
+    assert declared == ["1 GPU", "2 GPUs"] and drawn[1]["2 GPUs"] == drawn[0]["2 GPUs"]
+
+
+def test_loss_pairs_pin_off_and_on(tmp_path):
+    df = ok([{"precision": p, "pin_memory": pin, "gpus": 2, "epoch": e, "train_loss": 1 / e,
+              "test_accuracy_pct": 50.0 * e} for p in ("fp16", "fp32", "fp64")
+             for pin in (False, True) for e in (1, 2)])  # fmt: skip
+    declared, drawn, _, _ = render("fig-loss", df, tmp_path)
+    assert declared[:2] == ["FP64 pin=off", "FP64 pin=on"] and len(declared) == 6
+
+
+@pytest.mark.parametrize("target,by,values", [
+    ("fig-loaders", "loader_label", ["DataLoader", "DALI"]),
+    ("fig-nhwc", "setup", ["DataLoader NCHW", "DataLoader NHWC", "DALI NCHW", "DALI NHWC"]),
+    ("fig-numa", "binding", ["unbound", "bound (numactl)"]),
+])  # fmt: skip
+def test_scenario_b_bars_keep_the_table_order(tmp_path, target, by, values):
+    df = ok([{by: v, "gpus": g, "total_time_s": 10.0 / g + i} for i, v in enumerate(values)
+             for g in (1, 2)])  # fmt: skip
+    declared, _, _, _ = render(target, df, tmp_path)
+    assert declared == values
+
+
+def test_numa_says_why_binding_is_not_compared(tmp_path):
+    df = ok([{"binding": "unbound", "gpus": g, "total_time_s": 5.0} for g in (1, 2)])
+    meta = {**META, "gates": {"multi_numa": "1 NUMA node on this machine"}}
+    assert "1 NUMA node" in render("fig-numa", df, tmp_path, meta)[2]
+
+
+def test_timeline_draws_busy_and_pauses(tmp_path, monkeypatch):
+    df = ok([{"loader": "torch", "gpus": 2, "pauses": 1, "threshold_s": 0.5}])
+    busy = pd.DataFrame({"run": "r0", "rank": [0, 1], "t0": [0.0, 0.0], "t1": [1.0, 1.2]})
+    gaps = pd.DataFrame({"run": ["r0"], "rank": [1], "start_s": [1.2], "length_s": [0.8]})
+    monkeypatch.setattr(
+        common, "extra_table", lambda t, p, name: {"busy": busy, "gaps": gaps}[name]
+    )
+    declared, drawn, _, _ = render("fig-timeline", df, tmp_path)
+    assert list(drawn[0]) == declared
+
+
+# ---------------------------------------------------------------- the LLM time figures
+def test_datasets(tmp_path):
+    df = ok([{"dataset": d, "gpus": g, "s_per_it": 0.1 * g, "epoch_time_s": 30.0 * g,
+              "epoch_time_projected": True} for d in ("alpaca", "grammar", "samsum", "slimorca")
+             for g in (1, 2)])  # fmt: skip
+    assert render("fig-datasets", df, tmp_path)[0] == ["1 GPU", "2 GPUs"]
+
+
+def llm_cells(methods: list[str], value: str, dpo: float = 4.0) -> pd.DataFrame:
+    rows = []
+    for t in ("Instruct", "Summary", "Error Correction"):
+        for m in methods:
+            for g in (1, 2):
+                status = "unsupported" if (m, g) == ("QLoRA", 2) else "ok"
+                rows.append({"template": t, "method_label": m, "gpus": g, "status": status,
+                             value: (dpo if m == "DPO" else 1.0) * (0.1 if t == "Summary" else 1),
+                             "epoch_time_projected": False, "memory_kind": "host_rss"})  # fmt: skip
+    return pd.DataFrame(rows).assign(run=lambda d: [f"r{i}" for i in range(len(d))])
+
+
+def test_template_scaling_gives_each_panel_its_own_range(tmp_path):
+    df = llm_cells(["LoRA", "DPO"], "tuning_time_s", dpo=40.0)
+    declared, _, _, fig = render("fig-template-scaling", df, tmp_path)
+    assert declared == ["LoRA", "DPO"]
+    for ax, top in zip(fig.axes[:3], (40.0, 4.0, 40.0), strict=True):
+        assert ax.get_ylim()[1] >= top  # the DPO bar is never clipped
+    assert fig.axes[1].get_ylim()[1] < 10  # and Summary is not flattened by the others
+
+
+def test_templates_and_vram_name_a_missing_cell(tmp_path):
+    df = llm_cells(["LoRA", "QLoRA", "DPO", "QAT"], "s_per_it")
+    _, drawn, _, _ = render("fig-templates", df, tmp_path)
+    assert all(list(p) == ["LoRA", "QLoRA", "DPO", "QAT"] for p in drawn)
+    df = llm_cells(["LoRA", "QLoRA", "DPO", "QAT"], "peak_memory_gib")
+    declared, _, _, fig = render("fig-vram", df, tmp_path)
+    assert declared == ["1 GPU", "2 GPUs"]
+    assert any(t.get_text() == "n/a" for ax in fig.axes for t in ax.texts)
+
+
+# ---------------------------------------------------------------- the profiler figures
+def tidy(rows: list[tuple], source: str) -> pd.DataFrame:
+    """(run, rank, metric, total_s, share, bytes) -> the readers' tidy metrics table."""
+    recs = [{"run": r, "rank": k, "source": source, "metric": m, "raw_name": m, "calls": 3,
+             "total_s": s, "bytes": b, "share": sh} for r, k, m, s, sh, b in rows]  # fmt: skip
+    return pd.DataFrame(recs, columns=TIDY_COLUMNS).astype({"bytes": "Int64"})
+
+
+GPU_METRICS = ["cudaLaunchKernel", "cudaStreamSynchronize", "cudaEventSynchronize",
+               "memcpy_htod", "memcpy_dtod", "nccl_allgather_ring_ll", "nccl_broadcast"]  # fmt: skip
+CPU_OPS = ["aten::copy_", "aten::to", "gloo:all_reduce", "Optimizer.step#AdamW.step",
+           "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__"]  # fmt: skip
+
+
+def profile_case(cells: list[dict], device: str) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """GPU runs with the paper's metrics (nsys), or CPU runs with CPU ops whose top ops differ
+    from run to run (torch), as the two kinds of profile the smoke and a GPU run leave."""
+    runs = pd.DataFrame([{"status": "ok", "device": device, "run": f"r{i}", **c}
+                         for i, c in enumerate(cells)])  # fmt: skip
+    rows = []
+    for i, run in enumerate(runs["run"]):
+        if device != "cpu":
+            rows += [(run, 0, m, 0.1 * (j + 1), 0.01 * (j + 1), 10**6 * (j + 1))
+                     for j, m in enumerate(GPU_METRICS)]  # fmt: skip
+            continue
+        ops = [*CPU_OPS, "aten::mm", f"aten::only_in_run_{i}", "autograd::engine::"
+               "evaluate_function: ConvolutionBackward0 and a long name"]  # fmt: skip
+        rows += [(run, 0, "cpu:" + op, 0.5 / (j + 1), 0.2 / (j + 1), None)
+                 for j, op in enumerate(ops)]  # fmt: skip
+    return runs, tidy(rows, "torch" if device == "cpu" else "nsys")
+
+
+LLM_CELLS = [{"dataset": d, "method": m, "gpus": 2, "s_per_it": 0.5}
+             for m in ("lora", "dpo") for d in ("instruct", "summary")]  # fmt: skip
+PROFILE_FIGURES = [
+    ("fig-api-share", a_api, LLM_CELLS),
+    ("fig-llm-api", a_llm, [{"dataset": d, "s_per_it": 0.5} for d in ("alpaca", "samsum")]),
+    (
+        "fig-llm-api-pinmem",
+        a_pin,
+        [{"gpus": g, "pin_memory": p, "s_per_it": 0.5} for g in (1, 2) for p in (False, True)],
+    ),  # fmt: skip
+    (
+        "fig-vision-metrics",
+        a_vm,
+        [{"image_size": s, "gpus": 2, "pin_memory": False} for s in (32, 48)],
+    ),  # fmt: skip
+]
+
+
+@pytest.mark.parametrize("target,art,cells", PROFILE_FIGURES)
+def test_profile_figure_on_a_gpu_says_what_it_recorded(tmp_path, target, art, cells):
+    runs, td = profile_case(cells, "H100")
+    declared, drawn, text, _ = render(target, art.build_table(runs, td), tmp_path)
+    launch = declared.index("cudaLaunchKernel")
+    assert declared[launch + 1].startswith("kernel launches, all APIs") and "CUDA API calls" in text
+    assert "Nsight Systems" in text and "CPU ops" not in text
+    assert all(list(p) == declared for p in drawn)
+
+
+@pytest.mark.parametrize("target,art,cells", PROFILE_FIGURES)
+def test_profile_figure_on_a_cpu_keeps_its_series_in_every_group(tmp_path, target, art, cells):
+    runs, td = profile_case(cells, "cpu")
+    declared, drawn, text, _ = render(target, art.build_table(runs, td), tmp_path)
+    assert "CUDA API calls" not in text and "CPU ops (torch.profiler" in text
+    assert "inclusive" in text  # nested op times: said so, never stacked
+    # a top op that only one run has is no series (its absence elsewhere says nothing)
+    assert not any("only_in_run" in s for s in declared) and "only_in_run_0" in text
+    assert all(list(p) == declared for p in drawn)
+    whole = [s for s in declared if s.startswith("top CPU op:") and "ConvolutionBackward0" in s]
+    assert not whole or whole[0].endswith("a long name")  # the name, not a 40-character cut
+
+
+def test_transfers_bytes_on_a_gpu_and_host_copy_time_on_a_cpu(tmp_path):
+    runs, td = profile_case(LLM_CELLS, "H100")
+    declared, _, text, _ = render("fig-transfers", a_tr.build_table(runs, td), tmp_path)
+    assert declared == ["HtoD", "DtoD", "DtoH"] and "[MB]" in text and "bytes moved" in text
+    runs, td = profile_case(LLM_CELLS, "cpu")
+    declared, _, text, _ = render("fig-transfers", a_tr.build_table(runs, td), tmp_path)
+    assert declared == ["aten::copy_ (host copies)"] and "time, not bytes" in text
+    assert "[s]" in text and "bytes moved" not in text
+
+
+def test_metrics_past_the_limit_fold_into_other(tmp_path):
+    keep, rest = common.fold([f"m{i}" for i in range(10)])
+    assert len(keep) == common.MAX_SERIES and keep[-1] == common.OTHER and len(rest) == 3
+    assert len(set(common.colours(keep).values())) == len(keep)
+    with pytest.raises(ValueError):
+        common.colours([f"m{i}" for i in range(len(common.PALETTE) + 1)])
+
+
+# ---------------------------------------------------------------- beyond the paper
+def ladder_table(repeats: bool) -> pd.DataFrame:
+    rows = []
+    for exp, workload in (("O1", "vision"), ("O3", "llm")):
+        for step, label in enumerate(("faithful", "pinned", "compiled")):
+            for g in (1, 2):
+                for seed in (0, 1) if repeats else (0,):
+                    rows.append({"experiment": exp, "workload": workload, "step": step,
+                                 "step_label": label, "gpus": g, "seed": seed,
+                                 "throughput": 100.0 * (step + 1) * g + 5 * seed,
+                                 "unit": a_opt.UNITS[workload], "accuracy_pct": 90.0,
+                                 "loss": 1.0, "optimizer_state_mib": 5.0,
+                                 "status": "ok" if step < 2 or g < 2 else "unsupported"})  # fmt: skip
+    return ok(rows)
+
+
+@pytest.mark.parametrize("repeats", [False, True])
+def test_optimized_promises_whiskers_only_with_repeats(tmp_path, repeats):
+    declared, drawn, text, fig = render("fig-optimized", ladder_table(repeats), tmp_path)
+    assert declared == ["1 GPU", "2 GPUs"]
+    assert ("whiskers" in text) == repeats
+    caps = [c for ax in fig.axes for c in ax.containers if getattr(c, "errorbar", None)]
+    assert bool(caps) == repeats
