@@ -4,16 +4,19 @@
     python -m report.build --profile paper --results results --results results/reference/h100
 
 Writes report/out/<profile>/report.md and report.tex. Reads only the artifacts' tables
-(results/<profile>/tables/*.json, written by `python -m analysis`), the runs' provenance and
-summaries, the claims (reference/paper/claims.yaml), the assumptions and the matrix: it computes
-nothing the analysis did not write, so it runs on a laptop.
+(results/<profile>/tables/*.json, written by `python -m analysis`), the runs' specs, provenance
+and summaries (report/settings.py: what ran), the claims (reference/paper/claims.yaml), the
+assumptions and the matrix; the one thing it asks for is the next profile's plan
+(report/nextgpu.py, `python -m run.sweep.plan`, torch-free). It computes nothing the analysis did
+not write, so it runs on a laptop.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import math
+import os
+import re
 import sys
 from collections import Counter
 from pathlib import Path
@@ -24,9 +27,18 @@ import yaml
 
 from analysis.claims import spec as cs
 from analysis.claims import verdicts as cl
-from analysis.claims.quantities import num
 from analysis.driver import ARTIFACTS_DIR
+from report import nextgpu, settings
 from report.figures.common import OUT_DIR, figures_dir
+from report.tables import cell, heading, intro, side_by_side
+from report.wording import (
+    hoisted,
+    noise_floor,
+    run_links,
+    sentence,
+    short_reason,
+    skipped_by_reason,
+)
 from run import store
 from run.sweep import matrix as mx
 
@@ -37,20 +49,24 @@ VERDICT_ORDER = (cl.HOLDS, cl.FAILS, cl.INCONCLUSIVE, cl.UNMEASURED)
 TEX_ESCAPES = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#",
                "_": r"\_", "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}",
                "^": r"\textasciicircum{}"}  # fmt: skip
-UNITS = {"_s": "s", "_pct": "%", "_gib": "GiB", "_mib": "MiB", "_s_per_it": "s/it"}
-LABELS = {"gpus": "GPUs", "s_per_it": "s/it", "pin_memory": "pin_memory",
-          "image_size": "image size [px]", "htod_bytes_per_image": "HtoD [B/image]",
-          "input_bytes_per_image": "input [B/image]"}  # fmt: skip
+__all__ = ["cell", "heading", "side_by_side"]  # re-exported for the tests and older callers
 
 
 def tex(value: Any) -> str:
-    return "".join(TEX_ESCAPES.get(ch, ch) for ch in str(value))
+    """Text escaped for LaTeX; `code` (Markdown's, in notes and reasons) in typewriter type."""
+    text = "".join(TEX_ESCAPES.get(ch, ch) for ch in str(value))
+    return re.sub(r"`([^`]+)`", r"\\texttt{\1}", text)
 
 
 def texpath(value: Any) -> str:
-    """A path or run name in typewriter type that may break after / and - (a long one would
+    """A path or run name in typewriter type that may break after /, - and _ (a long one would
     run off the page: \\texttt never hyphenates)."""
-    return tex(value).replace("/", "/\\allowbreak{}").replace("-", "-\\allowbreak{}")
+    return (
+        tex(value)
+        .replace("/", "/\\allowbreak{}")
+        .replace("-", "-\\allowbreak{}")
+        .replace("\\_", "\\_\\allowbreak{}")
+    )
 
 
 def duration(seconds: float | None) -> str:
@@ -62,26 +78,6 @@ def duration(seconds: float | None) -> str:
     if seconds < 7200:
         return f"{seconds / 60:.1f} min"
     return f"{seconds / 3600:.1f} h"
-
-
-def cell(value: Any) -> str:
-    """A table cell: 3 significant digits, integers as integers, on/off for booleans."""
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return ""
-    if isinstance(value, bool):
-        return "on" if value else "off"
-    if isinstance(value, (int, float)):
-        return num(value)
-    return str(value)
-
-
-def heading(col: str) -> str:
-    if col in LABELS:
-        return LABELS[col]
-    for suffix, unit in UNITS.items():
-        if col.endswith(suffix):
-            return f"{col[: -len(suffix)].replace('_', ' ')} [{unit}]"
-    return col.replace("_", " ")
 
 
 # ---------------------------------------------------------------- one results folder = one machine
@@ -102,6 +98,8 @@ def machine(root: Path, profile: str) -> dict[str, Any]:
         "git": prov["git"],
         "versions": {k: v for k, v in prov["versions"].items() if v},
         "runtime": runtime or {},
+        "python": hw.get("python") or "",
+        "nsys_version": hw.get("nsys_version") or "",
         "cpu": f"{hw['cpu_count']} x {hw['cpu_model']}",
         "gpus": gpus,
         "numa_nodes": len(hw["numa_nodes"]),
@@ -109,7 +107,7 @@ def machine(root: Path, profile: str) -> dict[str, Any]:
         "nsys": hw["nsys"] or "not found",
         "host": hw["hostname"],
     }
-    info["runs"], info["run_seconds"] = run_totals(root, profile)
+    info["runs"], info["run_seconds"], info["run_counts"] = run_totals(root, profile)
     info["stand_ins"] = stand_ins(root, profile)
     return info
 
@@ -125,11 +123,12 @@ def stand_ins(root: Path, profile: str) -> dict[str, int]:
     return {k: v for k, v in out.items() if v}
 
 
-def run_totals(root: Path, profile: str) -> tuple[Counter, dict[str, float]]:
-    """Runs by status, each run counted once however many experiments share it, and measured
-    wall seconds per experiment (a shared run counts in each experiment that needs it)."""
+def run_totals(root: Path, profile: str) -> tuple[Counter, dict[str, float], dict[str, int]]:
+    """Runs by status, each run counted once however many experiments share it; measured wall
+    seconds and runs per experiment (a shared run counts in each experiment that needs it)."""
     status: dict[str, str] = {}
     seconds: dict[str, float] = {}
+    counts: dict[str, int] = {}
     for sweep in sorted(store.sweeps_dir(profile, root).glob("*.json")):
         rec = store.read_json(sweep)
         for entry in rec.get("runs", []):
@@ -139,7 +138,8 @@ def run_totals(root: Path, profile: str) -> tuple[Counter, dict[str, float]]:
                 status[entry["run"]] = summ.get("status", "?")
                 wall = summ.get("launch_wall_s") or summ.get("total_time_s") or 0.0
                 seconds[sweep.stem] = seconds.get(sweep.stem, 0.0) + float(wall)
-    return Counter(status.values()), seconds
+                counts[sweep.stem] = counts.get(sweep.stem, 0) + 1
+    return Counter(status.values()), seconds, counts
 
 
 def artifact_meta(root: Path, profile: str, target: str) -> dict[str, Any] | None:
@@ -147,50 +147,8 @@ def artifact_meta(root: Path, profile: str, target: str) -> dict[str, Any] | Non
     return json.loads(path.read_text()) if path.is_file() else None
 
 
-# ---------------------------------------------------------------- the compact table, side by side
-def side_by_side(metas: list[dict[str, Any] | None], labels: list[str]) -> dict[str, Any] | None:
-    """Keys, then per value column: the paper's, then each machine's (medians; min-max if any)."""
-    base = next((m for m in metas if m and m.get("compact") is not None), None)
-    if base is None:
-        return None
-    cols = base.get("compact_columns") or (list(base["compact"][0]) if base["compact"] else [])
-    stats = {c for c in cols if c.endswith(("_min", "_max")) or c == "repeats"}
-    keys = [k for k in base.get("keys", []) if k in cols] or cols[:1]
-    values = [c for c in cols if c not in keys and c not in stats]
-    sources: list[tuple[str, list[dict[str, Any]]]] = []
-    if base.get("paper_compact"):
-        sources.append(("paper", base["paper_compact"]))
-    for m, label in zip(metas, labels, strict=True):
-        sources.append((label, (m or {}).get("compact") or []))
-    rows: dict[tuple, dict[str, str]] = {}
-    for label, recs in sources:
-        for r in recs:
-            k = tuple(cell(r.get(key)) for key in keys)
-            row = rows.setdefault(k, {})
-            for v in values:
-                text = cell(r.get(v))
-                lo, hi = r.get(f"{v}_min"), r.get(f"{v}_max")
-                if text and lo is not None and hi is not None and lo != hi:
-                    text += f" ({cell(lo)}-{cell(hi)})"
-                row[f"{v}|{label}"] = text
-    many = len(sources) > 1
-    names = [s for s, _ in sources]
-    if names[1:] == labels[:1] and len(names) == 2:
-        names = ["paper", "ours"]  # one machine: its label is on the first page
-    head = [heading(k) for k in keys] + [
-        f"{heading(v)}, {name}" if many else heading(v) for v in values for name in names
-    ]
-    body = [
-        [*k, *(row.get(f"{v}|{label}", "") for v in values for label, _ in sources)]
-        for k, row in rows.items()
-    ]
-    return {"columns": head, "rows": body, "sources": [s for s, _ in sources],
-            "key_heads": [heading(k) for k in keys], "value_heads": [heading(v) for v in values],
-            "names": names}  # fmt: skip
-
-
 # ---------------------------------------------------------------- the whole report
-def context(profile: str, roots: list[Path]) -> dict[str, Any]:
+def context(profile: str, roots: list[Path], out_dir: Path) -> dict[str, Any]:
     matrix = mx.load_matrix()
     machines = [machine(r, profile) for r in roots]
     labels = [m["label"] for m in machines]
@@ -198,8 +156,9 @@ def context(profile: str, roots: list[Path]) -> dict[str, Any]:
         labels = [f"{m['label']} ({m['root']})" for m in machines]
     for m, label in zip(machines, labels, strict=True):
         m["label"] = label
-    all_claims = [c for c in cs.load() if c["experiment"] in matrix["experiments"]]
+    claim_specs = {c["id"]: c for c in cs.load() if c["experiment"] in matrix["experiments"]}
     judged: list[dict[str, dict[str, Any]]] = [{} for _ in roots]
+    gates: list[dict[str, dict[str, str]]] = [{} for _ in roots]
     sections = []
     targets = list(dict.fromkeys(e["target"] for e in matrix["experiments"].values()))
     for target in targets:
@@ -210,8 +169,12 @@ def context(profile: str, roots: list[Path]) -> dict[str, Any]:
         for i, meta in enumerate(metas):
             for c in (meta or {}).get("claims", []):
                 judged[i][c["id"]] = c
+            if meta is not None:
+                gates[i][target] = meta.get("gates") or {}
         first = next((m for m in metas if m), None)
         fig = figures_dir(profile) / f"{target}.png"
+        table = side_by_side(metas, labels)
+        csv_path = store.tables_dir(profile, roots[0]) / f"{target}.csv"
         sections.append({
             "target": target,
             "experiments": exps,
@@ -224,19 +187,28 @@ def context(profile: str, roots: list[Path]) -> dict[str, Any]:
                 f"not built for this profile: run `make {target} PROFILE={profile}`"
                 if implemented else "not implemented in this version of the artifact"),
             "notes": (first or {}).get("notes", []),
-            "skipped": (first or {}).get("skipped", []),
+            "skipped": skipped_by_reason((first or {}).get("skipped", [])),
             "csv": f"results/{profile}/tables/{target}.csv",
+            "csv_href": os.path.relpath(csv_path, out_dir),
             "extra": (first or {}).get("extra", []),
-            "paper_csv": (first or {}).get("paper_csv"),
             "figure": f"figures/{target}" if first and first.get("figure") and fig.is_file()
             else None,
-            "table": side_by_side(metas, labels),
+            # a table of ours alone that a figure draws is in the CSV; one beside the paper's
+            # numbers, or without a figure, is printed
+            "table": table if table and not table["empty"] and (
+                "paper" in table["sources"] or not (first or {}).get("figure") or not fig.is_file())
+            else None,
+            "table_in_csv": bool(table and not table["empty"]),
+            "table_intro": intro(table, (first or {}).get("paper_csv"), False) if table else {},
+            "no_values": bool(table and table["empty"]),
+            "paper_csv": (first or {}).get("paper_csv") or "profiler_quotes.csv",
+            "runs": sum(machines[0].get("run_counts", {}).get(e, 0) for e in exps),
+            "seconds": sum(machines[0].get("run_seconds", {}).get(e, 0.0) for e in exps),
             "claims": [],
-            "beyond": False,  # every claim of the section is ours: no published numbers
         })  # fmt: skip
     section_of = {e: s for s in sections for e in s["experiments"]}
     rows = []
-    for c in all_claims:
+    for c in claim_specs.values():
         sec = section_of[c["experiment"]]
         per = []
         for i, meta_claims in enumerate(judged):
@@ -245,10 +217,15 @@ def context(profile: str, roots: list[Path]) -> dict[str, Any]:
                 why = (f"not implemented yet: {c['not_implemented']}" if c.get("not_implemented")
                        else sec["why"] or "not built")  # fmt: skip
                 got = {"verdict": cl.UNMEASURED, "reason": why}
-            per.append({**BLANK, **got, "machine": labels[i]})
+            got = {**BLANK, **got, "machine": labels[i]}
+            got["verdict_text"] = got.get("verdict_text") or got["verdict"]
+            got["reason"] = short_reason(got["reason"], c, gates[i].get(sec["target"], {}))
+            got["run_links"] = run_links(got.get("runs") or [], roots[i], profile, out_dir)
+            per.append(got)
         row = {"id": c["id"], "origin": cs.origin(c), "statement": c["statement"],
-               "criterion": c["criterion"],
-               "source": c["source"], "needs": c.get("needs", []), "per": per,
+               "criterion": c["criterion"], "claim": c, "experiment": c["experiment"],
+               "source": c["source"], "per": per,
+               "needs": needs_of(c),
                "paper_verdict": next((p["paper_verdict"] for p in per if p["paper_verdict"]),
                                      ""),
                "target": sec["target"]}  # fmt: skip
@@ -256,10 +233,15 @@ def context(profile: str, roots: list[Path]) -> dict[str, Any]:
         sec["claims"].append(row)
     for sec in sections:
         sec["beyond"] = bool(sec["claims"]) and all(r["origin"] == cs.OURS for r in sec["claims"])
+        if sec["table"] and sec["beyond"]:
+            sec["table_intro"] = intro(sec["table"], None, True)
     # the papers' claims and ours (beyond the paper) are counted apart, never in one tally
     paper_rows = [r for r in rows if r["origin"] == cs.PAPER]
     our_rows = [r for r in rows if r["origin"] == cs.OURS]
     prof = matrix["profiles"][profile]
+    notes = hoisted(sections)
+    ran = settings.what_ran(profile, roots, matrix)
+    assumed = yaml.safe_load(ASSUMPTIONS.read_text())
     return {
         "profile": profile,
         "profile_description": prof["description"].strip(),
@@ -275,10 +257,18 @@ def context(profile: str, roots: list[Path]) -> dict[str, Any]:
         "n_ours": len(our_rows),
         "our_claims": our_rows,
         "sections": sections,
+        "shared_notes": notes,
         "built": sum(1 for s in sections if s["built"]),
         "cpu_only": all(m["hardware"] is None or "CPU" in m["label"] for m in machines),
-        "assumptions": assumptions(matrix),
-        "needs_text": NEEDS_TEXT,
+        "gpu_only": cs.GPU_ONLY,
+        "noise": [noise_floor(r, profile) for r in roots],
+        "what_ran": ran,
+        "cpu_threads": ", ".join(
+            str(t) for t in sorted({t for m in ran["machines"] for t in m["threads"]})
+        ),
+        "software": settings.software_rows(machines, assumed.get("paper_software", {})),
+        "next": nextgpu.section(profile, roots[0], rows, gates[0], NEEDS_TEXT, matrix),
+        "assumptions": assumptions(matrix, assumed),
     }
 
 
@@ -291,7 +281,8 @@ def tally(rows: list[dict[str, Any]], labels: list[str]) -> list[dict[str, Any]]
 
 
 BLANK = {"reason": "", "evidence": "", "coverage": "", "paper_verdict": "", "paper_evidence": "",
-         "in_paper_range": None, "paper_range": None}  # fmt: skip
+         "in_paper_range": None, "paper_range": None, "verdict_text": "", "noise": "",
+         "cells": "", "runs": []}  # fmt: skip
 NEEDS_TEXT = {
     "gpu": "a GPU",
     "gpu_oom": "a GPU that can run out of memory",
@@ -307,9 +298,15 @@ NEEDS_TEXT = {
 }
 
 
-def assumptions(matrix: dict[str, Any]) -> list[dict[str, str]]:
+def needs_of(claim: dict[str, Any]) -> list[str]:
+    """What a claim needs, in words, each once ("a GPU" where a GPU of some kind is named)."""
+    texts = list(dict.fromkeys(NEEDS_TEXT.get(n, n) for n in claim.get("needs") or []))
+    return [t for t in texts if not any(o != t and o.startswith(t) for o in texts)]
+
+
+def assumptions(matrix: dict[str, Any], assumed: dict[str, Any]) -> list[dict[str, str]]:
     out = []
-    for a in yaml.safe_load(ASSUMPTIONS.read_text())["assumptions"]:
+    for a in assumed["assumptions"]:
         value: Any = None
         if a.get("value_from"):
             value = matrix
@@ -335,7 +332,8 @@ def render(profile: str, roots: list[Path], out_dir: Path | None = None) -> list
     env.filters["tex"] = tex
     env.filters["texpath"] = texpath
     env.filters["duration"] = duration
-    ctx = context(profile, roots)
+    env.filters["sentence"] = sentence
+    ctx = context(profile, roots, out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     written = []
     for name in ("report.md", "report.tex"):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -39,6 +40,12 @@ VISION = {
 @pytest.fixture(scope="module")
 def built(module_sandbox):
     """One fake sweep of V1-V4, V7, its tables, figures and report, shared by the tests here."""
+    return make_report(module_sandbox)
+
+
+def make_report(module_sandbox) -> tuple:
+    """The fake sweep, its tables, figures and report in a module's sandbox (test_report_text.py
+    builds its own the same way): (texts by suffix, out folder, tables' JSON, tables' CSV)."""
     tmp, mp = module_sandbox
     launches = tmp / "launches.txt"
     launches.touch()
@@ -60,7 +67,7 @@ def built(module_sandbox):
     written = build.render("test", [store.RESULTS_ROOT], tmp / "out" / "test")
     tables = {p.stem: json.loads(p.read_text()) for p in store.tables_dir("test").glob("*.json")}
     csvs = {p.stem: pd.read_csv(p) for p in store.tables_dir("test").glob("*.csv")}
-    yield {p.suffix: p.read_text() for p in written}, tmp / "out", tables, csvs
+    return {p.suffix: p.read_text() for p in written}, tmp / "out", tables, csvs
 
 
 def verdicts(built, target: str) -> dict[str, str]:
@@ -103,8 +110,10 @@ def test_report_sets_measured_beside_paper_and_names_the_hardware(built):
     assert "True" not in md and "False" not in md
     assert "| machine | holds | does not hold | inconclusive | not measured |" in md
     in_matrix = [c for c in cs.load() if c["experiment"] in mx.load_matrix()["experiments"]]
-    assert md.count("](#") == len(in_matrix) > 10  # every claim of the matrix's experiments
-    assert "## Assumptions" in md and "## Appendix: artifact evaluation" in md
+    # every claim of the matrix's experiments: one row at a glance, one item in its section
+    assert len(re.findall(r"^\| \[[A-Z]\d+[a-z]\]\(#", md, re.M)) == len(in_matrix) > 10
+    assert len(re.findall(r"^- \*\*[A-Z]\d+[a-z]\*\*", md, re.M)) == len(in_matrix)
+    assert "Assumptions\n" in md and "## Appendix: artifact evaluation" in md
     assert (out / "test" / "figures" / "fig-strategies.png").stat().st_size > 10_000
     tex = texts[".tex"]
     assert "\\usepackage[T1]{fontenc}" in tex and "\\_" in tex
@@ -255,13 +264,14 @@ def test_the_appendix_counts_each_shared_run_once_and_paths_can_break(built):
     md, tex = built[0][".md"], built[0][".tex"]
     runs = [p for p in store.runs_dir("test").iterdir() if (p / store.SUMMARY).is_file()]
     # V3, V4 and V7 share runs: each is counted once, however many sweeps list it
-    assert f"| runs | {len(runs)} ok |" in md
-    assert "| V3 (`table-precision`) | " in md and " [h]" not in md
+    assert f"{len(runs)} runs ({len(runs)} ok)" in md
+    # each section says how many runs it read and their wall time, in a unit that reads well
+    assert "Paper source: Table 2 (C and J). 6 runs, " in md and " [h]" not in md
     assert build.duration(42) == "42 s" and build.duration(600) == "10.0 min"
     assert build.duration(9000) == "2.5 h" and build.duration(None) == "-"
-    # a long path or run name in typewriter type may break after / and -
+    # a long path or run name in typewriter type may break after /, - and _
     assert "results/\\allowbreak{}test/\\allowbreak{}tables/\\allowbreak{}" in tex
-    assert build.texpath("a_b-c/d") == "a\\_b-\\allowbreak{}c/\\allowbreak{}d"
+    assert build.texpath("a_b-c/d") == "a\\_\\allowbreak{}b-\\allowbreak{}c/\\allowbreak{}d"
 
 
 def test_every_gate_a_claim_needs_is_written_out_for_the_appendix():

@@ -28,6 +28,6 @@ def notes(runs: pd.DataFrame, t: pd.DataFrame) -> list[str]:
     if c.on_gpu(runs):
         return []
     return [
-        "CPU run: DALI decodes on the CPU (no `mixed` decoder without a GPU) and gloo ranks share "
-        "the machine's cores, so this shows the pipeline working, not the paper's GPU behaviour."
+        "CPU run: DALI decodes on the CPU (no `mixed` decoder without a GPU), so this shows the "
+        "pipeline working, not the paper's GPU behaviour."
     ]

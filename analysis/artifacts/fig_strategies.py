@@ -42,6 +42,7 @@ def notes(runs: pd.DataFrame, t: pd.DataFrame) -> list[str]:
     if c.on_gpu(runs):
         return []
     return [
-        "CPU run: gloo ranks share the machine's cores, and the 1-rank baseline already uses "
-        "all of them through intra-op threads, so extra ranks cannot add compute here."
+        "CPU run: each rank gets the same compute threads at every rank count "
+        "(run/node/threads.py), so n ranks have n times one rank's compute, as n GPUs would, "
+        "while the ranks do not outnumber the cores."
     ]

@@ -24,6 +24,7 @@ run/sweep/paper.py) and are calibrated on this machine's finished runs (run/swee
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from dataclasses import dataclass, field
 from typing import Any
@@ -345,6 +346,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--gpus", type=int, help="plan for a node of this many GPUs")
     ap.add_argument("--brief", action="store_true", help="subtotals and totals only")
+    ap.add_argument("--json", action="store_true", help="the totals as one JSON object")
     args = ap.parse_args(argv)
     try:
         info = hw.probe()
@@ -353,6 +355,14 @@ def main(argv: list[str] | None = None) -> int:
         node, note = plan_node(profile, info, matrix, args.gpus)
         rows = build(profile, args.exp, info, matrix, args.gpus)
         calib = calibration_detail(profile, node, matrix)
+        if args.json:  # what the report's "next on a GPU node" reads (report/nextgpu.py)
+            node_text = note or (f"{node['gpu_count']} x {node['gpu_model']}" if on_gpu(node)
+                                 else "this machine (no GPU)")  # fmt: skip
+            print(json.dumps({"profile": profile, "runs": len(rows),
+                              "missing": len(to_spend(rows)), "gpu_hours": gpu_hours(rows),
+                              "wall_s": wall_s(rows), "wall": fmt_s(wall_s(rows)),
+                              "node": node_text}))  # fmt: skip
+            return 0
         print(
             render(
                 rows, node, profile, node_note=note, calib=calib, matrix=matrix, brief=args.brief
