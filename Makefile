@@ -172,9 +172,9 @@ pdf: report ## build report/out/PROFILE/report.pdf from the LaTeX report (needs 
 
 # Two independent sweeps of the targets whose claims are timings, into separate results folders:
 # every claim that neither calls inconclusive must get the same verdict (else a verdict was decided
-# inside the noise). About 2 x 10 min of smoke runs on 2 cores.
-CHECK_TARGETS ?= fig-strategies fig-imagesize table-precision fig-datasets fig-templates \
-                 fig-template-scaling fig-optimized
+# inside the noise). Measured: 48 min on 2 cores with other work beside it (two sweeps of 66 runs).
+CHECK_TARGETS ?= table-noise fig-strategies fig-imagesize table-precision fig-datasets \
+                 fig-templates fig-template-scaling fig-optimized
 CHECK_DIR ?= results/check-verdicts
 check-verdicts: | $(VENV_STAMP) ## two independent sweeps of the timing claims' targets; their decided verdicts must agree
 	@for d in a b; do \

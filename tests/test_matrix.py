@@ -63,15 +63,17 @@ def test_identical_specs_are_shared_between_experiments():
 
 def test_only_the_smoke_precision_runs_are_narrowed_to_learn_in_minutes():
     """V3/V4/V7 smoke: a quarter-width MobileNetV2 on enough digits to learn (issue 10), and O1's
-    smoke ladder on the same setup (its accuracy is compared step by step); every other run, and
-    every quick or paper run, is the full-width model with a plain run name."""
+    smoke ladder on the same setup (its accuracy is compared step by step); Scenario B's smoke
+    runs (V8-V11, O2) too, so that they learn (issue 26); every other run, and every quick or
+    paper run, is the full-width model with a plain run name."""
     real = mx.load_matrix(mx.MATRIX_FILE)
     for profile in real["profiles"]:
         for exp in real["experiments"]:
             e = mx.expand(exp, profile, real)
             if e.workload != "vision":
                 continue
-            narrow = profile == "smoke" and exp in ("V3", "V4", "V7", "O1")
+            narrow = profile == "smoke" and exp in ("V3", "V4", "V7", "O1", "V8", "V9", "V10",
+                                                     "V11", "O2")  # fmt: skip
             for spec, name in zip(e.specs, e.run_names, strict=True):
                 assert spec["width_mult"] == (0.25 if narrow else 1.0), (exp, profile)
                 assert ("-w0.25" in name) == narrow, name

@@ -67,9 +67,10 @@ def test_two_gloo_ranks_train_with_each_strategy(sandbox, strategy, images):
 def test_a_smoke_sized_run_learns_well_above_chance(sandbox):
     """512 embedded digits at 48 px, 4 epochs, one rank: accuracy far above the 10 % of chance.
 
-    (Of the smoke profile's own runs only V3/V4/V7's are sized to learn: a quarter-width model on
-    1280 images, ~90 % test accuracy. The others are shorter and stay near chance; the report
-    says their accuracies are not comparable with the paper's.)"""
+    (Of the smoke profile's own runs V3/V4/V7/O1's are sized to learn: a quarter-width model on
+    1280 images, ~90 % test accuracy; so are Scenario B's, V8-V11/O2, tests/test_scenario_b.py.
+    The others are shorter and stay near chance; the report says their accuracies are not
+    comparable with the paper's.)"""
     run_dir = sandbox / "learn"
     spec = spec_of(gpus=1, train_images=512, test_images=128, epochs=4, image_size=48, lr=0.001)
     proc = launch(spec, run_dir)

@@ -251,8 +251,9 @@ def gates(runs: pd.DataFrame, t: pd.DataFrame) -> dict[str, str]:
             "more; the paper's 500 px give about 3,800x)"
         )
 
-    # Each ladder's accuracy claim rests on its own runs: O2's small smoke cells (Scenario B,
-    # 128 images, 1 epoch) do not learn, and must not make O1's verdict inconclusive.
+    # Each ladder's accuracy claim rests on its own runs: a ladder whose runs did not learn (O2's
+    # smoke cells did not, before the matrix sized them to learn) must not make the other's
+    # verdict inconclusive.
     def runs_of(exp: str) -> pd.DataFrame:
         names = set(t.loc[t["experiment"] == exp, "run"]) if len(t) else set()
         return vision[vision["run"].isin(names)] if len(vision) else vision
