@@ -3,6 +3,7 @@ judged as the claims file says, direction and size apart, and one rule of what a
 
 from __future__ import annotations
 
+import json
 import math
 
 import pandas as pd
@@ -215,7 +216,7 @@ def test_check_verdicts_flags_opposite_decided_verdicts_only(tmp_path, capsys):
         d = root / "smoke" / "tables"
         d.mkdir(parents=True)
         claims = [{"id": k, "verdict": v} for k, v in verdicts.items()]
-        (d / "fig-x.json").write_text(__import__("json").dumps({"claims": claims}))
+        (d / "fig-x.json").write_text(json.dumps({"claims": claims}))
 
     write(tmp_path / "a", {"V1a": cl.HOLDS, "V1b": cl.INCONCLUSIVE, "L1a": cl.FAILS})
     write(tmp_path / "b", {"V1a": cl.HOLDS, "V1b": cl.FAILS, "L1a": cl.FAILS})
@@ -261,5 +262,7 @@ def test_two_independent_sweeps_agree_on_every_decided_verdict(sandbox, monkeypa
         summaries = list((root / "test" / "runs").glob("*/summary.json"))
         assert len(summaries) == 8  # V1: 4 runs, N1: 6 of which two are V1's
         for s in summaries:
-            runtime = __import__("json").loads(s.read_text())["runtime"]
-            assert runtime["cpu_threads_per_rank"] == 1 and runtime["cpu_loader_workers"] == 0
+            summary = json.loads(s.read_text())
+            assert summary["cpu_threads_per_rank"] == 1 and summary["cpu_loader_workers"] == 0
+            prov = json.loads((s.parent / "provenance.json").read_text())
+            assert prov["cpu_threads_per_rank"] == 1

@@ -74,7 +74,7 @@ def torch_build() -> dict[str, Any]:
 
 
 def collect(spec: dict[str, Any], command: list[str], hardware: dict[str, Any]) -> dict[str, Any]:
-    from run.node import numa
+    from run.node import numa, threads
 
     return {
         # the NUMA policy in force, whether the ranks were bound and each rank's node
@@ -83,6 +83,9 @@ def collect(spec: dict[str, Any], command: list[str], hardware: dict[str, Any]) 
         "git": git_state(),
         "versions": versions(),
         "hardware": hardware,
+        # without a GPU each rank's share of the machine (run/node/threads.py); the run's summary
+        # records what it applied
+        "cpu_threads_per_rank": None if hardware.get("gpu_count") else threads.per_rank(),
         "command": command,
         "spec": spec,
     }
