@@ -162,18 +162,18 @@ OTHER_STARTUP_S = 10.0
 OTHER_S_PER_STEP = 1.0
 
 # --- CPU machines (gloo ranks): a crude model fitted to the smoke `make all` on 2 cores --------
-# Smoke anchors (ours, README): 30 vision launches took about 500 s, 44 launched LLM runs (of
-# 53; 9 unsupported) about 465 s. Start-ups are assumptions; the per-unit costs below are then
-# what makes the smoke matrix add up to those totals (fitted once, see tests/test_plan.py).
-CPU_VISION_STARTUP_S = 10.0
+# Fitted (least squares, tests/test_plan.py) to the launches of a fresh clone's smoke `make all`
+# at one compute thread per rank (issue 26; a3f565e on a Xeon with AMX-BF16): 58 vision launches
+# took 544 s (start-up 4.6 s each, the per-image cost, bf16/fp16 at 1.9x fp32 and 27 s of
+# compiling), 51 LLM launches 287 s (start-up 5.1 s, 0.044 s a step); median error per run 23 %.
+CPU_VISION_STARTUP_S = 4.6
 # seconds per training image at 32 px, fp32, on one thread
-CPU_VISION_S_PER_IMAGE_32PX = 0.0146
-# bf16 autocast (FP16 on CPU) is ~10x slower than FP32 (matrix comment, measured in smoke); FP64
-# about 2x (assumption).
-CPU_PRECISION_FACTOR = {"fp32": 1.0, "fp64": 2.0, "fp16": 10.0, "bf16": 10.0}
-CPU_LLM_STARTUP_S = 7.0
+CPU_VISION_S_PER_IMAGE_32PX = 0.0078
+# bf16 autocast (FP16 on CPU) 1.9x FP32 on this CPU (AMX-BF16; fitted); FP64 about 2x (assumption).
+CPU_PRECISION_FACTOR = {"fp32": 1.0, "fp64": 2.0, "fp16": 1.9, "bf16": 1.9}
+CPU_LLM_STARTUP_S = 5.1
 # seconds per step of the tiny llama3 on alpaca-like rows, one thread per rank
-CPU_LLM_S_PER_IT = 0.40
+CPU_LLM_S_PER_IT = 0.044
 # Llama3-8B on a CPU (never planned by the matrix: quick and paper need GPUs). Assumption.
 CPU_8B_S_PER_IT = 120.0
 # torch.compile with inductor's C++ backend, per launch (every rank compiles at once). Measured on
@@ -181,7 +181,7 @@ CPU_8B_S_PER_IT = 120.0
 # channels_last, the first step 48 s, the next ones 0.03 s; the tiny llama3's compiled LoRA run
 # launched in 10 s against 6 s eager (`make bench-optimize`). The compiled step's own speed-up is
 # not modelled on a CPU (the estimate stays on the safe side).
-CPU_VISION_COMPILE_S = 50.0
+CPU_VISION_COMPILE_S = 27.0
 CPU_LLM_COMPILE_S = 5.0
 
 
