@@ -132,6 +132,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
 
     # --- set-up: one process per rank, NCCL on GPUs (device bound first), gloo on CPU ------------
+    cpu_share: dict[str, int] = {}
     if cuda:
         device = torch.device("cuda", local_rank)
         dist.init_process_group("nccl", device_id=device)
@@ -141,7 +142,7 @@ def main(argv: list[str] | None = None) -> int:
         # each rank stands in for one GPU: the same one-thread share at every rank count
         cpu_share = threads.apply(torch, loader_workers(spec))
     try:
-        return train(spec, args.run_dir, device, cpu_share if not cuda else {})
+        return train(spec, args.run_dir, device, cpu_share)
     finally:
         dist.destroy_process_group()
 
@@ -153,7 +154,10 @@ def loader_workers(spec: dict[str, Any]) -> int:
 
 
 def train(
-    spec: dict[str, Any], run_dir: Path, device: torch.device, cpu_share: dict[str, int]
+    spec: dict[str, Any],
+    run_dir: Path,
+    device: torch.device,
+    cpu_share: dict[str, int] | None = None,
 ) -> int:
     """Data, model, the training loop and the summary of one rank."""
     rank, world = dist.get_rank(), dist.get_world_size()
@@ -179,7 +183,7 @@ def train(
     store.write_text_atomic(store.timeline_file(run_dir, rank),
                             "".join(json.dumps(e) + "\n" for e in totals.timeline))  # fmt: skip
 
-    write_summary(setup, totals, run_dir, setup_s=setup_s, loop_s=loop_s, cpu_share=cpu_share)
+    write_summary(setup, totals, run_dir, setup_s=setup_s, loop_s=loop_s, cpu_share=cpu_share or {})
     return 0
 
 
