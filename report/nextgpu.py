@@ -34,9 +34,8 @@ def parse_plan(text: str) -> dict[str, str]:
         return {}
     if not isinstance(got, dict) or not {"runs", "gpu_hours", "wall"} <= set(got):
         return {}
-    node = str(got.get("node", "")).removeprefix("estimated for ").split(";")[0]
     return {"runs": str(got["runs"]), "gpu_hours": f"{float(got['gpu_hours']):.2f}",
-            "wall": str(got["wall"]), "node": node.removeprefix("a ").removesuffix(" node")}  # fmt: skip
+            "wall": str(got["wall"]), "node": str(got.get("node", ""))}  # fmt: skip
 
 
 def plan_cost(profile: str, root: Path) -> dict[str, str]:

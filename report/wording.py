@@ -11,11 +11,10 @@ from typing import Any
 
 from analysis.claims import spec as cs
 from analysis.claims import verdicts as cl
+from analysis.noise import TARGET as NOISE_TARGET
 from report.nextgpu import GPU_GATES
 from report.tables import cell
 from run import store
-
-NOISE_TARGET = "table-noise"
 
 
 def sentence(text: str) -> str:

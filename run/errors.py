@@ -9,6 +9,23 @@ still do.
 
 from __future__ import annotations
 
+import os
+
 
 class UserError(ValueError):
     """Bad input found before any run; the message is one line that says what to do."""
+
+
+def whole_number_env(name: str, default: int, error: type[UserError] = UserError) -> int:
+    """A setting read from the environment as a whole number >= 1: unset or empty (`make X=`)
+    is the default; anything else is one line of `error`."""
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        n = int(raw)
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise error(f"{name} must be a whole number >= 1, got {raw!r}")
+    return n

@@ -178,7 +178,7 @@ def test_pdf_tables_are_cut_to_fit_the_page(built):
 def test_next_on_a_gpu_node_reads_the_plan_and_names_what_it_decides():
     text = (
         '{"profile": "quick", "runs": 148, "missing": 136, "gpu_hours": 3.1997, "wall_s": 4616.7, '
-        '"wall": "1 h 17 min", "node": "estimated for a 4 x H100 node; this machine has no GPU"}'
+        '"wall": "1 h 17 min", "node": "4 x H100"}'
     )
     got = nextgpu.parse_plan(text)
     assert got == {"runs": "148", "gpu_hours": "3.20", "wall": "1 h 17 min", "node": "4 x H100"}

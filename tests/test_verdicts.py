@@ -8,22 +8,13 @@ import math
 
 import pandas as pd
 import pytest
+from test_claims import claim, frame  # tests/ is on sys.path (pytest rootdir)
 
 from analysis import check_verdicts, noise
 from analysis.claims import spec as cs
 from analysis.claims import verdicts as cl
 
 CLAIMS = {c["id"]: c for c in cs.load()}
-
-
-def claim(rule: str, **kw) -> dict:
-    return {"id": "X1a", "experiment": "X1", "statement": "s", "source": "s", "criterion": "c",
-            "rule": rule, **kw}  # fmt: skip
-
-
-def frame(rows: list[tuple], cols: str) -> pd.DataFrame:
-    df = pd.DataFrame(rows, columns=cols.split())
-    return df.assign(status="ok", run=[f"r{i}" for i in range(len(df))])
 
 
 # ---------------------------------------------------------------- the noise floor

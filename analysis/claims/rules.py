@@ -101,6 +101,7 @@ def _compare(cl: dict[str, Any], t: pd.DataFrame) -> Outcome:
     ratios, margins = [], []
     for _, r in m.iterrows():
         ratio = r["med_a"] / r["med_b"] if r["med_b"] else math.inf
+        floor = margin(cl, r["n_a"], r["n_b"])
         ratios.append(ratio)
         out.facts.append(
             f"{group_label(r, keys)}: {names[0]} {value_text(_side(r, 'a'))} vs {names[1]} "
@@ -114,11 +115,11 @@ def _compare(cl: dict[str, Any], t: pd.DataFrame) -> Outcome:
             best = op(r["hi_a"], f * r["lo_b"]) if up else op(r["lo_a"], f * r["hi_b"])
             worst = op(r["lo_a"], f * r["hi_b"]) if up else op(r["hi_a"], f * r["lo_b"])
             # runs differing by less than the noise (stated, or measured) decide nothing
-            quiet = within_noise(r["med_a"], f * r["med_b"], margin(cl, r["n_a"], r["n_b"]))
+            quiet = within_noise(r["med_a"], f * r["med_b"], floor)
             out.quiet |= quiet
             out.check(good, best == good == worst and not quiet)
         out.values.append(ratio)
-        margins.append(margin(cl, r["n_a"], r["n_b"]))
+        margins.append(floor)
     if "ratio" in cl:
         lo, hi = (float(x) for x in cl["ratio"])
         if cl.get("cells") == "aggregate":

@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from run.errors import UserError
+from run.errors import whole_number_env
 
 THREADS_ENV = "CPU_THREADS_PER_RANK"
 DEFAULT_THREADS = 1
@@ -24,16 +24,7 @@ DEFAULT_THREADS = 1
 
 def per_rank() -> int:
     """The compute threads one CPU rank gets: CPU_THREADS_PER_RANK, default 1."""
-    raw = os.environ.get(THREADS_ENV, "").strip()
-    if not raw:
-        return DEFAULT_THREADS
-    try:
-        n = int(raw)
-    except ValueError:
-        n = 0
-    if n < 1:
-        raise UserError(f"{THREADS_ENV} must be a whole number >= 1, got {raw!r}")
-    return n
+    return whole_number_env(THREADS_ENV, DEFAULT_THREADS)
 
 
 def apply(torch: Any, loader_workers: int = 0) -> dict[str, int]:

@@ -33,7 +33,7 @@ from typing import Any
 import yaml
 
 from run import store
-from run.errors import UserError
+from run.errors import UserError, whole_number_env
 from run.node import profiling
 from run.sweep import schema
 from run.sweep.schema import FROM_PROFILE
@@ -116,16 +116,7 @@ def repeats() -> int:
 
     The one place that reads REPEATS, so the sweep, the plan and the listing agree on it.
     """
-    raw = os.environ.get(REPEATS_ENV, "").strip()
-    if not raw:  # unset, or `make REPEATS=`: the default
-        return 1
-    try:
-        n = int(raw)
-    except ValueError:
-        n = 0
-    if n < 1:
-        raise MatrixError(f"{REPEATS_ENV} must be a whole number >= 1, got {raw!r}")
-    return n
+    return whole_number_env(REPEATS_ENV, 1, MatrixError)
 
 
 def repeat_spec(spec: dict[str, Any], k: int) -> dict[str, Any]:

@@ -356,12 +356,12 @@ def main(argv: list[str] | None = None) -> int:
         rows = build(profile, args.exp, info, matrix, args.gpus)
         calib = calibration_detail(profile, node, matrix)
         if args.json:  # what the report's "next on a GPU node" reads (report/nextgpu.py)
-            node_text = note or (f"{node['gpu_count']} x {node['gpu_model']}" if on_gpu(node)
-                                 else "this machine (no GPU)")  # fmt: skip
+            where = (f"{node['gpu_count']} x {node['gpu_model']}".removesuffix(
+                " (assumed: the paper's GPU)") if on_gpu(node) else "this machine (no GPU)")  # fmt: skip
             print(json.dumps({"profile": profile, "runs": len(rows),
                               "missing": len(to_spend(rows)), "gpu_hours": gpu_hours(rows),
                               "wall_s": wall_s(rows), "wall": fmt_s(wall_s(rows)),
-                              "node": node_text}))  # fmt: skip
+                              "node": where}))  # fmt: skip
             return 0
         print(
             render(
