@@ -151,18 +151,32 @@ def publish(stage: Path, profile: str, name: str, root: Path | None = None) -> P
     return final
 
 
-def load_runs(profile: str, root: Path | None = None) -> list[dict[str, Any]]:
-    """Every finished run of a profile: its summary merged with its spec (spec keys prefixed)."""
-    out = []
-    base = runs_dir(profile, root)
-    if not base.is_dir():
-        return out
-    for d in sorted(base.iterdir()):
-        if d.name.startswith(".") or not (d / SUMMARY).is_file():
-            continue
-        row = dict(read_json(d / SUMMARY))
-        for k, v in read_json(d / SPEC).items():
-            row[f"spec.{k}"] = v
-        row["run_dir"] = str(d)
-        out.append(row)
-    return out
+def read_summary(run: Path) -> dict[str, Any] | None:
+    """A run folder's summary: None when the run is not finished (no summary.json).
+
+    The one way the sweep, the plan, the analysis and the report read a run's outcome. An
+    unreadable summary.json (truncated, not an object, no status) or spec.json reads as a failed
+    run whose `error` names the file and why, with `unreadable: True`: the next sweep runs it
+    again, and a report leaves it out instead of stopping.
+    """
+    path = run / SUMMARY
+    if not path.is_file():
+        return None
+    why = None
+    try:
+        summary = read_json(path)
+        spec = read_json(run / SPEC)
+    except (OSError, ValueError) as exc:
+        why = f"{exc.__class__.__name__}: {exc}"
+    else:
+        if not isinstance(summary, dict) or summary.get("status") not in STATUSES:
+            why = f"no run status in {path.name}"
+        elif not isinstance(spec, dict):
+            why = f"{SPEC} is not a JSON object"
+        else:
+            return summary
+    return {"status": "failed", "unreadable": True, "error": f"unreadable run {run}: {why}"}
+
+
+def is_unreadable(summary: dict[str, Any] | None) -> bool:
+    return bool(summary and summary.get("unreadable"))
