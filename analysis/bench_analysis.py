@@ -21,6 +21,8 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from run import settings
+
 REPO = Path(__file__).resolve().parents[1]
 
 
@@ -106,6 +108,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--kinds", nargs="+", choices=["nsys", "torch"], default=["nsys", "torch"])
     parser.add_argument("--child", nargs=2, metavar=("KIND", "PATH"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    try:
+        settings.check_all()
+    except settings.SettingError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     if args.child:
         _child(*args.child)
         return 0

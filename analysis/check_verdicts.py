@@ -20,6 +20,7 @@ from typing import Any
 
 from analysis.claims import verdicts as cl
 from analysis.noise import TARGET as NOISE_TARGET
+from run import settings
 
 DECIDED = (cl.HOLDS, cl.FAILS)
 
@@ -78,6 +79,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("b", type=Path, help="second results folder")
     ap.add_argument("--profile", default="smoke")
     args = ap.parse_args(argv)
+    try:
+        settings.check_all()
+    except settings.SettingError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     try:
         va, vb = verdicts(args.a, args.profile), verdicts(args.b, args.profile)
     except FileNotFoundError as exc:

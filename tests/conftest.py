@@ -98,6 +98,9 @@ def sandbox_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("MNIST_DIR", str(tmp_path / "no-mnist"))
     monkeypatch.setenv("PYTHONPATH", str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     monkeypatch.delenv("PROFILER", raising=False)
+    # `make test PROFILE=smoke` exports PROFILE; the sandbox's matrix has no such profile, and
+    # every entry point checks PROFILE against the matrix (run/settings.py)
+    monkeypatch.delenv("PROFILE", raising=False)
     return tmp_path
 
 

@@ -85,7 +85,7 @@ def test_bind_without_numactl_and_a_bad_value_are_one_clear_error(monkeypatch):
     with pytest.raises(UserError, match="numactl is not installed"):
         numa.plan(1, {}, numactl="")
     monkeypatch.setenv("NUMA", "sometimes")
-    with pytest.raises(UserError, match="NUMA='sometimes' is not one of auto, bind, off"):
+    with pytest.raises(UserError, match="NUMA must be one of auto, bind, off, got 'sometimes'"):
         numa.plan(1, {})
     monkeypatch.setenv("NUMA", "off")
     assert numa.plan(1, {}, spec_numa="bind", numactl="/x")["bound"]  # V11's override wins

@@ -8,9 +8,7 @@ import operator
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from run import store
+from run import store, yamlfile
 
 CLAIMS_FILE = store.REFERENCE_DIR / "claims.yaml"
 OPS = {">": operator.gt, ">=": operator.ge, "<": operator.lt, "<=": operator.le}
@@ -63,7 +61,7 @@ class ClaimError(ValueError):
 
 
 def load(path: Path = CLAIMS_FILE) -> list[dict[str, Any]]:
-    claims = yaml.safe_load(path.read_text())["claims"]
+    claims = yamlfile.load(path, ClaimError)["claims"]
     for cl in claims:
         check(cl)
         check_cells(cl)

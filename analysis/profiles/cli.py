@@ -9,6 +9,8 @@ from collections.abc import Sequence
 
 import pandas as pd
 
+from run import settings
+
 from . import coverage as cov
 from . import load_profiles
 from .metrics import (
@@ -53,6 +55,17 @@ example:
 """
 
 
+def at_least_one(text: str) -> int:
+    """An argparse type: a whole number >= 1 (argparse turns the refusal into its one error)."""
+    try:
+        n = int(text)
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"must be a whole number >= 1, got {text!r}")
+    return n
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The CLI's argument parser (kept separate so tests and docs can inspect it)."""
     parser = argparse.ArgumentParser(
@@ -66,7 +79,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--run", required=True, help="run name written in the `run` column")
     parser.add_argument("--out", required=True, help="metrics CSV to write (atomically)")
     parser.add_argument(
-        "--top", type=int, default=8, help="CPU ops per rank in the summary (default 8)"
+        "--top", type=at_least_one, default=8, help="CPU ops per rank in the summary (default 8)"
     )
     parser.add_argument(
         "--no-cpu-ops", action="store_true", help='leave out the "cpu:<op>" rows of torch traces'
@@ -120,6 +133,11 @@ def _absent_lines(mine: pd.DataFrame, source: str) -> list[str]:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point; returns the exit status."""
     args = build_parser().parse_args(argv)
+    try:
+        settings.check_all()
+    except settings.SettingError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     try:
         profiles = load_profiles(args.files, cpu_ops=not args.no_cpu_ops)
     except ProfileError as exc:

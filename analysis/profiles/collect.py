@@ -20,7 +20,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from run import store
+from run import settings, store
 from run.node import profiling
 
 from . import ProfileError, load_profiles
@@ -97,6 +97,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--run", required=True, help="run name written in the `run` column")
     parser.add_argument("--profiler", required=True, choices=("torch", "nsys"))
     args = parser.parse_args(argv)
+    try:
+        settings.check_all()
+    except settings.SettingError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     try:
         out = collect_metrics(args.run, args.run_dir, args.profiler)
     except ProfileError as exc:

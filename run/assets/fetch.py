@@ -38,6 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from run import settings
 from run.errors import UserError
 from run.llm.assets import AssetError, data_root, real_checkpointer, real_tokenizer
 from run.llm.catalog import DATASETS
@@ -369,6 +370,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--only", action="append", choices=ASSETS, help="fetch only these (repeatable)")
     args = ap.parse_args(argv)
     try:
+        settings.check_all()
         got = fetch(args.only or list(ASSETS))
     except UserError as exc:
         print(f"error: {exc}", file=sys.stderr)

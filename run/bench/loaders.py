@@ -20,7 +20,9 @@ import sys
 import torch
 from torch.utils.data import DataLoader
 
+from run import settings
 from run.bench.vision import WARMUP, timed_loop
+from run.errors import UserError
 from run.vision import launch as vision_launch
 from run.vision import scenario_b
 from run.vision.tvcompat import import_torchvision
@@ -40,6 +42,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--num-workers", type=int, default=None, help="default: 0 (CPU), 4 (GPU)")
     args = ap.parse_args(argv)
+    try:
+        settings.check_all()
+    except UserError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
 
     cuda = torch.cuda.is_available()
     device = torch.device("cuda" if cuda else "cpu")

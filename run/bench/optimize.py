@@ -34,9 +34,10 @@ from typing import Any
 
 import torch
 
-from run import store
+from run import settings, store
 from run.bench.loaders import endless
 from run.bench.vision import WARMUP, _sync
+from run.errors import UserError
 from run.llm import spec as llm_spec
 from run.sweep import matrix as mx
 from run.vision import launch as vision_launch
@@ -129,6 +130,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--llm-steps", type=int, default=8, help="optimizer steps per LLM run")
     ap.add_argument("--skip-llm", action="store_true")
     args = ap.parse_args(argv)
+    try:
+        settings.check_all()
+    except UserError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     if min(args.steps, args.repeats, args.llm_steps) < 1:
         print("error: --steps, --repeats and --llm-steps must be at least 1", file=sys.stderr)
         return 2

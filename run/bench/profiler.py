@@ -30,6 +30,8 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
+from run import settings
+from run.errors import UserError
 from run.node import profilers, profiling
 from run.vision.tvcompat import import_torchvision
 
@@ -95,6 +97,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--child", choices=["none", "nsys"], help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
+    try:
+        settings.check_all()
+    except UserError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     cuda = torch.cuda.is_available()
     args.size = args.size or (224 if cuda else 32)
     if args.child:

@@ -21,6 +21,8 @@ import torch
 import torch.nn.functional as F
 from torch.utils.data import DataLoader, Subset
 
+from run import settings
+from run.errors import UserError
 from run.vision import launch as vision_launch
 from run.vision.digits import data_root
 from run.vision.inputs import scenario_a_transform
@@ -65,6 +67,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--num-workers", type=int, default=None, help="default: 0 (CPU), 4 (GPU)")
     ap.add_argument("--dataset", choices=["digits", "mnist"], default=None)
     args = ap.parse_args(argv)
+    try:
+        settings.check_all()
+    except UserError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
 
     cuda = torch.cuda.is_available()
     device = torch.device("cuda" if cuda else "cpu")

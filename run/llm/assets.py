@@ -25,7 +25,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from run import store
+from run import settings
 from run.errors import UserError
 from run.store import write_json_atomic, write_text_atomic
 
@@ -52,7 +52,7 @@ class AssetError(UserError):
 
 
 def data_root() -> Path:
-    return Path(os.environ.get("LLM_DATA_ROOT", store.REPO / "data" / "llm"))
+    return settings.value("LLM_DATA_ROOT")
 
 
 @contextlib.contextmanager

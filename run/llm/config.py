@@ -17,9 +17,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from run import store
+from run import store, yamlfile
 from run.errors import UserError
 from run.llm import assets, tiny
 from run.llm import spec as llm_spec
@@ -141,7 +139,7 @@ def optimizer_block(spec: dict[str, Any], paper: dict[str, Any]) -> dict[str, An
 def sized_config(spec: dict[str, Any], run_dir: Path | None, cuda: bool) -> dict[str, Any]:
     """The paper's config file of the run's recipe with the spec's sizes, device, optimizer and
     (for the tiny model) builders; keys keep the file's order, so saved configs compare."""
-    cfg = yaml.safe_load(config_file(spec["method"], llm_spec.distributed(spec)).read_text())
+    cfg = yamlfile.load(config_file(spec["method"], llm_spec.distributed(spec)), SpecError)
     cfg["output_dir"] = str((run_dir or Path("/tmp")) / TORCHTUNE_OUTPUT_DIR)
     cfg["device"] = "cuda" if cuda else "cpu"
     cfg["dtype"] = spec["dtype"]

@@ -22,19 +22,17 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from run import settings
 from run.errors import UserError
 
-POLICIES = ("auto", "bind", "off")
+POLICIES = ("auto", "bind", "off")  # run/settings.py's NUMA accepts these (tests/test_settings.py)
 
 
 def policy(spec_numa: str | None = None) -> str:
     """The policy of a run: the spec's override (V11), else NUMA from the environment."""
     if spec_numa in ("bind", "off"):
         return spec_numa
-    value = os.environ.get("NUMA", "auto") or "auto"
-    if value not in POLICIES:
-        raise UserError(f"NUMA={value!r} is not one of {', '.join(POLICIES)}")
-    return value
+    return settings.value("NUMA")
 
 
 def gpu_node(bus_id: str, sysfs: Path = Path("/sys")) -> int | None:
@@ -119,6 +117,11 @@ def main(argv: list[str] | None = None) -> int:
         print(
             "usage: python -m run.node.numa exec --nodes=N0,N1,... -- program args", file=sys.stderr
         )
+        return 2
+    try:
+        settings.check_all()
+    except UserError as exc:
+        print(f"error: {exc}", file=sys.stderr)
         return 2
     nodes = [int(x) for x in argv[1].split("=", 1)[1].split(",")]
     prog = argv[argv.index("--") + 1 :]

@@ -22,6 +22,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from run import settings
 from run.errors import UserError
 from run.node.numa import gpu_node
 
@@ -341,6 +342,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--check-cuda", action="store_true", help="exit 2 if torch cannot use the GPUs")
     args = ap.parse_args(argv)
+    try:
+        settings.check_all()
+    except UserError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     info = probe()
     if args.check_cuda:
         problem = cuda_problem(info)

@@ -16,15 +16,14 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from run.errors import whole_number_env
+from run import settings
 
 THREADS_ENV = "CPU_THREADS_PER_RANK"
-DEFAULT_THREADS = 1
 
 
 def per_rank() -> int:
     """The compute threads one CPU rank gets: CPU_THREADS_PER_RANK, default 1."""
-    return whole_number_env(THREADS_ENV, DEFAULT_THREADS)
+    return settings.value(THREADS_ENV)
 
 
 def apply(torch: Any, loader_workers: int = 0) -> dict[str, int]:

@@ -24,23 +24,21 @@ from __future__ import annotations
 
 import argparse
 import itertools
-import os
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from run import store
-from run.errors import UserError, whole_number_env
-from run.node import profiling
+from run import settings, yamlfile
+from run.errors import UserError
 from run.sweep import schema
 from run.sweep.schema import FROM_PROFILE
 from run.sweep.workloads import WORKLOADS
 
-# Tests point MATRIX_FILE at a small matrix of their own; everyone else uses the real one.
-MATRIX_FILE = Path(os.environ.get("MATRIX_FILE", store.REPO / "experiments" / "matrix.yaml"))
+# Tests point MATRIX_FILE at a small matrix of their own; everyone else uses the real one. Read
+# unchecked here (importing must not fail): a missing file is settings.check_all's one line at
+# every entry point, and load_matrix's.
+MATRIX_FILE: Path = settings.path("MATRIX_FILE")
 REPEATS_ENV = "REPEATS"
 STEP = "step"  # a ladder step's label: not a spec key
 
@@ -66,8 +64,9 @@ class Experiment:
 
 
 def load_matrix(path: Path | None = None) -> dict[str, Any]:
-    with open(path or MATRIX_FILE) as fh:
-        matrix = yaml.safe_load(fh)
+    """The matrix, read strictly (a repeated key or a YAML error is one line naming the file and
+    the line) and with every key checked."""
+    matrix = yamlfile.load(path or MATRIX_FILE, MatrixError)
     check_keys(matrix)
     return matrix
 
@@ -116,7 +115,10 @@ def repeats() -> int:
 
     The one place that reads REPEATS, so the sweep, the plan and the listing agree on it.
     """
-    return whole_number_env(REPEATS_ENV, 1, MatrixError)
+    try:
+        return settings.value(REPEATS_ENV)
+    except settings.SettingError as exc:
+        raise MatrixError(str(exc)) from None
 
 
 def repeat_spec(spec: dict[str, Any], k: int) -> dict[str, Any]:
@@ -307,10 +309,10 @@ def ladder_step(
 
 def profiler_override() -> str | None:
     """PROFILER from the environment (None when unset), checked: it overrides every spec's."""
-    override = os.environ.get("PROFILER") or None
-    if override and override not in profiling.PROFILERS:
-        raise MatrixError(f"unknown PROFILER '{override}' ({', '.join(profiling.PROFILERS)})")
-    return override
+    try:
+        return settings.value("PROFILER")
+    except settings.SettingError as exc:
+        raise MatrixError(str(exc)) from None
 
 
 def resolve_profiler(spec: dict[str, Any], override: str | None, info: dict[str, Any]) -> dict:
@@ -367,6 +369,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--check", action="store_true")
     args = ap.parse_args(argv)
     try:
+        settings.check_all()
         if args.check:
             entries, n = check_all()
             print(f"matrix OK: {entries} experiment entries, {n} run specs checked")
@@ -378,7 +381,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{exp.id} [{exp.target}] {exp.title}: {len(exp.specs)} runs{times}")
             for name in exp.run_names:
                 print(f"  {name}")
-    except MatrixError as exc:
+    except UserError as exc:  # MatrixError, or a setting (settings.SettingError)
         print(f"error: {exc}", file=sys.stderr)
         return 2
     return 0

@@ -24,6 +24,9 @@ from pathlib import Path
 import numpy as np
 from PIL import Image, ImageDraw, ImageFilter, ImageFont
 
+from run import settings
+from run.errors import UserError
+
 SIDE = 28
 # Bump whenever render() or make_split() changes what is drawn: sets of another version are redone.
 VERSION = 2
@@ -38,8 +41,8 @@ def data_root(dataset: str) -> Path:
     """Where a data set's MNIST-format files live (`<root>/MNIST/raw/...`): the embedded digits, or
     the real MNIST (MNIST_DIR)."""
     if dataset == "digits":
-        return Path(os.environ.get("DIGITS_DIR", "data/digits"))
-    return Path(os.environ.get("MNIST_DIR", "data/mnist"))
+        return settings.value("DIGITS_DIR")
+    return settings.value("MNIST_DIR")
 
 
 def raw_dir(root: Path) -> Path:
@@ -146,6 +149,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--test", type=int, default=1024)
     ap.add_argument("--seed", type=int, default=1234)
     args = ap.parse_args(argv)
+    try:
+        settings.check_all()
+    except UserError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     out = generate(args.root, args.train, args.test, args.seed)
     print(f"digits: {existing_counts(args.root)} images in {out}")
     return 0

@@ -34,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-from run import store
+from run import settings, store
 from run.vision import digits
 
 MANIFEST = "manifest.json"
@@ -47,7 +47,7 @@ DALI_GPU_THREADS, DALI_CPU_THREADS = 2, 1
 
 
 def root_dir() -> Path:
-    return Path(os.environ.get("SCENARIO_B_DIR", "data/scenario_b"))
+    return settings.value("SCENARIO_B_DIR")
 
 
 def set_dir(dataset: str, size: int, n_train: int, n_test: int, root: Path | None = None) -> Path:
@@ -241,6 +241,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
 
     try:
+        settings.check_all()
         out = prepare(digits.data_root(args.dataset), args.dataset, args.size, args.train,
                       args.test)  # fmt: skip
     except (FileNotFoundError, ValueError) as exc:

@@ -16,9 +16,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from run import settings
+from run.errors import UserError
 from run.llm import config as llm_config
 from run.llm import spec as llm_spec
-from run.llm.assets import AssetError
 from run.llm.catalog import TEMPLATE_LABELS, TEMPLATES
 from run.llm.data.counting import count_tokens
 from run.llm.data.subsets import dataset_config
@@ -56,10 +57,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--model", default="tiny", choices=("tiny", "llama3_8b"))
     args = ap.parse_args(argv)
     try:
+        settings.check_all()
         for rows in args.rows or [500]:
             for row in subset_token_counts(rows, args.model):
                 print(json.dumps(row))
-    except AssetError as exc:
+    except UserError as exc:  # a setting, or AssetError
         print(f"error: {exc}", file=sys.stderr)
         return 2
     return 0

@@ -1,0 +1,331 @@
+"""Every setting a user can give, declared once, and checked before any work.
+
+A setting is an environment variable or a make variable: make hands the variables of its command
+line to every recipe's environment, so `make plan NUMA=maybe` reaches the programs as NUMA. Each
+entry below says what the setting accepts, its default and what it changes; the README's table of
+settings is `markdown_table()` (tests/test_settings.py holds the two equal). Every entry point
+calls `check_all()` first, so a bad value is one line naming the variable and what it accepts,
+exit status 2, before anything is probed, created or run; code reads a setting with `value()` when
+it needs it, never at import time, so importing a module never fails on a bad value. Unset and
+empty (`make X=`) both mean the default.
+
+    python -m run.settings --check      # nothing on stdout; a bad value: `error: ...`, exit 2
+    python -m run.settings --markdown   # the README's table
+
+Only the standard library and run.errors are imported here: the check costs nothing and cannot
+fail to load. Checking PROFILE reads the matrix's profile names, with yaml, only when PROFILE is set.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import re
+import sys
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from run.errors import UserError
+
+REPO = Path(__file__).resolve().parent.parent
+URL = re.compile(r"https?://\S+$")
+INDEX_URL = re.compile(r"(https?|file)://\S+$")
+
+
+class SettingError(UserError):
+    """A setting whose value is not one it accepts."""
+
+
+@dataclass(frozen=True)
+class Setting:
+    name: str
+    # whole, number, choice, profile, file, path, url, index, text or secret (see PARSERS)
+    kind: str
+    default: Any
+    accepts: str  # the words of the table and of the error line: "<NAME> must be <accepts>"
+    meaning: str
+    low: int = 0  # whole: the least value accepted
+    choices: tuple[str, ...] = ()  # choice: the values accepted
+    shown: str = ""  # the default as the table says it, where `default` alone would mislead
+
+
+SECONDS = "a number > 0 (seconds)"
+FOLDER = "a folder (made when missing)"
+SETTINGS: tuple[Setting, ...] = (
+    # what runs
+    Setting("MATRIX_FILE", "file", REPO / "experiments" / "matrix.yaml", "an existing YAML file",
+            "The experiment matrix every program reads (tests point it at a small one)."),
+    Setting("PROFILE", "profile", None, "a profile of MATRIX_FILE (smoke, quick, paper)",
+            "The scale of every run: smoke on a CPU in minutes, quick and paper on GPUs.",
+            shown="paper where `nvidia-smi` sees a GPU, else smoke"),
+    Setting("PROFILER", "choice", None, "one of auto, torch, nsys, none",
+            "Overrides the profiler of every run: auto = nsys when on the PATH, else "
+            "torch.profiler; part of each run's name.",
+            choices=("auto", "torch", "nsys", "none"), shown="each experiment's own"),
+    Setting("REPEATS", "whole", 1, "a whole number >= 1",
+            "Each run spec runs n times with seeds seed, seed+1, ...; tables show medians "
+            "and min-max.", low=1),
+    Setting("NUMA", "choice", "auto", "one of auto, bind, off",
+            "Binding of each rank to its GPU's NUMA node: auto = bind when numactl is installed "
+            "and the machine has several nodes.", choices=("auto", "bind", "off")),
+    Setting("CPU_THREADS_PER_RANK", "whole", 1, "a whole number >= 1",
+            "Compute threads of each CPU (gloo) rank, which stands in for one GPU.", low=1),
+    # how a sweep runs them
+    Setting("RUN_TIMEOUT_S", "whole", 0, "a whole number >= 0 (seconds; 0 = no limit)",
+            "A run still going after this long is stopped and recorded as failed "
+            "(`make gpu-check`: 1800 per check when unset).", low=0),
+    Setting("HEARTBEAT_S", "number", 60.0, SECONDS,
+            "A sweep prints the running run's last log line at least this often."),
+    Setting("LOCK_STALE_S", "number", 600.0, SECONDS,
+            "A run's lock untouched this long is taken for dead and its run for free (its "
+            "holder touches it every quarter of this)."),
+    Setting("LOCK_POLL_S", "number", 5.0, SECONDS,
+            "How often a sweep looks again at a run another sweep holds."),
+    # where things are
+    Setting("RESULTS_DIR", "path", Path("results"), FOLDER,
+            "Where runs, sweeps and tables go (`<RESULTS_DIR>/<profile>/`)."),
+    Setting("REPORT_RESULTS", "text", None, "results folders, separated by spaces",
+            "The results folders `make report` sets side by side, one column per machine.",
+            shown="RESULTS_DIR"),
+    Setting("LLM_DATA_ROOT", "path", REPO / "data" / "llm", FOLDER,
+            "Generated LLM data sets and tokenizers; what `make assets` fetches goes under it."),
+    Setting("LLAMA3_DIR", "path", None, "a folder",
+            "The Llama3-8B-Instruct folder (Meta's original/ or Hugging Face safetensors, with "
+            "tokenizer.model); unset, 8B runs use random weights. `make assets` fetches into it.",
+            shown="`data/llm/Meta-Llama-3-8B-Instruct` when there (make), else unset"),
+    Setting("LLAMA3_TOKENIZER", "path", None, "a tokenizer.model file",
+            "Meta's Llama3 tokenizer for 8B runs without LLAMA3_DIR; unset, a byte tokenizer "
+            "stands in."),
+    Setting("LLM_DATASETS_DIR", "path", None, "a folder",
+            "The LLM parent data sets as `<name>.jsonl`; unset, runs use the generated ones. "
+            "`make assets` fetches into it.",
+            shown="`data/llm/datasets` when there (make), else unset"),
+    Setting("MNIST_DIR", "path", Path("data/mnist"), FOLDER,
+            "Real MNIST (`MNIST/raw/*-ubyte`), which quick and paper train on; `make assets` "
+            "and `make data-mnist` fetch into it."),
+    Setting("DIGITS_DIR", "path", Path("data/digits"), FOLDER,
+            "The generated digits in MNIST's format, which smoke trains on."),
+    Setting("SCENARIO_B_DIR", "path", Path("data/scenario_b"), FOLDER,
+            "Scenario B's pre-resized image sets (V8-V11), made by the runs that need them."),
+    # fetching assets
+    Setting("HF_TOKEN", "secret", None, "a Hugging Face token",
+            "`make assets`: a token of an account that accepted the Llama 3 licence; never "
+            "printed.", shown="the token `hf auth login` cached"),
+    Setting("HF_ENDPOINT", "url", None, "an http(s) URL",
+            "`make assets`: a Hugging Face mirror to fetch from.",
+            shown="`https://huggingface.co`"),
+    # SLURM and containers
+    Setting("NODES", "whole", 1, "a whole number >= 1",
+            "`make slurm`: nodes that share the runs (a job array), then one job for the "
+            "report.", low=1),
+    Setting("SIF", "path", Path("artifact.sif"), "an Apptainer image file",
+            "The image SLURM jobs run in; missing, they use the clone's .venv."),
+    Setting("BIND", "text", None, "folders, separated by spaces",
+            "`make slurm`: more folders bound into the image (beside the clone, LLAMA3_DIR, "
+            "MNIST_DIR and RESULTS_DIR)."),
+    Setting("TORCH_INDEX", "index", None, "a wheel index URL (http, https, file) or folder",
+            "The torch build the venv and the images install, e.g. "
+            "`https://download.pytorch.org/whl/cu126` for a driver older than 580.",
+            shown="container/pins.env's (empty: PyPI's, CUDA 13)"),
+    Setting("CONTAINER_ENGINE", "text", None, "a command",
+            "`make container`: the engine that builds the OCI image.",
+            shown="podman, else docker"),
+    Setting("LOCAL_WHEELS", "path", Path("/opt/wheels"), "a folder",
+            "`make container-local`: the folder holding the CPU torch wheel."),
+    Setting("HOST_CA", "path", Path("/etc/ssl/certs/ca-certificates.crt"), "a file",
+            "`make container-local`: the CA bundle pip uses in the build."),
+    # make itself
+    Setting("PYTHON", "text", "python3", "a command",
+            "The Python that makes the venv."),
+    Setting("VENV", "path", Path(".venv"), FOLDER,
+            "Where the venv is made (pinned versions, requirements.txt)."),
+    Setting("PY", "text", None, "a command",
+            "`make gpu-check PY=python3`: a Python that already has torch; no venv is made.",
+            shown="`.venv/bin/python`"),
+    Setting("CHECK_TARGETS", "text", None, "make targets, separated by spaces",
+            "`make check-verdicts`: the targets swept twice.",
+            shown="the 8 targets whose claims are timings"),
+    Setting("CHECK_DIR", "path", Path("results/check-verdicts"), FOLDER,
+            "`make check-verdicts`: where its two sweeps go."),
+)  # fmt: skip
+BY_NAME = {s.name: s for s in SETTINGS}
+
+
+def _refuse(s: Setting, raw: str, accepts: str = "") -> SettingError:
+    got = "a value not shown" if s.kind == "secret" else repr(raw)
+    return SettingError(f"{s.name} must be {accepts or s.accepts}, got {got}")
+
+
+def _whole(s: Setting, raw: str) -> int:
+    try:
+        n = int(raw)
+    except ValueError:
+        raise _refuse(s, raw) from None
+    if n < s.low:
+        raise _refuse(s, raw)
+    return n
+
+
+def _number(s: Setting, raw: str) -> float:
+    try:
+        x = float(raw)
+    except ValueError:
+        raise _refuse(s, raw) from None
+    if not (math.isfinite(x) and x > 0):
+        raise _refuse(s, raw)
+    return x
+
+
+def _choice(s: Setting, raw: str) -> str:
+    if raw not in s.choices:
+        raise _refuse(s, raw)
+    return raw
+
+
+def _profile(s: Setting, raw: str) -> str:
+    known = matrix_profiles()
+    if raw not in known:
+        raise _refuse(s, raw, f"a profile of {value('MATRIX_FILE')}: {', '.join(known)}")
+    return raw
+
+
+def _file(s: Setting, raw: str) -> Path:
+    path = Path(raw).expanduser()
+    if not path.is_file():
+        raise _refuse(s, raw)
+    return path
+
+
+def _url(s: Setting, raw: str) -> str:
+    if not URL.match(raw):
+        raise _refuse(s, raw)
+    return raw
+
+
+def _index(s: Setting, raw: str) -> str:
+    # pip takes a local folder laid out as an index too; a bare `cu126` is the usual slip
+    if not (INDEX_URL.match(raw) or Path(raw).expanduser().is_dir()):
+        raise _refuse(s, raw)
+    return raw
+
+
+PARSERS: dict[str, Callable[[Setting, str], Any]] = {
+    "whole": _whole,
+    "number": _number,
+    "choice": _choice,
+    "profile": _profile,
+    "file": _file,
+    "path": lambda s, raw: Path(raw),  # callers expand ~ where they always did
+    "url": _url,
+    "index": _index,
+    "text": lambda s, raw: raw,
+    "secret": lambda s, raw: raw,
+}
+
+
+def matrix_profiles() -> list[str]:
+    """The profile names of MATRIX_FILE. yaml is imported only here, when PROFILE is set; the
+    matrix itself (run.sweep.matrix) is not, since it reads its settings from this module."""
+    from run import yamlfile
+
+    path = value("MATRIX_FILE")
+    data = yamlfile.load(path, SettingError)
+    profiles = data.get("profiles") if isinstance(data, dict) else None
+    if not isinstance(profiles, dict) or not profiles:
+        raise SettingError(f"{path}: no profiles")
+    return [str(p) for p in profiles]
+
+
+def value(name: str) -> Any:
+    """The typed value of one setting from the environment (the default when unset or empty);
+    SettingError, one line, when it is not one the setting accepts. KeyError: not a setting."""
+    s = BY_NAME[name]
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return s.default
+    return PARSERS[s.kind](s, raw)
+
+
+def path(name: str) -> Path | None:
+    """The path a path or file setting names, as given, the file system not asked: for module
+    constants read at import time, where a check could only fail as a traceback."""
+    s = BY_NAME[name]
+    if s.kind not in ("path", "file"):
+        raise KeyError(f"{name} is not a path setting")
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return s.default
+    return Path(raw).expanduser() if s.kind == "file" else Path(raw)
+
+
+# A value each kind refuses (None: the kind takes any text), for the fault tier's tests.
+BAD = {"whole": "abc", "number": "-1", "choice": "maybe", "profile": "bogus",
+       "file": "/nonexistent/matrix.yaml", "url": "huggingface.co", "index": "cu126"}  # fmt: skip
+
+
+def bad_values() -> dict[str, str | None]:
+    """Every setting with a value it refuses, or None where it takes any text."""
+    return {s.name: BAD.get(s.kind) for s in SETTINGS}
+
+
+def check_all(names: Iterable[str] | None = None) -> int:
+    """Check every declared setting (or those named) that is set; SettingError on the first bad
+    one. Returns how many settings were checked (an unset one passes as its default)."""
+    chosen = SETTINGS if names is None else tuple(BY_NAME[n] for n in names)
+    for s in chosen:
+        value(s.name)
+    return len(chosen)
+
+
+def shown_default(s: Setting) -> str:
+    if s.shown:
+        return s.shown
+    if s.default is None:
+        return "unset"
+    default = s.default
+    if isinstance(default, Path) and default.is_relative_to(REPO):
+        default = default.relative_to(REPO)
+    if isinstance(default, float):
+        default = f"{default:g}"
+    return f"`{default}`"
+
+
+def markdown_table() -> str:
+    """The README's table of settings, one row per setting in declaration order."""
+
+    def cell(text: str) -> str:
+        return text.replace("|", "\\|")
+
+    rows = ["| setting | accepts | default | meaning |", "|---|---|---|---|"]
+    rows += [
+        f"| `{s.name}` | {cell(s.accepts)} | {cell(shown_default(s))} | {cell(s.meaning)} |"
+        for s in SETTINGS
+    ]
+    return "\n".join(rows) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(
+        prog="python -m run.settings", description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )  # fmt: skip
+    what = ap.add_mutually_exclusive_group(required=True)
+    what.add_argument("--check", action="store_true", help="check every setting that is set")
+    what.add_argument("--markdown", action="store_true", help="print the README's table")
+    args = ap.parse_args(argv)
+    if args.markdown:
+        print(markdown_table(), end="")
+        return 0
+    try:
+        check_all()
+    except UserError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
