@@ -29,8 +29,12 @@ RESULTS_DIR ?= results
 RES := $(RESULTS_DIR)/$(PROFILE)
 TABLES := $(RES)/tables
 SWEEPS := $(RES)/sweeps
-REPORT_OUT := report/out/$(PROFILE)
+# The report of this checkout's results/ goes to report/out/<profile>; the report of any other
+# RESULTS_DIR beside its results, in <RESULTS_DIR>/<profile>/report, so that results elsewhere
+# never overwrite this one's report. report/figures/common.py (report_dir) is the same rule.
+REPORT_OUT := $(if $(filter $(CURDIR)/results,$(abspath $(RESULTS_DIR))),report/out/$(PROFILE),$(RES)/report)
 FIGS := $(REPORT_OUT)/figures
+REPORT_MD := $(REPORT_OUT)/report.md
 export PYTHONPATH := $(CURDIR)
 export PYTHONUNBUFFERED := 1
 # How ranks are bound to NUMA nodes (run/node/numa.py): auto = bind when numactl is installed and the
@@ -50,15 +54,31 @@ $(if $(LLM_DATASETS_DIR),$(eval export LLM_DATASETS_DIR))
 # Sources whose change may change a run: a sweep re-checks its runs (finished ones are kept).
 # The floors a run is made of (run/store.py, errors.py, node/, sweep/, vision/, llm/), at any depth;
 # the benchmarks, checks and asset fetching above them change no run.
-RUN_SRC := experiments/matrix.yaml run/store.py run/errors.py $(wildcard configs/llm/*.yaml) \
+RUN_SRC := experiments/matrix.yaml run/store.py run/errors.py run/settings.py run/yamlfile.py $(wildcard configs/llm/*.yaml) \
            $(shell find run/node run/sweep run/vision run/llm -name '*.py' 2>/dev/null)
 ANALYSIS_SRC := $(wildcard analysis/*.py analysis/claims/*.py analysis/profiles/*.py) \
                 reference/paper/claims.yaml
-# A PROFILER or REPEATS choice is part of what a sweep ran: the stamp changes only when it does.
-PROFILER_STAMP := $(RES)/.profiler
-ifneq ($(filter-out help clean clean-results venv lint format,$(or $(MAKECMDGOALS),help)),)
-$(shell mkdir -p $(RES) && (echo '$(PROFILER) $(REPEATS)' | cmp -s - $(PROFILER_STAMP) || echo '$(PROFILER) $(REPEATS)' > $(PROFILER_STAMP)))
+# Each spec run REPEATS times with seeds seed, seed+1, ...: tables show medians and min-max.
+# Set before the stamp below reads it.
+REPEATS ?= 1
+export REPEATS
+# A PROFILER or REPEATS choice is part of what a sweep ran, so the sweeps depend on a stamp that
+# holds it. Its rule exists only while its content differs from this call's settings: the same
+# settings leave the file and the sweeps after it up to date, and `make -n`/`make -q` write
+# nothing. Only a profile of the matrix gets one (awk, no venv needed): `make fig-x PROFILE=bogus`
+# creates no results/bogus, and the sweep's entry point names the bad profile.
+PROFILES := $(shell awk -v profiles=1 -f experiments/targets.awk experiments/matrix.yaml)
+PROFILER_STAMP := $(if $(filter $(PROFILE),$(PROFILES)),$(RES)/.profiler)
+STAMP_TEXT := profiler=$(PROFILER) repeats=$(REPEATS)
+ifneq ($(PROFILER_STAMP),)
+ifneq ($(STAMP_TEXT),$(shell cat $(PROFILER_STAMP) 2>/dev/null))
+$(PROFILER_STAMP): FORCE
+	@mkdir -p $(@D)
+	echo '$(STAMP_TEXT)' > $@
 endif
+endif
+# Not a file (and never made): whatever depends on it is out of date.
+FORCE:
 
 # Every artifact: make target -> experiment(s), read from experiments/matrix.yaml (the only place
 # the map is written; experiments/targets.awk parses it before any venv exists). A target is
@@ -75,14 +95,25 @@ TABLE_TARGETS := $(filter-out $(FIG_TARGETS),$(ARTIFACTS))
 VISION := $(foreach t,$(ARTIFACTS),$(if $(filter vision,$(workload_$(t))),$(t)))
 LLM := $(foreach t,$(ARTIFACTS),$(if $(filter llm,$(workload_$(t))),$(t)))
 outputs = $(foreach t,$(1),$(TABLES)/$(t).csv $(if $(filter $(t),$(FIG_TARGETS)),$(FIGS)/$(t).png))
-# Each spec run REPEATS times with seeds seed, seed+1, ...: tables show medians and min-max.
-REPEATS ?= 1
-export REPEATS
 # Results folders the report sets side by side (one column per machine), e.g.
 # make report REPORT_RESULTS="results results/reference/h100". Default: this machine's.
 REPORT_RESULTS ?= $(RESULTS_DIR)
 
-.PHONY: help all vision llm report test test-unit test-gpu lint format probe venv matrix clean \
+# The report is a file, made from the tables and figures it reads: those the goals of this call
+# make, and those already there, taken as they are (an empty rule: `make fig-x` re-checks no other
+# target's sweep), and from its own sources. So an artifact target is up to date once its outputs
+# and the report are, and `make -q fig-x` says so.
+goals_all := $(ARTIFACTS)
+goals_vision := $(VISION)
+goals_llm := $(LLM)
+MADE := $(call outputs,$(foreach g,$(MAKECMDGOALS),$(or $(goals_$(g)),$(filter $(ARTIFACTS),$(g)))))
+THERE := $(filter-out $(MADE) $(MAKECMDGOALS),$(wildcard $(FIGS)/*.png) \
+           $(foreach r,$(REPORT_RESULTS),$(wildcard $(r)/$(PROFILE)/tables/*.json)))
+REPORT_SRC := $(wildcard report/*.py report/templates/*) experiments/assumptions.yaml \
+              experiments/matrix.yaml reference/paper/claims.yaml
+RENDER = $(PY) -m report.build --profile $(PROFILE) $(addprefix --results ,$(REPORT_RESULTS))
+
+.PHONY: help all vision llm report test test-unit test-faults test-gpu lint format probe venv matrix clean \
         clean-results bench-vision bench-loaders bench-analysis bench-profiler bench-optimize data-mnist assets container \
         container-test container-local sif slurm \
         plan plan-brief check-cuda check-verdicts gpu-check gpu-wheels self-check pdf runs $(ALL_TARGETS)
@@ -97,14 +128,11 @@ help: ## show this help
 
 # The plan comes first: a serial make builds prerequisites left to right, so what the GPUs will
 # cost is on the terminal (and in a SLURM log) before the first run starts.
-all: check-cuda plan-brief $(call outputs,$(ARTIFACTS)) ## run every experiment, build every table, figure and the report
-	@$(MAKE) --no-print-directory report
+all: check-cuda plan-brief $(call outputs,$(ARTIFACTS)) $(REPORT_MD) ## run every experiment, build every table, figure and the report
 
-vision: check-cuda $(call outputs,$(VISION)) ## only the vision experiments (V*), then the report
-	@$(MAKE) --no-print-directory report
+vision: check-cuda $(call outputs,$(VISION)) $(REPORT_MD) ## only the vision experiments (V*), then the report
 
-llm: check-cuda $(call outputs,$(LLM)) ## only the LLM experiments (L*), then the report
-	@$(MAKE) --no-print-directory report
+llm: check-cuda $(call outputs,$(LLM)) $(REPORT_MD) ## only the LLM experiments (L*), then the report
 
 # Every missing run of the built artifacts in one sweep, no tables: what each node of
 # `make slurm NODES=n` does. Sweeps sharing the results folder split the runs by their locks.
@@ -156,16 +184,20 @@ $(TABLES)/%.csv: $$(foreach e,$$(exp_$$*),$$(SWEEPS)/$$(e).json) $$(NOISE_SWEEPS
 $(FIGS)/%.png: $(TABLES)/%.csv report/figures/$$(subst -,_,$$*).py $(wildcard report/figures/*common.py) | $(VENV_STAMP)
 	$(PY) -m report.figures.$(subst -,_,$*) --profile $(PROFILE)
 
-$(ARTIFACTS): %: $$(call outputs,%)
-	@$(MAKE) --no-print-directory report
+# No recipe: with its outputs and the report up to date there is nothing to do (`make -q` exits 0).
+$(ARTIFACTS): %: $$(call outputs,%) $(REPORT_MD)
 $(filter-out $(ARTIFACTS),$(ALL_TARGETS)):
 	@echo "error: $@ is not implemented in this version of the artifact (its claims are listed as not measured)" >&2; exit 2
 
-report: | $(VENV_STAMP) ## render report/out/PROFILE/report.md and .tex from the results (REPORT_RESULTS: several folders)
-	$(PY) -m report.build --profile $(PROFILE) $(addprefix --results ,$(REPORT_RESULTS))
+$(if $(THERE),$(THERE): ;)
+$(REPORT_MD): $(MADE) $(THERE) $(REPORT_SRC) | $(VENV_STAMP)
+	$(RENDER)
+
+report: | $(VENV_STAMP) ## render report.md and .tex now, up to date or not: report/out/PROFILE, or RESULTS_DIR/PROFILE/report for another RESULTS_DIR (REPORT_RESULTS: several folders)
+	$(RENDER)
 
 # Debian: apt-get install texlive-latex-recommended texlive-latex-extra texlive-fonts-recommended latexmk
-pdf: report ## build report/out/PROFILE/report.pdf from the LaTeX report (needs latexmk and pdflatex)
+pdf: $(REPORT_MD) ## build report.pdf beside the report from its LaTeX (needs latexmk and pdflatex)
 	@command -v latexmk >/dev/null || { echo "error: latexmk not found: apt-get install latexmk texlive-latex-recommended texlive-latex-extra texlive-fonts-recommended" >&2; exit 2; }
 	cd $(REPORT_OUT) && latexmk -pdf -interaction=nonstopmode -halt-on-error -quiet report.tex >/dev/null
 	@echo "wrote $(REPORT_OUT)/report.pdf"
@@ -251,6 +283,11 @@ test: lint | $(VENV_STAMP) ## run every test tier this machine can run (GPU test
 test-unit: | $(VENV_STAMP) ## only the fast CPU unit tests
 	$(PY) -m pytest -q -m "not integration and not gpu"
 
+# Part of `make test` (so of .ci/run) too: real sweeps of seconds-long runs killed, interrupted,
+# stopped, fed a corrupt run, a full disk (tmpfs; root) or read-only results, and every bad setting.
+test-faults: | $(VENV_STAMP) ## only the fault tier: each fault one line, nothing half-written, no process left, a rerun completes
+	$(PY) -m pytest -q -m faults
+
 test-gpu: | $(VENV_STAMP) ## only the GPU tier (needs CUDA GPUs)
 	$(PY) -m pytest -q -m gpu
 
@@ -268,8 +305,8 @@ gpu-wheels: ## download the wheels gpu-check needs beside torch into .whl/ (for 
 	  --implementation cp --platform manylinux_2_28_x86_64 --platform manylinux2014_x86_64 \
 	  --platform any -d .whl $(GPU_WHEELS)
 
-clean-results: ## delete results of PROFILE and the report (runs are lost)
-	rm -rf $(RES) report/out
+clean-results: ## delete results of PROFILE and its report (runs are lost)
+	rm -rf $(RES) $(REPORT_OUT)
 
 clean: ## delete caches and the report (keeps results and the venv)
 	rm -rf report/out .pytest_cache .ruff_cache

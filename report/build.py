@@ -3,7 +3,9 @@
     python -m report.build --profile smoke                       # this machine's results/
     python -m report.build --profile paper --results results --results results/reference/h100
 
-Writes report/out/<profile>/report.md and report.tex. Reads only the artifacts' tables
+Writes report.md and report.tex to report/out/<profile>, or for a RESULTS_DIR other than the
+checkout's results/ to <RESULTS_DIR>/<profile>/report (report.figures.common.report_dir); refuses
+tables that record another profile than the one asked for. Reads only the artifacts' tables
 (results/<profile>/tables/*.json, written by `python -m analysis`), the runs' specs, provenance
 and summaries (report/settings.py: what ran), the claims (reference/paper/claims.yaml), the
 assumptions and the matrix; the one thing it asks for is the next profile's plan
@@ -28,8 +30,8 @@ import yaml
 from analysis.claims import spec as cs
 from analysis.claims import verdicts as cl
 from analysis.driver import ARTIFACTS_DIR
-from report import nextgpu, settings
-from report.figures.common import OUT_DIR, figures_dir
+from report import inputs, nextgpu, settings
+from report.figures.common import figures_dir, report_dir
 from report.tables import cell, heading, intro, side_by_side
 from report.wording import (
     hoisted,
@@ -39,6 +41,7 @@ from report.wording import (
     short_reason,
     skipped_by_reason,
 )
+from run import settings as run_settings
 from run import store
 from run.sweep import matrix as mx
 
@@ -320,7 +323,7 @@ def assumptions(matrix: dict[str, Any], assumed: dict[str, Any]) -> list[dict[st
 
 
 def render(profile: str, roots: list[Path], out_dir: Path | None = None) -> list[Path]:
-    out_dir = out_dir or OUT_DIR / profile
+    out_dir = out_dir or report_dir(profile)
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(HERE / "templates"),
         undefined=jinja2.StrictUndefined,
@@ -349,15 +352,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--results", action="append", type=Path,
                     help="a results folder (repeat for several machines); default: RESULTS_DIR")  # fmt: skip
     args = ap.parse_args(argv)
-    if args.profile not in mx.profiles():
-        print(f"error: unknown profile '{args.profile}'", file=sys.stderr)
+    try:
+        run_settings.check_all()
+        roots = inputs.checked_roots(args.profile, args.results)
+    except (inputs.ReportError, run_settings.SettingError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
         return 2
-    roots = args.results or [store.RESULTS_ROOT]
-    for r in roots:
-        if not store.profile_dir(args.profile, r).is_dir():
-            print(f"error: {store.profile_dir(args.profile, r)} has no results: run "
-                  f"`make all PROFILE={args.profile}` there first", file=sys.stderr)  # fmt: skip
-            return 2
     for path in render(args.profile, roots):
         print(f"wrote {path}")
     return 0

@@ -45,7 +45,8 @@ def built(module_sandbox):
 
 def make_report(module_sandbox) -> tuple:
     """The fake sweep, its tables, figures and report in a module's sandbox (test_report_text.py
-    builds its own the same way): (texts by suffix, out folder, tables' JSON, tables' CSV)."""
+    builds its own the same way): (texts by suffix, the report's folder, tables' JSON, tables'
+    CSV). The report goes where the report of these results goes: beside them."""
     tmp, mp = module_sandbox
     launches = tmp / "launches.txt"
     launches.touch()
@@ -64,10 +65,10 @@ def make_report(module_sandbox) -> tuple:
             fig = importlib.import_module(f"report.figures.{target.replace('-', '_')}")
             df, meta = figcommon.load(target, "test")
             figcommon.save(fig.draw(df, meta), target, "test")
-    written = build.render("test", [store.RESULTS_ROOT], tmp / "out" / "test")
+    written = build.render("test", [store.RESULTS_ROOT])
     tables = {p.stem: json.loads(p.read_text()) for p in store.tables_dir("test").glob("*.json")}
     csvs = {p.stem: pd.read_csv(p) for p in store.tables_dir("test").glob("*.csv")}
-    return {p.suffix: p.read_text() for p in written}, tmp / "out", tables, csvs
+    return {p.suffix: p.read_text() for p in written}, figcommon.report_dir("test"), tables, csvs
 
 
 def verdicts(built, target: str) -> dict[str, str]:
@@ -114,7 +115,7 @@ def test_report_sets_measured_beside_paper_and_names_the_hardware(built):
     assert len(re.findall(r"^\| \[[A-Z]\d+[a-z]\]\(#", md, re.M)) == len(in_matrix) > 10
     assert len(re.findall(r"^- \*\*[A-Z]\d+[a-z]\*\*", md, re.M)) == len(in_matrix)
     assert "Assumptions\n" in md and "## Appendix: artifact evaluation" in md
-    assert (out / "test" / "figures" / "fig-strategies.png").stat().st_size > 10_000
+    assert (out / "figures" / "fig-strategies.png").stat().st_size > 10_000
     tex = texts[".tex"]
     assert "\\usepackage[T1]{fontenc}" in tex and "\\_" in tex
 

@@ -137,7 +137,7 @@ def test_verdicts_show_the_engine_s_text_and_their_runs(built):
     assert "2 of 2 cells pass; all must" in md  # cells
     assert "Runs: [mnv2-fp32-ddp_ds-1gpu-32px-nopin-e1-n64](" in md
     link = re.search(r"\]\(([^)]*runs/mnv2-fp32-ddp_ds-1gpu-32px-nopin-e1-n64)\)", md).group(1)
-    assert (built[1] / "test" / link).resolve() == store.run_dir(
+    assert (built[1] / link).resolve() == store.run_dir(
         "test", "mnv2-fp32-ddp_ds-1gpu-32px-nopin-e1-n64"
     ).resolve()
 

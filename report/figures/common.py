@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -17,7 +18,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from run import store  # noqa: E402
+from run import settings, store  # noqa: E402
 
 OUT_DIR = Path(__file__).resolve().parents[1] / "out"
 # tab10 without its grey: nine colours a reader tells apart, grey left for OTHER
@@ -28,9 +29,19 @@ MAX_SERIES = 8  # per panel: more bars per group than this cannot be read
 FEW_POINTS = 2  # an x axis with this few values is drawn as grouped bars, not lines
 
 
+def report_dir(profile: str) -> Path:
+    """Where the report of RESULTS_DIR's profile goes: report/out/<profile> for the checkout's
+    own results/, else <RESULTS_DIR>/<profile>/report, beside the results it is made from, so
+    that results elsewhere never overwrite this checkout's report. The Makefile's REPORT_OUT is
+    the same rule (tests/test_make_uptodate.py checks that they agree)."""
+    if os.path.abspath(store.RESULTS_ROOT) == os.path.abspath(store.REPO / "results"):
+        return OUT_DIR / profile
+    return store.profile_dir(profile) / "report"
+
+
 def figures_dir(profile: str) -> Path:
-    """Figures of one profile: report/out/<profile>/figures (a quick run never shows in smoke)."""
-    return OUT_DIR / profile / "figures"
+    """Figures of one profile, in its report's folder (a quick run never shows in smoke)."""
+    return report_dir(profile) / "figures"
 
 
 def load(target: str, profile: str) -> tuple[pd.DataFrame, dict]:
@@ -191,6 +202,11 @@ def main_for(draw: Callable[[pd.DataFrame, dict], plt.Figure], target: str) -> N
     ap = argparse.ArgumentParser(description=f"Draw {target} from its CSV.")
     ap.add_argument("--profile", required=True)
     args = ap.parse_args()
+    try:
+        settings.check_all()
+    except settings.SettingError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        sys.exit(2)
     try:
         df, meta = load(target, args.profile)
     except FileNotFoundError as exc:
