@@ -5,7 +5,9 @@ The contract an artifact module follows, and the files it ends up in, are analys
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
@@ -22,29 +24,90 @@ class AnalysisError(RuntimeError):
 
 
 def sweep_record(exp_id: str, profile: str) -> dict[str, Any]:
+    """The sweep's record of one experiment; a missing or unreadable one is an AnalysisError."""
     path = store.sweeps_dir(profile) / f"{exp_id}.json"
+    target = mx.load_matrix()["experiments"][exp_id]["target"]
     if not path.is_file():
-        target = mx.load_matrix()["experiments"][exp_id]["target"]
         raise AnalysisError(
             f"{exp_id} has not been run for profile '{profile}' ({path} missing): "
             f"run `make {target} PROFILE={profile}`"
         )
-    return store.read_json(path)
+    record, why = read_sweep_record(path)
+    if record is not None:
+        return record
+    # make counts a record newer than the sources as up to date: it must go before make reruns it
+    raise AnalysisError(
+        f"{path} is not a readable sweep record ({why}): rerun the sweep, "
+        f"`rm {path} && make {target} PROFILE={profile}`"
+    )
+
+
+def read_sweep_record(path: Path) -> tuple[dict[str, Any] | None, str]:
+    """A sweep record (an object whose "runs" each name a run), or None and why not, in a line.
+    The one reader of sweeps/*.json for the analysis and the report."""
+    try:
+        record = store.read_json(path)
+    except (OSError, ValueError) as exc:
+        return None, one_line(f"{exc.__class__.__name__}: {exc}")
+    runs = record.get("runs") if isinstance(record, dict) else None
+    if not isinstance(runs, list):
+        return None, "no list of runs"
+    if not all(isinstance(e, dict) and isinstance(e.get("run"), str) for e in runs):
+        return None, "a run entry without a run name"
+    return record, ""
+
+
+def one_line(text: str) -> str:
+    return " ".join(str(text).split())
+
+
+# runs already named on stderr: a run shared by several experiments is named once per process
+_WARNED: set[str] = set()
+
+
+def unreadable_why(summary: dict[str, Any], run_dir: Path) -> str:
+    """Why store.read_summary could not read a run, in a line, without the folder it names."""
+    return one_line(str(summary.get("why") or summary.get("error") or ""))
+
+
+def left_out(run: str, summary: dict[str, Any], exp_id: str, profile: str) -> None:
+    """Name an unreadable run on stderr, once: the table goes on without it."""
+    d = store.run_dir(profile, run)
+    if str(d) in _WARNED:
+        return
+    _WARNED.add(str(d))
+    print(
+        f"warning: {run}: unreadable ({unreadable_why(summary, d)}), left out; the next sweep "
+        f"runs it again (`python -m run.sweep --profile {profile} --exp {exp_id}`)",
+        file=sys.stderr,
+    )
 
 
 def experiment_runs(exp_id: str, profile: str) -> tuple[pd.DataFrame, list[dict[str, Any]]]:
-    """One row per run the sweep recorded: spec fields, then summary fields. And skipped cells."""
+    """One row per run the sweep recorded: spec fields, then summary fields. And skipped cells.
+
+    An unreadable run (store.read_summary) is left out, named once on stderr; the frame's
+    attrs["left_out"] lists them, for the table's notes."""
     record = sweep_record(exp_id, profile)
-    rows = []
+    rows, bad = [], []
     for entry in record["runs"]:
         d = store.run_dir(profile, entry["run"])
-        if not (d / store.SUMMARY).is_file():
+        summary = store.read_summary(d)
+        if summary is None:
             raise AnalysisError(f"run {entry['run']} is listed by the {exp_id} sweep but missing")
+        if store.is_unreadable(summary):
+            left_out(entry["run"], summary, exp_id, profile)
+            bad.append(entry["run"])
+            continue
+        # read_summary has checked that spec.json is an object
         row: dict[str, Any] = dict(store.read_json(d / store.SPEC))
-        row.update({k: v for k, v in store.read_json(d / store.SUMMARY).items() if k != "runtime"})
+        row.update({k: v for k, v in summary.items() if k != "runtime"})
         row["run"] = entry["run"]
         rows.append(row)
-    return pd.DataFrame(rows), record.get("skipped", [])
+    df = pd.DataFrame(rows)
+    df.attrs["left_out"] = bad
+    skipped = record.get("skipped")
+    return df, skipped if isinstance(skipped, list) else []
 
 
 def epochs_of(run: str, profile: str) -> list[dict[str, Any]]:

@@ -35,7 +35,7 @@ from analysis import common as c
 from analysis import noise
 from analysis.claims import spec as cs
 from analysis.claims import verdicts as cl
-from run import store
+from run import settings, store
 from run.sweep import matrix as mx
 
 ARTIFACTS_DIR = Path(__file__).parent / "artifacts"
@@ -66,15 +66,27 @@ def paper_gpus(exps: list[str]) -> list[int]:
 
 
 def runs_of(exps: list[str], profile: str) -> tuple[pd.DataFrame, list[dict[str, Any]]]:
-    frames, skipped = [], []
+    """The experiments' runs, each once; attrs["left_out"] names the unreadable ones."""
+    frames, skipped, bad = [], [], []
     for e in exps:
         df, sk = c.experiment_runs(e, profile)
         frames.append(df)
         skipped.extend(sk)
+        bad.extend(r for r in df.attrs.get("left_out", []) if r not in bad)
     runs = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
     runs = runs.drop_duplicates("run") if "run" in runs else runs
     runs.attrs["profile"] = profile  # for hooks that read run files beside the summaries
+    runs.attrs["left_out"] = bad
     return runs, skipped
+
+
+def left_out_note(bad: list[str]) -> list[str]:
+    if not bad:
+        return []
+    return [
+        f"{len(bad)} run(s) left out, their files unreadable: {', '.join(bad)}; the next sweep "
+        "runs them again"
+    ]
 
 
 def default_gates(runs: pd.DataFrame) -> dict[str, str]:
@@ -97,6 +109,12 @@ def build(target: str, profile: str) -> Path:
     if mod is None:
         raise c.AnalysisError(f"{target} is not implemented in this version of the artifact")
     runs, skipped = runs_of(exps, profile)
+    bad = runs.attrs.get("left_out", [])
+    if runs.empty and bad:  # an artifact's table needs at least one run's columns
+        raise c.AnalysisError(
+            f"{target}: every run is unreadable ({', '.join(bad)}): rerun its sweep, `python "
+            f"-m run.sweep --profile {profile} {' '.join(f'--exp {e}' for e in exps)}`"
+        )
     t = mod.table(runs, profile)
     paper = mod.paper() if hasattr(mod, "paper") else None
     gates = {**default_gates(runs), **(mod.gates(runs, t) if hasattr(mod, "gates") else {})}
@@ -127,7 +145,11 @@ def build(target: str, profile: str) -> Path:
         "source": entry["source"],
         "columns": list(t.columns),
         "claims": judged,
-        "notes": mod.notes(runs, t) if hasattr(mod, "notes") else [],
+        "notes": [
+            *(mod.notes(runs, t) if hasattr(mod, "notes") else []),
+            *left_out_note(bad),
+        ],
+        "left_out": bad,
         "paper_csv": getattr(mod, "PAPER_CSV", None),
         "compact": records(compact),
         "paper_compact": records(mod.compact(paper)) if paper is not None else None,
@@ -168,6 +190,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--profile", help="required but for self-check")
     args = ap.parse_args(argv)
     try:
+        settings.check_all()
         if args.target == "self-check":
             res = self_check()
             decided = [r for r in res if r["verdict"] in (cl.HOLDS, cl.FAILS, cl.INCONCLUSIVE)]
@@ -180,7 +203,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.target not in targets():
             raise c.AnalysisError(f"unknown target '{args.target}': one of {', '.join(targets())}")
         print(f"wrote {build(args.target, args.profile)}")
-    except (c.AnalysisError, cs.ClaimError) as exc:
+    except (c.AnalysisError, cs.ClaimError, settings.SettingError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     return 0

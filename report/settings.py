@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import datetime as dt
 import re
+import sys
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from analysis.common import read_sweep_record, unreadable_why
 from run import store
 from run.sweep import matrix as mx
 
@@ -130,17 +132,22 @@ def ran(root: Path, profile: str, order: list[str]) -> dict[str, Any]:
     repeats: dict[str, list[int]] = {}
     spans: list[tuple[float, float]] = []  # each run's start and end (unix s)
     skipped = 0
-    for sweep in sorted(store.sweeps_dir(profile, root).glob("*.json")):
-        rec = store.read_json(sweep)
-        exp = rec.get("experiment", sweep.stem)
-        cells = Counter(re.sub(r"-seed\d+$", "", e["run"]) for e in rec.get("runs", []))
+    unreadable: list[str] = []
+    for exp, rec in sweep_records(root, profile, order):
+        cells = Counter(re.sub(r"-seed\d+$", "", e["run"]) for e in rec["runs"])
         repeats[exp] = [max([int(rec.get("repeats") or 1), *cells.values()])]
         skipped += len(rec.get("skipped") or [])
-        for entry in rec.get("runs", []):
+        for entry in rec["runs"]:
             run = store.run_dir(profile, entry["run"], root)
-            if not (run / store.SPEC).is_file():
+            summ = store.read_summary(run)
+            if summ is None:  # listed, but its folder is gone: nothing to read
                 continue
-            summ = store.read_json(run / store.SUMMARY) if (run / store.SUMMARY).is_file() else {}
+            if store.is_unreadable(summ):
+                if entry["run"] not in unreadable:
+                    unreadable.append(entry["run"])
+                    why = unreadable_why(summ, run)
+                    _name_once(f"{entry['run']}: unreadable ({why}), left out of What ran")
+                continue
             seen[entry["run"]] = summ
             started = _started(run)
             if started is not None:
@@ -166,7 +173,38 @@ def ran(root: Path, profile: str, order: list[str]) -> dict[str, Any]:
         "last": _utc(max(e for _, e in spans)) if spans else "",
         "threads": threads,
         "experiments": list(specs),
+        # runs whose files cannot be read (store.read_summary): left out, the next sweep reruns them
+        "unreadable": unreadable,
     }
+
+
+# what was named on stderr already: a report reads the same folders more than once
+_NAMED: set[str] = set()
+
+
+def _name_once(line: str) -> None:
+    line = " ".join(line.split())
+    if line not in _NAMED:
+        _NAMED.add(line)
+        print(f"warning: {line}", file=sys.stderr)
+
+
+def sweep_records(root: Path, profile: str, order: list[str]) -> list[tuple[str, dict[str, Any]]]:
+    """(experiment, record) of each sweep record of the matrix's experiments (`order`). Any other
+    file in sweeps/, and a record that cannot be read, is named on stderr and skipped."""
+    out = []
+    for path in sorted(store.sweeps_dir(profile, root).glob("*.json")):
+        exp = path.stem  # the sweep names a record after its experiment
+        if exp not in order:
+            _name_once(f"{path}: not an experiment of the matrix, ignored")
+            continue
+        rec, why = read_sweep_record(path)
+        if rec is not None:
+            out.append((exp, rec))
+            continue
+        _name_once(f"{path}: not a readable sweep record ({why}), left out; rerun its sweep: "
+                   f"`python -m run.sweep --profile {profile} --exp {exp}`")  # fmt: skip
+    return out
 
 
 def _started(run: Path) -> float | None:

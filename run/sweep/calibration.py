@@ -42,21 +42,21 @@ def calibration_detail(
         return {}
     windows: dict[str, dict[str, Any]] = {}
     for d in sorted(base.iterdir()):
-        if d.name.startswith(".") or not (d / store.SUMMARY).is_file():
+        if d.name.startswith(".") or not d.is_dir():
             continue
-        try:
-            summary = store.read_json(d / store.SUMMARY)
-            spec = store.read_json(d / store.SPEC)
-        except (OSError, ValueError):
-            continue
+        summary = store.read_summary(d) or {}  # an unreadable run reads as failed: left out
         wall = summary.get("launch_wall_s")
         if summary.get("status") != "ok" or not isinstance(wall, (int, float)) or wall <= 0:
+            continue
+        try:
+            spec = store.read_json(d / store.SPEC)  # read_summary found it an object
+        except (OSError, ValueError):
             continue
         prov = d / store.PROVENANCE
         if prov.is_file():
             try:
                 hardware = store.read_json(prov).get("hardware")
-            except (OSError, ValueError):
+            except (OSError, ValueError, AttributeError):  # AttributeError: not an object
                 hardware = None
             if not _same_kind(hardware, info):
                 continue

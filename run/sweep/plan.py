@@ -3,7 +3,8 @@
     python -m run.sweep.plan --profile quick [--exp V3 --exp L1 ...] [--gpus N] [--brief]
 
 One line per unique run (runs shared by experiments appear once, with their experiments): its
-state (done, missing, failed, oom, unsupported, skipped), estimated wall time, GPUs, planned
+state (done, missing, failed, oom, unsupported, skipped; a run whose summary.json or spec.json
+cannot be read is missing, as the sweep runs it again), estimated wall time, GPUs, planned
 steps and epochs (with REPEATS=n, run/sweep/matrix.py, each cell n times: repeat k has seed + k and
 `-seed<seed>` in its name); then per experiment what `make <target>` alone would still spend;
 then the totals: runs by state, GPU-hours still to spend (sum over missing runs of est x GPUs /
@@ -29,7 +30,7 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any
 
-from run import store
+from run import settings, store
 from run.errors import UserError
 from run.node import probe as hw
 from run.node import profiling
@@ -43,6 +44,8 @@ from run.sweep.workloads import WORKLOADS
 # module exists, and so does `make all`).
 ARTIFACTS_DIR = store.REPO / "analysis" / "artifacts"
 STATES = ("done", "missing", "failed", "oom", "unsupported", "skipped")
+# how a missing run's reason starts when its folder is there but unreadable (store.read_summary)
+UNREADABLE = "unreadable run files"
 
 
 class PlanError(UserError):
@@ -109,23 +112,23 @@ def plan_node(
 
 
 def _state(profile: str, name: str, spec: dict[str, Any], limit: int) -> tuple[str, str]:
-    """The state the sweep will find a run in, and why (skipped, failed, unsupported)."""
+    """The state the sweep will find a run in, and why (skipped, failed, unsupported, unreadable)."""
     if spec["gpus"] > limit:
         return "skipped", f"needs {spec['gpus']} ranks, the node has {limit}"
-    if store.is_finished(profile, name):
-        try:
-            summary = store.read_json(store.run_dir(profile, name) / store.SUMMARY)
-        except (OSError, ValueError):
-            return "failed", "unreadable summary.json"
-        status = summary.get("status")
+    run = store.run_dir(profile, name)
+    summary = store.read_summary(run)
+    if summary is not None and not store.is_unreadable(summary):
+        status = summary["status"]
         if status == "ok":
             return "done", ""
-        if status in ("failed", "oom", "unsupported"):
-            return status, str(summary.get("error") or "")
-        return "failed", f"unknown status {status!r}"
+        return status, str(summary.get("error") or "")
     reason = WORKLOADS[spec["workload"]].unsupported_reason(spec)
     if reason:
         return "unsupported", reason
+    if summary is not None:
+        # the sweep reruns an unreadable run as if it were absent (no --retry-failed needed)
+        why = str(summary.get("why") or summary["error"])
+        return "missing", f"{UNREADABLE}, the next sweep runs it again: {' '.join(why.split())}"
     return "missing", ""
 
 
@@ -156,7 +159,7 @@ def build(
                     rows[name].experiments.append(exp_id)
                 continue
             state, reason = _state(profile, name, spec, limit)
-            if state == "missing" and expect_oom(spec, node):
+            if state == "missing" and not reason and expect_oom(spec, node):
                 reason = f"estimated as out of memory below {QAT_FITS_GPUS} GPUs, as the paper's"
             workload = spec["workload"]
             steps, epochs = WORKLOADS[workload].planned_steps(spec), spec["epochs"]
@@ -315,6 +318,12 @@ def _totals(rows: list[PlanRow], info: dict[str, Any]) -> list[str]:
             f"{len(retry)} failed/oom run(s) are kept, not re-run; `python -m run.sweep "
             f"--retry-failed` would add about {fmt_s(sum(r.est_s for r in retry))}"
         )
+    unreadable = [r for r in rows if r.reason.startswith(UNREADABLE)]
+    if unreadable:
+        out.append(
+            f"{len(unreadable)} missing run(s) have unreadable files, counted above (`make plan` "
+            "names them): the next sweep runs them again"
+        )
     skipped = [r for r in rows if r.state == "skipped"]
     if skipped:
         out.append(f"{len(skipped)} run(s) skipped: they need more GPUs than the node has")
@@ -349,6 +358,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", action="store_true", help="the totals as one JSON object")
     args = ap.parse_args(argv)
     try:
+        settings.check_all()
         info = hw.probe()
         profile = args.profile or hw.default_profile(info)
         matrix = mx.load_matrix()
