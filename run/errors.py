@@ -9,23 +9,49 @@ still do.
 
 from __future__ import annotations
 
-import os
+import errno
+import signal
 
 
 class UserError(ValueError):
     """Bad input found before any run; the message is one line that says what to do."""
 
 
-def whole_number_env(name: str, default: int, error: type[UserError] = UserError) -> int:
-    """A setting read from the environment as a whole number >= 1: unset or empty (`make X=`)
-    is the default; anything else is one line of `error`."""
-    raw = os.environ.get(name, "").strip()
-    if not raw:
-        return default
-    try:
-        n = int(raw)
-    except ValueError:
-        n = 0
-    if n < 1:
-        raise error(f"{name} must be a whole number >= 1, got {raw!r}")
-    return n
+class Stopped(BaseException):
+    """SIGTERM (a killed make, SLURM's scancel or requeue): unwinds like Ctrl-C, so every
+    `finally` stops its processes and removes its half-written files."""
+
+
+def stop_on_sigterm() -> None:
+    def _raise(*_: object) -> None:
+        raise Stopped
+
+    signal.signal(signal.SIGTERM, _raise)
+
+
+# Results that cannot be written because of where they are, not because of the run: bad input.
+NOT_WRITABLE = (errno.EROFS, errno.EACCES, errno.EPERM)
+
+
+def fault(exc: BaseException, resume: str = "") -> tuple[str, int] | None:
+    """The one line and exit status of a fault an entry point ends on, or None for a real bug
+    (which keeps its traceback). `resume` says what picks up the work again."""
+    tail = f"; {resume}" if resume else ""
+    if isinstance(exc, KeyboardInterrupt):
+        return f"interrupted (Ctrl-C){tail}", 130
+    if isinstance(exc, Stopped):
+        return f"stopped by SIGTERM{tail}", 143
+    if isinstance(exc, UserError):
+        return str(exc), 2
+    if isinstance(exc, OSError):
+        where = exc.filename or ""
+        why = exc.strerror or str(exc)
+        line = f"{where}: {why}" if where else why
+        if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+            return f"{line} (free some space){tail}", 1
+        if exc.errno in NOT_WRITABLE:
+            return f"{line} (the results folder must be writable: RESULTS_DIR){tail}", 2
+        if isinstance(exc, FileNotFoundError):
+            return line, 2
+        return f"{line}{tail}", 1
+    return None

@@ -15,7 +15,8 @@ Layout (all paths are constants here so that `analysis/` imports them instead of
                            "t0": unix s, "t1": unix s}; the steps are the CPU stand-in for the
                            GPU's busy intervals (V9), epoch and eval locate the pauses
         log.txt            stdout and stderr of the launch
-    results/<profile>/runs/.staging/<run-name>/   a run in progress; moved into place when done
+    results/<profile>/runs/.staging/<run-name>@<attempt>/   a run in progress, one folder per
+                           attempt; moved into place when done
     results/<profile>/sweeps/<EXP>.json      what a sweep of one experiment found (incl. skipped cells)
     results/<profile>/tables/<target>.csv    tidy tables for figures and the report
 
@@ -87,11 +88,23 @@ def is_finished(profile: str, name: str, root: Path | None = None) -> bool:
     return (run_dir(profile, name, root) / SUMMARY).is_file()
 
 
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+# mkstemp creates files 0600; run files follow the umask like any other file, so that others
+# sharing a results folder (a group on a cluster) can read them.
+FILE_MODE = 0o666 & ~_umask()
+
+
 def write_json_atomic(path: Path, obj: Any) -> None:
     """Write JSON so that readers see either the old file or the whole new one."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
+        os.fchmod(fd, FILE_MODE)
         with os.fdopen(fd, "w") as fh:
             json.dump(obj, fh, indent=2, sort_keys=True, default=str)
             fh.write("\n")
@@ -105,6 +118,7 @@ def write_text_atomic(path: Path, text: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
+        os.fchmod(fd, FILE_MODE)
         with os.fdopen(fd, "w") as fh:
             fh.write(text)
         os.replace(tmp, path)
@@ -130,13 +144,29 @@ def read_jsonl(path: Path) -> list[dict[str, Any]]:
         return [json.loads(line) for line in fh if line.strip()]
 
 
-def start_staging(profile: str, name: str, root: Path | None = None) -> Path:
-    """A clean staging folder for a run; leftovers of a killed attempt are discarded."""
-    stage = staging_dir(profile, name, root)
-    if stage.exists():
-        shutil.rmtree(stage)
+def start_staging(profile: str, name: str, attempt: str, root: Path | None = None) -> Path:
+    """A staging folder of the run's own for one attempt: an attempt never writes into another
+    attempt's folder, so a process an earlier attempt left behind cannot mix into this run."""
+    stage = staging_dir(profile, name, root).with_name(f"{name}@{attempt}")
     stage.mkdir(parents=True)
     return stage
+
+
+def stagings(profile: str, name: str, root: Path | None = None) -> list[Path]:
+    """The staging folders attempts of a run left, newest first."""
+    base = staging_dir(profile, name, root)
+    found = [p for p in base.parent.glob(f"{name}@*") if p.name.split("@", 1)[0] == name]
+    found += [base] if base.exists() else []
+    return sorted(found, key=lambda p: p.stat().st_mtime if p.exists() else 0.0, reverse=True)
+
+
+def discard_staging(profile: str, name: str, root: Path | None = None) -> list[Path]:
+    """Remove what earlier attempts of a run left in staging (the caller holds the run's lock and
+    has stopped their processes). Returns the folders removed."""
+    gone = stagings(profile, name, root)
+    for path in gone:
+        shutil.rmtree(path, ignore_errors=True)
+    return gone
 
 
 def publish(stage: Path, profile: str, name: str, root: Path | None = None) -> Path:
@@ -162,20 +192,23 @@ def read_summary(run: Path) -> dict[str, Any] | None:
     path = run / SUMMARY
     if not path.is_file():
         return None
-    why = None
-    try:
-        summary = read_json(path)
-        spec = read_json(run / SPEC)
-    except (OSError, ValueError) as exc:
-        why = f"{exc.__class__.__name__}: {exc}"
+    got: dict[str, Any] = {}
+    for file in (SUMMARY, SPEC):
+        try:
+            got[file] = read_json(run / file)
+        except (OSError, ValueError) as exc:
+            why = f"{file}: {exc.__class__.__name__}: {exc}"
+            break
     else:
+        summary, spec = got[SUMMARY], got[SPEC]
         if not isinstance(summary, dict) or summary.get("status") not in STATUSES:
-            why = f"no run status in {path.name}"
+            why = f"{SUMMARY} holds no run status"
         elif not isinstance(spec, dict):
             why = f"{SPEC} is not a JSON object"
         else:
             return summary
-    return {"status": "failed", "unreadable": True, "error": f"unreadable run {run}: {why}"}
+    error = f"unreadable run {run.name} ({why})"
+    return {"status": "failed", "unreadable": True, "why": why, "error": error}
 
 
 def is_unreadable(summary: dict[str, Any] | None) -> bool:

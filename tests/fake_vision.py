@@ -18,8 +18,9 @@ ap.add_argument("--spec", type=Path)
 ap.add_argument("--run-dir", type=Path)
 args = ap.parse_args()
 spec = json.loads(args.spec.read_text())
+name = args.run_dir.name.split("@")[0]  # the staging folder is <run>@<attempt>
 with open(os.environ["FAKE_LAUNCHES"], "a") as fh:
-    fh.write(args.run_dir.name + "\n")
+    fh.write(name + "\n")
 mode, _, which = os.environ.get("FAKE_MODE", "ok").partition(":")
 if which and spec["precision"] == which:
     if mode == "fail":
@@ -54,7 +55,7 @@ for e in range(spec["epochs"]):
     with open(args.run_dir / "epochs.jsonl", "a") as fh:
         fh.write(json.dumps(row) + "\n")
 summary = {
-    "name": args.run_dir.name,
+    "name": name,
     "status": "ok",
     "error": None,
     "total_time_s": total,

@@ -7,6 +7,7 @@ tests/test_gpu.py is the pytest GPU tier).
 from __future__ import annotations
 
 import json
+import os
 import re
 import tarfile
 
@@ -183,12 +184,11 @@ def test_an_interrupted_gpu_check_bundles_what_finished(fake_checks, monkeypatch
     gpu = {**CPU2, "gpu_count": 1, "gpu_model": "NVIDIA H100", "gpus_on_node": 1}
     monkeypatch.setattr(probe, "probe", lambda: gpu)
     monkeypatch.setattr(probe, "cuda_problem", lambda info, b=None: None)
-    monkeypatch.delenv("RUN_TIMEOUT_S", raising=False)
-    monkeypatch.setattr(sweep, "RUN_TIMEOUT_S", 0)
+    monkeypatch.setenv("RUN_TIMEOUT_S", "")  # unset for the check runner; restored afterwards
     monkeypatch.setattr(signal, "signal", lambda *a: None)  # keep pytest's own handlers
 
     def stop_at_the_passing_one(spec, *args, **kw):  # noqa: ANN001, ANN002, ANN003, ANN202
-        assert sweep.RUN_TIMEOUT_S == gpu_check.CHECK_TIMEOUT_S  # a hang would time out
+        assert os.environ["RUN_TIMEOUT_S"] == str(gpu_check.CHECK_TIMEOUT_S)  # a hang times out
         if spec["precision"] == "fp32" and not spec["pin_memory"]:
             raise KeyboardInterrupt  # Ctrl-C, or SIGTERM from SLURM (_interrupt)
         return _fake_execute(spec, *args, **kw)

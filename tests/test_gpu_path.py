@@ -422,7 +422,7 @@ def test_progress_lines_and_heartbeat(sandbox, monkeypatch, capsys):
     monkeypatch.setattr(vision_launch, "launch_command", fake_sweep.fake_launch)
     monkeypatch.setenv("FAKE_LAUNCHES", str(sandbox / "launches.txt"))
     monkeypatch.setenv("FAKE_MODE", "slow:fp16")
-    monkeypatch.setattr(sweep, "HEARTBEAT_S", 0.3)
+    monkeypatch.setenv("HEARTBEAT_S", "0.3")
     sweep.sweep(["V3"], "test")
     out = capsys.readouterr().out.splitlines()
     starts = [ln for ln in out if ln.startswith("[") and "] mnv2-" in ln]

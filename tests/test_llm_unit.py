@@ -295,7 +295,7 @@ def counting(fn, calls: list):  # noqa: ANN001, ANN201
         if llm_spec.unsupported_reason(spec):
             return fn(spec, profile, info, *rest)
         name = mx.run_name(spec)
-        stage = store.start_staging(profile, name)
+        stage = store.start_staging(profile, name, "test")
         store.write_json_atomic(stage / store.SPEC, spec)
         store.write_json_atomic(stage / store.SUMMARY, {"name": name, "status": "ok"})
         store.publish(stage, profile, name)

@@ -56,7 +56,7 @@ def test_stale_locks_are_taken_over_and_live_ones_are_not(sandbox, monkeypatch):
     plant("test", "elsewhere", "other-node", 1)  # another node, touched just now: live
     assert lock.acquire("test", "elsewhere") is None
     assert "other-node pid 1 (SLURM job 42)" == lock.describe(lock.lock_path("test", "elsewhere"))
-    plant("test", "silent", "other-node", 1, age_s=lock.STALE_S + 5)  # untouched: stale
+    plant("test", "silent", "other-node", 1, age_s=lock.stale_s() + 5)  # untouched: stale
     got = lock.acquire("test", "silent")
     assert got is not None
     got.release()
@@ -64,7 +64,7 @@ def test_stale_locks_are_taken_over_and_live_ones_are_not(sandbox, monkeypatch):
 
 
 def test_the_holder_touches_its_lock(sandbox, monkeypatch):
-    monkeypatch.setattr(lock, "STALE_S", 0.4)
+    monkeypatch.setenv("LOCK_STALE_S", "0.4")
     held = lock.acquire("test", "beat")
     t = time.time() - 100
     os.utime(held.path, (t, t))

@@ -41,7 +41,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from run import store
+from run import settings, store
 from run.checks import cases
 from run.checks.cases import Check, Seen, skip_reason, spec_of
 from run.errors import UserError
@@ -192,6 +192,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--only", action="append", help="run only this check (repeatable)")
     ap.add_argument("--list", action="store_true", help="list the checks and exit")
     args = ap.parse_args(argv)
+    try:
+        settings.check_all()
+    except UserError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     if args.list:
         for c in cases.CHECKS:
             print(f"{c.name:30s} [{c.needs}] {c.what}")
@@ -219,9 +224,9 @@ def main(argv: list[str] | None = None) -> int:
         lines.append(line)
         print(line, flush=True)
 
-    if "RUN_TIMEOUT_S" not in os.environ:
+    if not os.environ.get("RUN_TIMEOUT_S"):
         # a hung check becomes that check's failure ("timed out") and the next one runs
-        sweep.RUN_TIMEOUT_S = CHECK_TIMEOUT_S
+        os.environ["RUN_TIMEOUT_S"] = str(CHECK_TIMEOUT_S)
     # SLURM's scancel / time limit sends SIGTERM: end like Ctrl-C, bundling what finished
     signal.signal(signal.SIGTERM, _interrupt)
     records: list[dict[str, Any]] = []

@@ -39,13 +39,14 @@ from typing import Any
 
 import yaml
 
-from run import store
+from run import settings, store
 from run.errors import UserError
 from run.llm import compat
 from run.llm import spec as llm_spec
 from run.llm.config import PAGED_ADAMW8BIT, SpecError, prepare
 from run.llm.metrics import host_peak_rss_bytes
 from run.llm.recipes import extended, recipe_name
+from run.node import lifeline
 from run.node import threads as cpu_threads
 from run.store import TORCHTUNE_CONFIG
 
@@ -297,11 +298,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--run-dir", required=True, type=Path, help="run folder holding spec.json")
     ap.add_argument("--spec", type=Path, help="spec file (default: RUN_DIR/spec.json)")
     args = ap.parse_args(argv)
+    # torchrun starts ranks in sessions of their own: a rank ends with its launcher, however
+    # that died (run/node/lifeline.py), instead of writing on into a staging folder.
+    lifeline.tie_to_parent()
     rank = int(os.environ.get("RANK", "0"))
     world = int(os.environ.get("WORLD_SIZE", "1"))
     run_dir: Path = args.run_dir.resolve()
     spec_path = args.spec or run_dir / store.SPEC
     try:
+        settings.check_all()
         if not spec_path.is_file():
             raise SpecError(f"no spec file at {spec_path}")
         try:
@@ -314,7 +319,7 @@ def main(argv: list[str] | None = None) -> int:
         cfg, facts = prepare(spec, run_dir, cuda)
         spec = llm_spec.canonical(spec)
         device_check(spec, world, cuda)
-    except UserError as exc:  # SpecError, AssetError, CudaUnusable: one line, exit 2
+    except UserError as exc:  # a setting, SpecError, AssetError, CudaUnusable: one line, exit 2
         if rank == 0:
             print(f"error: {exc}", file=sys.stderr, flush=True)
         return 2

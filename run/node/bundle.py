@@ -78,7 +78,7 @@ def versions(info: dict[str, Any]) -> dict[str, Any]:
 
 def log_of(profile: str, name: str) -> Path | None:
     """A run's log.txt: published, or still in staging when the run never finished."""
-    for folder in (store.run_dir(profile, name), store.staging_dir(profile, name)):
+    for folder in (store.run_dir(profile, name), *store.stagings(profile, name)):
         if (folder / store.LOG).is_file():
             return folder / store.LOG
     return None

@@ -4,10 +4,10 @@ Sweeps that share a results folder (the nodes of a SLURM job array, `make -j`, t
 each take the runs no other sweep has taken. A lock is the file
 `results/<profile>/runs/.locks/<run-name>.lock`, created with O_CREAT | O_EXCL, which is atomic on
 local file systems and on the shared ones clusters use (NFSv3+, Lustre, GPFS). It says who holds
-it (host, pid, SLURM job, since when), and its holder touches it every STALE_S / 4 seconds while
+it (host, pid, SLURM job, since when), and its holder touches it every LOCK_STALE_S / 4 seconds while
 the run goes.
 
-A lock is stale when its holder is gone: the same host and a dead pid, or untouched for STALE_S
+A lock is stale when its holder is gone: the same host and a dead pid, or untouched for LOCK_STALE_S
 seconds (a job killed on another node). A stale lock is taken over by first renaming it to a
 name of the taker's own: of several sweeps that find it stale at once, only one rename succeeds,
 so only one of them runs the run again.
@@ -23,11 +23,15 @@ import time
 from pathlib import Path
 from typing import Any
 
-from run import store
+from run import settings, store
 
 LOCKS = ".locks"
-# A holder touches its lock every STALE_S / 4 s; untouched for STALE_S it is taken to be dead.
-STALE_S = float(os.environ.get("LOCK_STALE_S", "600"))
+
+
+def stale_s() -> float:
+    """LOCK_STALE_S (run/settings.py): a holder touches its lock every stale_s() / 4 seconds;
+    untouched for stale_s() it is taken to be dead."""
+    return float(settings.value("LOCK_STALE_S"))
 
 
 def lock_path(profile: str, name: str, root: Path | None = None) -> Path:
@@ -63,7 +67,7 @@ def is_stale(path: Path, now: float | None = None) -> bool:
     who = holder(path) or {}
     if who.get("host") == socket.gethostname() and isinstance(who.get("pid"), int):
         return not _alive(who["pid"])
-    return age > STALE_S
+    return age > stale_s()
 
 
 def describe(path: Path) -> str:
@@ -78,11 +82,12 @@ class Lock:
     def __init__(self, path: Path) -> None:
         self.path = path
         self._stop = threading.Event()
+        self._every = stale_s() / 4
         self._beat = threading.Thread(target=self._heartbeat, daemon=True)
         self._beat.start()
 
     def _heartbeat(self) -> None:
-        while not self._stop.wait(STALE_S / 4):
+        while not self._stop.wait(self._every):
             try:
                 os.utime(self.path)
             except FileNotFoundError:  # taken over by another sweep: nothing left to touch
@@ -102,7 +107,7 @@ class Lock:
 def _create(path: Path) -> bool:
     path.parent.mkdir(parents=True, exist_ok=True)
     try:
-        fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+        fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o666)
     except FileExistsError:
         return False
     me = {
@@ -111,8 +116,12 @@ def _create(path: Path) -> bool:
         "job": os.environ.get("SLURM_JOB_ID"),
         "since": time.strftime("%Y-%m-%dT%H:%M:%S"),
     }
-    with os.fdopen(fd, "w") as fh:
-        json.dump(me, fh)
+    try:
+        with os.fdopen(fd, "w") as fh:
+            json.dump(me, fh)
+    except BaseException:  # a full disk, Ctrl-C: no lock half-written, none left behind
+        path.unlink(missing_ok=True)
+        raise
     return True
 
 

@@ -29,16 +29,16 @@ import argparse
 import logging
 import os
 import shlex
-import signal
+import shutil
 import subprocess
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
-from run import store
-from run.errors import UserError
-from run.node import bundle, numa, profiling, provenance
+from run import settings, store
+from run.errors import UserError, fault, stop_on_sigterm
+from run.node import bundle, lifeline, numa, profiling, provenance
 from run.node import probe as hw
 from run.sweep import lock
 from run.sweep import matrix as mx
@@ -46,40 +46,46 @@ from run.sweep.failure import root_cause
 from run.sweep.progress import Progress, hms
 from run.sweep.workloads import WORKLOADS
 
-# How long one run may take before it is stopped and recorded as failed (seconds; 0 = no limit).
-RUN_TIMEOUT_S = int(os.environ.get("RUN_TIMEOUT_S", "0"))
-# A line at least this often while a run goes, so a SLURM log shows the job is alive.
-HEARTBEAT_S = float(os.environ.get("HEARTBEAT_S", "60"))
-# How often a sweep looks again at a run another sweep holds (run/sweep/lock.py).
-LOCK_POLL_S = float(os.environ.get("LOCK_POLL_S", "5"))
 OOM_PATTERNS = ("CUDA out of memory", "OutOfMemoryError", "CUBLAS_STATUS_ALLOC_FAILED")
 
 
 def run_logged(
-    cmd: list[str], log_path: Path, progress: Progress | None, name: str
+    cmd: list[str], log_path: Path, progress: Progress | None, name: str, tag: str
 ) -> tuple[int | None, float]:
     """Run `cmd` with its output appended to `log_path`; heartbeat lines while it runs.
-    Returns (return code, or None when RUN_TIMEOUT_S stopped it; wall seconds)."""
+    Returns (return code, or None when RUN_TIMEOUT_S stopped it; wall seconds).
+
+    Every process the command starts carries the attempt's tag and dies with its parent
+    (run/node/lifeline.py); whatever is left when the command ends is stopped here.
+    """
+    timeout, heartbeat = settings.value("RUN_TIMEOUT_S"), settings.value("HEARTBEAT_S")
     t0 = time.monotonic()
+    env = {**os.environ, lifeline.ATTEMPT_ENV: tag}
     with open(log_path, "a") as log:
-        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
-        while True:
-            elapsed = time.monotonic() - t0
-            wait = HEARTBEAT_S
-            if RUN_TIMEOUT_S:
-                wait = min(wait, max(RUN_TIMEOUT_S - elapsed, 0.01))
-            try:
-                rc: int | None = proc.wait(timeout=wait)
-                break
-            except subprocess.TimeoutExpired:
+        proc = subprocess.Popen(
+            cmd, stdout=log, stderr=subprocess.STDOUT, env=env, preexec_fn=lifeline.tie_to_parent
+        )
+        try:
+            while True:
                 elapsed = time.monotonic() - t0
-                if RUN_TIMEOUT_S and elapsed >= RUN_TIMEOUT_S:
-                    proc.kill()
-                    proc.wait()
-                    rc = None
+                wait = min(heartbeat, max(timeout - elapsed, 0.01)) if timeout else heartbeat
+                try:
+                    rc: int | None = proc.wait(timeout=wait)
                     break
-                if progress is not None:
-                    print(progress.heartbeat(name, elapsed, log_path), flush=True)
+                except subprocess.TimeoutExpired:
+                    elapsed = time.monotonic() - t0
+                    if timeout and elapsed >= timeout:
+                        rc = None
+                        break
+                    if progress is not None:
+                        print(progress.heartbeat(name, elapsed, log_path), flush=True)
+        finally:
+            # On a timeout, Ctrl-C, SIGTERM or a finished command alike: nothing of it stays.
+            with lifeline.shielded():
+                lifeline.stop(tag)
+                if proc.poll() is None:
+                    proc.kill()
+                proc.wait()
     return rc, time.monotonic() - t0
 
 
@@ -115,9 +121,36 @@ def execute(
     matrix: dict[str, Any] | None = None,
     progress: Progress | None = None,
 ) -> dict[str, Any]:
-    """Run one spec into its staging folder and publish it. Returns its summary."""
+    """Run one spec into a staging folder of this attempt's own and publish it (the caller holds
+    the run's lock). Returns its summary. Interrupted (Ctrl-C, SIGTERM, a full disk), it leaves
+    no process and no staging folder behind, and nothing published."""
     name = mx.run_name(spec)
-    stage = store.start_staging(profile, name)
+    run = store.run_dir(profile, name)
+    lifeline.stop_earlier(run)
+    store.discard_staging(profile, name)
+    tag = lifeline.new_attempt(run)
+    stage = store.start_staging(profile, name, lifeline.attempt_id(tag))
+    try:
+        summary = _run_in(stage, tag, spec, profile, info, matrix, progress)
+        store.publish(stage, profile, name)
+    except BaseException:
+        with lifeline.shielded():
+            lifeline.stop(tag)
+            shutil.rmtree(stage, ignore_errors=True)
+        raise
+    return summary
+
+
+def _run_in(
+    stage: Path,
+    tag: str,
+    spec: dict[str, Any],
+    profile: str,
+    info: dict[str, Any],
+    matrix: dict[str, Any] | None,
+    progress: Progress | None,
+) -> dict[str, Any]:
+    name = mx.run_name(spec)
     store.write_json_atomic(stage / store.SPEC, spec)
     if spec.get("profiler", "none") != "none":
         window = profiling.window_for(profile, spec["workload"], matrix or mx.load_matrix())
@@ -135,15 +168,15 @@ def execute(
         line = f"$ {shlex.join(cmd)}  {numa.note(prov['numa'])}"
         print(f"{head}\n        {line}", flush=True)
         (stage / store.LOG).write_text(f"{line}\n")
-        rc, wall = run_logged(cmd, stage / store.LOG, progress, name)
+        rc, wall = run_logged(cmd, stage / store.LOG, progress, name, tag)
         if progress:
             progress.finish(name)
-        if (stage / store.SUMMARY).is_file():
-            summary = store.read_json(stage / store.SUMMARY)
-        else:
+        summary = store.read_summary(stage) or {}
+        if not summary or store.is_unreadable(summary):
             text = (stage / store.LOG).read_text(errors="replace")
             oom = any(p in text for p in OOM_PATTERNS)
-            error = f"timed out after {RUN_TIMEOUT_S} s" if rc is None else root_cause(text, rc)
+            timeout = settings.value("RUN_TIMEOUT_S")
+            error = f"timed out after {timeout} s" if rc is None else root_cause(text, rc)
             summary = {
                 "name": name,
                 "status": "oom" if oom else "failed",
@@ -163,7 +196,6 @@ def execute(
             progress.start(name)
             progress.finish(name)
         print(f"[sweep] {name}: unsupported ({reason})", flush=True)
-    store.publish(stage, profile, name)
     return summary
 
 
@@ -178,24 +210,28 @@ def attempt(
     """The run's entry in the sweep record: reused, or run under its lock; None if another
     sweep holds the lock (run/sweep/lock.py)."""
     name = mx.run_name(spec)
-    if not _wanted(profile, name, retry_failed):
-        status = store.read_json(store.run_dir(profile, name) / store.SUMMARY)["status"]
-        return {"run": name, "status": status, "reused": True}
+    summary = store.read_summary(store.run_dir(profile, name))
+    if not _wanted(summary, retry_failed):
+        return {"run": name, "status": summary["status"], "reused": True}
     held = lock.acquire(profile, name)
     if held is None:
         return None
     with held:
-        if not _wanted(profile, name, retry_failed):  # finished by another sweep meanwhile
-            return attempt(spec, profile, info, matrix, progress, retry_failed=False)
+        summary = store.read_summary(store.run_dir(profile, name))
+        if not _wanted(summary, retry_failed):  # finished by another sweep meanwhile
+            return {"run": name, "status": summary["status"], "reused": True}
+        if store.is_unreadable(summary):
+            print(f"[sweep] {name}: {summary['error']}: running it again", flush=True)
         summary = execute(spec, profile, info, matrix, progress)
     return {"run": name, "status": summary["status"], "reused": False}
 
 
-def _wanted(profile: str, name: str, retry_failed: bool) -> bool:
-    if not store.is_finished(profile, name):
+def _wanted(summary: dict[str, Any] | None, retry_failed: bool) -> bool:
+    """Whether a run (its read_summary) is to be run: not finished, unreadable, or failed and
+    retried."""
+    if summary is None or store.is_unreadable(summary):
         return True
-    status = store.read_json(store.run_dir(profile, name) / store.SUMMARY)["status"]
-    return retry_failed and status == "failed"
+    return retry_failed and summary["status"] == "failed"
 
 
 def wait_for(
@@ -212,7 +248,7 @@ def wait_for(
         got = attempt(spec, profile, info, matrix, progress, retry_failed=False)
         if got is not None:
             return got
-        time.sleep(LOCK_POLL_S)
+        time.sleep(settings.value("LOCK_POLL_S"))
 
 
 def check_device(profile: str, info: dict[str, Any], matrix: dict[str, Any]) -> None:
@@ -347,11 +383,15 @@ def main(argv: list[str] | None = None) -> int:
     # Preflight imports torchtune, whose torchao prints a notice about its C++ extensions; the
     # runs' own logs keep it, the sweep's one-line errors should not be buried under it.
     logging.getLogger("torchao").setLevel(logging.ERROR)
-    # SIGTERM (SLURM's requeue, a killed make) unwinds like an exception, so the run's lock is
-    # released at once rather than going stale.
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    # SIGTERM (SLURM's requeue, a killed make) unwinds like Ctrl-C: the run in flight is stopped
+    # with all its processes, its staging folder removed and its lock released at once.
+    stop_on_sigterm()
     try:
+        settings.check_all()
         return sweep(args.exp, args.profile, args.retry_failed)
-    except (UserError, FileNotFoundError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+    except BaseException as exc:
+        got = fault(exc, "nothing half-written is left; the same command resumes")
+        if got is None:
+            raise
+        print(f"error: {got[0]}", file=sys.stderr)
+        return got[1]

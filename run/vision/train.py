@@ -59,8 +59,8 @@ import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel as DDP
 
-from run import store
-from run.node import probe, profilers, provenance, threads
+from run import settings, store
+from run.node import lifeline, probe, profilers, provenance, threads
 from run.vision import inputs, launch, loop, scenario_b
 from run.vision import spec as vision_spec
 
@@ -105,7 +105,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--spec", type=Path, required=True, help="resolved run spec (JSON)")
     ap.add_argument("--run-dir", type=Path, required=True, help="where epochs and summary go")
     args = ap.parse_args(argv)
+    # torchrun starts ranks in sessions of their own: a rank ends with its launcher, however
+    # that died (run/node/lifeline.py), instead of writing on into a staging folder.
+    lifeline.tie_to_parent()
     try:
+        settings.check_all()
         spec = check_inputs(args.spec)
     except (ValueError, FileNotFoundError) as exc:  # UserError is a ValueError
         # Bad input: one line from rank 0, no process group, nothing written into the run folder.

@@ -1,0 +1,141 @@
+"""A run's processes live and die with the attempt that launched them.
+
+torchrun starts each rank in a session of its own, so killing the sweep's process group (a killed
+`make`, Ctrl-C, a SLURM requeue) never reached the ranks: orphaned ranks went on writing into a
+staging folder that the next attempt then reused. Two mechanisms close that:
+
+- A parent-death signal (Linux prctl PR_SET_PDEATHSIG): the launched command (torchrun, numactl,
+  nsys) and every rank get SIGTERM as soon as the process that started them is gone, however it
+  died. DataLoader workers watch their rank themselves (torch's worker watchdog, within 5 s).
+- A tag in the environment: every process of an attempt, at any depth, inherits ATTEMPT_ENV, so
+  the sweep finds them all in /proc (also those already adopted by init) and stops them on a
+  timeout, Ctrl-C or SIGTERM, and a later attempt of the same run stops what an earlier one left.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import signal
+import socket
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+# "<run folder>#<attempt id>": the run folder finds every attempt of a run, the id one attempt.
+ATTEMPT_ENV = "ARTIFACT_ATTEMPT"
+PR_SET_PDEATHSIG = 1
+GRACE_S = 5.0
+SHIELDED = (signal.SIGINT, signal.SIGTERM)
+
+
+def _libc() -> ctypes.CDLL | None:
+    try:
+        return ctypes.CDLL(None, use_errno=True)
+    except OSError:
+        return None
+
+
+# Loaded once here: tie_to_parent also runs between fork and exec, where it should do no more
+# than one foreign call.
+_LIBC = _libc()
+
+
+def new_attempt(run: Path) -> str:
+    """A tag no other attempt of any run ever had: run folder, host, pid and a clock."""
+    return f"{run.resolve()}#{socket.gethostname()}-{os.getpid()}-{time.time_ns()}"
+
+
+def attempt_id(tag: str) -> str:
+    return tag.rsplit("#", 1)[-1]
+
+
+def tie_to_parent(sig: int = signal.SIGTERM) -> None:
+    """Ask the kernel for `sig` when this process's parent dies; exit now if it already has.
+
+    Used as a Popen preexec_fn (the setting survives exec) and first thing in every rank. A no-op
+    where prctl does not exist (not Linux): the /proc sweep below is then the only safety net.
+    """
+    if _LIBC is None or not hasattr(_LIBC, "prctl"):
+        return
+    _LIBC.prctl(PR_SET_PDEATHSIG, int(sig), 0, 0, 0)
+    if os.getppid() == 1:  # the parent died before the prctl took effect
+        os._exit(128 + int(sig))
+
+
+def members(prefix: str) -> list[int]:
+    """Live processes (not this one) whose ATTEMPT_ENV starts with `prefix`: a whole tag for one
+    attempt, "<run folder>#" for every attempt of a run."""
+    needle = f"{ATTEMPT_ENV}={prefix}".encode()
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            env = (entry / "environ").read_bytes()
+        except OSError:  # gone meanwhile, or another user's
+            continue
+        if any(var.startswith(needle) for var in env.split(b"\0")):
+            found.append(int(entry.name))
+    return sorted(found)
+
+
+def _signal(pids: list[int], sig: int) -> None:
+    for pid in pids:
+        try:
+            os.kill(pid, sig)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
+def stop(prefix: str, grace_s: float = GRACE_S) -> list[int]:
+    """SIGTERM every process of `prefix`, SIGKILL what is left after `grace_s`; returns the pids
+    that were alive. Zombies hold no environment, so a dead process is never counted."""
+    pids = members(prefix)
+    if not pids:
+        return []
+    _signal(pids, signal.SIGTERM)
+    deadline = time.monotonic() + grace_s
+    while members(prefix) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    left = members(prefix)
+    _signal(left, signal.SIGKILL)
+    deadline = time.monotonic() + grace_s
+    while members(prefix) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return pids
+
+
+def stop_earlier(run: Path, out=sys.stdout) -> list[int]:
+    """Before an attempt of `run` starts: stop what earlier attempts of it left running here, and
+    say so in one line."""
+    pids = stop(f"{run.resolve()}#")
+    if pids:
+        print(
+            f"[sweep] {run.name}: stopped {len(pids)} process(es) left by an earlier attempt "
+            f"(pids {' '.join(map(str, pids))})",
+            file=out,
+            flush=True,
+        )
+    return pids
+
+
+@contextlib.contextmanager
+def shielded() -> Iterator[None]:
+    """Clean-up that a second Ctrl-C or SIGTERM must not cut short (stopping an attempt's
+    processes, removing its staging folder); the signal is acted on once it is done."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    pending: list[int] = []
+    saved = {s: signal.signal(s, lambda n, _f: pending.append(n)) for s in SHIELDED}
+    try:
+        yield
+    finally:
+        for sig, handler in saved.items():
+            signal.signal(sig, handler)
+        if pending:
+            signal.raise_signal(pending[0])

@@ -1,0 +1,264 @@
+"""The fault tier (`make test-faults`): a sweep killed, interrupted, stopped, fed a corrupt run, a
+full disk, read-only results or a bad setting loses nothing, leaves no process, says one line,
+and a rerun completes.
+
+Each case runs a real sweep (`python -m run.sweep`) of experiment F1: one vision cell at 1 and 2
+gloo ranks under real torchrun, a few seconds each, in a results folder of its own.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from run import settings, store
+from run.node import lifeline
+
+pytestmark = [pytest.mark.faults, pytest.mark.integration]
+
+REPO = Path(__file__).resolve().parent.parent
+PROFILE = "test"
+EXP = "F1"
+
+
+def _matrix(m: dict) -> dict:
+    f1 = dict(m["experiments"]["V3"])
+    f1["title"], f1["target"] = "Faults", "table-faults"
+    # Long enough to be killed mid-run (a few epochs of 2 gloo ranks), short enough for CI.
+    f1["fixed"] = {"strategy": "ddp_ds", "pin_memory": False, "epochs": 4, "train_images": 256}
+    f1["vary"] = {"precision": ["fp32"], "gpus": "from-profile"}
+    m["experiments"] = {EXP: f1}
+    return m
+
+
+@pytest.fixture
+def tier(sandbox: Path) -> dict[str, str]:
+    """Environment of a sweep whose matrix holds F1 alone and whose results are in tmp (the
+    sandbox's tiny matrix, results and data, no other setting of the caller's)."""
+    matrix = sandbox / "matrix.yaml"
+    matrix.write_text(yaml.safe_dump(_matrix(yaml.safe_load(matrix.read_text()))))
+    kept = ("MATRIX_FILE", "RESULTS_DIR", "DIGITS_DIR", "MNIST_DIR")
+    names = {s.name for s in settings.SETTINGS} - set(kept)
+    env = {k: v for k, v in os.environ.items() if k not in names}
+    return {**env, "PYTHONPATH": str(REPO), "HEARTBEAT_S": "600"}
+
+
+def _sweep(env: dict[str, str], **kw) -> subprocess.Popen:
+    cmd = [sys.executable, "-m", "run.sweep", "--profile", PROFILE, "--exp", EXP]
+    return subprocess.Popen(
+        cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kw
+    )
+
+
+def _finish(env: dict[str, str]) -> subprocess.CompletedProcess:
+    proc = _sweep(env)
+    out, err = proc.communicate(timeout=300)
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+
+
+def _runs(env: dict[str, str]) -> Path:
+    return store.runs_dir(PROFILE, Path(env["RESULTS_DIR"]))
+
+
+def _in_flight(env: dict[str, str], timeout: float = 120) -> Path:
+    """Wait until a 2-rank run has trained an epoch in staging: its ranks are alive then."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for stage in (_runs(env) / store.STAGING).glob("*2gpu*@*"):
+            if store.read_jsonl(stage / store.EPOCHS):
+                return stage
+        time.sleep(0.2)
+    raise AssertionError("no 2-rank run reached its first epoch")
+
+
+def _no_attempt_left(env: dict[str, str], within_s: float = 10) -> None:
+    prefix = f"{_runs(env).resolve()}/"
+    deadline = time.monotonic() + within_s
+    while lifeline.members(prefix) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert lifeline.members(prefix) == [], "a process of the first attempt is still alive"
+
+
+def _clean(env: dict[str, str]) -> None:
+    """Nothing half-written: no staging folder, no lock."""
+    runs = _runs(env)
+    assert not list((runs / store.STAGING).glob("*")) if (runs / store.STAGING).exists() else True
+    assert not list((runs / ".locks").glob("*")) if (runs / ".locks").exists() else True
+
+
+def _consistent(env: dict[str, str]) -> int:
+    """Every published run is whole and agrees with itself; returns how many were checked."""
+    checked = 0
+    for run in _runs(env).iterdir():
+        if run.name.startswith("."):
+            continue
+        summary = store.read_summary(run)
+        assert summary and summary["status"] == "ok", (run.name, summary)
+        spec = store.read_json(run / store.SPEC)
+        epochs = store.read_jsonl(run / store.EPOCHS)
+        assert [e["epoch"] for e in epochs] == list(range(1, spec["epochs"] + 1)), run.name
+        assert summary["train_time_s"] <= summary["total_time_s"], run.name
+        checked += 1
+    return checked
+
+
+def _one_line(err: str) -> str:
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: "), err
+    return lines[0]
+
+
+def test_a_sweep_killed_outright_leaves_no_process_and_a_rerun_completes(tier):
+    # As `kill -9` on make's process group: the sweep and torchrun die, the ranks (sessions of
+    # their own) must follow through their parent-death signal.
+    proc = _sweep(tier, start_new_session=True)
+    stage = _in_flight(tier)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    _no_attempt_left(tier)
+    # Ranks left running would have finished the run into the dead attempt's folder by now.
+    assert not (stage / store.SUMMARY).exists()
+    done = _finish(tier)
+    assert done.returncode == 0, done.stderr
+    assert _consistent(tier) == 2
+    _clean(tier)
+
+
+@pytest.mark.parametrize(("sig", "code", "word"), [(signal.SIGINT, 130, "Ctrl-C"),
+                                                  (signal.SIGTERM, 143, "SIGTERM")])  # fmt: skip
+def test_an_interrupted_sweep_says_one_line_and_leaves_nothing(tier, sig, code, word):
+    proc = _sweep(tier, start_new_session=True)
+    _in_flight(tier)
+    # Ctrl-C reaches the terminal's whole process group; SIGTERM (SLURM, kill) the sweep alone.
+    if sig == signal.SIGINT:
+        os.killpg(proc.pid, sig)
+    else:
+        proc.send_signal(sig)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == code
+    assert word in _one_line(err)
+    _no_attempt_left(tier, within_s=1)
+    _clean(tier)
+    done = _finish(tier)
+    assert done.returncode == 0, done.stderr
+    assert _consistent(tier) == 2
+
+
+@pytest.mark.parametrize("content", ["{", "", "[]", '{"status": "ok"'])
+def test_a_corrupt_summary_is_a_failed_run_that_the_next_sweep_redoes(tier, content):
+    assert _finish(tier).returncode == 0
+    run = next(r for r in _runs(tier).iterdir() if "1gpu" in r.name)
+    (run / store.SUMMARY).write_text(content)
+    assert store.read_summary(run)["status"] == "failed"
+    done = _finish(tier)
+    assert done.returncode == 0, done.stderr
+    assert f"unreadable run {run.name} (summary.json" in done.stdout
+    assert _consistent(tier) == 2
+
+
+def _mount(target: Path, opts: str) -> None:
+    if os.geteuid() != 0:
+        pytest.skip("mounting a small tmpfs needs root")
+    target.mkdir(parents=True, exist_ok=True)
+    got = subprocess.run(["mount", "-t", "tmpfs", "-o", opts, "tmpfs", str(target)],
+                         capture_output=True, text=True, check=False)  # fmt: skip
+    if got.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {got.stderr.strip()}")
+
+
+@pytest.fixture
+def mounted(tier):
+    target = Path(tier["RESULTS_DIR"])
+    yield target
+    subprocess.run(["umount", "-l", str(target)], capture_output=True, check=False)
+
+
+def test_a_full_disk_says_one_line_and_a_rerun_with_space_completes(tier, mounted):
+    _mount(mounted, "size=48k")  # the spec, provenance and log of the first run do not fit
+    done = _finish(tier)
+    assert done.returncode == 1
+    assert "No space left on device" in _one_line(done.stderr)
+    _clean(tier)
+    subprocess.run(["mount", "-o", "remount,size=64m", str(mounted)], check=True)
+    done = _finish(tier)
+    assert done.returncode == 0, done.stderr
+    assert _consistent(tier) == 2
+
+
+def test_read_only_results_say_one_line_and_a_rerun_when_writable_completes(tier, mounted):
+    _mount(mounted, "ro,size=64m")
+    done = _finish(tier)
+    assert done.returncode == 2
+    assert "Read-only file system" in _one_line(done.stderr)
+    subprocess.run(["mount", "-o", "remount,rw", str(mounted)], check=True)
+    done = _finish(tier)
+    assert done.returncode == 0, done.stderr
+    assert _consistent(tier) == 2
+
+
+def test_every_bad_setting_stops_the_sweep_before_any_work(tier):
+    bad = settings.bad_values()
+    assert len(bad) == len(settings.SETTINGS)  # every setting a user can set has a bad value
+    checked = 0
+    for name, value in bad.items():
+        if value is None:  # free text (a token, a path made later): nothing to refuse
+            continue
+        done = subprocess.run(
+            [sys.executable, "-m", "run.sweep", "--profile", PROFILE, "--exp", EXP],
+            cwd=REPO, env={**tier, name: value}, capture_output=True, text=True, check=False,
+        )  # fmt: skip
+        assert done.returncode == 2, (name, value, done.stderr)
+        assert name in _one_line(done.stderr), (name, done.stderr)
+        assert not Path(tier["RESULTS_DIR"]).exists(), name
+        checked += 1
+    assert checked >= 10
+    done = _finish(tier)
+    assert done.returncode == 0, done.stderr
+    assert _consistent(tier) == 2
+
+
+def test_a_timed_out_run_is_failed_and_leaves_no_process(tier):
+    done = subprocess.run(
+        [sys.executable, "-m", "run.sweep", "--profile", PROFILE, "--exp", EXP],
+        cwd=REPO, env={**tier, "RUN_TIMEOUT_S": "3"}, capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    _no_attempt_left(tier, within_s=1)
+    _clean(tier)
+    runs = [r for r in _runs(tier).iterdir() if not r.name.startswith(".")]
+    assert len(runs) == 2
+    for run in runs:
+        summary = store.read_summary(run)
+        assert summary["status"] == "failed" and summary["error"] == "timed out after 3 s"
+
+
+def test_a_process_an_earlier_attempt_left_is_stopped_and_named(tier):
+    run = _runs(tier) / "mnv2-fp32-ddp_ds-1gpu-32px-nopin-e4-n256"
+    tag = f"{run.resolve()}#elsewhere-1-1"
+    left = subprocess.Popen(["sleep", "120"], env={**tier, lifeline.ATTEMPT_ENV: tag})
+    try:
+        done = _finish(tier)
+        assert done.returncode == 0, done.stderr
+        assert f"{run.name}: stopped 1 process(es) left by an earlier attempt" in done.stdout
+        assert left.wait(timeout=10) == -signal.SIGTERM
+    finally:
+        left.kill()
+    assert _consistent(tier) == 2
+
+
+def test_run_files_follow_the_umask(tmp_path):
+    code = (
+        "import os, sys; os.umask(0o027); from pathlib import Path; from run import store; "
+        "p = Path(sys.argv[1]); store.write_json_atomic(p, {}); "
+        "print(oct(os.stat(p).st_mode & 0o777))"
+    )
+    done = subprocess.run([sys.executable, "-c", code, str(tmp_path / "x.json")], cwd=REPO,
+                          capture_output=True, text=True, check=True)  # fmt: skip
+    assert done.stdout.strip() == "0o640"  # mkstemp alone makes 0o600
