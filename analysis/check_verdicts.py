@@ -32,7 +32,12 @@ def verdicts(root: Path, profile: str) -> dict[str, dict[str, Any]]:
         raise FileNotFoundError(f"{tables} does not exist: run the targets into {root} first")
     out: dict[str, dict[str, Any]] = {}
     for meta in sorted(tables.glob("*.json")):
-        for claim in json.loads(meta.read_text()).get("claims", []):
+        try:
+            claims = json.loads(meta.read_text()).get("claims", [])
+        except (OSError, ValueError, AttributeError) as exc:  # not a table's record
+            print(f"warning: {meta}: not read ({exc.__class__.__name__})", file=sys.stderr)
+            continue
+        for claim in claims:
             out[claim["id"]] = claim
     return out
 

@@ -36,6 +36,7 @@ from analysis import noise
 from analysis.claims import spec as cs
 from analysis.claims import verdicts as cl
 from run import settings, store
+from run.errors import exit_status
 from run.sweep import matrix as mx
 
 ARTIFACTS_DIR = Path(__file__).parent / "artifacts"
@@ -206,4 +207,6 @@ def main(argv: list[str] | None = None) -> int:
     except (c.AnalysisError, cs.ClaimError, settings.SettingError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except (KeyboardInterrupt, OSError) as exc:  # a full disk, read-only results, Ctrl-C
+        return exit_status(exc, "the table is written whole or not at all")
     return 0

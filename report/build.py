@@ -16,7 +16,6 @@ not write, so it runs on a laptop.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import re
 import sys
@@ -43,6 +42,7 @@ from report.wording import (
 )
 from run import settings as run_settings
 from run import store
+from run.errors import exit_status
 from run.sweep import matrix as mx
 
 HERE = Path(__file__).resolve().parent
@@ -87,13 +87,16 @@ def duration(seconds: float | None) -> str:
 def machine(root: Path, profile: str) -> dict[str, Any]:
     """Where one results folder's numbers came from: the newest run's provenance."""
     provs = sorted(store.runs_dir(profile, root).glob(f"*/{store.PROVENANCE}"),
-                   key=lambda p: p.stat().st_mtime)  # fmt: skip
+                   key=lambda p: p.stat().st_mtime, reverse=True)  # fmt: skip
     info: dict[str, Any] = {"root": str(root), "label": str(root), "hardware": None}
-    if not provs:
+    for path in provs:  # the newest readable one: a corrupt run says nothing of the machine
+        prov = _readable(path)
+        if prov and isinstance(prov.get("hardware"), dict):
+            break
+    else:
         return info
-    prov = store.read_json(provs[-1])
-    summary = provs[-1].parent / store.SUMMARY
-    runtime = store.read_json(summary).get("runtime") if summary.is_file() else None
+    summary = store.read_summary(path.parent) or {}
+    runtime = summary.get("runtime")
     hw = prov["hardware"]
     gpus = f"{hw['gpu_count']} x {hw['gpu_model']}" if hw["gpu_count"] else "CPU (gloo ranks)"
     info["label"] = gpus if hw["gpu_count"] else f"{gpus}, {hw['cpu_count']} cores"
@@ -120,7 +123,7 @@ def stand_ins(root: Path, profile: str) -> dict[str, int]:
     times and memory are the model's shape's, their losses say nothing (run/llm/weights.py)."""
     out = {"random weights": 0, "byte tokenizer": 0}
     for path in store.runs_dir(profile, root).glob(f"llama3_8b-*/{store.SUMMARY}"):
-        summ = store.read_json(path)
+        summ = store.read_summary(path.parent) or {}
         out["random weights"] += summ.get("weights") == "random"
         out["byte tokenizer"] += summ.get("tokenizer") == "bytes"
     return {k: v for k, v in out.items() if v}
@@ -132,22 +135,30 @@ def run_totals(root: Path, profile: str) -> tuple[Counter, dict[str, float], dic
     status: dict[str, str] = {}
     seconds: dict[str, float] = {}
     counts: dict[str, int] = {}
-    for sweep in sorted(store.sweeps_dir(profile, root).glob("*.json")):
-        rec = store.read_json(sweep)
+    for exp, rec in settings.sweep_records(root, profile, list(mx.load_matrix()["experiments"])):
         for entry in rec.get("runs", []):
-            s = store.run_dir(profile, entry["run"], root) / store.SUMMARY
-            if s.is_file():
-                summ = store.read_json(s)
-                status[entry["run"]] = summ.get("status", "?")
+            summ = store.read_summary(store.run_dir(profile, entry["run"], root))
+            if summ is not None:
+                status[entry["run"]] = summ["status"]
                 wall = summ.get("launch_wall_s") or summ.get("total_time_s") or 0.0
-                seconds[sweep.stem] = seconds.get(sweep.stem, 0.0) + float(wall)
-                counts[sweep.stem] = counts.get(sweep.stem, 0) + 1
+                seconds[exp] = seconds.get(exp, 0.0) + float(wall)
+                counts[exp] = counts.get(exp, 0) + 1
     return Counter(status.values()), seconds, counts
+
+
+def _readable(path: Path) -> dict[str, Any] | None:
+    """A results JSON file, or None (named on stderr) when it cannot be read as an object."""
+    try:
+        got = store.read_json(path)
+    except (OSError, ValueError) as exc:
+        print(f"warning: {path}: unreadable ({exc.__class__.__name__}), left out", file=sys.stderr)
+        return None
+    return got if isinstance(got, dict) else None
 
 
 def artifact_meta(root: Path, profile: str, target: str) -> dict[str, Any] | None:
     path = store.tables_dir(profile, root) / f"{target}.json"
-    return json.loads(path.read_text()) if path.is_file() else None
+    return _readable(path) if path.is_file() else None
 
 
 # ---------------------------------------------------------------- the whole report
@@ -358,8 +369,11 @@ def main(argv: list[str] | None = None) -> int:
     except (inputs.ReportError, run_settings.SettingError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    for path in render(args.profile, roots):
-        print(f"wrote {path}")
+    try:
+        for path in render(args.profile, roots):
+            print(f"wrote {path}")
+    except (KeyboardInterrupt, OSError) as exc:  # a full disk, a read-only folder, Ctrl-C
+        return exit_status(exc, "each file is written whole or not at all")
     return 0
 
 

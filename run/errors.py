@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import errno
 import signal
+import sys
 
 
 class UserError(ValueError):
@@ -55,3 +56,13 @@ def fault(exc: BaseException, resume: str = "") -> tuple[str, int] | None:
             return line, 2
         return f"{line}{tail}", 1
     return None
+
+
+def exit_status(exc: BaseException, resume: str = "") -> int:
+    """For an entry point's `except BaseException`: print a fault's one line and return its exit
+    status; anything else (a real bug, SystemExit) is raised again with its traceback."""
+    got = fault(exc, resume)
+    if got is None:
+        raise exc
+    print(f"error: {got[0]}", file=sys.stderr)
+    return got[1]

@@ -18,7 +18,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from run import settings, store  # noqa: E402
+from run import settings, store
+from run.errors import exit_status  # noqa: E402
 
 OUT_DIR = Path(__file__).resolve().parents[1] / "out"
 # tab10 without its grey: nine colours a reader tells apart, grey left for OTHER
@@ -209,7 +210,6 @@ def main_for(draw: Callable[[pd.DataFrame, dict], plt.Figure], target: str) -> N
         sys.exit(2)
     try:
         df, meta = load(target, args.profile)
-    except FileNotFoundError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        sys.exit(2)
-    print(f"wrote {save(draw(df, meta), target, args.profile)}")
+        print(f"wrote {save(draw(df, meta), target, args.profile)}")
+    except (KeyboardInterrupt, OSError) as exc:  # a missing table, a full disk, Ctrl-C
+        sys.exit(exit_status(exc))

@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from run import settings, store
-from run.errors import UserError, fault, stop_on_sigterm
+from run.errors import UserError, exit_status, stop_on_sigterm
 from run.node import bundle, lifeline, numa, profiling, provenance
 from run.node import probe as hw
 from run.sweep import lock
@@ -390,8 +390,4 @@ def main(argv: list[str] | None = None) -> int:
         settings.check_all()
         return sweep(args.exp, args.profile, args.retry_failed)
     except BaseException as exc:
-        got = fault(exc, "nothing half-written is left; the same command resumes")
-        if got is None:
-            raise
-        print(f"error: {got[0]}", file=sys.stderr)
-        return got[1]
+        return exit_status(exc, "nothing half-written is left; the same command resumes")
