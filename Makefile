@@ -66,13 +66,15 @@ export REPEATS
 # holds it. Its rule exists only while its content differs from this call's settings: the same
 # settings leave the file and the sweeps after it up to date, and `make -n`/`make -q` write
 # nothing. Only a profile of the matrix gets one (awk, no venv needed): `make fig-x PROFILE=bogus`
-# creates no results/bogus, and the sweep's entry point names the bad profile.
+# creates no results/bogus, and the sweep's entry point names the bad profile; every setting is
+# checked (run/settings.py) before the stamp is written, so a bad one creates nothing either.
 PROFILES := $(shell awk -v profiles=1 -f experiments/targets.awk experiments/matrix.yaml)
 PROFILER_STAMP := $(if $(filter $(PROFILE),$(PROFILES)),$(RES)/.profiler)
 STAMP_TEXT := profiler=$(PROFILER) repeats=$(REPEATS)
 ifneq ($(PROFILER_STAMP),)
 ifneq ($(STAMP_TEXT),$(shell cat $(PROFILER_STAMP) 2>/dev/null))
-$(PROFILER_STAMP): FORCE
+$(PROFILER_STAMP): FORCE | $(VENV_STAMP)
+	@$(PY) -m run.settings --check
 	@mkdir -p $(@D)
 	echo '$(STAMP_TEXT)' > $@
 endif

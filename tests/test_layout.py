@@ -47,6 +47,7 @@ DOORS = {
 # report build from results alone.
 READ_FROM_RUN = {
     "run.store",
+    "run.errors",
     "run.settings",
     "run.yamlfile",
     "run.node.profiling",

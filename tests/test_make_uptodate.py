@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -59,6 +60,11 @@ def done(tmp_path: Path) -> dict[str, Any]:
     venv_stamp = Path(variable(tmp_path, "VENV_STAMP", *smoke))
     venv_stamp.parent.mkdir(parents=True)
     venv_stamp.touch()
+    # the stamp's rule checks the settings with the venv's Python: this test's venv hands over
+    python = venv_stamp.parent / "bin" / "python"
+    python.parent.mkdir(parents=True, exist_ok=True)
+    python.write_text(f'#!/bin/sh\nexec {sys.executable} "$@"\n')
+    python.chmod(0o755)
     res = tmp_path / "results" / "smoke"
     made = make(tmp_path, *smoke, str(res / ".profiler"))  # the stamp, by its own rule
     assert made.returncode == 0, made.stderr
