@@ -99,6 +99,14 @@ def _umask() -> int:
 FILE_MODE = 0o666 & ~_umask()
 
 
+def named(exc: BaseException, path: Path) -> BaseException:
+    """An OSError that says which file it was about: a write that fails on a full disk names
+    none, and the one line a user sees should."""
+    if isinstance(exc, OSError) and not exc.filename and exc.errno:
+        return OSError(exc.errno, exc.strerror, str(path))
+    return exc
+
+
 def write_json_atomic(path: Path, obj: Any) -> None:
     """Write JSON so that readers see either the old file or the whole new one."""
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -109,9 +117,9 @@ def write_json_atomic(path: Path, obj: Any) -> None:
             json.dump(obj, fh, indent=2, sort_keys=True, default=str)
             fh.write("\n")
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as exc:
         Path(tmp).unlink(missing_ok=True)
-        raise
+        raise named(exc, path) from None
 
 
 def write_text_atomic(path: Path, text: str) -> None:
@@ -122,9 +130,9 @@ def write_text_atomic(path: Path, text: str) -> None:
         with os.fdopen(fd, "w") as fh:
             fh.write(text)
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as exc:
         Path(tmp).unlink(missing_ok=True)
-        raise
+        raise named(exc, path) from None
 
 
 def append_jsonl(path: Path, obj: dict[str, Any]) -> None:

@@ -25,7 +25,8 @@ pytestmark = [pytest.mark.faults, pytest.mark.integration]
 
 REPO = Path(__file__).resolve().parent.parent
 PROFILE = "test"
-EXP = "F1"
+EXP = "F1"  # one cell at 1 and 2 ranks: a run is killed while the other is published
+ONE = "F2"  # F1's 1-rank run alone (shared): the cases that need one run
 
 
 def _matrix(m: dict) -> dict:
@@ -34,7 +35,8 @@ def _matrix(m: dict) -> dict:
     # Long enough to be killed mid-run (a few epochs of 2 gloo ranks), short enough for CI.
     f1["fixed"] = {"strategy": "ddp_ds", "pin_memory": False, "epochs": 4, "train_images": 256}
     f1["vary"] = {"precision": ["fp32"], "gpus": "from-profile"}
-    m["experiments"] = {EXP: f1}
+    f2 = {**f1, "vary": {"precision": ["fp32"], "gpus": [1]}}
+    m["experiments"] = {EXP: f1, ONE: f2}
     return m
 
 
@@ -50,15 +52,15 @@ def tier(sandbox: Path) -> dict[str, str]:
     return {**env, "PYTHONPATH": str(REPO), "HEARTBEAT_S": "600"}
 
 
-def _sweep(env: dict[str, str], **kw) -> subprocess.Popen:
-    cmd = [sys.executable, "-m", "run.sweep", "--profile", PROFILE, "--exp", EXP]
+def _sweep(env: dict[str, str], exp: str = EXP, **kw) -> subprocess.Popen:
+    cmd = [sys.executable, "-m", "run.sweep", "--profile", PROFILE, "--exp", exp]
     return subprocess.Popen(
         cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kw
     )
 
 
-def _finish(env: dict[str, str]) -> subprocess.CompletedProcess:
-    proc = _sweep(env)
+def _finish(env: dict[str, str], exp: str = EXP) -> subprocess.CompletedProcess:
+    proc = _sweep(env, exp)
     out, err = proc.communicate(timeout=300)
     return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
 
@@ -151,16 +153,25 @@ def test_an_interrupted_sweep_says_one_line_and_leaves_nothing(tier, sig, code, 
     assert _consistent(tier) == 2
 
 
-@pytest.mark.parametrize("content", ["{", "", "[]", '{"status": "ok"'])
-def test_a_corrupt_summary_is_a_failed_run_that_the_next_sweep_redoes(tier, content):
+def test_corrupt_summaries_are_failed_runs_that_the_next_sweep_redoes(tier):
     assert _finish(tier).returncode == 0
-    run = next(r for r in _runs(tier).iterdir() if "1gpu" in r.name)
-    (run / store.SUMMARY).write_text(content)
-    assert store.read_summary(run)["status"] == "failed"
+    runs = sorted(r for r in _runs(tier).iterdir() if not r.name.startswith("."))
+    for run, content in zip(runs, ["{", "[]"], strict=True):  # truncated; not an object
+        (run / store.SUMMARY).write_text(content)
     done = _finish(tier)
     assert done.returncode == 0, done.stderr
-    assert f"unreadable run {run.name} (summary.json" in done.stdout
+    for run in runs:
+        assert f"unreadable run {run.name} (summary.json" in done.stdout
     assert _consistent(tier) == 2
+
+
+@pytest.mark.parametrize("content", ["", "{", "[]", '{"status": "ok"', '{"status": "done"}'])
+def test_read_summary_reads_every_corruption_as_a_failed_run(tmp_path, content):
+    (tmp_path / store.SPEC).write_text("{}")
+    (tmp_path / store.SUMMARY).write_text(content)
+    got = store.read_summary(tmp_path)
+    assert got["status"] == "failed" and store.is_unreadable(got)
+    assert got["error"].startswith(f"unreadable run {tmp_path.name} (summary.json")
 
 
 def _mount(target: Path, opts: str) -> None:
@@ -181,26 +192,37 @@ def mounted(tier):
 
 
 def test_a_full_disk_says_one_line_and_a_rerun_with_space_completes(tier, mounted):
-    _mount(mounted, "size=48k")  # the spec, provenance and log of the first run do not fit
-    done = _finish(tier)
+    _mount(mounted, "size=1m")
+    filler = mounted / "filler"
+    fd = os.open(filler, os.O_CREAT | os.O_WRONLY)
+    try:  # fill it to the last byte
+        while os.write(fd, b"\0" * 4096):
+            pass
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+    done = _finish(tier, ONE)
     assert done.returncode == 1
-    assert "No space left on device" in _one_line(done.stderr)
+    line = _one_line(done.stderr)
+    assert "No space left on device" in line and str(mounted) in line  # the reason and the path
     _clean(tier)
-    subprocess.run(["mount", "-o", "remount,size=64m", str(mounted)], check=True)
-    done = _finish(tier)
+    filler.unlink()
+    done = _finish(tier, ONE)
     assert done.returncode == 0, done.stderr
-    assert _consistent(tier) == 2
+    assert _consistent(tier) == 1
 
 
 def test_read_only_results_say_one_line_and_a_rerun_when_writable_completes(tier, mounted):
     _mount(mounted, "ro,size=64m")
-    done = _finish(tier)
+    done = _finish(tier, ONE)
     assert done.returncode == 2
-    assert "Read-only file system" in _one_line(done.stderr)
+    line = _one_line(done.stderr)
+    assert "Read-only file system" in line and str(mounted) in line
     subprocess.run(["mount", "-o", "remount,rw", str(mounted)], check=True)
-    done = _finish(tier)
+    done = _finish(tier, ONE)
     assert done.returncode == 0, done.stderr
-    assert _consistent(tier) == 2
+    assert _consistent(tier) == 1
 
 
 def test_every_bad_setting_stops_the_sweep_before_any_work(tier):
@@ -211,7 +233,7 @@ def test_every_bad_setting_stops_the_sweep_before_any_work(tier):
         if value is None:  # free text (a token, a path made later): nothing to refuse
             continue
         done = subprocess.run(
-            [sys.executable, "-m", "run.sweep", "--profile", PROFILE, "--exp", EXP],
+            [sys.executable, "-m", "run.sweep", "--profile", PROFILE, "--exp", ONE],
             cwd=REPO, env={**tier, name: value}, capture_output=True, text=True, check=False,
         )  # fmt: skip
         assert done.returncode == 2, (name, value, done.stderr)
@@ -219,21 +241,21 @@ def test_every_bad_setting_stops_the_sweep_before_any_work(tier):
         assert not Path(tier["RESULTS_DIR"]).exists(), name
         checked += 1
     assert checked >= 10
-    done = _finish(tier)
+    done = _finish(tier, ONE)
     assert done.returncode == 0, done.stderr
-    assert _consistent(tier) == 2
+    assert _consistent(tier) == 1
 
 
 def test_a_timed_out_run_is_failed_and_leaves_no_process(tier):
     done = subprocess.run(
-        [sys.executable, "-m", "run.sweep", "--profile", PROFILE, "--exp", EXP],
+        [sys.executable, "-m", "run.sweep", "--profile", PROFILE, "--exp", ONE],
         cwd=REPO, env={**tier, "RUN_TIMEOUT_S": "3"}, capture_output=True, text=True, check=False,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     _no_attempt_left(tier, within_s=1)
     _clean(tier)
     runs = [r for r in _runs(tier).iterdir() if not r.name.startswith(".")]
-    assert len(runs) == 2
+    assert len(runs) == 1
     for run in runs:
         summary = store.read_summary(run)
         assert summary["status"] == "failed" and summary["error"] == "timed out after 3 s"
@@ -244,13 +266,13 @@ def test_a_process_an_earlier_attempt_left_is_stopped_and_named(tier):
     tag = f"{run.resolve()}#elsewhere-1-1"
     left = subprocess.Popen(["sleep", "120"], env={**tier, lifeline.ATTEMPT_ENV: tag})
     try:
-        done = _finish(tier)
+        done = _finish(tier, ONE)
         assert done.returncode == 0, done.stderr
         assert f"{run.name}: stopped 1 process(es) left by an earlier attempt" in done.stdout
         assert left.wait(timeout=10) == -signal.SIGTERM
     finally:
         left.kill()
-    assert _consistent(tier) == 2
+    assert _consistent(tier) == 1
 
 
 def test_run_files_follow_the_umask(tmp_path):

@@ -119,9 +119,9 @@ def _create(path: Path) -> bool:
     try:
         with os.fdopen(fd, "w") as fh:
             json.dump(me, fh)
-    except BaseException:  # a full disk, Ctrl-C: no lock half-written, none left behind
+    except BaseException as exc:  # a full disk, Ctrl-C: no lock half-written, none left behind
         path.unlink(missing_ok=True)
-        raise
+        raise store.named(exc, path) from None
     return True
 
 

@@ -167,7 +167,7 @@ def _run_in(
         head = progress.start(name) if progress else f"[sweep] {name}"
         line = f"$ {shlex.join(cmd)}  {numa.note(prov['numa'])}"
         print(f"{head}\n        {line}", flush=True)
-        (stage / store.LOG).write_text(f"{line}\n")
+        store.write_text_atomic(stage / store.LOG, f"{line}\n")
         rc, wall = run_logged(cmd, stage / store.LOG, progress, name, tag)
         if progress:
             progress.finish(name)
