@@ -61,8 +61,11 @@ def tie_to_parent(sig: int = signal.SIGTERM) -> None:
     """
     if _LIBC is None or not hasattr(_LIBC, "prctl"):
         return
+    parent = os.getppid()
     _LIBC.prctl(PR_SET_PDEATHSIG, int(sig), 0, 0, 0)
-    if os.getppid() == 1:  # the parent died before the prctl took effect
+    # The parent died before the prctl took effect: this process was adopted. (Not "is the parent
+    # pid 1": in a container the launcher itself may be pid 1.)
+    if os.getppid() != parent:
         os._exit(128 + int(sig))
 
 
