@@ -313,7 +313,9 @@ def test_report_counts_llama3_stand_ins(tmp_path):
         ("llama3_8b-lora-samsum-1gpu-nopin-tok_llama3", "real", "llama3"),
         ("tiny-lora-alpaca-1gpu-nopin", "tiny", "bytes"),  # the tiny model's bytes are no stand-in
     ):
-        store.write_json_atomic(runs / name / store.SUMMARY, {"weights": weights, "tokenizer": tok})
+        store.write_json_atomic(runs / name / store.SPEC, {"workload": "llm"})
+        summary = {"status": "ok", "weights": weights, "tokenizer": tok}
+        store.write_json_atomic(runs / name / store.SUMMARY, summary)
     assert build.stand_ins(tmp_path, "quick") == {"random weights": 2, "byte tokenizer": 1}
     assert build.stand_ins(tmp_path, "paper") == {}
 
