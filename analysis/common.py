@@ -65,8 +65,8 @@ def one_line(text: str) -> str:
 _WARNED: set[str] = set()
 
 
-def unreadable_why(summary: dict[str, Any], run_dir: Path) -> str:
-    """Why store.read_summary could not read a run, in a line, without the folder it names."""
+def unreadable_why(summary: dict[str, Any]) -> str:
+    """Why store.read_summary could not read a run, in a line."""
     return one_line(str(summary.get("why") or summary.get("error") or ""))
 
 
@@ -77,7 +77,7 @@ def left_out(run: str, summary: dict[str, Any], exp_id: str, profile: str) -> No
         return
     _WARNED.add(str(d))
     print(
-        f"warning: {run}: unreadable ({unreadable_why(summary, d)}), left out; the next sweep "
+        f"warning: {run}: unreadable ({unreadable_why(summary)}), left out; the next sweep "
         f"runs it again (`python -m run.sweep --profile {profile} --exp {exp_id}`)",
         file=sys.stderr,
     )

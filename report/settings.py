@@ -145,7 +145,7 @@ def ran(root: Path, profile: str, order: list[str]) -> dict[str, Any]:
             if store.is_unreadable(summ):
                 if entry["run"] not in unreadable:
                     unreadable.append(entry["run"])
-                    why = unreadable_why(summ, run)
+                    why = unreadable_why(summ)
                     _name_once(f"{entry['run']}: unreadable ({why}), left out of What ran")
                 continue
             seen[entry["run"]] = summ
