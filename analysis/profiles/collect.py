@@ -63,7 +63,8 @@ def collect_metrics(run: str, run_dir: Path, profiler: str) -> Path:
     """Turn a run's traces into RUN/profile_metrics.csv; ProfileError (one line) on bad input.
 
     nsys shares divide by the wall time the run's capture mode calls for (its nsys_capture in
-    profiling.json; unknown for a run started by hand). The CSV's wall_s/wall_from columns and
+    profiling.json; for a run started by hand, what the export records, else nsys's default, the
+    whole session: nsys_sqlite.choose_wall). The CSV's wall_s/wall_from columns and
     profiling.json's profile_wall say which span each rank used. Every file is read before
     anything is written, so a bad one leaves no CSV and profiling.json as it was.
     """

@@ -12,9 +12,11 @@ GPU run 0 (not called) unless the profiler in use cannot record that metric at a
 
 `share` = total_s / profiled wall time of that rank. It is 0..1 for anything that runs one call
 at a time; durations of calls overlapping on several threads or streams are summed, so such a
-metric can exceed 1 (kept as measured, not clipped). Each row also carries that wall time and the
-span it came from (WALL_COLUMNS: `wall_s`, `wall_from`), so a reader of the CSV can tell a share
-of nsys's capture window from a share of its whole session. Tables built by hand may omit them.
+metric can exceed 1 (kept as measured, not clipped). Each row also carries that wall time, the
+span it came from and the rank's CUDA activity span (WALL_COLUMNS: `wall_s`, `activity_s`,
+`wall_from`; nsys_sqlite.SPAN_ACTIVITY defines the span, NaN for torch traces), so a reader of
+the CSV can tell a share of nsys's capture window from a share of its whole session and see how
+much of the wall CUDA covered. Tables built by hand may omit them.
 
 `calls` counts operations: one per API call (an nsys export recorded with CUDA backtraces holds a
 second row per call, which the reader drops) and one per copy (a batched-copy record counts every
@@ -33,8 +35,9 @@ from pathlib import Path
 import pandas as pd
 
 COLUMNS = ["run", "rank", "source", "metric", "raw_name", "calls", "total_s", "bytes", "share"]
-# Optional trailing columns: the rank's wall time and which span gave it (readers always write them).
-WALL_COLUMNS = ["wall_s", "wall_from"]
+# Optional trailing columns: the rank's wall time, its CUDA activity span and which span gave the
+# wall time (readers always write them).
+WALL_COLUMNS = ["wall_s", "activity_s", "wall_from"]
 SOURCES = ("nsys", "torch")
 
 # Normalised metric name -> what the paper (J Table 1) calls it. Other code imports this.
@@ -152,6 +155,10 @@ class RankProfile:
     # Every span the file offers, by name (nsys: its session and its CUDA activity), so that the
     # wall time can be re-chosen once the run's capture mode is known (nsys_sqlite.with_capture).
     spans: dict[str, float] = field(default_factory=dict)
+    # The CUDA activity span (nsys_sqlite.SPAN_ACTIVITY); NaN where the reader does not measure it.
+    activity_s: float = float("nan")
+    # The capture mode the file itself records (nsys META_DATA_CAPTURE), None where it has none.
+    file_capture: str | None = None
 
 
 def runtime_metric(raw: str) -> str | None:
@@ -210,6 +217,7 @@ def profile_frame(run: str, rank: int, profile: RankProfile) -> pd.DataFrame:
             "bytes": r.bytes,
             "share": r.total_s / profile.wall_s if profile.wall_s > 0 else float("nan"),
             "wall_s": profile.wall_s,
+            "activity_s": profile.activity_s,
             "wall_from": profile.wall_from,
         }
         for r in profile.rows
@@ -291,7 +299,7 @@ def _typed(df: pd.DataFrame) -> pd.DataFrame:
     """COLUMNS with their dtypes, then WALL_COLUMNS where the table has them."""
     df = df.reset_index(drop=True)
     wall = [c for c in WALL_COLUMNS if c in df.columns]
-    types = {"wall_s": "float64", "wall_from": "string"}
+    types = {"wall_s": "float64", "activity_s": "float64", "wall_from": "string"}
     return df.astype(
         {
             **{c: types[c] for c in wall},

@@ -26,19 +26,21 @@ Counting (issue 19):
   * Unified-memory copy kinds (copyKind 11-13) are the metric memcpy_unified.
 
 Wall time (the denominator of `share`): every file offers up to two spans, kept in
-RankProfile.spans, and the run's capture mode (RUN/profiling.json, run.node.profiling.NSYS_CAPTURE_KEY)
-picks one (`choose_wall`):
-  * cudaProfilerApi (`--capture-range=cudaProfilerApi`): the CUDA activity span, from the first
-    CUDA record's start to the last one's end. nsys records CUDA only between cudaProfilerStart
-    and cudaProfilerStop, and the loop synchronises the GPU before both, so the end is tight;
-    the start is the first step's first CUDA call, so host time before it (a DataLoader wait of
-    at most about one step) falls outside. ANALYSIS_DETAILS covers the whole session (start-up,
+RankProfile.spans, and the capture mode picks one (`choose_wall`). The mode comes from, in order:
+the run's profiling.json (run.node.profiling.NSYS_CAPTURE_KEY, our own runs), the export's own
+META_DATA_CAPTURE table (name/value rows: START_TRIGGER, STOP_TRIGGER, START_DELAY_MS,
+RUN_DURATION_MS, CAPTURE_RANGE; 2022 exports have none), else nsys's default, the whole session:
+  * a capture range (cudaProfilerApi or NVTX): the CUDA activity span. nsys records CUDA only
+    inside the range, and the loop synchronises the GPU at both ends, so the end is tight; the
+    start is the first step's first CUDA call, so host time before it (a DataLoader wait of at
+    most about one step) falls outside. ANALYSIS_DETAILS covers the whole session (start-up,
     every uncaptured step), far wider.
-  * duration / whole run: the session in ANALYSIS_DETAILS is what was recorded (the paper's LLM
-    profiles are "the first 720 s"), else the CUDA activity span.
-  * unknown (a run started by hand, no profiling.json, or the CLI): the CUDA activity span. It is
-    never wider than what was traced, so a capture-range export is right and a whole-session one
-    only loses the time before the first and after the last CUDA call; wall_from says "unknown".
+  * immediate or delayed start, with or without a duration, and the default: the session in
+    ANALYSIS_DETAILS is what was recorded (the paper's LLM profiles are "the first 720 s"), else
+    the CUDA activity span. A 2022 export has no capture table, so it takes the default and
+    wall_from says so; a trigger this reader does not know is named in wall_from, never dropped.
+The CUDA activity span (SPAN_ACTIVITY, from the first record's start to the last one's end over
+SPAN_TABLES) is always kept beside the wall time, as RankProfile.activity_s.
 """
 
 from __future__ import annotations
@@ -68,7 +70,9 @@ MEMCPY_ENUM = "ENUM_CUDA_MEMCPY_OPER"
 EVENT_CLASS_ENUM = "ENUM_NSYS_EVENT_CLASS"
 BACKTRACE_CLASS = "TRACE_PROCESS_EVENT_CUDABACKTRACE"
 STRINGS = "StringIds"
+MEMSET = "CUPTI_ACTIVITY_KIND_MEMSET"
 DETAILS = "ANALYSIS_DETAILS"
+CAPTURE_TABLE = "META_DATA_CAPTURE"
 CUDA_TABLES = (RUNTIME, KERNEL, MEMCPY)
 _REQUIRED = {
     RUNTIME: ("start", "end", "nameId"),
@@ -79,10 +83,19 @@ _REQUIRED = {
 # Kernel name columns in order of preference: shortName is the bare function name.
 _KERNEL_NAME_COLUMNS = ("shortName", "demangledName", "mangledName")
 _NS_PER_S = 1e9
-# RankProfile.spans keys.
+# RankProfile.spans keys. The activity span runs over every CUDA record the export holds: API
+# calls, kernels, copies and memsets (memsets carry no metric but are GPU work inside the capture).
 SPAN_ACTIVITY = "CUDA activity span"
+SPAN_TABLES = (RUNTIME, KERNEL, MEMCPY, MEMSET)
 SPAN_SESSION = "ANALYSIS_DETAILS session"
-CAPTURE_UNKNOWN = "capture mode unknown: no nsys_capture in profiling.json"
+# A capture range opened by an NVTX range (--capture-range=nvtx); cudaProfilerApi is CAPTURE_API.
+CAPTURE_NVTX = "NVTX"
+NSYS_DEFAULT = "nsys default: whole session (the export records no capture settings)"
+# Where a capture mode came from, as wall_from names it.
+FROM_PLAN = "nsys capture"
+FROM_FILE = CAPTURE_TABLE
+_RANGE_CAPTURES = (CAPTURE_API, CAPTURE_NVTX)
+_SESSION_CAPTURES = (CAPTURE_DURATION, CAPTURE_WHOLE)
 
 
 def read_nsys_sqlite(path: str | os.PathLike[str], capture: str | None = None) -> RankProfile:
@@ -105,18 +118,24 @@ def read_nsys_sqlite(path: str | os.PathLike[str], capture: str | None = None) -
         con.close()
 
 
-def choose_wall(spans: dict[str, float], capture: str | None) -> tuple[float, str]:
+def choose_wall(
+    spans: dict[str, float], capture: str | None, origin: str = FROM_PLAN
+) -> tuple[float, str]:
     """(wall seconds, where it came from) for a file's spans under a capture mode; (0, "") if none.
 
-    The rule is the module docstring's: the capture window for cudaProfilerApi and when the mode
-    is unknown, the nsys session for --duration and whole-run captures.
+    The rule is the module docstring's: the activity span for a capture range, the nsys session
+    for delay, duration and whole-run captures and for None (nsys's default). `origin` names where
+    `capture` came from; a mode this reader does not know falls back to the default, saying so.
     """
-    if capture in (CAPTURE_DURATION, CAPTURE_WHOLE):
-        order, why = (SPAN_SESSION, SPAN_ACTIVITY), f"nsys capture: {capture}"
-    elif capture == CAPTURE_API:
-        order, why = (SPAN_ACTIVITY,), f"nsys capture: {CAPTURE_API} window"
+    if capture in _RANGE_CAPTURES:
+        order, why = (SPAN_ACTIVITY,), f"{origin}: {capture} window"
+    elif capture in _SESSION_CAPTURES:
+        order, why = (SPAN_SESSION, SPAN_ACTIVITY), f"{origin}: {capture}"
+    elif capture is None:
+        order, why = (SPAN_SESSION, SPAN_ACTIVITY), NSYS_DEFAULT
     else:
-        order, why = (SPAN_ACTIVITY, SPAN_SESSION), CAPTURE_UNKNOWN
+        order = (SPAN_SESSION, SPAN_ACTIVITY)
+        why = f"{origin}: trigger {capture!r} not understood, so nsys default: whole session"
     for name in order:
         if spans.get(name, 0) > 0:
             return spans[name], f"{name} ({why})"
@@ -124,10 +143,16 @@ def choose_wall(spans: dict[str, float], capture: str | None) -> tuple[float, st
 
 
 def with_capture(profile: RankProfile, capture: str | None) -> RankProfile:
-    """The same nsys profile with its wall time chosen for `capture` (other sources unchanged)."""
+    """The same nsys profile with its wall time chosen for `capture` (other sources unchanged).
+
+    capture: the run's mode from profiling.json; None leaves it to what the export records.
+    """
     if profile.source != "nsys":
         return profile
-    wall_s, wall_from = choose_wall(profile.spans, capture)
+    if capture is not None:
+        wall_s, wall_from = choose_wall(profile.spans, capture, FROM_PLAN)
+    else:
+        wall_s, wall_from = choose_wall(profile.spans, profile.file_capture, FROM_FILE)
     return dataclasses.replace(profile, wall_s=wall_s, wall_from=wall_from)
 
 
@@ -174,6 +199,10 @@ def _read(con: sqlite3.Connection, path: Path) -> RankProfile:
         rows += _kernel_rows(con, name_col, spans)
     if MEMCPY in columns:
         rows += _memcpy_rows(con, columns, spans)
+    if {"start", "end"} <= columns.get(MEMSET, set()):
+        lo, hi = con.execute(f'SELECT MIN(start), MAX("end") FROM {MEMSET}').fetchone()
+        if lo is not None and hi is not None:
+            spans.append((lo, hi))
 
     found: dict[str, float] = {}
     session = _session_s(con, columns)
@@ -181,7 +210,16 @@ def _read(con: sqlite3.Connection, path: Path) -> RankProfile:
         found[SPAN_SESSION] = session
     if spans:
         found[SPAN_ACTIVITY] = (max(e for _, e in spans) - min(s for s, _ in spans)) / _NS_PER_S
-    return RankProfile(str(path), "nsys", 0.0, "", rows, spans=found)
+    return RankProfile(
+        str(path),
+        "nsys",
+        0.0,
+        "",
+        rows,
+        spans=found,
+        activity_s=found.get(SPAN_ACTIVITY, float("nan")),
+        file_capture=_file_capture(con, columns),
+    )
 
 
 def _schema(con: sqlite3.Connection) -> dict[str, set[str]]:
@@ -299,3 +337,36 @@ def _session_s(con: sqlite3.Connection, columns: dict[str, set[str]]) -> float:
         if dur:
             return dur / _NS_PER_S
     return 0.0
+
+
+def _file_capture(con: sqlite3.Connection, columns: dict[str, set[str]]) -> str | None:
+    """The capture mode META_DATA_CAPTURE records, None where it records none.
+
+    A trigger this reader does not know comes back as written, so that choose_wall names it.
+    """
+    if not {"name", "value"} <= columns.get(CAPTURE_TABLE, set()):
+        return None
+    found = {
+        str(n).strip().upper(): "" if v is None else str(v).strip()
+        for n, v in con.execute(f"SELECT name, value FROM {CAPTURE_TABLE}")
+        if n is not None
+    }
+    # A capture range, where the file marks one, is what opened the recording whatever the trigger.
+    marked = found.get("CAPTURE_RANGE", "")
+    trigger = marked if marked.lower() not in ("", "none") else found.get("START_TRIGGER", "")
+    low = trigger.lower().replace(" ", "")
+    if "cudaprofilerapi" in low:
+        return CAPTURE_API
+    if "nvtx" in low:
+        return CAPTURE_NVTX
+    duration = _int_or_zero(found.get("RUN_DURATION_MS", ""))
+    if low in ("immediate", "delay", "delayed", "timer") or (not low and duration > 0):
+        return CAPTURE_DURATION if duration > 0 else CAPTURE_WHOLE
+    return trigger or None
+
+
+def _int_or_zero(text: str) -> int:
+    try:
+        return int(float(text))
+    except (ValueError, OverflowError):  # "", "n/a", "inf": no duration to speak of
+        return 0

@@ -161,3 +161,28 @@ def cli_fails(tmp_path: Path, good: Path, bad: Path, needle: str) -> None:
     assert len(lines) == 1 and str(bad) in lines[0] and needle in lines[0], proc.stderr
     assert out.read_text() == "previous,content\n"
     assert {p.name for p in tmp_path.iterdir()} == {"metrics.csv", bad.name, good.name}
+
+
+def add_capture_settings(path: Path, settings: dict[str, str]) -> Path:
+    """Give an export the META_DATA_CAPTURE table (name/value rows) nsys 2023+ writes."""
+    with sqlite3.connect(path) as con:
+        con.execute("CREATE TABLE META_DATA_CAPTURE (name TEXT PRIMARY KEY NOT NULL, value TEXT)")
+        con.executemany("INSERT INTO META_DATA_CAPTURE VALUES (?, ?)", settings.items())
+    con.close()
+    return path
+
+
+def add_memsets(path: Path, spans: list[tuple[int, int]]) -> Path:
+    """Give an export CUPTI_ACTIVITY_KIND_MEMSET rows (start, end ns); the reader spans them only."""
+    with sqlite3.connect(path) as con:
+        con.execute(
+            "CREATE TABLE CUPTI_ACTIVITY_KIND_MEMSET (start INTEGER NOT NULL, end INTEGER NOT NULL,"
+            " deviceId INTEGER, contextId INTEGER, streamId INTEGER, correlationId INTEGER,"
+            " value INTEGER, bytes INTEGER)"
+        )
+        con.executemany(
+            "INSERT INTO CUPTI_ACTIVITY_KIND_MEMSET (start, end, value, bytes) VALUES (?, ?, 0, 64)",
+            spans,
+        )
+    con.close()
+    return path

@@ -56,7 +56,7 @@ def test_reader_offers_both_spans(tmp_path: Path) -> None:
         (profiling.CAPTURE_API, 0.002, SPAN_ACTIVITY, "cudaProfilerApi window"),
         (profiling.CAPTURE_DURATION, 0.010, SPAN_SESSION, "duration"),
         (profiling.CAPTURE_WHOLE, 0.010, SPAN_SESSION, "whole run"),
-        (None, 0.002, SPAN_ACTIVITY, "capture mode unknown"),
+        (None, 0.010, SPAN_SESSION, "nsys default: whole session"),
     ],
 )
 def test_choose_wall(capture: str | None, wall: float, span: str, why: str) -> None:
@@ -96,12 +96,15 @@ def test_collect_metrics_uses_and_records_the_span(tmp_path: Path, capture, wall
     assert plan["max_seconds"] == 0  # the window the sweep planned is still there
 
 
-def test_collect_metrics_by_hand_says_unknown(tmp_path: Path) -> None:
-    run_dir = nsys_run(tmp_path, None)
+def test_collect_metrics_by_hand_takes_nsys_default(tmp_path: Path) -> None:
+    run_dir = nsys_run(tmp_path, None)  # no plan, and the export records no capture settings
     df = read_metrics_csv(collect.collect_metrics("r", run_dir, "nsys"))
     assert set(df["wall_from"]) == {
-        "CUDA activity span (capture mode unknown: no nsys_capture in profiling.json)"
+        "ANALYSIS_DETAILS session (nsys default: whole session (the export records no capture "
+        "settings))"
     }
+    assert df["wall_s"].tolist() == pytest.approx([0.010] * len(df))
+    assert df["activity_s"].tolist() == pytest.approx([0.002] * len(df))
     assert not (run_dir / profiling.PROFILING_PLAN).exists()  # none invented
 
 

@@ -70,14 +70,19 @@ def test_golden_two_ranks(two_ranks: list[Path]) -> None:
     pd.testing.assert_frame_equal(df, golden, check_exact=False, rtol=1e-12)
 
 
-# rank0's CUDA activity: first runtime call start to last copy end. With no profiling.json the
-# capture mode is unknown and shares divide by this span, not ANALYSIS_DETAILS's 1 ms.
+# rank0's CUDA activity: first runtime call start to last copy end. With no profiling.json and no
+# capture settings in the file, nsys's default (the whole session) applies: shares divide by
+# ANALYSIS_DETAILS's 1 ms, and the activity span is reported beside it.
 ACTIVITY_NS = 307_010 - 1_000
+SESSION_NS = 1_000_000
 
 
 def test_exact_values_rank0(two_ranks: list[Path]) -> None:
     df = by_metric(metrics_table("golden", two_ranks))
     r0 = df[df["rank"] == 0].set_index("metric")
+    tidy0 = metrics_table("golden", two_ranks[:1])
+    assert tidy0["wall_s"].tolist() == pytest.approx([SESSION_NS * 1e-9] * len(tidy0))
+    assert tidy0["activity_s"].tolist() == pytest.approx([ACTIVITY_NS * 1e-9] * len(tidy0))
     expect = {  # metric: (calls, total ns, bytes)
         "cudaLaunchKernel": (4, 1_000 + 2_000 + 3_000 + 700, None),
         "cudaStreamSynchronize": (1, 10_000, None),
@@ -96,14 +101,14 @@ def test_exact_values_rank0(two_ranks: list[Path]) -> None:
         row = r0.loc[metric]
         assert row["calls"] == calls, metric
         assert math.isclose(row["total_s"], total_ns * 1e-9), metric
-        assert math.isclose(row["share"], total_ns / ACTIVITY_NS), metric
+        assert math.isclose(row["share"], total_ns / SESSION_NS), metric
         assert pd.isna(row["bytes"]) if nbytes is None else row["bytes"] == nbytes, metric
 
 
 def test_old_labels_and_activity_wall(two_ranks: list[Path]) -> None:
     prof = read_nsys_sqlite(two_ranks[1])
     # No ANALYSIS_DETAILS: span of all activity, first runtime start to last memcpy end.
-    assert prof.wall_from.startswith("CUDA activity span (capture mode unknown")
+    assert prof.wall_from.startswith("CUDA activity span (nsys default: whole session")
     assert set(prof.spans) == {"CUDA activity span"}
     assert prof.wall_s == pytest.approx((2 * 307_010 - 2 * 1_000) * 1e-9)
     raw = {r.raw_name: r for r in prof.rows}

@@ -1,0 +1,136 @@
+"""The capture as the export records it (issue 20 item 1): META_DATA_CAPTURE picks the wall time
+where profiling.json says nothing, nsys's default (the whole session) where neither does, and the
+CUDA activity span is reported beside it either way.
+
+Every export here has a 10 ms session (ANALYSIS_DETAILS) and 2 ms of CUDA activity, as
+test_capture.py's; only the capture settings differ.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from profile_builders import REPO, add_capture_settings, add_memsets, make_nsys
+from test_capture import RT, SESSION, nsys_run
+
+from analysis.profiles import collect, read_metrics_csv, read_nsys_sqlite
+from analysis.profiles.nsys_sqlite import NSYS_DEFAULT, SPAN_ACTIVITY, SPAN_SESSION
+from run.node import profiling
+
+WHOLE_S, ACTIVITY_S = 0.010, 0.002
+FILE = "META_DATA_CAPTURE"
+IMMEDIATE = {"START_TRIGGER": "Immediate", "STOP_TRIGGER": "Application exit"}
+# name: (settings in META_DATA_CAPTURE or None for no table, wall_s, wall_from)
+CASES = {
+    "immediate+duration": (
+        {
+            **IMMEDIATE,
+            "STOP_TRIGGER": "Duration",
+            "START_DELAY_MS": "0",
+            "RUN_DURATION_MS": "720000",
+        },
+        WHOLE_S,
+        f"{SPAN_SESSION} ({FILE}: duration)",
+    ),
+    "immediate": (
+        {**IMMEDIATE, "START_DELAY_MS": "0", "RUN_DURATION_MS": "0"},
+        WHOLE_S,
+        f"{SPAN_SESSION} ({FILE}: whole run)",
+    ),
+    "delay+duration": (
+        {"START_TRIGGER": "Delay", "START_DELAY_MS": "5000", "RUN_DURATION_MS": "60000"},
+        WHOLE_S,
+        f"{SPAN_SESSION} ({FILE}: duration)",
+    ),
+    "cudaProfilerApi": (
+        {"START_TRIGGER": "cudaProfilerApi", "STOP_TRIGGER": "cudaProfilerApi"},
+        ACTIVITY_S,
+        f"{SPAN_ACTIVITY} ({FILE}: cudaProfilerApi window)",
+    ),
+    "nvtx": (
+        {"START_TRIGGER": "NVTX", "STOP_TRIGGER": "NVTX"},
+        ACTIVITY_S,
+        f"{SPAN_ACTIVITY} ({FILE}: NVTX window)",
+    ),
+    "range marked": (  # the capture range row wins over an immediate trigger
+        {**IMMEDIATE, "CAPTURE_RANGE": "cudaProfilerApi"},
+        ACTIVITY_S,
+        f"{SPAN_ACTIVITY} ({FILE}: cudaProfilerApi window)",
+    ),
+    "unknown trigger": (
+        {"START_TRIGGER": "Hotkey"},
+        WHOLE_S,
+        f"{SPAN_SESSION} ({FILE}: trigger 'Hotkey' not understood, so nsys default: whole session)",
+    ),
+    "no table": (None, WHOLE_S, f"{SPAN_SESSION} ({NSYS_DEFAULT})"),
+}
+# nsys 2022 writes no META_DATA_CAPTURE: only "no table" is an export it could have made.
+VERSIONS = {"no table": ("2022.4", "2024.4", "2025.3")}
+
+
+def export(path: Path, settings: dict[str, str] | None, version: str = "2025.3") -> Path:
+    make_nsys(path, RT, details=SESSION, version=version)
+    return add_capture_settings(path, settings) if settings is not None else path
+
+
+@pytest.mark.parametrize(
+    ("case", "version"),
+    [(c, v) for c in CASES for v in VERSIONS.get(c, ("2024.4", "2025.3"))],
+)
+def test_golden_capture_settings(tmp_path: Path, case: str, version: str) -> None:
+    settings, wall, wall_from = CASES[case]
+    prof = read_nsys_sqlite(export(tmp_path / "rank0.sqlite", settings, version))
+    assert prof.wall_s == pytest.approx(wall)
+    assert prof.wall_from == wall_from
+    assert prof.activity_s == pytest.approx(ACTIVITY_S)
+
+
+@pytest.mark.parametrize(
+    ("in_file", "plan", "wall"),
+    [
+        ("cudaProfilerApi", profiling.CAPTURE_DURATION, WHOLE_S),
+        ("immediate+duration", profiling.CAPTURE_API, ACTIVITY_S),
+        ("unknown trigger", profiling.CAPTURE_API, ACTIVITY_S),
+    ],
+)
+def test_profiling_json_still_decides(tmp_path: Path, in_file: str, plan: str, wall: float) -> None:
+    run_dir = nsys_run(tmp_path, plan)
+    add_capture_settings(run_dir / "nsys" / "rank0.sqlite", CASES[in_file][0])
+    df = read_metrics_csv(collect.collect_metrics("r", run_dir, "nsys"))
+    assert df["wall_s"].tolist() == pytest.approx([wall] * len(df))
+    assert df["activity_s"].tolist() == pytest.approx([ACTIVITY_S] * len(df))
+    assert all(w.endswith(f"(nsys capture: {plan}{' window' * (wall == ACTIVITY_S)})")
+               for w in df["wall_from"])  # fmt: skip
+
+
+def test_collect_by_hand_reads_the_file(tmp_path: Path) -> None:
+    run_dir = nsys_run(tmp_path, None)  # no profiling.json: the export's own settings decide
+    add_capture_settings(run_dir / "nsys" / "rank0.sqlite", CASES["cudaProfilerApi"][0])
+    df = read_metrics_csv(collect.collect_metrics("r", run_dir, "nsys"))
+    assert set(df["wall_from"]) == {CASES["cudaProfilerApi"][2]}
+    assert df["wall_s"].tolist() == pytest.approx([ACTIVITY_S] * len(df))
+
+
+def test_memsets_widen_the_activity_span(tmp_path: Path) -> None:
+    path = export(tmp_path / "rank0.sqlite", CASES["cudaProfilerApi"][0])
+    add_memsets(path, [(4_000_000, 4_500_000)])  # after the last call (4 ms)
+    prof = read_nsys_sqlite(path)
+    assert prof.activity_s == pytest.approx(0.0025) and prof.wall_s == pytest.approx(0.0025)
+    assert not any("memset" in r.raw_name.lower() for r in prof.rows)  # spanned, not a metric
+
+
+def test_cli_summary_line_says_wall_and_activity(tmp_path: Path) -> None:
+    path = export(tmp_path / "rank0.sqlite", None, "2022.4")
+    out = tmp_path / "m.csv"
+    proc = subprocess.run(
+        [sys.executable, "-m", "analysis.profiles.cli", "--run", "x", "--out", str(out), str(path)],
+        cwd=REPO, capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    head = proc.stdout.splitlines()[0]
+    assert f"wall 0.010 s ({SPAN_SESSION} ({NSYS_DEFAULT}))" in head
+    assert head.endswith("CUDA activity 0.002 s")
+    assert read_metrics_csv(out)["activity_s"].tolist() == pytest.approx([ACTIVITY_S] * 2)
