@@ -52,6 +52,9 @@ exit status: 0 written; 1 a file could not be read (one line on stderr, no CSV w
 
 example:
   python -m analysis.profiles.cli --run llm-fsdp --out metrics.csv rank0.sqlite rank1.sqlite
+
+before and after (see `python -m analysis.profiles.cli diff --help`):
+  python -m analysis.profiles.cli diff before/ after/ --fail-if 5
 """
 
 
@@ -93,8 +96,11 @@ def summary(df: pd.DataFrame, profiles: Sequence[tuple[int, RankProfile]], top: 
     shown = [*METRICS, *LAUNCH_METRICS, *COPY_METRICS, KERNEL_LAUNCH_ALL]
     lines = []
     for rank, prof in sorted(profiles, key=lambda rp: (rp[0], rp[1].source)):
+        # The activity span beside the wall: a share of a session much wider than it is small.
+        act = "n/a" if pd.isna(prof.activity_s) else f"{prof.activity_s:.3f} s"
         lines.append(
-            f"rank {rank} [{prof.source}] {prof.path}: wall {prof.wall_s:.3f} s ({prof.wall_from})"
+            f"rank {rank} [{prof.source}] {prof.path}: wall {prof.wall_s:.3f} s ({prof.wall_from}),"
+            f" CUDA activity {act}"
         )
         mine = grouped[(grouped["rank"] == rank) & (grouped["source"] == prof.source)]
         mine = mine.sort_values("total_s", ascending=False, kind="mergesort")
@@ -131,7 +137,13 @@ def _absent_lines(mine: pd.DataFrame, source: str) -> list[str]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point; returns the exit status."""
+    """Entry point; returns the exit status. `diff A B ...` runs analysis.profiles.diff."""
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["diff"]:
+        # imported here so the plain CLI does not load the diff module (nor the reverse import)
+        from . import diff
+
+        return diff.main(argv[1:])
     args = build_parser().parse_args(argv)
     try:
         settings.check_all()
