@@ -11,6 +11,7 @@ import pandas as pd
 
 from run import settings
 
+from . import breakdown as bdown
 from . import coverage as cov
 from . import load_profiles
 from .metrics import (
@@ -48,6 +49,15 @@ output CSV columns: {", ".join(COLUMNS)}
   through every API) and says per rank what is absent: not recorded by the profiler, not called
   (a profile with CUDA activity: 0), or not measured (no CUDA in the profile).
 
+time breakdown (interval unions per rank and device, one definition for both sources; see
+analysis/profiles/breakdown.py): written beside the metrics CSV (metrics.csv ->
+metrics.breakdown.csv, profile_metrics.csv -> profile_breakdown.csv) unless --breakdown-out
+names another file. Columns: {", ".join(bdown.COLUMNS)}
+  quantity {", ".join(bdown.QUANTITIES)}
+           over the rank's CUDA activity span; device "{bdown.HOST}" holds host_blocked, the union
+           of the rank's host time inside these calls:
+{textwrap.fill(", ".join(sorted(bdown.BLOCKING_CALLS)), 96, initial_indent=" " * 11, subsequent_indent=" " * 11)}
+
 exit status: 0 written; 1 a file could not be read (one line on stderr, no CSV written); 2 usage.
 
 example:
@@ -81,6 +91,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("files", nargs="+", metavar="FILE", help="profile file, one per rank")
     parser.add_argument("--run", required=True, help="run name written in the `run` column")
     parser.add_argument("--out", required=True, help="metrics CSV to write (atomically)")
+    parser.add_argument(
+        "--breakdown-out",
+        help="time-breakdown CSV to write (default: beside --out, see below)",
+    )
     parser.add_argument(
         "--top", type=at_least_one, default=8, help="CPU ops per rank in the summary (default 8)"
     )
@@ -157,12 +171,23 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     df = concat_frames(profile_frame(args.run, rank, prof) for rank, prof in profiles)
     try:
-        write_csv_atomic(df, args.out)
-    except OSError as exc:
-        print(f"error: {args.out}: cannot write ({exc.strerror or exc})", file=sys.stderr)
+        # Read before anything is written, so that a file failing here leaves no CSV either.
+        splits = [(rank, bdown.read_breakdown(p.path, p.source)) for rank, p in profiles]
+    except ProfileError as exc:
+        print(f"error: {exc}", file=sys.stderr)
         return 1
+    split_out = args.breakdown_out or bdown.breakdown_path(args.out)
+    split_df = pd.concat([bdown.breakdown_frame(args.run, r, b) for r, b in splits])
+    for table, dest in ((df, args.out), (split_df, split_out)):
+        try:
+            write_csv_atomic(table, dest)
+        except OSError as exc:
+            print(f"error: {dest}: cannot write ({exc.strerror or exc})", file=sys.stderr)
+            return 1
     print(summary(df, profiles, args.top))
-    print(f"wrote {len(df)} rows to {args.out}")
+    for rank, split in sorted(splits, key=lambda rb: (rb[0], rb[1].source)):
+        print("\n".join(bdown.breakdown_lines(rank, split)))
+    print(f"wrote {len(df)} rows to {args.out}, {len(split_df)} to {split_out}")
     return 0
 
 

@@ -31,6 +31,7 @@ from .metrics import (
     Row,
     memcpy_metric,
     nccl_metric,
+    newer_version_note,
     runtime_metric,
 )
 
@@ -41,6 +42,9 @@ _WS = re.compile(r"[ \t\n\r]*")
 _SEP = re.compile(r"[ \t\n\r]*([,\]])[ \t\n\r]*")
 _STEP = re.compile(r"^(ProfilerStep)#\d+$")  # one name per step otherwise
 _US_PER_S = 1e6
+# Kineto's top-level "schemaVersion" values the golden traces carry (README); a newer one is read
+# with one warning line. Bare-array traces record none.
+KINETO_COVERED = ("1",)
 
 # Aggregation keys: (kind, raw name). kind selects the metric mapping applied at the end.
 _KIND_BY_CAT = {
@@ -237,13 +241,18 @@ def _aggregate(path: Path, stream: _JsonStream, cpu_ops: bool) -> RankProfile:
             slot[1] += dur
             if kind == "memcpy":
                 slot[2] += int((ev.get("args") or {}).get("bytes", 0) or 0)
+    except UnicodeDecodeError:
+        raise  # a ValueError too, but read_torch_trace names it: binary, not a malformed event
     except (TypeError, ValueError, AttributeError) as exc:
         # e.g. "ts": "abc" or "args": [] -- a JSON file, but not a Chrome trace we can trust
         raise stream._fail(f"malformed trace event ({exc})") from None
     if not meta.get("has_events"):
         raise ProfileError(path, "JSON without a traceEvents array (not a Chrome trace)")
     wall_s = (hi - lo) / _US_PER_S if hi >= lo else 0.0
-    return RankProfile(str(path), "torch", wall_s, "trace span", _rows(acc), _rank_hint(meta))
+    note = newer_version_note("Kineto schema", meta.get("schemaVersion"), KINETO_COVERED)
+    return RankProfile(
+        str(path), "torch", wall_s, "trace span", _rows(acc), _rank_hint(meta), version_note=note
+    )
 
 
 def _rows(acc: dict[tuple[str, str], list]) -> list[Row]:
@@ -276,3 +285,25 @@ def _rank_hint(meta: dict[str, Any]) -> int | None:
     if isinstance(info, dict) and isinstance(info.get("rank"), int):
         return info["rank"]
     return None
+
+
+def iter_trace_events(path: str | os.PathLike[str]) -> Iterator[Any]:
+    """Every element of a trace's traceEvents, streamed, for readers other than the metrics one.
+
+    Raises ProfileError naming the file, as read_torch_trace does, on unreadable input.
+    """
+    path = Path(path)
+    try:
+        with _open_text(path) as fh:
+            meta: dict[str, Any] = {}
+            yield from _walk(_JsonStream(fh, path), meta)
+            if not meta.get("has_events"):
+                raise ProfileError(path, "JSON without a traceEvents array (not a Chrome trace)")
+    except FileNotFoundError as exc:
+        raise ProfileError(path, "file not found") from exc
+    except (EOFError, gzip.BadGzipFile, zlib.error) as exc:
+        raise ProfileError(path, f"truncated or corrupt gzip stream ({exc})") from exc
+    except UnicodeDecodeError as exc:
+        raise ProfileError(path, f"not UTF-8 text at byte {exc.start}; not a JSON trace") from exc
+    except OSError as exc:
+        raise ProfileError(path, f"cannot read file ({exc.strerror or exc})") from exc

@@ -1,0 +1,183 @@
+"""Time breakdown by interval union: hand cases, bounded memory, nsys and Kineto agree exactly."""
+
+from __future__ import annotations
+
+import random
+import sqlite3
+import tracemalloc
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from profile_builders import add_memsets, kineto_event, make_nsys, write_trace
+
+from analysis.profiles import breakdown as bd
+from analysis.profiles.cli import main
+from analysis.profiles.synth import NSYS_SCHEMAS
+
+
+@pytest.mark.parametrize(
+    ("intervals", "merged"),
+    [
+        ([], []),
+        ([(0, 10)], [(0, 10)]),
+        ([(0, 10), (5, 15)], [(0, 15)]),  # overlap
+        ([(0, 10), (2, 3), (4, 9)], [(0, 10)]),  # nested
+        ([(0, 5), (5, 10)], [(0, 10)]),  # touching
+        ([(0, 5), (6, 10)], [(0, 5), (6, 10)]),  # a gap of 1 ns stays
+        ([(3, 3), (4, 2), (5, 7)], [(5, 7)]),  # empty and reversed records count nothing
+        ([(0, 4), (0, 9), (1, 2)], [(0, 9)]),  # same start, longer second
+    ],
+)
+def test_union_hand_cases(intervals: list, merged: list) -> None:
+    assert list(bd.merge_sorted(intervals)) == merged
+    assert bd.union_ns(intervals) == sum(e - s for s, e in merged)
+
+
+def test_union_refuses_unsorted_input() -> None:
+    with pytest.raises(ValueError, match="not sorted"):
+        bd.union_ns([(5, 6), (1, 2)])
+    with pytest.raises(ValueError, match="not sorted"):
+        list(bd.merge_sorted([(5, 6), (1, 2)]))
+
+
+def test_union_streams_in_bounded_memory() -> None:
+    n = 300_000
+
+    def stream():  # a generator: the union never sees a list
+        for i in range(n):
+            yield 10 * i, 10 * i + 7 + (i % 5)  # every fourth and fifth interval touches/overlaps
+
+    tracemalloc.start()
+    try:
+        total = bd.union_ns(stream())
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert total == sum(min(7 + i % 5, 10) for i in range(n - 1)) + 7 + (n - 1) % 5
+    assert peak < 64_000  # a list of n tuples would take tens of MB
+
+
+def test_compute_comm_not_overlapped_and_clipping() -> None:
+    c, m = bd.COMPUTE, bd.COMM
+    gpu = [(0, 100, 0, m), (10, 20, 0, c), (50, 200, 0, c), (0, 40, 1, m), (300, 400, 0, bd.COPY)]
+    out = bd.compute(gpu, [(0, 30), (20, 60)], window=(0, 350))
+    assert out.window_ns == 350 and out.host_blocked == 60
+    assert out.devices[0] == bd.DeviceTimes(busy=250, compute=160, comm=100, comm_not_overlapped=40)
+    assert out.devices[1] == bd.DeviceTimes(busy=40, compute=0, comm=40, comm_not_overlapped=40)
+
+
+def test_blocking_names_both_spellings() -> None:
+    assert bd.is_blocking("cudaStreamSynchronize_v3020") and bd.is_blocking("cudaMemcpy")
+    assert bd.is_blocking("cudaMemcpy_ptds_v7000") and bd.is_blocking("cuCtxSynchronize")
+    assert not bd.is_blocking("cudaMemcpyAsync_v3020") and not bd.is_blocking("cudaLaunchKernel")
+
+
+def test_breakdown_path() -> None:
+    assert bd.breakdown_path("r/metrics.csv") == Path("r/metrics.breakdown.csv")
+    assert bd.breakdown_path("r/profile_metrics.csv") == Path("r/profile_breakdown.csv")
+
+
+# One job: (API, start ns, end ns) on the host; (kernel, start, end, device) on the GPUs.
+HOST_CALLS = [
+    ("cudaLaunchKernel", 1_000_000, 1_005_000),
+    ("cudaStreamSynchronize", 1_300_000, 1_700_123),
+    ("cudaEventSynchronize", 1_650_000, 1_800_000),  # overlaps the one above: counted once
+    ("cudaMemcpyAsync", 2_000_000, 2_020_000),  # does not block
+    ("cudaMemcpy", 2_100_000, 2_130_457),  # synchronous copy: blocks
+    ("cudaDeviceSynchronize", 9_000_000, 9_500_000),
+]
+ALLGATHER = "ncclDevKernel_AllGather_RING_LL"
+KERNELS = [
+    (ALLGATHER, 3_000_000, 3_250_000, 0),
+    ("gemm_kernel", 3_100_000, 3_200_000, 0),  # inside the AllGather
+    ("gemm_kernel", 3_240_000, 3_400_000, 0),  # over its end
+    ("ncclDevKernel_Broadcast_RING_LL", 5_000_000, 5_080_000, 0),  # alone
+    ("elementwise_kernel", 5_080_000, 5_100_321, 0),  # touches the Broadcast
+    ("gemm_kernel", 4_000_000, 4_500_000, 1),
+    (ALLGATHER, 4_400_000, 4_600_000, 1),
+]
+COPIES = [(1, 8_000_000, 8_012_000, 602112), (2, 8_005_000, 8_010_000, 4)]
+MEMSETS = [(8_400_000, 8_401_000)]
+EXPECTED = {
+    0: bd.DeviceTimes(busy=513_321, compute=280_321, comm=330_000, comm_not_overlapped=220_000),
+    1: bd.DeviceTimes(busy=600_000, compute=500_000, comm=200_000, comm_not_overlapped=100_000),
+}
+
+
+def _job_nsys(path: Path, backtraces: bool = False) -> Path:
+    suffix = {"cudaLaunchKernel": "_v7000"}
+    runtime = [(n + suffix.get(n, "_v3020"), s, e) for n, s, e in HOST_CALLS]
+    make_nsys(path, runtime, [k[:3] for k in KERNELS], COPIES, backtraces=backtraces)
+    add_memsets(path, MEMSETS)
+    with sqlite3.connect(path) as con:
+        con.execute("UPDATE CUPTI_ACTIVITY_KIND_MEMSET SET deviceId = 0")
+        for _, start, _, device in KERNELS:
+            con.execute(
+                "UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET deviceId = ? WHERE start = ?",
+                (device, start),
+            )
+    con.close()
+    return path
+
+
+def _job_kineto(path: Path) -> Path:
+    def us(start: int, end: int) -> tuple[float, float]:
+        return start / 1000, (end - start) / 1000
+
+    def kernel_name(n: str) -> str:
+        return f"{n}(ncclDevComm*, unsigned long, ncclWork*)" if "nccl" in n else f"void {n}<4>()"
+
+    gpu = [kineto_event("kernel", kernel_name(n), *us(s, e), device=d) for n, s, e, d in KERNELS]
+    gpu += [kineto_event("gpu_memcpy", "Memcpy HtoD (Pinned -> Device)", *us(s, e), device=0,
+                         bytes=b) for _, s, e, b in COPIES]  # fmt: skip
+    gpu += [kineto_event("gpu_memset", "Memset (Device)", *us(s, e), device=0) for s, e in MEMSETS]
+    random.Random(7).shuffle(gpu)  # Kineto does not write events in time order
+    host = [kineto_event("cuda_runtime", n, *us(s, e)) for n, s, e in HOST_CALLS]
+    around = [kineto_event("cpu_op", "aten::mm", 500.0, 9500.0)]  # outside the CUDA span
+    return write_trace(path, around + gpu + host)
+
+
+def test_nsys_and_kineto_agree_to_the_nanosecond(tmp_path: Path) -> None:
+    from_nsys = bd.read_breakdown(_job_nsys(tmp_path / "rank0.sqlite"), "nsys")
+    from_kineto = bd.read_breakdown(_job_kineto(tmp_path / "rank0.pt.trace.json"), "torch")
+    assert from_nsys.devices == from_kineto.devices == EXPECTED
+    assert from_nsys.window == from_kineto.window == (1_000_000, 9_500_000)
+    assert from_nsys.host_blocked == from_kineto.host_blocked == 500_000 + 30_457 + 500_000
+    frames = [bd.breakdown_frame("j", 0, b) for b in (from_nsys, from_kineto)]
+    pd.testing.assert_frame_equal(
+        frames[0].drop(columns="source"), frames[1].drop(columns="source")
+    )
+    # backtrace rows (nsys --cudabacktrace) are not calls of their own
+    again = bd.read_breakdown(_job_nsys(tmp_path / "bt.sqlite", backtraces=True), "nsys")
+    assert again == from_nsys
+
+
+def test_cli_writes_and_prints_the_breakdown(tmp_path: Path, capsys) -> None:
+    a = _job_nsys(tmp_path / "rank0.sqlite")
+    b = _job_kineto(tmp_path / "rank1.pt.trace.json")
+    out = tmp_path / "metrics.csv"
+    assert main(["--run", "j", "--out", str(out), str(a), str(b)]) == 0
+    table = pd.read_csv(tmp_path / "metrics.breakdown.csv", dtype={"device": str})
+    assert list(table.columns) == bd.COLUMNS
+    assert set(table["quantity"]) == set(bd.QUANTITIES)
+    idle = table[(table["quantity"] == "idle") & (table["device"] == "1")]
+    assert idle["seconds"].tolist() == [(8_500_000 - 600_000) / 1e9] * 2
+    text = capsys.readouterr().out
+    assert "breakdown rank 0 (nsys): window 0.0085 s" in text
+    assert "breakdown rank 1 (torch)" in text
+    assert "  device 1: busy 0.0006 s (7.1%), idle 0.0079 s (92.9%)\n" in text
+    assert "  host blocked in CUDA calls: 0.00103 s (12.1%)" in text
+    assert not list(tmp_path.glob(".*tmp"))
+
+
+@pytest.mark.parametrize("version", sorted(NSYS_SCHEMAS))
+def test_every_covered_nsys_layout(tmp_path: Path, version: str) -> None:
+    runtime = [("cudaStreamSynchronize_v3020", 0, 400), ("cudaLaunchKernel_v7000", 500, 510)]
+    path = make_nsys(tmp_path / "r.sqlite", runtime, [(ALLGATHER, 100, 300)], [(1, 250, 600, 8)],
+                     version=version)  # fmt: skip
+    out = bd.read_breakdown(path, "nsys")
+    assert out.window == (0, 600) and out.host_blocked == 400
+    assert out.devices == {
+        0: bd.DeviceTimes(busy=500, compute=0, comm=200, comm_not_overlapped=200)
+    }
