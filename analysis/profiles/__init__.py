@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import re
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -104,6 +105,7 @@ def load_profiles(
     """Read files and give each a rank: recorded in the trace, else in its path, else by order.
 
     Two files of the same source claiming one rank raise ProfileError (it would double count).
+    A file of a format version newer than the tested ones gets one warning line on stderr.
     """
     profiles = [read_profile(p, cpu_ops=cpu_ops) for p in paths]
     claimed: list[int | None] = []
@@ -118,6 +120,11 @@ def load_profiles(
             other = seen[(prof.source, rank)]
             raise ProfileError(path, f"rank {rank} ({prof.source}) already given by {other}")
         seen[(prof.source, rank)] = path
+    # Printed here, the one place every entry point (cli, diff, collect) reads through, and only
+    # once every file was read, so that a failing run still says exactly one line.
+    for prof in profiles:
+        if prof.version_note:
+            print(f"warning: {prof.path}: {prof.version_note}", file=sys.stderr)
     return list(zip(ranks, profiles, strict=True))
 
 

@@ -116,6 +116,7 @@ _UNIFIED_PREFIXES = ("unified", "uvm")
 # cuLaunchKernel_ptsz: API version / per-thread-stream suffixes (nsys writes them, kineto not).
 _RUNTIME_SUFFIX = re.compile(r"(?:_v\d+)$")
 _PTS_SUFFIX = re.compile(r"_(?:ptsz|ptds)$")
+_VERSION = re.compile(r"\d+(?:\.\d+)*")
 # RING_LL must not match RING_LL128; older NCCL appends _Sum_int8_t etc.
 _ALLGATHER_LL = re.compile(r"^nccl(?:Dev)?Kernel_AllGather_RING_LL(?:$|_)")
 _BROADCAST = re.compile(r"^nccl(?:Dev)?Kernel_Broadcast(?:$|_)")
@@ -159,6 +160,36 @@ class RankProfile:
     activity_s: float = float("nan")
     # The capture mode the file itself records (nsys META_DATA_CAPTURE), None where it has none.
     file_capture: str | None = None
+    # One line when the file records a format version newer than any the tests cover (or one
+    # that does not parse): the file is still read, and load_profiles prints the line once.
+    version_note: str = ""
+
+
+def newer_version_note(kind: str, found: object, covered: Iterable[str]) -> str:
+    """A one-line warning when `found`, the version a file records, is newer than every covered one.
+
+    The file is read all the same: so far both formats have only grown new columns and keys, and
+    refusing a new release's files would block every user of it; the warning says the numbers come
+    from a layout no golden file checks. "" when `found` is absent, covered or older.
+    """
+    if found is None:
+        return ""
+    text = " ".join(str(found).split())  # one line whatever the file holds
+    if not text:
+        return ""
+    newest = max(covered, key=_version_key)
+    top, got = _version_key(newest), _version_key(text)
+    if got is None:
+        return f"{kind} version {text!r} not understood; read as {newest}, the newest tested"
+    # 2025.3.1.90 is the 2025.3 release: compare only as many parts as the covered ones have.
+    if got[: len(top)] <= top:
+        return ""
+    return f"{kind} version {text} is newer than the newest tested ({newest}); read as {newest}"
+
+
+def _version_key(text: str) -> tuple[int, ...] | None:
+    found = _VERSION.match(text)
+    return tuple(int(p) for p in found.group(0).split(".")) if found else None
 
 
 def runtime_metric(raw: str) -> str | None:

@@ -41,6 +41,9 @@ RUN_DURATION_MS, CAPTURE_RANGE; 2022 exports have none), else nsys's default, th
     wall_from says so; a trigger this reader does not know is named in wall_from, never dropped.
 The CUDA activity span (SPAN_ACTIVITY, from the first record's start to the last one's end over
 SPAN_TABLES) is always kept beside the wall time, as RankProfile.activity_s.
+
+Version: META_DATA_EXPORT (name/value rows) names the nsys release (EXPORT_PRODUCT_VERSION); one
+newer than NSYS_COVERED is read as the newest covered layout, with one warning line.
 """
 
 from __future__ import annotations
@@ -59,6 +62,7 @@ from .metrics import (
     Row,
     memcpy_metric,
     nccl_metric,
+    newer_version_note,
     runtime_metric,
 )
 
@@ -73,6 +77,12 @@ STRINGS = "StringIds"
 MEMSET = "CUPTI_ACTIVITY_KIND_MEMSET"
 DETAILS = "ANALYSIS_DETAILS"
 CAPTURE_TABLE = "META_DATA_CAPTURE"
+EXPORT_TABLE = "META_DATA_EXPORT"
+# The nsys releases whose export layout the golden files follow (synth.NSYS_SCHEMAS, README).
+NSYS_COVERED = ("2022.4", "2024.4", "2025.3")
+# META_DATA_EXPORT rows naming the nsys release; EXPORT_SCHEMA_VERSION numbers the schema apart
+# from releases, so it cannot be matched to NSYS_COVERED.
+_RELEASE_KEYS = ("EXPORT_PRODUCT_VERSION", "NSIGHT_SYSTEMS_VERSION")
 CUDA_TABLES = (RUNTIME, KERNEL, MEMCPY)
 _REQUIRED = {
     RUNTIME: ("start", "end", "nameId"),
@@ -218,7 +228,8 @@ def _read(con: sqlite3.Connection, path: Path) -> RankProfile:
         rows,
         spans=found,
         activity_s=found.get(SPAN_ACTIVITY, float("nan")),
-        file_capture=_file_capture(con, columns),
+        file_capture=_file_capture(con, columns, path),
+        version_note=_newer_release(con, columns),
     )
 
 
@@ -339,18 +350,35 @@ def _session_s(con: sqlite3.Connection, columns: dict[str, set[str]]) -> float:
     return 0.0
 
 
-def _file_capture(con: sqlite3.Connection, columns: dict[str, set[str]]) -> str | None:
+def _name_values(con: sqlite3.Connection, columns: dict[str, set[str]], table: str) -> list:
+    """(name, value) rows of a META_DATA_* table, in either layout seen in exports: text columns
+    name/value, or keyId/valueId into StringIds. [] where the table or its columns are absent."""
+    cols = columns.get(table, set())
+    if {"name", "value"} <= cols:
+        return con.execute(f"SELECT name, value FROM {table}").fetchall()
+    if {"keyId", "valueId"} <= cols:
+        return con.execute(
+            f"SELECT k.value, v.value FROM {table} t JOIN {STRINGS} k ON t.keyId = k.id "
+            f"JOIN {STRINGS} v ON t.valueId = v.id"
+        ).fetchall()
+    return []
+
+
+def _file_capture(con: sqlite3.Connection, columns: dict[str, set[str]], path: Path) -> str | None:
     """The capture mode META_DATA_CAPTURE records, None where it records none.
 
-    A trigger this reader does not know comes back as written, so that choose_wall names it.
+    A trigger this reader does not know comes back as written, so that choose_wall names it; a
+    setting given twice with two values is a ProfileError (no wall time could be trusted).
     """
-    if not {"name", "value"} <= columns.get(CAPTURE_TABLE, set()):
-        return None
-    found = {
-        str(n).strip().upper(): "" if v is None else str(v).strip()
-        for n, v in con.execute(f"SELECT name, value FROM {CAPTURE_TABLE}")
-        if n is not None
-    }
+    found: dict[str, str] = {}
+    for n, v in _name_values(con, columns, CAPTURE_TABLE):
+        if n is None:
+            continue
+        name, value = str(n).strip().upper(), "" if v is None else str(v).strip()
+        if found.setdefault(name, value) != value:
+            raise ProfileError(
+                path, f"{CAPTURE_TABLE} contradicts itself: {name} is {found[name]!r} and {value!r}"
+            )
     # A capture range, where the file marks one, is what opened the recording whatever the trigger.
     marked = found.get("CAPTURE_RANGE", "")
     trigger = marked if marked.lower() not in ("", "none") else found.get("START_TRIGGER", "")
@@ -363,6 +391,13 @@ def _file_capture(con: sqlite3.Connection, columns: dict[str, set[str]]) -> str 
     if low in ("immediate", "delay", "delayed", "timer") or (not low and duration > 0):
         return CAPTURE_DURATION if duration > 0 else CAPTURE_WHOLE
     return trigger or None
+
+
+def _newer_release(con: sqlite3.Connection, columns: dict[str, set[str]]) -> str:
+    """RankProfile.version_note for the nsys release META_DATA_EXPORT names ("" if it names none)."""
+    found = dict(_name_values(con, columns, EXPORT_TABLE))
+    release = next((found[k] for k in _RELEASE_KEYS if found.get(k) is not None), None)
+    return newer_version_note("nsys export of", release, NSYS_COVERED)
 
 
 def _int_or_zero(text: str) -> int:

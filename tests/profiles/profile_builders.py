@@ -87,6 +87,17 @@ def make_nsys(
         con.execute("INSERT INTO ANALYSIS_DETAILS VALUES (0, ?, ?, ?)", (hi - lo, lo, hi))
     con.commit()
     con.close()
+    return set_release(path, version)
+
+
+def set_release(path: Path, release: str, key: str = "EXPORT_PRODUCT_VERSION") -> Path:
+    """Name the nsys release in META_DATA_EXPORT (name/value rows), where nsys records it."""
+    with sqlite3.connect(path) as con:
+        con.execute(
+            "CREATE TABLE IF NOT EXISTS META_DATA_EXPORT (name TEXT PRIMARY KEY, value TEXT)"
+        )
+        con.execute("INSERT OR REPLACE INTO META_DATA_EXPORT VALUES (?, ?)", (key, release))
+    con.close()
     return path
 
 

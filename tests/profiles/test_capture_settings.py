@@ -8,6 +8,7 @@ test_capture.py's; only the capture settings differ.
 
 from __future__ import annotations
 
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -134,3 +135,20 @@ def test_cli_summary_line_says_wall_and_activity(tmp_path: Path) -> None:
     assert f"wall 0.010 s ({SPAN_SESSION} ({NSYS_DEFAULT}))" in head
     assert head.endswith("CUDA activity 0.002 s")
     assert read_metrics_csv(out)["activity_s"].tolist() == pytest.approx([ACTIVITY_S] * 2)
+
+
+@pytest.mark.parametrize("case", ["immediate+duration", "cudaProfilerApi"])
+def test_capture_settings_as_string_ids(tmp_path: Path, case: str) -> None:
+    """The other layout seen in exports: META_DATA_CAPTURE(keyId, valueId) into StringIds."""
+    settings, wall, wall_from = CASES[case]
+    path = export(tmp_path / "rank0.sqlite", None)
+    with sqlite3.connect(path) as con:
+        top = con.execute("SELECT MAX(id) FROM StringIds").fetchone()[0] or 0
+        con.execute("CREATE TABLE META_DATA_CAPTURE (keyId INTEGER, valueId INTEGER)")
+        for i, (k, v) in enumerate(settings.items()):
+            kid, vid = top + 2 * i + 1, top + 2 * i + 2
+            con.executemany("INSERT INTO StringIds VALUES (?, ?)", [(kid, k), (vid, v)])
+            con.execute("INSERT INTO META_DATA_CAPTURE VALUES (?, ?)", (kid, vid))
+    con.close()
+    prof = read_nsys_sqlite(path)
+    assert (prof.wall_s, prof.wall_from) == (pytest.approx(wall), wall_from)

@@ -8,7 +8,7 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-from profile_builders import make_nsys, write_trace
+from profile_builders import cli_fails, make_nsys, write_trace
 
 from analysis.profiles import ProfileError, load_profiles, read_nsys_sqlite, read_profile
 
@@ -119,3 +119,62 @@ def test_duplicate_rank(tmp_path: Path) -> None:
     b = make_nsys(tmp_path / "b_rank0.sqlite", [("cudaLaunchKernel_v7000", 0, 10)])
     with pytest.raises(ProfileError, match="rank 0 .* already given by"):
         load_profiles([a, b])
+
+
+# Through the CLI (profile_builders.cli_fails): exit 1, one stderr line naming the file, the older
+# CSV untouched and nothing else left behind.
+
+
+def test_cli_truncated_nsys_export(tmp_path: Path) -> None:
+    good = make_nsys(tmp_path / "rank0.sqlite", [("cudaLaunchKernel_v7000", 0, 10)])
+    bad = make_nsys(tmp_path / "rank1.sqlite", [("cudaLaunchKernel_v7000", 0, 10)] * 3000)
+    bad.write_bytes(bad.read_bytes()[: bad.stat().st_size // 2])
+    cli_fails(tmp_path, good, bad, "corrupt or truncated SQLite file")
+
+
+@pytest.mark.parametrize(
+    ("inner", "needle"),
+    [
+        (b"", "not a JSON Chrome trace"),
+        (b"rank 0 finished in 12 s\n", "not a JSON Chrome trace"),
+        (bytes(range(128, 256)), "not UTF-8 text"),
+    ],
+)
+def test_cli_gzip_holding_no_json(tmp_path: Path, inner: bytes, needle: str) -> None:
+    good = write_trace(tmp_path / "rank0.pt.trace.json", [])
+    bad = tmp_path / "rank1.pt.trace.json.gz"
+    bad.write_bytes(gzip.compress(inner))
+    cli_fails(tmp_path, good, bad, needle)
+
+
+def test_kineto_trace_without_a_rank(tmp_path: Path) -> None:
+    """By design (cli --help): no distributedInfo, so the rank comes from "rankN" in the path,
+    else from the order on the command line; the error is only two files claiming one rank."""
+    named = write_trace(tmp_path / "job_rank3.pt.trace.json", [])
+    first = write_trace(tmp_path / "a.pt.trace.json", [])
+    second = write_trace(tmp_path / "b.pt.trace.json", [])
+    got = {Path(p.path).name: rank for rank, p in load_profiles([first, named, second])}
+    assert got == {"a.pt.trace.json": 0, "job_rank3.pt.trace.json": 3, "b.pt.trace.json": 1}
+    for p in (named, first, second):
+        p.unlink()
+    recorded = write_trace(tmp_path / "w.pt.trace.json", [], distributedInfo={"rank": 0})
+    rankless = write_trace(tmp_path / "rank0.pt.trace.json", [])
+    cli_fails(tmp_path, recorded, rankless, "rank 0 (torch) already given by")
+
+
+def test_cli_capture_table_that_contradicts_itself(tmp_path: Path) -> None:
+    good = make_nsys(tmp_path / "rank0.sqlite", [("cudaLaunchKernel_v7000", 0, 10)])
+    bad = make_nsys(tmp_path / "rank1.sqlite", [("cudaLaunchKernel_v7000", 0, 10)])
+    with sqlite3.connect(bad) as con:
+        con.execute("CREATE TABLE META_DATA_CAPTURE (name TEXT, value TEXT)")  # no key: repeats
+        con.executemany(
+            "INSERT INTO META_DATA_CAPTURE VALUES (?, ?)",
+            [("START_TRIGGER", "cudaProfilerApi"), ("START_TRIGGER", "Immediate")],
+        )
+    con.close()
+    cli_fails(tmp_path, good, bad, "META_DATA_CAPTURE contradicts itself: START_TRIGGER")
+    # The same setting written twice with one value is no contradiction.
+    with sqlite3.connect(bad) as con:
+        con.execute("UPDATE META_DATA_CAPTURE SET value = 'Immediate'")
+    con.close()
+    assert read_profile(bad).file_capture is not None
