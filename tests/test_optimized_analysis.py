@@ -316,3 +316,75 @@ def test_our_claims_coverage_names_the_paper_profile_not_the_paper():
     v1a = next(c for c in cs.load() if c["id"] == "V1a")
     assert "of the paper's" in cl.coverage(cr.Outcome(True, gpus={1, 2}), [1, 2, 4], False)
     assert v1a.get("origin", cs.PAPER) == cs.PAPER
+
+
+def write_profile(run_dir, sync_s: float, launch_s: float, breakdown_busy: float | None = None):
+    """A profiled run's folder as the sweep leaves it: profile_metrics.csv (two ranks of nsys),
+    and the breakdown CSV beside it when `breakdown_busy` is given."""
+    from analysis.profiles import breakdown as bd
+    from run.node import profiling
+
+    run_dir.mkdir(parents=True)
+    rows = [
+        (run_dir.name, rank, "nsys", metric, metric, calls, total, None, total / 2.0)
+        for rank in (0, 1)
+        for metric, calls, total in (
+            ("cudaStreamSynchronize", 10, sync_s),
+            ("cudaLaunchKernel", 100, launch_s),
+            ("cudaMalloc", 2, 0.01),
+        )  # fmt: skip
+    ]
+    cols = ["run", "rank", "source", "metric", "raw_name", "calls", "total_s", "bytes", "share"]
+    pd.DataFrame(rows, columns=cols).to_csv(run_dir / profiling.PROFILE_METRICS, index=False)
+    if breakdown_busy is not None:
+        split = [(run_dir.name, r, "nsys", "0", "busy", breakdown_busy, 0.5) for r in (0, 1)]
+        pd.DataFrame(split, columns=bd.COLUMNS).to_csv(
+            bd.breakdown_path(run_dir / profiling.PROFILE_METRICS), index=False
+        )
+
+
+def test_profiled_faithful_and_optimised_steps_are_diffed(sandbox):
+    """Where a ladder's faithful and last steps were both profiled, the profile-diff table holds
+    their change (derived totals, breakdown, top movers) and the notes say it in one line; a
+    ladder with one side unprofiled, or none, adds nothing (smoke profiles no O-run)."""
+    from run import store
+
+    df = runs(vision("O1", O1, 1.3, gpus=(1,)) + llm(1.25, 0.3))
+    df.attrs["profile"] = "test"
+    t = fo.per_run(df)
+    assert fo.extra(df, t)[fo.PROFILE_DIFF].empty  # nothing profiled: an empty table, no note
+    assert not any("profiled steps" in n for n in fo.notes(df, t))
+    o1 = t[t["experiment"] == "O1"]
+    first, last = o1.loc[o1["step"] == 0, "run"].iloc[0], o1.loc[o1["step"] == 6, "run"].iloc[0]
+    write_profile(store.run_dir("test", first), sync_s=2.0, launch_s=1.0, breakdown_busy=3.0)
+    write_profile(store.run_dir("test", last), sync_s=0.5, launch_s=0.75, breakdown_busy=2.0)
+    o3_first = t.loc[(t["experiment"] == "O3") & (t["step"] == 0), "run"].iloc[0]
+    write_profile(store.run_dir("test", o3_first), sync_s=1.0, launch_s=1.0)  # its pair is not
+    got = fo.extra(df, t)[fo.PROFILE_DIFF]
+    assert list(got.columns) == fo.DIFF_COLUMNS
+    assert set(got["experiment"]) == {"O1"} and set(got["optimised_step"]) == {"compile"}
+    assert (got["faithful_run"] == first).all() and (got["optimised_run"] == last).all()
+    seconds = got[got["field"] == "total_s"].set_index("metric")
+    # summed over the two ranks: sync 4 s -> 1 s, launches 2 -> 1.5 (cudaMalloc is no paper metric)
+    assert list(seconds.index[:2]) == ["paper_total", "breakdown:busy"]
+    assert seconds.loc["paper_total", "change"] == pytest.approx(-3.5)
+    assert seconds.loc["breakdown:busy", ["a", "b"]].tolist() == [6.0, 4.0]
+    assert seconds.loc["cudaStreamSynchronize", "change_pct"] == pytest.approx(-75.0)
+    assert list(seconds.index[2:4]) == ["cudaStreamSynchronize", "cudaLaunchKernel"]
+    assert "cudaMalloc" not in seconds.index  # it did not move
+    lines = [n for n in fo.notes(df, t) if "profiled steps" in n]
+    assert lines == [
+        "Beyond the paper, profiled steps of O1 at 1 GPU(s), faithful -> compile: the paper's "
+        "profiler metrics 6 s -> 2.5 s (-58.3%); the top metrics' change is in "
+        "fig-optimized-profile-diff.csv."
+    ]
+
+
+def test_runs_profiled_by_the_sweep_land_on_their_steps():
+    """PROFILER=torch names every run with its profiler (-prof_torch): still on its step."""
+    specs = mx.expand("O3", "smoke", n_repeats=1).specs
+    rows = [{**s, "profiler": "torch", "status": "ok",
+             "run": mx.run_name({**s, "profiler": "torch"})} for s in specs]  # fmt: skip
+    t = fo.table(pd.DataFrame(rows), "smoke")
+    o3 = t[t["experiment"] == "O3"]
+    assert sorted(o3["step"]) == [0, 1, 2] and o3["run"].str.endswith("prof_torch").all()

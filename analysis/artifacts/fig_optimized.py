@@ -11,6 +11,11 @@ same GPU count: per run in `table` (each repeat against the same median, as comm
 does), on the medians in `compact`, whose min-max spans the ends of both steps' spreads. The
 papers have no such numbers: no paper() table, no self-check; the claims are our own
 (claims.yaml `origin: ours`).
+
+Where a ladder's faithful and optimised (last) steps were both profiled (the matrix profiles no
+O-run; PROFILER=torch|nsys on the sweep does), the extra table `profile-diff` holds the change
+between their profiles (analysis/profiles/step_diff.py: `cli diff` in a few metrics), one line of
+it in the notes. Also beyond the paper, which profiled no such pair.
 """
 
 from __future__ import annotations
@@ -22,6 +27,9 @@ import pandas as pd
 
 from analysis import common as c
 from analysis import repeats
+from analysis.profiles import ProfileError, step_diff
+from analysis.profiles.diff import PAPER_TOTAL, UnrelatedError
+from run import store
 from run.sweep import matrix as mx
 
 TARGET = "fig-optimized"
@@ -80,12 +88,15 @@ def assign(runs: pd.DataFrame, profile: str, matrix: dict[str, Any] | None = Non
     if runs.empty:
         return runs.assign(experiment=None, step=None, step_label=None, stage=None)
     seeds = sorted({int(s) for s in runs["seed"].dropna()})
+    # a sweep under PROFILER=torch|nsys names its runs with the profiler (-prof_torch)
+    profilers = {"none", *(runs["profiler"].dropna() if "profiler" in runs else ())}
     rows = []
     for exp in mx.experiments_for_target(TARGET, matrix):
         by_name = {}
         for spec, i, label, stage in _steps(exp, profile, matrix):
             for s in seeds:  # a repeat is the cell at another seed
-                by_name[mx.run_name({**spec, "seed": s})] = (i, label, stage)
+                for prof in profilers:
+                    by_name[mx.run_name({**spec, "seed": s, "profiler": prof})] = (i, label, stage)
         for _, r in runs.iterrows():
             if r["run"] in by_name:
                 i, label, stage = by_name[r["run"]]
@@ -197,6 +208,64 @@ def compact(t: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
+# ---------------------------------------------------------------- profiled steps compared
+PROFILE_DIFF = "profile-diff"
+DIFF_COLUMNS = ["experiment", "gpus", "faithful_run", "optimised_step", "optimised_run",
+                *step_diff.COLUMNS]  # fmt: skip
+
+
+def profiled_pairs(t: pd.DataFrame, profile: str | None) -> list[tuple[str, Any, str, str, str]]:
+    """(experiment, gpus, last step's label, faithful run, last step's run) wherever both steps
+    have a finished, profiled run; the lowest seed of each where repeats were profiled."""
+    if profile is None or t is None or t.empty:
+        return []
+    ok = t[t["status"] == "ok"].sort_values("seed", kind="stable")
+    last = t.groupby("experiment")["step"].max()
+    pairs = []
+    for (exp, gpus), g in ok.groupby(["experiment", "gpus"], sort=True):
+        ends = []
+        for step in (0, last[exp]):
+            names = [r for r in g.loc[g["step"] == step, "run"]
+                     if step_diff.profiled(store.run_dir(profile, r))]  # fmt: skip
+            ends.append(names[0] if names else None)
+        if last[exp] > 0 and None not in ends:
+            label = g.loc[g["run"] == ends[1], "step_label"].iloc[0]
+            pairs.append((exp, gpus, label, ends[0], ends[1]))
+    return pairs
+
+
+def profile_diff(t: pd.DataFrame, profile: str | None) -> tuple[pd.DataFrame, list[str]]:
+    """The profile-diff table and one note line per profiled pair (or why it was not compared)."""
+    frames, lines = [], []
+    for exp, gpus, label, a, b in profiled_pairs(t, profile):
+        where = f"{exp} at {gpus:g} GPU(s), faithful -> {label}"
+        try:
+            rows, missing = step_diff.run_diff(store.run_dir(profile, a), store.run_dir(profile, b))
+        except (ProfileError, UnrelatedError) as exc:
+            lines.append(f"Profiles of {where} not compared: {exc}")
+            continue
+        frames.append(rows.assign(experiment=exp, gpus=gpus, faithful_run=a,
+                                  optimised_step=label, optimised_run=b))  # fmt: skip
+        total = rows[(rows["metric"] == PAPER_TOTAL) & (rows["field"] == "total_s")]
+        moved = (
+            f"the paper's profiler metrics {total['a'].iloc[0]:.4g} s -> {total['b'].iloc[0]:.4g} s"
+            f" ({total['change_pct'].iloc[0]:+.1f}%)"
+            if len(total) and total["present"].iloc[0] == "both"
+            else "no paper metric on both sides"
+        )
+        end = " (no time breakdown beside either profile)." if missing else "."
+        lines.append(f"Beyond the paper, profiled steps of {where}: {moved}; the top metrics' "
+                     f"change is in {TARGET}-{PROFILE_DIFF}.csv{end}")  # fmt: skip
+    df = pd.concat(frames, ignore_index=True)[DIFF_COLUMNS] if frames else None
+    return (df if df is not None else pd.DataFrame(columns=DIFF_COLUMNS)), lines
+
+
+def extra(runs: pd.DataFrame, t: pd.DataFrame) -> dict[str, pd.DataFrame]:
+    """The profile-diff table, written even when empty so that a rebuild never leaves an older
+    sweep's pairs behind."""
+    return {PROFILE_DIFF: profile_diff(t, runs.attrs.get("profile"))[0]}
+
+
 def paper() -> None:
     """Beyond the paper: no published numbers."""
     return None
@@ -285,4 +354,4 @@ def notes(runs: pd.DataFrame, t: pd.DataFrame) -> list[str]:
     for (e, label), g in unsupported.groupby(["experiment", "step_label"]):
         why = str(g["reason"].iloc[0]).rstrip(".")
         out.append(f"{e} step '{label}' is unsupported here: {why}.")
-    return out
+    return out + profile_diff(t, runs.attrs.get("profile"))[1]

@@ -12,9 +12,12 @@ the mean over its ranks (a rank without the metric counts 0), so two jobs with d
 counts are compared per job, not per rank. Two rows are derived per side: PAPER_TOTAL (the paper's
 metrics summed) and WALL (profiled wall time of the slowest rank, where the table records it).
 
-Every metric row the profiles give is compared, whatever its name: a new breakdown (the issue's
-item 2, not written yet) needs no change here once the readers emit it as metric rows, or once
-its function is appended to DERIVERS (each takes and returns a `by_metric` frame).
+The time breakdown (the issue's item 2, analysis/profiles/breakdown.py) is compared too, as rows
+breakdown:busy, breakdown:idle, ... (seconds summed over ranks and devices; diff_breakdown.py says
+where each side's comes from). A side without one gets one line saying so, not an error.
+
+Every other metric row the profiles give is compared, whatever its name; a further derived row
+needs only its function appended to DERIVERS (each takes and returns a `by_metric` frame).
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ from run import settings
 from run.node import profiling
 
 from . import detect_source, load_profiles
+from . import diff_breakdown as split
 from .metrics import (
     METRICS,
     ProfileError,
@@ -49,7 +53,7 @@ FIELDS = ("calls", "total_s", "bytes", "share")
 # The --fail-if default: the paper's metrics measure the same work in both jobs, while the wall
 # time also moves with the capture window (nsys capture mode, profiler schedule) of each run.
 DEFAULT_FAIL_METRICS = (PAPER_TOTAL,)
-# Functions adding derived metric rows to a `by_metric` frame; the hook for item 2's breakdown.
+# Functions adding derived metric rows to a `by_metric` frame.
 DERIVERS: list[Callable[[pd.DataFrame], pd.DataFrame]] = [add_launch_all]
 CSV_COLUMNS = ["metric", "field", "a", "b", "change", "change_pct", "present"]
 
@@ -57,11 +61,14 @@ _EPILOG = f"""\
 A and B: a profile file, a metrics CSV, a run folder, or several files joined by commas
 (rank0.sqlite,rank1.sqlite). calls, total_s and bytes are summed over ranks; share is the mean
 over ranks. Derived rows: {PAPER_TOTAL} (the paper's metrics summed), {WALL} (slowest rank's
-profiled wall time). A metric present on one side only is marked "only in A/B".
+profiled wall time), breakdown:<quantity> (the time breakdown, seconds summed over ranks and
+devices; from the traces, or the breakdown CSV beside a metrics CSV). A metric present on one
+side only is marked "only in A/B"; a side without a breakdown gets one line saying so.
 
 --fail-if PCT: exit 1 when a chosen metric's total_s (wall time for "{WALL}") is more than PCT %
 higher in B than in A (one line on stderr naming it). Metrics: --metric, repeatable; default
-{", ".join(DEFAULT_FAIL_METRICS)}. A metric absent from one side counts 0 there.
+{", ".join(DEFAULT_FAIL_METRICS)}. A metric absent from one side counts 0 there, but a
+breakdown:<quantity> metric against a side without a breakdown is refused (exit 2).
 
 exit status: 0 compared (and nothing regressed past --fail-if); 1 regression past --fail-if, or
 a file could not be read; 2 usage, a --metric in neither side, or unrelated sides: no metric in
@@ -129,12 +136,20 @@ def _profiles_table(run: str, files: Sequence[Path], capture: str | None, cpu_op
     return concat_frames(profile_frame(run, r, p) for r, p in profiles)
 
 
-def _run_folder(folder: Path, cpu_ops: bool) -> pd.DataFrame:
+# A side's parts: the metrics table, its breakdown rows, and why there are none (when None).
+Part = tuple[pd.DataFrame, pd.DataFrame | None, str]
+
+
+def _run_folder(folder: Path, cpu_ops: bool, traces: bool) -> Part:
     csv = folder / profiling.PROFILE_METRICS
-    if csv.is_file():
-        return _read_csv(csv)
     files = sorted((folder / profiling.NSYS_DIR).glob("*.sqlite"))
     files += sorted((folder / profiling.TORCH_TRACE_DIR).rglob(profiling.TORCH_TRACE_GLOB))
+    if csv.is_file():
+        table = _read_csv(csv)
+        split_df, why = split.beside(csv)
+        if split_df is None and files and traces:
+            split_df = split.from_files(folder.name, files)
+        return table, split_df, why
     if not files:
         raise ProfileError(
             folder,
@@ -142,26 +157,45 @@ def _run_folder(folder: Path, cpu_ops: bool) -> pd.DataFrame:
             f"{profiling.TORCH_TRACE_DIR}/{profiling.TORCH_TRACE_GLOB})",
         )
     # the same wall time collect.py would choose for this run's nsys capture mode
-    return _profiles_table(folder.name, files, profiling.read_capture(folder), cpu_ops)
+    table = _profiles_table(folder.name, files, profiling.read_capture(folder), cpu_ops)
+    if not traces:
+        return table, None, f"{folder}: traces not read for the breakdown"
+    return table, split.from_files(folder.name, files), ""
+
+
+def read_side(spec: str, cpu_ops: bool = True, traces: bool = True) -> Part:
+    """A side's metrics table, breakdown rows (None if it has none) and why it has none.
+
+    traces=False reads no trace for the breakdown where a metrics CSV stands in (an nsys export
+    can be gigabytes): the breakdown is then only the CSV beside it. ProfileError on bad input.
+    """
+    paths = [Path(p) for p in spec.split(",") if p]
+    if not paths:
+        raise ProfileError(spec, "no file named")
+    parts, files = [], []
+    for path in paths:
+        if path.is_dir():
+            parts.append(_run_folder(path, cpu_ops, traces))
+        elif path.suffix.lower() == ".csv":
+            parts.append((_read_csv(path), *split.beside(path)))
+        else:
+            detect_source(path)  # the one-line error for a missing or foreign file, read first
+            files.append(path)
+    if files:
+        parts.append(
+            (_profiles_table(spec, files, None, cpu_ops), split.from_files(spec, files), "")
+        )
+    table = concat_frames(t for t, _, _ in parts)
+    # a breakdown of some of the side's ranks only would compare part of one job with another
+    whys = [why for _, s, why in parts if s is None]
+    if whys:
+        return table, None, whys[0]
+    return table, pd.concat([s for _, s, _ in parts], ignore_index=True), ""
 
 
 def load_side(spec: str, cpu_ops: bool = True) -> pd.DataFrame:
     """The tidy metrics table of one side (see the module doc); ProfileError on bad input."""
-    paths = [Path(p) for p in spec.split(",") if p]
-    if not paths:
-        raise ProfileError(spec, "no file named")
-    tables, traces = [], []
-    for path in paths:
-        if path.is_dir():
-            tables.append(_run_folder(path, cpu_ops))
-        elif path.suffix.lower() == ".csv":
-            tables.append(_read_csv(path))
-        else:
-            detect_source(path)  # the one-line error for a missing or foreign file, read first
-            traces.append(path)
-    if traces:
-        tables.append(_profiles_table(spec, traces, None, cpu_ops))
-    return concat_frames(tables)
+    return read_side(spec, cpu_ops, traces=False)[0]
 
 
 def aggregate(table: pd.DataFrame) -> pd.DataFrame:
@@ -236,7 +270,7 @@ def compare(agg_a: pd.DataFrame, agg_b: pd.DataFrame) -> pd.DataFrame:
 
 def _order(metrics: list[str]) -> list[str]:
     """Derived totals first, then the paper's metrics in its order, then the rest by name."""
-    first = [PAPER_TOTAL, WALL, *METRICS]
+    first = [PAPER_TOTAL, WALL, *METRICS, *split.ROWS]
     seen = dict.fromkeys(metrics)
     return [m for m in first if m in seen] + sorted(m for m in seen if m not in first)
 
@@ -316,8 +350,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     try:
-        table_a = load_side(args.a, cpu_ops=not args.no_cpu_ops)
-        table_b = load_side(args.b, cpu_ops=not args.no_cpu_ops)
+        table_a, split_a, why_a = read_side(args.a, cpu_ops=not args.no_cpu_ops)
+        table_b, split_b, why_b = read_side(args.b, cpu_ops=not args.no_cpu_ops)
     except ProfileError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
@@ -327,8 +361,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     agg_a, agg_b = aggregate(table_a), aggregate(table_b)
+    missing = split.missing_line(None if split_a is not None else why_a,
+                                 None if split_b is not None else why_b)  # fmt: skip
+    if missing is None:
+        agg_a = pd.concat([agg_a, split.aggregate(split_a)])
+        agg_b = pd.concat([agg_b, split.aggregate(split_b)])
     slower: list[str] = []
     if args.fail_if is not None:
+        chosen = [m for m in args.metric or () if m.startswith(split.PREFIX)]
+        if chosen and missing is not None:
+            # counting a missing breakdown as 0 would let any regression pass
+            print(f"error: --metric {chosen[0]}: {missing}", file=sys.stderr)
+            return 2
         try:
             slower = regressions(agg_a, agg_b, args.metric or DEFAULT_FAIL_METRICS, args.fail_if)
         except KeyError as exc:
@@ -342,6 +386,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"error: {args.out}: cannot write ({exc.strerror or exc})", file=sys.stderr)
             return 1
     header = [_side_line("A", args.a, table_a), _side_line("B", args.b, table_b)]
+    header += [missing] if missing else []
     print(render(diff, header))
     if args.out:
         print(f"wrote {len(diff)} rows to {args.out}")

@@ -12,6 +12,7 @@ from profile_builders import REPO, kineto_event, make_nsys, write_trace
 
 from analysis.profiles import read_metrics_csv
 from analysis.profiles.cli import main
+from analysis.profiles.cli import main as cli_main
 from analysis.profiles.collect import collect_metrics
 from analysis.profiles.diff import PAPER_TOTAL, WALL
 from run.node import profiling
@@ -144,8 +145,73 @@ def test_run_folders_csv_or_traces_and_rank_files(tmp_path: Path) -> None:
     files = ",".join(str(before / profiling.NSYS_DIR / f"rank{r}.sqlite") for r in (0, 1))
     out2 = tmp_path / "d2.csv"
     assert main(["diff", files, str(after / profiling.PROFILE_METRICS), "--out", str(out2)]) == 0
-    assert read_csv(out2).equals(read_csv(out))
+    # the folder's traces give its breakdown; its CSV alone has none beside it
+    metrics = read_csv(out)[~read_csv(out)["metric"].str.startswith("breakdown:")]
+    assert read_csv(out2).equals(metrics.reset_index(drop=True))
+    assert row(out, "breakdown:host_blocked", "total_s")["b"] == pytest.approx(32e-6)
     assert read_metrics_csv(after / profiling.PROFILE_METRICS)["rank"].nunique() == 2
+
+
+def breakdown_sides(tmp_path: Path) -> dict[str, Path]:
+    """Two ranks a side; after: the compute kernel twice as long, the NCCL one overlapped less."""
+    out = {}
+    for name, gemm_end, nccl in (("a", 100, (50, 150)), ("b", 200, (150, 300))):
+        for rank in (0, 1):
+            kernels = [("gemm", 0, gemm_end), ("ncclDevKernel_AllReduce_Sum_f32_RING_LL", *nccl)]
+            path = make_nsys(tmp_path / f"{name}{rank}.sqlite", BEFORE, kernels)
+            out.setdefault(name, []).append(path)
+    return {k: ",".join(map(str, v)) for k, v in out.items()}
+
+
+def test_breakdown_rows_compared(tmp_path: Path, capsys) -> None:
+    s = breakdown_sides(tmp_path)
+    out = tmp_path / "d.csv"
+    assert main(["diff", s["a"], s["b"], "--out", str(out)]) == 0
+    # per rank: busy 150 -> 300 ns, compute 100 -> 200, comm 100 -> 150, not overlapped 50 -> 100
+    for quantity, a, b in (("busy", 300, 600), ("compute", 200, 400), ("comm", 200, 300),
+                           ("comm_not_overlapped", 100, 200)):  # fmt: skip
+        got = row(out, f"breakdown:{quantity}", "total_s")
+        assert (got["a"], got["b"]) == (pytest.approx(a * 1e-9), pytest.approx(b * 1e-9))
+        assert got["change"] == pytest.approx((b - a) * 1e-9)
+    assert row(out, "breakdown:host_blocked", "total_s")["a"] == pytest.approx(16e-6)
+    assert set(read_csv(out).query("metric == 'breakdown:busy'")["field"]) == {"total_s", "share"}
+    text = capsys.readouterr().out
+    assert "breakdown:busy" in text and "not compared" not in text
+    # a regression in the breakdown fails a CI like any metric; the typo check still holds
+    rc = main(["diff", s["a"], s["b"], "--fail-if", "10", "--metric", "breakdown:comm"])
+    assert rc == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("slower: breakdown:comm ") and "+50.0%" in err[0]
+    assert main(["diff", s["b"], s["a"], "--fail-if", "10", "--metric", "breakdown:busy"]) == 0
+    assert main(["diff", s["a"], s["b"], "--fail-if", "5", "--metric", "breakdown:bsy"]) == 2
+
+
+def test_breakdown_from_csv_beside_or_one_line_when_missing(tmp_path: Path, capsys) -> None:
+    s = breakdown_sides(tmp_path)
+    csvs = {}
+    for name in ("a", "b"):
+        csvs[name] = tmp_path / name / "metrics.csv"
+        csvs[name].parent.mkdir()
+        assert cli_main(["--run", name, "--out", str(csvs[name]), *s[name].split(",")]) == 0
+        assert (tmp_path / name / "metrics.breakdown.csv").is_file()
+    from_files, from_csvs = tmp_path / "f.csv", tmp_path / "c.csv"
+    assert main(["diff", s["a"], s["b"], "--out", str(from_files)]) == 0
+    assert main(["diff", str(csvs["a"]), str(csvs["b"]), "--out", str(from_csvs)]) == 0
+    pd.testing.assert_frame_equal(read_csv(from_csvs), read_csv(from_files))
+    capsys.readouterr()
+    # B without its breakdown CSV: one line, the metrics still compared, exit 0
+    (tmp_path / "b" / "metrics.breakdown.csv").unlink()
+    assert main(["diff", str(csvs["a"]), str(csvs["b"]), "--out", str(from_csvs)]) == 0
+    lines = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("breakdown")]
+    assert lines == [f"breakdown: not compared, B has none ({csvs['b']} has no "
+                     "metrics.breakdown.csv beside it)"]  # fmt: skip
+    assert not read_csv(from_csvs)["metric"].str.startswith("breakdown:").any()
+    # a breakdown metric cannot be checked against a side without one: refused, not passed
+    rc = main(["diff", str(csvs["a"]), str(csvs["b"]), "--fail-if", "5",
+               "--metric", "breakdown:busy"])  # fmt: skip
+    assert rc == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: --metric breakdown:busy: breakdown: not")
 
 
 def test_diff_help_and_metric_needs_fail_if(capsys) -> None:
