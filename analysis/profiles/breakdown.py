@@ -36,6 +36,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from run.node import profiling
+
 from .metrics import ProfileError, nccl_metric
 
 # The export's schema helpers are shared so both nsys readers see one schema the same way.
@@ -252,6 +254,8 @@ def breakdown_path(metrics_csv: str | os.PathLike[str]) -> Path:
     """The breakdown CSV beside a metrics CSV: profile_metrics.csv -> profile_breakdown.csv,
     metrics.csv -> metrics.breakdown.csv."""
     out = Path(metrics_csv)
+    if out.name == profiling.PROFILE_METRICS:  # a run folder's: the name run/ declares
+        return out.with_name(profiling.PROFILE_BREAKDOWN)
     if out.stem.endswith("_metrics"):
         return out.with_name(out.stem.removesuffix("_metrics") + "_breakdown" + out.suffix)
     return out.with_name(f"{out.stem}.breakdown{out.suffix or '.csv'}")

@@ -1,4 +1,5 @@
-"""A finished run's traces -> RUN/profile_metrics.csv (the sweep calls this as a program).
+"""A finished run's traces -> RUN/profile_metrics.csv and RUN/profile_breakdown.csv (the sweep
+calls this as a program).
 
 The sweep runs it after every profiled run, before publishing the run folder:
 
@@ -20,10 +21,13 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+import pandas as pd
+
 from run import settings, store
 from run.node import profiling
 
 from . import ProfileError, load_profiles
+from . import breakdown as bdown
 from .metrics import concat_frames, profile_frame, write_csv_atomic
 from .nsys_sqlite import with_capture
 
@@ -79,7 +83,13 @@ def collect_metrics(run: str, run_dir: Path, profiler: str) -> Path:
     capture = profiling.read_capture(run_dir) if profiler == "nsys" else None
     profiles = [(rank, with_capture(p, capture)) for rank, p in load_profiles(files)]
     df = concat_frames(profile_frame(run, rank, p) for rank, p in profiles)
+    # The breakdown is read before anything is written too (diff and fig-optimized read it).
+    splits = pd.concat(
+        bdown.breakdown_frame(run, rank, bdown.read_breakdown(p.path, p.source))
+        for rank, p in profiles
+    )
     out = write_csv_atomic(df, run_dir / profiling.PROFILE_METRICS)
+    write_csv_atomic(splits, bdown.breakdown_path(out))
     plan_path = run_dir / profiling.PROFILING_PLAN
     if plan_path.is_file():
         walls = {str(r): {"wall_s": p.wall_s, "wall_from": p.wall_from} for r, p in profiles}

@@ -71,6 +71,8 @@ CAPTURE_DURATION = "duration"  # --duration=max_seconds from the start
 CAPTURE_WHOLE = "whole run"  # neither: nsys records the whole run
 PROFILE_WALL_KEY = "profile_wall"
 PROFILE_METRICS = "profile_metrics.csv"
+# The time breakdown beside it (analysis/profiles/breakdown.py: interval unions per device).
+PROFILE_BREAKDOWN = "profile_breakdown.csv"
 TORCH_TRACE_GLOB = "*.pt.trace.json*"
 NSYS_TRACES = "cuda,nvtx,osrt,cudnn,cublas"
 PROFILERS = ("none", "auto", "torch", "nsys")
