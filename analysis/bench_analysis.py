@@ -1,17 +1,34 @@
-"""Benchmark the profile readers on large synthetic profiles: parse throughput and peak memory.
+"""Benchmark the profile readers on large synthetic profiles: read throughput and peak memory.
 
-    python -m analysis.bench_analysis [--size-mb 1024] [--workdir DIR] [--kinds nsys torch]
+    python -m analysis.bench_analysis [--sizes 50 500] [--kinds nsys kineto kineto.gz]
+                                      [--workdir DIR] [--hta-python PATH]
 
-Writes one synthetic nsys SQLite export and one torch Chrome trace of at least --size-mb MB each,
-parses each in a fresh child process (so ru_maxrss is that parse's own peak, not the generator's),
-checks the parsed totals against what was generated, prints MB/s and peak RSS, and deletes the
-files it made.
+Per size and kind it writes one synthetic profile (analysis/profiles/synth.py), reads it in a
+fresh child process, checks the parsed totals against what was generated, deletes the file and
+prints one line: MB/s and memory of the metrics reader alone ("read"), and of what the CLI does
+with a file ("cli": the reader, then the time breakdown, which reads the file a second time).
+Then one verdict line per kind, on the reader:
+    speed  MB/s at every size >= THRESHOLD_MB_S (nsys 200, Kineto plain and gzip 100)
+    flat   peak RSS at the largest size <= FLAT_RATIO (1.25) x peak RSS at the smallest
+Sizes and MB/s count the bytes nsys or Kineto write; for kineto.gz, the JSON inside the gzip
+(level 6, as gzip's default), so plain and gzip figures compare the same trace.
+Memory: "base" is the child's RSS once the readers are imported (pandas included, as in the CLI);
+the child then resets the kernel's high-water mark (/proc/self/clear_refs), so "peak" is the
+highest RSS while reading and peak - base what the reading itself added. Where the reset is
+refused, peak is ru_maxrss, which also covers the imports.
+HTA: with --hta-python (or HTA_PYTHON) naming the python of a separate venv where `import hta`
+works, Holistic Trace Analysis parses each plain Kineto file in that interpreter too, and a line
+gives both times and the ratio. HTA is never a dependency of this project.
+Exit status: 0 when every parse matches the generator, 1 otherwise (verdicts do not change it).
 """
 
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
+import os
+import re
 import resource
 import shutil
 import subprocess
@@ -24,20 +41,73 @@ from pathlib import Path
 from run import settings
 
 REPO = Path(__file__).resolve().parents[1]
+KINDS = ("nsys", "kineto", "kineto.gz")
+THRESHOLD_MB_S = {"nsys": 200.0, "kineto": 100.0, "kineto.gz": 100.0}
+FLAT_RATIO = 1.25
+DEFAULT_SIZES = (50.0, 500.0)
+HTA_ENV = "HTA_PYTHON"
+
+# Run in the HTA interpreter: HTA reads a folder of traces, so the file is linked into one.
+_HTA_CHILD = """
+import json, os, resource, sys, tempfile, time
+from hta.common.trace import Trace
+def rss():
+    return int(open("/proc/self/status").read().split("VmRSS:")[1].split()[0])
+base = rss()
+with tempfile.TemporaryDirectory() as d:
+    os.symlink(sys.argv[1], os.path.join(d, os.path.basename(sys.argv[1])))
+    start = time.perf_counter()
+    trace = Trace(trace_dir=d)
+    try:
+        trace.parse_traces(max_ranks=1, use_multiprocessing=False)
+    except TypeError:
+        trace.parse_traces()
+    s = time.perf_counter() - start
+peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+print(json.dumps({"s": s, "base_kib": base, "peak_kib": peak}))
+"""
+
+
+def _status_kib(field: str) -> int:
+    with open("/proc/self/status", encoding="ascii") as fh:
+        return int(re.search(rf"^{field}:\s+(\d+)", fh.read(), re.M).group(1))
+
+
+def _reset_peak() -> bool:
+    """Reset this process's RSS high-water mark; False where the kernel refuses."""
+    try:
+        with open("/proc/self/clear_refs", "w", encoding="ascii") as fh:
+            fh.write("5")
+        return True
+    except OSError:
+        return False
+
+
+def _measure(fn, *args) -> tuple[object, float, int, int]:
+    """(result, seconds, RSS before in KiB, peak RSS during in KiB) of one call."""
+    base = _status_kib("VmRSS")
+    exact = _reset_peak()
+    start = time.perf_counter()
+    result = fn(*args)
+    seconds = time.perf_counter() - start
+    peak = _status_kib("VmHWM") if exact else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return result, seconds, base, peak
 
 
 def _child(kind: str, path: str) -> None:
-    """Parse one file and print timings as JSON (runs in its own process)."""
+    """Read one file as the CLI does and print the timings as JSON (runs in its own process)."""
     from analysis.profiles import read_nsys_sqlite, read_torch_trace
+    from analysis.profiles.breakdown import read_breakdown
 
-    rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    start = time.perf_counter()
-    prof = read_nsys_sqlite(path) if kind == "nsys" else read_torch_trace(path)
-    parse_s = time.perf_counter() - start
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux
+    reader = read_nsys_sqlite if kind == "nsys" else read_torch_trace
+    prof, read_s, base, peak = _measure(reader, path)
+    _, split_s, _, split_peak = _measure(
+        read_breakdown, path, "nsys" if kind == "nsys" else "torch"
+    )
     rows = {r.raw_name: [r.calls, r.total_s, r.bytes] for r in prof.rows}
-    print(json.dumps({"parse_s": parse_s, "rss_before_kib": rss_before, "peak_kib": peak,
-                      "wall_s": prof.wall_s, "rows": rows}))  # fmt: skip
+    print(json.dumps({"read_s": read_s, "cli_s": read_s + split_s, "base_kib": base,
+                      "peak_kib": peak, "cli_peak_kib": max(peak, split_peak),
+                      "rows": rows}))  # fmt: skip
 
 
 def _check(kind: str, expected: dict, rows: dict) -> str:
@@ -57,57 +127,155 @@ def _check(kind: str, expected: dict, rows: dict) -> str:
     return "; ".join(problems)
 
 
-def bench(size_mb: float, workdir: Path, kinds: Sequence[str]) -> list[dict]:
-    """Generate, parse and check each kind; returns one result dict per kind."""
+def _run_json(cmd: list[str], what: str) -> dict:
+    proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        raise RuntimeError(f"{what} failed: {proc.stderr.strip()[-2000:]}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def _gzip(src: Path, dest: Path) -> None:
+    with open(src, "rb") as fin, gzip.open(dest, "wb", compresslevel=6) as fout:
+        shutil.copyfileobj(fin, fout, 1 << 20)
+
+
+def _read_one(kind: str, path: Path, data_bytes: int, expected: dict) -> dict:
+    """Read one generated file in a child process; the result line's figures."""
+    # Written back first: the kernel flushing the fresh file would take CPU from the reading,
+    # and a profile is read long after it was written.
+    with open(path, "rb") as fh:
+        os.fsync(fh.fileno())
+    cmd = [sys.executable, "-m", "analysis.bench_analysis", "--child", kind, str(path)]
+    out = _run_json(cmd, f"{kind} read")
+    mb = data_bytes / 1e6
+    return {
+        "kind": kind,
+        "size_mb": mb,
+        "disk_mb": path.stat().st_size / 1e6,
+        "read_s": out["read_s"],
+        "read_mb_s": mb / out["read_s"],
+        "cli_s": out["cli_s"],
+        "cli_mb_s": mb / out["cli_s"],
+        "base_mb": out["base_kib"] / 1024,
+        "peak_mb": out["peak_kib"] / 1024,
+        "cli_peak_mb": out["cli_peak_kib"] / 1024,
+        "check": _check(kind, expected, out["rows"]) or "ok",
+    }
+
+
+def bench(
+    sizes: Sequence[float], workdir: Path, kinds: Sequence[str], hta_python: str | None = None
+) -> tuple[list[dict], list[dict]]:
+    """Generate, read and check each (size, kind); returns one result per pair and, where
+    hta_python is given and "kineto" is among the kinds, one HTA run per size."""
     from analysis.profiles.synth import write_nsys_sqlite, write_torch_trace
 
-    results = []
-    for kind in kinds:
-        path = workdir / ("bench.sqlite" if kind == "nsys" else "bench.pt.trace.json")
-        try:
-            start = time.perf_counter()
-            if kind == "nsys":
-                expected = write_nsys_sqlite(path, size_mb)
-            else:
-                expected = write_torch_trace(path, size_mb)
-            gen_s = time.perf_counter() - start
-            size = path.stat().st_size
-            proc = subprocess.run(
-                [sys.executable, "-m", "analysis.bench_analysis", "--child", kind, str(path)],
-                cwd=REPO,
-                capture_output=True,
-                text=True,
-                check=False,
-            )
-            if proc.returncode != 0:
-                raise RuntimeError(f"{kind} parse failed: {proc.stderr.strip()[-2000:]}")
-            out = json.loads(proc.stdout.strip().splitlines()[-1])
-        finally:
+    results: list[dict] = []
+    hta: list[dict] = []
+    plain, sqlite = workdir / "bench.pt.trace.json", workdir / "bench.sqlite"
+    packed = workdir / "bench.pt.trace.json.gz"
+    try:
+        for size_mb in sizes:
+            if "nsys" in kinds:
+                expected = write_nsys_sqlite(sqlite, size_mb)
+                results.append(_read_one("nsys", sqlite, sqlite.stat().st_size, expected))
+                sqlite.unlink()
+            if "kineto" not in kinds and "kineto.gz" not in kinds:
+                continue
+            # One trace serves both Kineto kinds, so plain and gzip read the same events.
+            expected = write_torch_trace(plain, size_mb)
+            data = plain.stat().st_size
+            if "kineto" in kinds:
+                results.append(_read_one("kineto", plain, data, expected))
+                if hta_python:
+                    out = _run_json([hta_python, "-c", _HTA_CHILD, str(plain)], "HTA parse")
+                    hta.append({**out, "size_mb": data / 1e6, "ours": results[-1]})
+            if "kineto.gz" in kinds:
+                _gzip(plain, packed)
+                results.append(_read_one("kineto.gz", packed, data, expected))
+                packed.unlink()
+            plain.unlink()
+    finally:
+        for path in (plain, sqlite, packed):
             path.unlink(missing_ok=True)
-        results.append(
-            {
-                "kind": kind,
-                "size_mb": size / 1e6,
-                "gen_s": gen_s,
-                "parse_s": out["parse_s"],
-                "mb_per_s": size / 1e6 / out["parse_s"],
-                "base_rss_mb": out["rss_before_kib"] / 1024,
-                "peak_rss_mb": out["peak_kib"] / 1024,
-                "check": _check(kind, expected, out["rows"]) or "ok",
-            }
+    return results, hta
+
+
+def verdicts(results: Sequence[dict]) -> list[str]:
+    """One line per kind: the reader's speed against THRESHOLD_MB_S at every size, and whether
+    its peak RSS stays flat (largest size <= FLAT_RATIO x smallest; n/a with one size)."""
+    lines = []
+    for kind in dict.fromkeys(r["kind"] for r in results):
+        mine = sorted((r for r in results if r["kind"] == kind), key=lambda r: r["size_mb"])
+        need, slowest = THRESHOLD_MB_S[kind], min(r["read_mb_s"] for r in mine)
+        speed = f"speed {'PASS' if slowest >= need else 'FAIL'} (slowest {slowest:.0f} MB/s, need >= {need:.0f})"  # fmt: skip
+        lo, hi = mine[0], mine[-1]
+        if len(mine) < 2:
+            flat = "memory n/a (one size)"
+        else:
+            ratio = hi["peak_mb"] / lo["peak_mb"]
+            flat = (
+                f"memory {'flat' if ratio <= FLAT_RATIO else 'NOT flat'} (peak {lo['peak_mb']:.0f}"
+                f" MB at {lo['size_mb']:.0f} MB -> {hi['peak_mb']:.0f} MB at {hi['size_mb']:.0f}"
+                f" MB: x{ratio:.2f}, flat when <= x{FLAT_RATIO})"
+            )
+        cli = (
+            f"cli (reader + breakdown): slowest {min(r['cli_mb_s'] for r in mine):.0f} MB/s,"
+            f" peak {lo['cli_peak_mb']:.0f} -> {hi['cli_peak_mb']:.0f} MB"
         )
-    return results
+        lines.append(f"verdict {kind}: {speed}; {flat}; {cli}")
+    return lines
+
+
+def find_hta(given: str | None) -> tuple[str | None, str]:
+    """(python that imports hta, "") or (None, the line saying why HTA is left out)."""
+    python = given or os.environ.get(HTA_ENV)
+    how = (
+        f"set {HTA_ENV}=/path/to/venv/bin/python or pass --hta-python, naming a separate venv "
+        "with `pip install HolisticTraceAnalysis`"
+    )
+    if not python:
+        return None, f"HTA: not found ({how})"
+    try:
+        proc = subprocess.run([python, "-c", "import hta"], capture_output=True, text=True, check=False)  # fmt: skip
+    except OSError as exc:
+        return None, f"HTA: cannot run {python} ({exc.strerror or exc}); {how}"
+    if proc.returncode != 0:
+        why = (proc.stderr.strip().splitlines() or ["import failed"])[-1]
+        return None, f"HTA: {python} cannot import hta ({why}); {how}"
+    return python, ""
+
+
+def _hta_line(run: dict) -> str:
+    ours = run["ours"]
+    return (
+        f"HTA vs ours on the same {run['size_mb']:.1f} MB Kineto file: HTA parse {run['s']:.2f} s,"
+        f" peak {run['peak_kib'] / 1024:.0f} MB (base {run['base_kib'] / 1024:.0f}); ours read"
+        f" {ours['read_s']:.2f} s, cli {ours['cli_s']:.2f} s, peak {ours['cli_peak_mb']:.0f} MB"
+        f" (base {ours['base_mb']:.0f}); HTA/ours time x{run['s'] / ours['read_s']:.1f} (read),"
+        f" x{run['s'] / ours['cli_s']:.1f} (cli)"
+    )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The benchmark's options (separate so tests can check the defaults)."""
+    parser = argparse.ArgumentParser(prog="python -m analysis.bench_analysis", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
+    parser.add_argument("--sizes", type=float, nargs="+", default=list(DEFAULT_SIZES),
+                        metavar="MB", help="profile sizes in MB (default: 50 500)")  # fmt: skip
+    parser.add_argument("--kinds", nargs="+", choices=KINDS, default=list(KINDS))
+    parser.add_argument("--workdir", type=Path, help="where to write (default: a temp folder)")
+    parser.add_argument("--hta-python", help=f"python of a venv with HTA (default: ${HTA_ENV})")
+    parser.add_argument("--child", nargs=2, metavar=("KIND", "PATH"), help=argparse.SUPPRESS)
+    return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point; returns the exit status (1 if a parse disagrees with the generator)."""
-    parser = argparse.ArgumentParser(prog="python -m analysis.bench_analysis", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
-    parser.add_argument("--size-mb", type=float, default=1024, help="size of each file (MB)")
-    parser.add_argument("--workdir", type=Path, help="where to write (default: a temp folder)")
-    parser.add_argument("--kinds", nargs="+", choices=["nsys", "torch"], default=["nsys", "torch"])
-    parser.add_argument("--child", nargs=2, metavar=("KIND", "PATH"), help=argparse.SUPPRESS)
+    parser = build_parser()
     args = parser.parse_args(argv)
+    if any(s <= 0 for s in args.sizes):
+        parser.error("--sizes must be positive")
     try:
         settings.check_all()
     except settings.SettingError as exc:
@@ -116,22 +284,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.child:
         _child(*args.child)
         return 0
-
+    hta_python, hta_note = find_hta(args.hta_python) if "kineto" in args.kinds else (None, "")
     own_dir = args.workdir is None
     workdir = Path(tempfile.mkdtemp(prefix="bench_analysis.")) if own_dir else args.workdir
     workdir.mkdir(parents=True, exist_ok=True)
     try:
-        results = bench(args.size_mb, workdir, args.kinds)
+        results, hta = bench(args.sizes, workdir, args.kinds, hta_python)
     finally:
         if own_dir:
             shutil.rmtree(workdir, ignore_errors=True)
-    print(f"{'kind':<6} {'file MB':>9} {'gen s':>7} {'parse s':>8} {'MB/s':>7} "
-          f"{'base RSS MB':>11} {'peak RSS MB':>11}  check")  # fmt: skip
+    print(f"{'kind':<9} {'MB':>7} {'disk MB':>8} {'read MB/s':>9} {'cli MB/s':>8} "
+          f"{'base MB':>7} {'peak MB':>7} {'+read':>6} {'cli peak':>8}  check")  # fmt: skip
     for r in results:
         print(
-            f"{r['kind']:<6} {r['size_mb']:9.1f} {r['gen_s']:7.1f} {r['parse_s']:8.2f} "
-            f"{r['mb_per_s']:7.1f} {r['base_rss_mb']:11.1f} {r['peak_rss_mb']:11.1f}  {r['check']}"
+            f"{r['kind']:<9} {r['size_mb']:7.1f} {r['disk_mb']:8.1f} {r['read_mb_s']:9.1f} "
+            f"{r['cli_mb_s']:8.1f} {r['base_mb']:7.1f} {r['peak_mb']:7.1f} "
+            f"{r['peak_mb'] - r['base_mb']:6.1f} {r['cli_peak_mb']:8.1f}  {r['check']}"
         )
+    print("\n".join(verdicts(results)))
+    print("\n".join(_hta_line(run) for run in hta) or hta_note)
     return 0 if all(r["check"] == "ok" for r in results) else 1
 
 

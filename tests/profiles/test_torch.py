@@ -88,6 +88,37 @@ def test_tiny_chunks_match(tmp_path: Path, gpu_events: list[dict], monkeypatch) 
         assert got.rows == want.rows and got.wall_s == want.wall_s and got.rank_hint == 3
 
 
+def test_batches_match_one_by_one(tmp_path: Path, gpu_events: list[dict], monkeypatch) -> None:
+    """Elements decoded in batches give what one-by-one decoding gives, where text that looks
+    like an element boundary ('},{') sits inside names and nested args, pretty or compact."""
+    ev = kineto_event
+    tricky = [
+        ev("kernel", 'ncclDevKernel_AllGather_RING_LL},{"ph": "X"', 5.0, 3.0),
+        ev("cuda_runtime", "cudaLaunchKernel", 7.0, 2.0, inputs=[{"a": 1}, {"b": "}, {"}]),
+        ev("gpu_memcpy", "Memcpy HtoD (Pageable -> Device)", 9.0, 1.0, bytes=8, nest={"x": {}}),
+    ]
+    events = [*gpu_events[:3], *tricky, *gpu_events[3:]] * 5
+    pretty = write_trace(tmp_path / "pretty.json", events)
+    compact = tmp_path / "compact.json"
+    compact.write_text(json.dumps({"traceEvents": events}, separators=(",", ":")))
+    for path in (pretty, compact):
+        monkeypatch.setattr(tt, "_BATCH_CHARS", 0)  # no batch: every element on its own
+        want = read_torch_trace(path)
+        for size in (40, 300, 1 << 19):
+            monkeypatch.setattr(tt, "_BATCH_CHARS", size)
+            got = read_torch_trace(path)
+            assert got.rows == want.rows and got.wall_s == want.wall_s
+    broken = tmp_path / "broken.json"
+    broken.write_text(pretty.read_text().replace('"dur": 3.0', '"dur": 3.0,,', 1))
+    messages = set()
+    for size in (0, 1 << 19):
+        monkeypatch.setattr(tt, "_BATCH_CHARS", size)
+        with pytest.raises(tt.ProfileError) as err:
+            read_torch_trace(broken)
+        messages.add(str(err.value))
+    assert len(messages) == 1  # the error is found, and placed, as without batches
+
+
 def test_layout_variants(tmp_path: Path, gpu_events: list[dict]) -> None:
     """Bare event array; traceEvents before other keys; compact JSON on one line."""
     want = read_torch_trace(write_trace(tmp_path / "a.json", gpu_events)).rows
