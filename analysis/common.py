@@ -26,8 +26,8 @@ class AnalysisError(RuntimeError):
 def sweep_record(exp_id: str, profile: str) -> dict[str, Any]:
     """The sweep's record of one experiment; a missing or unreadable one is an AnalysisError."""
     path = store.sweeps_dir(profile) / f"{exp_id}.json"
-    target = mx.load_matrix()["experiments"][exp_id]["target"]
     if not path.is_file():
+        target = _target(exp_id)
         raise AnalysisError(
             f"{exp_id} has not been run for profile '{profile}' ({path} missing): "
             f"run `make {target} PROFILE={profile}`"
@@ -36,10 +36,16 @@ def sweep_record(exp_id: str, profile: str) -> dict[str, Any]:
     if record is not None:
         return record
     # make counts a record newer than the sources as up to date: it must go before make reruns it
+    target = _target(exp_id)
     raise AnalysisError(
         f"{path} is not a readable sweep record ({why}): rerun the sweep, "
         f"`rm {path} && make {target} PROFILE={profile}`"
     )
+
+
+def _target(exp_id: str) -> str:
+    """The make target of an experiment, for the error lines: read only when one is raised."""
+    return mx.load_matrix()["experiments"][exp_id]["target"]
 
 
 def read_sweep_record(path: Path) -> tuple[dict[str, Any] | None, str]:
@@ -61,8 +67,17 @@ def one_line(text: str) -> str:
     return " ".join(str(text).split())
 
 
-# runs already named on stderr: a run shared by several experiments is named once per process
+# what was named on stderr already, by key: a run shared by several experiments, or a folder the
+# report reads more than once, is named once per process
 _WARNED: set[str] = set()
+
+
+def warn_once(line: str, key: str | None = None) -> None:
+    """`warning: <line>` on stderr, unless the same key (default: the line) was named already."""
+    line = one_line(line)
+    if (key or line) not in _WARNED:
+        _WARNED.add(key or line)
+        print(f"warning: {line}", file=sys.stderr)
 
 
 def unreadable_why(summary: dict[str, Any]) -> str:
@@ -72,14 +87,10 @@ def unreadable_why(summary: dict[str, Any]) -> str:
 
 def left_out(run: str, summary: dict[str, Any], exp_id: str, profile: str) -> None:
     """Name an unreadable run on stderr, once: the table goes on without it."""
-    d = store.run_dir(profile, run)
-    if str(d) in _WARNED:
-        return
-    _WARNED.add(str(d))
-    print(
-        f"warning: {run}: unreadable ({unreadable_why(summary)}), left out; the next sweep "
-        f"runs it again (`python -m run.sweep --profile {profile} --exp {exp_id}`)",
-        file=sys.stderr,
+    warn_once(
+        f"{run}: unreadable ({unreadable_why(summary)}), left out; the next sweep runs it again "
+        f"(`python -m run.sweep --profile {profile} --exp {exp_id}`)",
+        key=str(store.run_dir(profile, run)),
     )
 
 

@@ -9,13 +9,12 @@ from __future__ import annotations
 
 import datetime as dt
 import re
-import sys
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from analysis.common import read_sweep_record, unreadable_why
+from analysis.common import read_sweep_record, unreadable_why, warn_once
 from run import store
 from run.sweep import matrix as mx
 
@@ -146,7 +145,7 @@ def ran(root: Path, profile: str, order: list[str]) -> dict[str, Any]:
                 if entry["run"] not in unreadable:
                     unreadable.append(entry["run"])
                     why = unreadable_why(summ)
-                    _name_once(f"{entry['run']}: unreadable ({why}), left out of What ran")
+                    warn_once(f"{entry['run']}: unreadable ({why}), left out of What ran")
                 continue
             seen[entry["run"]] = summ
             started = _started(run)
@@ -178,17 +177,6 @@ def ran(root: Path, profile: str, order: list[str]) -> dict[str, Any]:
     }
 
 
-# what was named on stderr already: a report reads the same folders more than once
-_NAMED: set[str] = set()
-
-
-def _name_once(line: str) -> None:
-    line = " ".join(line.split())
-    if line not in _NAMED:
-        _NAMED.add(line)
-        print(f"warning: {line}", file=sys.stderr)
-
-
 def sweep_records(root: Path, profile: str, order: list[str]) -> list[tuple[str, dict[str, Any]]]:
     """(experiment, record) of each sweep record of the matrix's experiments (`order`). Any other
     file in sweeps/, and a record that cannot be read, is named on stderr and skipped."""
@@ -196,13 +184,13 @@ def sweep_records(root: Path, profile: str, order: list[str]) -> list[tuple[str,
     for path in sorted(store.sweeps_dir(profile, root).glob("*.json")):
         exp = path.stem  # the sweep names a record after its experiment
         if exp not in order:
-            _name_once(f"{path}: not an experiment of the matrix, ignored")
+            warn_once(f"{path}: not an experiment of the matrix, ignored")
             continue
         rec, why = read_sweep_record(path)
         if rec is not None:
             out.append((exp, rec))
             continue
-        _name_once(f"{path}: not a readable sweep record ({why}), left out; rerun its sweep: "
+        warn_once(f"{path}: not a readable sweep record ({why}), left out; rerun its sweep: "
                    f"`python -m run.sweep --profile {profile} --exp {exp}`")  # fmt: skip
     return out
 

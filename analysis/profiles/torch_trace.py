@@ -14,6 +14,7 @@ A CPU-only trace has no CUDA categories, so it yields no CUDA rows (absent, not 
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import gzip
 import io
@@ -67,9 +68,17 @@ def read_torch_trace(path: str | os.PathLike[str], cpu_ops: bool = True) -> Rank
     Raises ProfileError naming the file for a missing, truncated or non-trace file.
     """
     path = Path(path)
+    with _reading(path) as fh:
+        return _aggregate(path, _JsonStream(fh, path), cpu_ops)
+
+
+@contextlib.contextmanager
+def _reading(path: Path) -> Iterator[TextIO]:
+    """The trace's text, opened; every way a file fails to read is one ProfileError naming it (the
+    metrics reader and the breakdown's event stream share it)."""
     try:
         with _open_text(path) as fh:
-            return _aggregate(path, _JsonStream(fh, path), cpu_ops)
+            yield fh
     except FileNotFoundError as exc:
         raise ProfileError(path, "file not found") from exc
     except (EOFError, gzip.BadGzipFile, zlib.error) as exc:
@@ -338,17 +347,8 @@ def iter_trace_events(path: str | os.PathLike[str]) -> Iterator[Any]:
     Raises ProfileError naming the file, as read_torch_trace does, on unreadable input.
     """
     path = Path(path)
-    try:
-        with _open_text(path) as fh:
-            meta: dict[str, Any] = {}
-            yield from _walk(_JsonStream(fh, path), meta)
-            if not meta.get("has_events"):
-                raise ProfileError(path, "JSON without a traceEvents array (not a Chrome trace)")
-    except FileNotFoundError as exc:
-        raise ProfileError(path, "file not found") from exc
-    except (EOFError, gzip.BadGzipFile, zlib.error) as exc:
-        raise ProfileError(path, f"truncated or corrupt gzip stream ({exc})") from exc
-    except UnicodeDecodeError as exc:
-        raise ProfileError(path, f"not UTF-8 text at byte {exc.start}; not a JSON trace") from exc
-    except OSError as exc:
-        raise ProfileError(path, f"cannot read file ({exc.strerror or exc})") from exc
+    with _reading(path) as fh:
+        meta: dict[str, Any] = {}
+        yield from _walk(_JsonStream(fh, path), meta)
+        if not meta.get("has_events"):
+            raise ProfileError(path, "JSON without a traceEvents array (not a Chrome trace)")
