@@ -289,7 +289,39 @@ def ladder_table(repeats: bool) -> pd.DataFrame:
 @pytest.mark.parametrize("repeats", [False, True])
 def test_optimized_promises_whiskers_only_with_repeats(tmp_path, repeats):
     declared, drawn, text, fig = render("fig-optimized", ladder_table(repeats), tmp_path)
-    assert declared == ["1 GPU", "2 GPUs"]
+    assert declared == ["1 GPU", "2 GPUs", "faithful profile", "optimised profile"]
     assert ("whiskers" in text) == repeats
     caps = [c for ax in fig.axes for c in ax.containers if getattr(c, "errorbar", None)]
     assert bool(caps) == repeats
+
+
+def test_optimized_draws_the_profile_diff_of_a_profiled_pair(tmp_path, monkeypatch):
+    """One more panel per profiled (ladder, GPUs) pair: each kept metric's seconds before and
+    after, the change at the end; no pair, no panel."""
+
+    diff = pd.DataFrame(
+        [("O1", 1, "compile", m, "total_s", a, b, (b - a) / a * 100 if a else None, p)
+         for m, a, b, p in (("paper_total", 6.0, 2.5, "both"), ("breakdown:busy", 6.0, 4.0, "both"),
+                            ("cudaMalloc", 0.0, 1.0, "b only"))]
+        + [("O1", 1, "compile", "paper_total", "calls", 10, 8, -20.0, "both")],
+        columns=["experiment", "gpus", "optimised_step", "metric", "field", "a", "b",
+                 "change_pct", "present"],
+    )  # fmt: skip
+    tables = {"profile-diff": diff}
+    monkeypatch.setattr(common, "extra_table", lambda t, p, name: tables[name])
+    _, _, text, fig = render("fig-optimized", ladder_table(False), tmp_path)
+    diff_axes = [
+        ax for ax in fig.axes if "profile, faithful -> compile" in ax.get_title(loc="left")
+    ]
+    assert len(diff_axes) == 1
+    ax = diff_axes[0]
+    assert [t.get_text() for t in ax.get_yticklabels()] == ["cudaMalloc", "breakdown:busy",
+                                                           "paper_total"]  # fmt: skip
+    widths = sorted(round(p.get_width(), 3) for p in ax.patches)
+    assert widths == [0.0, 1.0, 2.5, 4.0, 6.0, 6.0]  # seconds only: the calls row is not drawn
+    labels = sorted(t.get_text().strip() for t in ax.texts)
+    assert labels == ["-33%", "-58%", "b only"]
+    tables["profile-diff"] = diff.iloc[:0]
+    plt.close("all")
+    _, _, _, fig = render("fig-optimized", ladder_table(False), tmp_path)
+    assert not [ax for ax in fig.axes if "profile," in ax.get_title(loc="left")]

@@ -11,6 +11,7 @@ import pandas as pd
 
 from analysis import common as c
 from analysis.profiles import artifact as pa
+from analysis.profiles import run_breakdown
 
 FIGURE = True
 KEYS = ["method", "template"]
@@ -42,8 +43,15 @@ def compact(t: pd.DataFrame) -> pd.DataFrame:
     return pa.by_method_template(t, METRICS, "share_pct", {m: f"{SHORT[m]} [%]" for m in METRICS})
 
 
+def extra(runs: pd.DataFrame, t: pd.DataFrame) -> dict[str, pd.DataFrame]:
+    """Beyond the paper: each profiled run's time breakdown (-breakdown CSV), beside the shares
+    of API time: what the device did while the host was inside those calls."""
+    return {"breakdown": run_breakdown.table(runs, runs.attrs.get("profile"))}
+
+
 def notes(runs: pd.DataFrame, t: pd.DataFrame) -> list[str]:
-    return pa.notes(t, runs)
+    split = run_breakdown.table(runs, runs.attrs.get("profile"))
+    return [*pa.notes(t, runs), run_breakdown.note(split, "-breakdown CSV")]
 
 
 def gates(runs: pd.DataFrame, t: pd.DataFrame) -> dict[str, str]:

@@ -2,8 +2,11 @@
 
 Busy intervals come from each rank's timeline file (run/store.py TIMELINE): the training and
 evaluation steps as the host saw them (from the batch in hand to the optimiser step done). On a
-CPU that is the stand-in for the GPU's activity and is labelled so; the GPU's own kernel records
-(nsys, torch.profiler) are not read here yet, so on a GPU the intervals are the same host steps.
+CPU that is the stand-in for the GPU's activity and is labelled so. On a GPU the intervals drawn
+are the same host steps; the GPU's own kernel records (nsys, torch.profiler) enter, beyond the
+paper, as each profiled run's time breakdown by interval union (analysis/profiles/run_breakdown.py):
+the column gpu_busy_pct (the union of kernels, copies and memsets over the rank's window) and the
+-breakdown CSV.
 
 A pause is a gap between busy intervals longer than PAUSE_STEPS x the run's median step (and at
 least MIN_PAUSE_S). It is located by what follows it: the first step of an epoch ("before epoch",
@@ -18,13 +21,15 @@ from __future__ import annotations
 import pandas as pd
 
 from analysis import common as c
+from analysis.profiles import run_breakdown
 from run import store
 
 FIGURE = True
 KEYS = ["loader", "gpus"]
 PAUSE_STEPS = 5.0
 MIN_PAUSE_S = 0.2
-GAPS, BUSY_TABLE = "gaps", "busy"  # extra(): fig-timeline-gaps.csv, fig-timeline-busy.csv
+# extra(): fig-timeline-gaps.csv, fig-timeline-busy.csv, fig-timeline-breakdown.csv
+GAPS, BUSY_TABLE, BREAKDOWN = "gaps", "busy", "breakdown"
 BUSY = ("train_step", "eval_step")
 
 
@@ -99,7 +104,12 @@ def _per_run(runs: pd.DataFrame, profile: str) -> tuple[pd.DataFrame, pd.DataFra
 
 def table(runs: pd.DataFrame, profile: str) -> pd.DataFrame:
     t, _ = _per_run(runs, profile)
-    return t.sort_values(["loader", "gpus"], ascending=[False, True]) if len(t) else t
+    if not len(t):
+        return t
+    # beyond the paper: the GPU's own busy share where the run's profile recorded device activity
+    split = run_breakdown.table(runs, profile)[["run", "busy_pct"]]
+    t = t.merge(split.rename(columns={"busy_pct": "gpu_busy_pct"}), on="run", how="left")
+    return t.sort_values(["loader", "gpus"], ascending=[False, True])
 
 
 def extra(runs: pd.DataFrame, t: pd.DataFrame) -> dict[str, pd.DataFrame]:
@@ -113,7 +123,8 @@ def extra(runs: pd.DataFrame, t: pd.DataFrame) -> dict[str, pd.DataFrame]:
     cols = ["run", "rank", "phase", "epoch", "t0", "t1"]
     busy_df = pd.concat(busy, ignore_index=True) if busy else pd.DataFrame(columns=cols)
     busy_df = busy_df[busy_df["phase"].isin(BUSY)][cols] if len(busy_df) else busy_df
-    return {GAPS: _per_run(runs, profile)[1], BUSY_TABLE: busy_df}
+    return {GAPS: _per_run(runs, profile)[1], BUSY_TABLE: busy_df,
+            BREAKDOWN: run_breakdown.table(runs, profile)}  # fmt: skip
 
 
 def compact(t: pd.DataFrame) -> pd.DataFrame:
@@ -130,4 +141,6 @@ def notes(runs: pd.DataFrame, t: pd.DataFrame) -> list[str]:
         "the CPU, not GPU activity."
     )
     return [what + f" A pause is a gap above {PAUSE_STEPS:g} x the run's median step (at least "
-            f"{MIN_PAUSE_S:g} s); the gaps are in the -gaps CSV."]  # fmt: skip
+            f"{MIN_PAUSE_S:g} s); the gaps are in the -gaps CSV.",
+            run_breakdown.note(run_breakdown.table(runs, runs.attrs.get("profile")),
+                               "column gpu_busy_pct, -breakdown CSV")]  # fmt: skip

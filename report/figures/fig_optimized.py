@@ -1,5 +1,7 @@
 """O1-O4 (beyond the paper): one waterfall per ladder, the throughput of each step with its
-speed-up over the step before, and accuracy, loss or the optimizer's state as a second series."""
+speed-up over the step before, and accuracy, loss or the optimizer's state as a second series.
+Where a ladder's faithful and last steps were both profiled, one more panel per such pair: the
+seconds of the metrics the profile diff kept (fig-optimized-profile-diff.csv), before and after."""
 
 from __future__ import annotations
 
@@ -11,6 +13,9 @@ from report.figures import common
 
 TARGET = "fig-optimized"
 MARKERS = "os^dv"  # the second measure's line per GPU count
+PROFILE_DIFF = "profile-diff"  # analysis/artifacts/fig_optimized.py's extra table
+PAIRS = "\nlast panels: the profiles of a ladder's faithful and last steps, both profiled"
+DIFF_SIDES = {"a": "faithful profile", "b": "optimised profile"}  # the diff panels' two bars
 # the second series of each experiment: the column and its axis label
 SECOND = {"vision": ("accuracy_pct", "test accuracy [%]"), "llm": ("loss", "loss after N steps")}
 
@@ -23,7 +28,12 @@ def _second(g: pd.DataFrame, exp: str) -> tuple[str, str]:
 
 
 def series(df: pd.DataFrame) -> list[str]:
-    """The bars of every panel: one per GPU count (the second measure is on the twin axis)."""
+    """The bars of the ladders: one per GPU count (the second measure is on the twin axis); then
+    the two sides of the profile-diff panels, drawn only where a pair was profiled."""
+    return gpu_series(df) + list(DIFF_SIDES.values())
+
+
+def gpu_series(df: pd.DataFrame) -> list[str]:
     return [common.gpus_label(g) for g in sorted(df["gpus"].dropna().unique())]
 
 
@@ -79,18 +89,56 @@ def ladder(ax: plt.Axes, g: pd.DataFrame, exp: str, palette: dict[str, str]) -> 
     twin.set_ylabel(f"{name} (dotted)", fontsize=8)
 
 
+def profile_diff(profile: str) -> pd.DataFrame:
+    """The seconds rows of the profile diff (empty where no pair was profiled, or where the
+    tables predate it)."""
+    try:
+        d = common.extra_table(TARGET, profile, PROFILE_DIFF)
+    except FileNotFoundError:
+        return pd.DataFrame(columns=["experiment", "gpus", "optimised_step", "metric", "a", "b"])
+    return d[d["field"] == "total_s"]
+
+
+def diff_panel(ax: plt.Axes, d: pd.DataFrame, palette: dict[str, str]) -> None:
+    """Horizontal bars: each kept metric's seconds in the faithful and the optimised profile,
+    the change in percent at the end of the pair (a metric on one side only says so)."""
+    metrics = list(dict.fromkeys(d["metric"]))[::-1]  # the diff's order, top to bottom
+    rows = d.set_index("metric")
+    h = 0.38
+    for i, m in enumerate(metrics):
+        for k, (col, label) in enumerate(DIFF_SIDES.items()):
+            v = rows.loc[m, col]
+            ax.barh(i + (0.5 - k) * h, 0 if pd.isna(v) else v, height=h, color=palette[label],
+                    label=label if i == 0 else None)  # fmt: skip
+        pct, present = rows.loc[m, "change_pct"], rows.loc[m, "present"]
+        text = f"{pct:+.0f}%" if pd.notna(pct) and present == "both" else str(present)
+        end = max(x for x in (rows.loc[m, "a"], rows.loc[m, "b"], 0) if pd.notna(x))
+        ax.text(end, i, f" {text}", va="center", fontsize=7)
+    ax.set_yticks(range(len(metrics)), metrics, fontsize=7)
+    ax.set_xlabel("seconds in the profile (summed over ranks)", fontsize=8)
+    ax.set_xlim(0, ax.get_xlim()[1] * 1.2)  # room for the change labels
+    ax.legend(fontsize=7, frameon=False, loc="lower right")
+    r = d.iloc[0]
+    ax.set_title(f"{r['experiment']}, {common.gpus_label(r['gpus'])}: profile, faithful -> "
+                 f"{r['optimised_step']}", fontsize=9, loc="left")  # fmt: skip
+
+
 def draw(df: pd.DataFrame, meta: dict) -> plt.Figure:
     exps = list(dict.fromkeys(df["experiment"]))
-    cols = 2 if len(exps) > 1 else 1
-    rows = (len(exps) + cols - 1) // cols
+    diffs = [g for _, g in profile_diff(meta["profile"]).groupby(["experiment", "gpus"], sort=True)]
+    panels = len(exps) + len(diffs)
+    cols = 2 if panels > 1 else 1
+    rows = (panels + cols - 1) // cols
     fig, axes = plt.subplots(rows, cols, figsize=(5.5 * cols, 3.6 * rows), squeeze=False)
     palette = common.colours(series(df))
     for ax, exp in zip(axes.flat, exps, strict=False):
         ladder(ax, df[df["experiment"] == exp], exp, palette)
-    for ax in list(axes.flat)[len(exps) :]:
+    for ax, d in zip(list(axes.flat)[len(exps) :], diffs, strict=False):
+        diff_panel(ax, d, palette)
+    for ax in list(axes.flat)[panels:]:
         ax.set_axis_off()
     handles, labels = axes.flat[0].get_legend_handles_labels()
-    for j, g in enumerate(series(df)):
+    for j, g in enumerate(gpu_series(df)):
         handles.append(Line2D([], [], color="black", ls=":", marker=MARKERS[j % 5], markersize=4))
         labels.append(f"right axis, {g}")
     fig.legend(handles, labels, title="GPUs (ranks)", fontsize=8, title_fontsize=8,
@@ -100,7 +148,7 @@ def draw(df: pd.DataFrame, meta: dict) -> plt.Figure:
     fig.suptitle(
         "Beyond the paper: the optimisations applied one at a time\n"
         f"(bars: throughput, {spread}; x = speed-up over the step before; dotted: the "
-        f"second measure, right axis)\n{common.subtitle(meta)}",
+        f"second measure, right axis){PAIRS if diffs else ''}\n{common.subtitle(meta)}",
         fontsize=9,
     )
     fig.tight_layout()
