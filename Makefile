@@ -117,7 +117,7 @@ RENDER = $(PY) -m report.build --profile $(PROFILE) $(addprefix --results ,$(REP
 
 .PHONY: help all vision llm report test test-unit test-faults test-gpu lint format probe venv matrix clean \
         clean-results bench-vision bench-loaders bench-analysis bench-profiler bench-optimize data-mnist assets container \
-        container-test container-local sif slurm \
+        container-test container-local sif slurm slurm-deps test-slurm \
         plan plan-brief check-cuda check-verdicts gpu-check gpu-wheels self-check pdf runs $(ALL_TARGETS)
 
 help: ## show this help
@@ -256,10 +256,24 @@ container-local: ## build and self-test the image here: podman --isolation chroo
 	ISOLATION=chroot bash container/build.sh test
 
 # PROFILE goes to the job only when you set it: otherwise the compute node decides, not this one.
+# ARTIFACTS on the command line: only those targets' runs and tables (the slurm test tier's few).
+# SBATCH_OPTS (--partition, --account, ...) go to every sbatch call (run/slurm/submit.sh).
 NODES ?= 1
-slurm: ## submit to SLURM (in artifact.sif when it exists): NODES=n spreads the runs over n nodes, then the report
-	NODES=$(NODES) $(if $(filter command line environment,$(origin PROFILE)),PROFILE=$(PROFILE)) \
-	  bash run/slurm/submit.sh
+slurm: ## submit to SLURM (in artifact.sif when it exists): NODES=n spreads the runs over n nodes, then the report (SBATCH_OPTS: site options)
+	@NODES='$(NODES)' $(if $(filter command line environment,$(origin PROFILE)),PROFILE=$(PROFILE)) \
+	  ARTIFACTS='$(if $(filter command line,$(origin ARTIFACTS)),$(ARTIFACTS))' bash run/slurm/submit.sh
+
+# The slurm test tier starts a one-node cluster here (tests/slurm_cluster.py): it needs root and
+# the Debian packages, which slurm-deps installs (nothing to do where they are, or without root).
+slurm-deps: ## install slurm-wlm and munge for the slurm test tier (apt-get; root only, else nothing)
+	@if command -v slurmctld >/dev/null || [ -x /usr/sbin/slurmctld ]; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y -q slurm-wlm munge >/dev/null || \
+	  { apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q slurm-wlm munge >/dev/null; }; \
+	else echo "slurm-deps: slurmctld absent and not root with apt-get: the slurm tier will skip"; fi
+
+test-slurm: slurm-deps | $(VENV_STAMP) ## only the slurm tier: a real one-node SLURM cluster runs make slurm, an array, a requeue (root)
+	$(PY) -m pytest -q -m slurm
 
 data-mnist: | $(VENV_STAMP) ## download real MNIST into data/mnist (needs the network)
 	$(PY) -c "from run.vision.tvcompat import import_torchvision as t; t().datasets.MNIST('data/mnist', download=True)"

@@ -122,7 +122,11 @@ SETTINGS: tuple[Setting, ...] = (
             "`make slurm`: nodes that share the runs (a job array), then one job for the "
             "report.", low=1),
     Setting("SIF", "path", Path("artifact.sif"), "an Apptainer image file",
-            "The image SLURM jobs run in; missing, they use the clone's .venv."),
+            "The image SLURM jobs run in; the default missing, they use the clone's .venv; one "
+            "named explicitly must exist (`make slurm` refuses it otherwise)."),
+    Setting("SBATCH_OPTS", "text", None, "sbatch options, separated by spaces",
+            "`make slurm`: given to every sbatch call before the script, over its #SBATCH lines "
+            "(--partition, --account, --qos, --time)."),
     Setting("BIND", "text", None, "folders, separated by spaces",
             "`make slurm`: more folders bound into the image (beside the clone, LLAMA3_DIR, "
             "MNIST_DIR and RESULTS_DIR)."),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import time
@@ -29,9 +30,11 @@ def fake_slurm(tmp_path: Path) -> tuple[dict[str, str], Path]:
     for name, extra in tools.items():
         (bin_dir / name).write_text(stub.format(calls=calls, extra=extra))
         (bin_dir / name).chmod(0o755)
-    env = {k: v for k, v in os.environ.items() if k not in ("PROFILE", "SIF", "BIND")}
+    drop = ("PROFILE", "ARTIFACTS", "SIF", "BIND", "SBATCH_OPTS", "MAKEFLAGS", "MAKELEVEL")
+    env = {k: v for k, v in os.environ.items() if k not in drop}
+    # no artifact.sif in the submit folder: the jobs use make (the clone's .venv)
     env.update(PATH=f"{bin_dir}:{env['PATH']}", SLURM_SUBMIT_DIR=str(tmp_path),
-               SLURM_JOB_ID="777", SIF=str(tmp_path / "none.sif"))  # fmt: skip
+               SLURM_JOB_ID="777")  # fmt: skip
     return env, calls
 
 
@@ -44,9 +47,64 @@ def test_one_node_is_one_job_and_several_are_an_array_then_the_report(fake_slurm
     first, second = calls.read_text().splitlines()
     assert first == "sbatch --parsable --array=1-3 run/slurm/artifact.sbatch runs"
     assert second.startswith("sbatch --dependency=afterany:4242 ") and second.endswith(" all")
-    bad = subprocess.run(["bash", str(SUBMIT)], env={**env, "NODES": "0"}, cwd=REPO,
+
+
+def _refused(env: dict[str, str], calls: Path, **given: str) -> str:
+    """submit.sh with bad input: exit 2, one line on stderr, nothing submitted."""
+    bad = subprocess.run(["/bin/bash", str(SUBMIT)], env={**env, **given}, cwd=REPO,
                          capture_output=True, text=True)  # fmt: skip
-    assert bad.returncode == 2 and bad.stderr.strip() == "error: NODES=0 must be a positive integer"
+    assert bad.returncode == 2 and len(bad.stderr.splitlines()) == 1, bad.stderr
+    assert not calls.exists() and bad.stdout == ""
+    return bad.stderr.strip()
+
+
+def test_bad_input_is_one_line_exit_2_and_nothing_submitted(fake_slurm, tmp_path):
+    env, calls = fake_slurm
+    for nodes in ("0", "abc", "-1", "2x"):
+        want = f"error: NODES={nodes} must be a positive integer"
+        assert _refused(env, calls, NODES=nodes) == want
+    missing = tmp_path / "missing.sif"
+    assert _refused(env, calls, NODES="2", SIF=str(missing)).startswith(
+        f"error: SIF={missing} does not exist"
+    )
+    # through make too: the script's line, then make's own, and nothing submitted
+    via_make = subprocess.run([shutil.which("make") or "make", "--no-print-directory", "slurm",
+                               "NODES=abc"], env=env, cwd=REPO, capture_output=True, text=True)  # fmt: skip
+    assert via_make.returncode == 2 and not calls.exists() and via_make.stdout == ""
+    assert via_make.stderr.splitlines()[0] == "error: NODES=abc must be a positive integer"
+    assert len(via_make.stderr.splitlines()) == 2  # make: *** [Makefile:...: slurm] Error 2
+    empty = tmp_path / "empty-bin"  # bash runs submit.sh; no sbatch anywhere on the PATH
+    empty.mkdir()
+    got = _refused(env, calls, NODES="1", PATH=str(empty))
+    assert got == "error: sbatch not found: submit from a SLURM login node"
+    # an image that is there, or none asked for (artifact.sif absent), is submitted
+    image = tmp_path / "artifact-test.sif"
+    image.write_bytes(b"")
+    for given in ({"SIF": str(image)}, {}):
+        subprocess.run(["bash", str(SUBMIT)], env={**env, **given}, check=True, cwd=REPO)
+        assert calls.read_text().splitlines() == ["sbatch run/slurm/artifact.sbatch all"]
+        calls.unlink()
+
+
+def test_sbatch_opts_go_to_every_sbatch_call_before_the_script_and_make_stays_out(fake_slurm):
+    env, calls = fake_slurm
+    (Path(env["PATH"].split(":")[0]) / "sbatch").write_text(
+        f'#!/bin/bash\necho "sbatch $* MAKEFLAGS=${{MAKEFLAGS-unset}} ARTIFACTS=$ARTIFACTS"'
+        f' >> "{calls}"\necho 4242\n'
+    )
+    opts = "--partition=gpu --account=proj1"
+    # via the Makefile (the real make, not the stand-in), as the README says; make's own
+    # variables (MAKEFLAGS: -j's jobserver) must not reach the jobs
+    subprocess.run([shutil.which("make") or "make", "--no-print-directory", "-j2", "slurm", "NODES=2",
+                    "ARTIFACTS=fig-vram table-noise", f"SBATCH_OPTS={opts}"],
+                   env=env, check=True, cwd=REPO, capture_output=True)  # fmt: skip
+    first, second = calls.read_text().splitlines()
+    tail = "MAKEFLAGS=unset ARTIFACTS=fig-vram table-noise"
+    assert first == f"sbatch --parsable --array=1-2 {opts} run/slurm/artifact.sbatch runs {tail}"
+    assert second == (
+        f"sbatch --dependency=afterany:4242 --job-name=mgpu-artifact-report {opts} "
+        f"run/slurm/artifact.sbatch all {tail}"
+    )
 
 
 def test_the_profile_is_left_to_the_compute_node_unless_given(fake_slurm, tmp_path):
@@ -58,11 +116,21 @@ def test_the_profile_is_left_to_the_compute_node_unless_given(fake_slurm, tmp_pa
     calls.unlink()
     data = tmp_path / "llama"
     data.mkdir()
-    env = {**env, "PROFILE": "quick", "LLAMA3_DIR": str(data), "MNIST_DIR": "/no/such/dir"}
+    env = {**env, "PROFILE": "quick", "LLAMA3_DIR": str(data), "MNIST_DIR": "/no/such/dir",
+           "ARTIFACTS": "fig-vram table-noise"}  # fmt: skip
     out = subprocess.run(["bash", str(SBATCH)], env=env, capture_output=True, text=True,
                          check=True)  # fmt: skip
-    assert calls.read_text().splitlines() == ["make PROFILE=quick all"]
+    assert calls.read_text().splitlines() == [
+        "make PROFILE=quick ARTIFACTS=fig-vram table-noise all"
+    ]
     assert "warning: /no/such/dir does not exist" in out.stderr
+    calls.unlink()
+    # an image named explicitly but not on the node (no shared file system): not the .venv
+    gone = tmp_path / "gone.sif"
+    bad = subprocess.run(["bash", str(SBATCH)], env={**env, "SIF": str(gone)},
+                         capture_output=True, text=True)  # fmt: skip
+    assert bad.returncode == 2 and not calls.exists()
+    assert bad.stderr.strip().splitlines()[-1].startswith(f"error: SIF={gone} does not exist")
 
 
 def test_the_time_limit_signal_stops_make_and_requeues_the_job(fake_slurm):
@@ -80,3 +148,13 @@ def test_the_time_limit_signal_stops_make_and_requeues_the_job(fake_slurm):
     assert proc.returncode == 0 and time.time() - t0 < 10  # make was stopped, not waited for
     assert calls.read_text().splitlines() == ["make runs", "scontrol requeue 777"]
     assert "requeueing job 777" in out
+
+
+def test_the_slurm_tier_says_why_it_is_skipped(monkeypatch):
+    import slurm_cluster  # tests/ is on sys.path (pytest rootdir)
+
+    monkeypatch.setattr(slurm_cluster.os, "geteuid", lambda: 1000)
+    assert "as root" in slurm_cluster.unavailable()
+    monkeypatch.setattr(slurm_cluster.os, "geteuid", lambda: 0)
+    monkeypatch.setattr(slurm_cluster, "_which", lambda p: None if p == "slurmctld" else p)
+    assert slurm_cluster.unavailable().startswith("slurmctld not installed: make slurm-deps")

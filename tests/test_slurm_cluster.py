@@ -1,0 +1,226 @@
+"""The slurm tier (`make test-slurm`): `make slurm` on a real one-node SLURM cluster
+(tests/slurm_cluster.py) runs the README's instructions as written: a job array shares the runs
+and the report job follows it, a requeue near the time limit and a cancel lose nothing.
+
+The runs are the sandbox's (tests/conftest.py): experiment V3 (table-precision) and the vision
+noise cells N1 of a tiny matrix, a few seconds each on CPU with gloo ranks; N2 (the LLM noise
+cells) asks for more ranks than any machine has, so its sweep skips them. ARTIFACTS on make's
+command line limits every job to these two targets; no profile is added for the tests.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+from slurm_cluster import Cluster, cluster_fixture  # noqa: F401 (the fixture `cluster`)
+
+from run import settings, store
+from run.node import lifeline
+from run.sweep import matrix as mx
+
+pytestmark = [pytest.mark.slurm, pytest.mark.integration]
+
+REPO = Path(__file__).resolve().parent.parent
+PROFILE = "test"
+ARTIFACTS = "table-precision table-noise"  # experiments V3, N1, N2 of experiments/matrix.yaml
+# Two tasks of the array on one node: a share of the GPUs each, and --oversubscribe to lift the
+# script's --exclusive (options on sbatch's command line win over its #SBATCH lines).
+SHARE = "--oversubscribe --gres=gpu:2"
+LAUNCH = re.compile(r"^\[\d+/\d+\] (\S+) \(est", re.M)  # the sweep's line as it starts a run
+
+
+def _matrix(path: Path, precisions: list[str], **fixed: int) -> list[str]:
+    """Reshape the sandbox's matrix to V3 (`precisions` at 1 and 2 ranks, `fixed` on top of
+    the profile's) and N1, with N2 skipped; the names of the runs to be done."""
+    m = yaml.safe_load(path.read_text())
+    real = mx.load_matrix(REPO / "experiments" / "matrix.yaml")["experiments"]["N2"]
+    v3, n1 = m["experiments"]["V3"], {**m["experiments"]["N1"], "repeats": 1}
+    v3["fixed"].update(fixed)
+    v3["vary"] = {"precision": precisions, "gpus": "from-profile"}
+    smoke = {k: v.get("smoke") if isinstance(v, dict) else v for k, v in real["fixed"].items()}
+    n2 = {**real, "repeats": 1, "fixed": smoke, "vary": {"gpus": [4096]}}
+    m["experiments"] = {"V3": v3, "N1": n1, "N2": n2}
+    path.write_text(yaml.safe_dump(m))
+    specs = [s for e in ("V3", "N1") for s in mx.expand(e, PROFILE, m, n_repeats=1).specs]
+    return sorted({mx.run_name(s) for s in specs})
+
+
+@pytest.fixture
+def tier(sandbox: Path, cluster: Cluster) -> Iterator[dict[str, str]]:
+    """The environment `make slurm` is called with: the sandbox's matrix, results and data,
+    this cluster's SLURM_CONF, no other setting of the caller's; SLURM logs in sandbox/logs."""
+    (sandbox / "logs").mkdir()
+    kept = ("MATRIX_FILE", "RESULTS_DIR", "DIGITS_DIR", "MNIST_DIR")
+    names = {s.name for s in settings.SETTINGS} - set(kept)
+    env = {k: v for k, v in os.environ.items() if k not in names and not k.startswith("SLURM_")}
+    opts = f"{SHARE} --output={sandbox / 'logs'}/slurm-%x-%j.out"
+    yield {**env, "SLURM_CONF": cluster.env["SLURM_CONF"], "SBATCH_OPTS": opts}
+    cluster.cancel_all()  # a failed test's jobs must not run on into the next test
+
+
+def _submit(env: dict[str, str], nodes: int) -> list[str]:
+    """`make slurm NODES=n` as the README says; the ids of the jobs it submitted."""
+    got = subprocess.run(
+        ["make", "--no-print-directory", "slurm", f"NODES={nodes}", f"PROFILE={PROFILE}",
+         f"ARTIFACTS={ARTIFACTS}"], cwd=REPO, env=env, capture_output=True, text=True,
+        timeout=60)  # fmt: skip
+    assert got.returncode == 0, got.stderr
+    return re.findall(r"(?:job array|batch job) (\d+)", got.stdout)
+
+
+def _log(env: dict[str, str], job: dict[str, str]) -> str:
+    path = Path(env["SBATCH_OPTS"].split("--output=")[1].replace("%x", job["JobName"]))
+    path = Path(str(path).replace("%j", job["JobId"]))
+    return path.read_text() if path.exists() else ""
+
+
+def _runs(env: dict[str, str]) -> Path:
+    return store.runs_dir(PROFILE, Path(env["RESULTS_DIR"]))
+
+
+def _published(env: dict[str, str]) -> list[str]:
+    runs = _runs(env)
+    return sorted(p.name for p in runs.iterdir() if not p.name.startswith(".")) if runs.exists() else []  # fmt: skip
+
+
+def _leftovers(env: dict[str, str]) -> list[str]:
+    """What a stopped attempt would leave half-written: staging folders, locks."""
+    runs = _runs(env)
+    return [p.name for d in (store.STAGING, ".locks") if (runs / d).exists() for p in (runs / d).iterdir()]  # fmt: skip
+
+
+def _in_flight(env: dict[str, str], after: int, timeout: float = 180) -> str:
+    """Wait until `after` runs are published and another has trained an epoch in staging; the
+    name of that run."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if len(_published(env)) >= after:
+            for stage in (_runs(env) / store.STAGING).glob("*@*"):
+                if store.read_jsonl(stage / store.EPOCHS):
+                    return stage.name.split("@")[0]
+        time.sleep(0.2)
+    raise AssertionError(f"no run in flight after {after} published ones: {_published(env)}")
+
+
+def _all_ok(env: dict[str, str], expected: list[str]) -> None:
+    assert _published(env) == expected
+    for name in expected:
+        run = _runs(env) / name
+        summary = store.read_summary(run)
+        assert summary and summary["status"] == "ok", (name, summary)
+        spec = store.read_json(run / store.SPEC)  # whole: every epoch, from the first
+        epochs = [e["epoch"] for e in store.read_jsonl(run / store.EPOCHS)]
+        assert epochs == list(range(1, spec["epochs"] + 1)), name
+    assert _leftovers(env) == []
+    assert (Path(env["RESULTS_DIR"]) / PROFILE / "report" / "report.md").is_file()
+
+
+def _stamp(t: str) -> float:
+    return time.mktime(time.strptime(t, "%Y-%m-%dT%H:%M:%S"))
+
+
+def test_the_cluster_starts_in_seconds_and_takes_the_job_script_as_written(cluster):
+    assert 0 < cluster.startup_s < 30, cluster.startup_s
+    print(f"cluster start-up: {cluster.startup_s:.2f} s")
+    script = "run/slurm/artifact.sbatch"
+    as_written = cluster.run("sbatch", "--test-only", script, cwd=REPO)
+    assert "to start at" in as_written.stderr, as_written.stderr  # --gres=gpu:4, --exclusive, ...
+    shared = cluster.run("sbatch", "--test-only", *SHARE.split(), script, cwd=REPO)
+    cores = os.cpu_count() or 1
+    # --exclusive takes every core of the node; the tests' options (as SBATCH_OPTS) lift it
+    assert f"using {cores} processors" in as_written.stderr, as_written.stderr
+    assert "using 1 processors" in shared.stderr, shared.stderr
+    too_many = cluster.run("sbatch", "--test-only", "--gres=gpu:8", script, cwd=REPO,
+                                 check=False)  # fmt: skip
+    assert too_many.returncode != 0  # the gres are really counted
+
+
+def test_an_array_of_two_shares_the_runs_then_the_report_job_builds_the_report(tier, cluster):
+    expected = _matrix(Path(tier["MATRIX_FILE"]), ["fp64", "fp32", "fp16"])
+    t0 = time.monotonic()
+    array, report = _submit(tier, nodes=2)
+    done = cluster.wait(report, ("COMPLETED", "FAILED", "CANCELLED"), timeout=300)
+    print(f"make slurm NODES=2: {time.monotonic() - t0:.1f} s to the report")
+    tasks = sorted(cluster.jobs(array), key=lambda j: j["ArrayTaskId"])
+    assert [t["ArrayTaskId"] for t in tasks] == ["1", "2"]
+    for job in (*tasks, done):
+        assert (job["JobState"], job["ExitCode"]) == ("COMPLETED", "0:0"), _log(tier, job)
+    a, b = tasks
+    # both at once on the node, and the report job only once both had ended (afterany)
+    assert _stamp(a["StartTime"]) < _stamp(b["EndTime"])
+    assert _stamp(b["StartTime"]) < _stamp(a["EndTime"])
+    assert _stamp(done["StartTime"]) >= max(_stamp(t["EndTime"]) for t in tasks)
+    for t in tasks:  # each log starts with who ran it: job, array task, restart count
+        first = _log(tier, t).splitlines()[0]
+        assert first.startswith(f"[slurm] job {t['JobId']} task {t['ArrayTaskId']} on ")
+        assert first.endswith(", restart 0")
+    launched = [LAUNCH.findall(_log(tier, t)) for t in tasks]
+    print(f"runs per array task: {[len(x) for x in launched]}")
+    assert all(launched), launched  # each task took a share
+    assert not set(launched[0]) & set(launched[1])  # no run launched by both
+    assert sorted(launched[0] + launched[1]) == expected  # each run exactly once
+    report_log = _log(tier, done)
+    assert LAUNCH.findall(report_log) == []  # nothing left for the report job to run
+    assert "report.md" in report_log
+    _all_ok(tier, expected)
+
+
+def test_a_requeue_stops_the_run_in_flight_and_the_restart_runs_only_the_missing_ones(
+    tier, cluster
+):
+    # Long enough to be caught mid-run (4 epochs), short enough for CI.
+    expected = _matrix(Path(tier["MATRIX_FILE"]), ["fp32"], epochs=4, train_images=256)
+    (job_id,) = _submit(tier, nodes=1)
+    stopped = _in_flight(tier, after=1)
+    finished = {n: (_runs(tier) / n / store.SUMMARY).stat().st_mtime_ns for n in _published(tier)}
+    # what SLURM does 600 s before the time limit (--signal=B:USR1@600)
+    cluster.run("scancel", "--signal=USR1", "--batch", job_id)
+    held = cluster.wait(job_id, ("PENDING",), timeout=60)
+    assert held["Restarts"] == "1"
+    first = _log(tier, held)
+    assert f"requeueing job {job_id}" in first and "stopped by SIGTERM" in first
+    # stopped, not finished: nothing of it is published, staged or locked, no process left
+    assert stopped not in _published(tier) and _leftovers(tier) == []
+    assert lifeline.members(f"{_runs(tier).resolve()}/") == []
+    cluster.run("scontrol", "update", f"JobId={job_id}", "StartTime=now")
+    done = cluster.wait(job_id, ("COMPLETED", "FAILED", "CANCELLED"), timeout=300)
+    assert (done["JobState"], done["ExitCode"]) == ("COMPLETED", "0:0")
+    log = _log(tier, done)
+    restart = log.index(f"[slurm] job {job_id} on ")
+    restart = log.index(f"[slurm] job {job_id} on ", restart + 1)
+    assert log[restart:].splitlines()[0].endswith("restart 1")
+    again = LAUNCH.findall(log[restart:])
+    assert stopped in again  # the interrupted run, from the start (its epochs: 1..4)
+    assert sorted(again) == sorted(set(expected) - set(finished))  # only the missing ones
+    for name, mtime in finished.items():  # finished ones are kept as they were
+        assert (_runs(tier) / name / store.SUMMARY).stat().st_mtime_ns == mtime
+    _all_ok(tier, expected)
+
+
+def test_a_cancelled_job_leaves_nothing_half_written_and_a_resubmission_completes(tier, cluster):
+    expected = _matrix(Path(tier["MATRIX_FILE"]), ["fp32"], epochs=4, train_images=256)
+    (job_id,) = _submit(tier, nodes=1)
+    stopped = _in_flight(tier, after=0)
+    cluster.run("scancel", job_id)
+    cluster.wait(job_id, ("CANCELLED",), timeout=60)
+    # scancel sends SIGTERM to every process of the job: the sweep removes its staging folder
+    # and lock before SLURM's SIGKILL (KillWait later)
+    deadline = time.monotonic() + 30
+    while (_leftovers(tier) or lifeline.members(f"{_runs(tier).resolve()}/")) and (
+        time.monotonic() < deadline
+    ):
+        time.sleep(0.2)
+    assert _leftovers(tier) == [] and lifeline.members(f"{_runs(tier).resolve()}/") == []
+    assert stopped not in _published(tier)
+    (again,) = _submit(tier, nodes=1)
+    done = cluster.wait(again, ("COMPLETED", "FAILED", "CANCELLED"), timeout=300)
+    assert (done["JobState"], done["ExitCode"]) == ("COMPLETED", "0:0"), _log(tier, done)
+    assert stopped in LAUNCH.findall(_log(tier, done))
+    _all_ok(tier, expected)
