@@ -6,8 +6,8 @@
 Per size and kind it writes one synthetic profile (analysis/profiles/synth.py), reads it in a
 fresh child process, checks the parsed totals against what was generated, deletes the file and
 prints one line: MB/s and memory of the metrics reader alone ("read"), and of what the CLI does
-with a file ("cli": the reader, then the time breakdown, which reads the file a second time).
-Then one verdict line per kind, on the reader:
+with a file ("cli": the metrics and the time breakdown from one reading of the file).
+Then one verdict line per kind, on the reader and on the CLI alike:
     speed  MB/s at every size >= THRESHOLD_MB_S (nsys 200, Kineto plain and gzip 100)
     flat   peak RSS at the largest size <= FLAT_RATIO (1.25) x peak RSS at the smallest
 Sizes and MB/s count the bytes nsys or Kineto write; for kineto.gz, the JSON inside the gzip
@@ -96,18 +96,17 @@ def _measure(fn, *args) -> tuple[object, float, int, int]:
 
 def _child(kind: str, path: str) -> None:
     """Read one file as the CLI does and print the timings as JSON (runs in its own process)."""
-    from analysis.profiles import read_nsys_sqlite, read_torch_trace
-    from analysis.profiles.breakdown import read_breakdown
+    from analysis.profiles import read_nsys_sqlite, read_profile_breakdown, read_torch_trace
 
     reader = read_nsys_sqlite if kind == "nsys" else read_torch_trace
     prof, read_s, base, peak = _measure(reader, path)
-    _, split_s, _, split_peak = _measure(
-        read_breakdown, path, "nsys" if kind == "nsys" else "torch"
-    )
+    # The CLI's reading: metrics and breakdown from one pass over the file.
+    (both, split), cli_s, _, cli_peak = _measure(read_profile_breakdown, path)
     rows = {r.raw_name: [r.calls, r.total_s, r.bytes] for r in prof.rows}
-    print(json.dumps({"read_s": read_s, "cli_s": read_s + split_s, "base_kib": base,
-                      "peak_kib": peak, "cli_peak_kib": max(peak, split_peak),
-                      "rows": rows}))  # fmt: skip
+    if {r.raw_name: [r.calls, r.total_s, r.bytes] for r in both.rows} != rows or not split.devices:
+        raise RuntimeError("the one-pass reading disagrees with the reader")
+    print(json.dumps({"read_s": read_s, "cli_s": cli_s, "base_kib": base, "peak_kib": peak,
+                      "cli_peak_kib": cli_peak, "rows": rows}))  # fmt: skip
 
 
 def _check(kind: str, expected: dict, rows: dict) -> str:
@@ -202,29 +201,30 @@ def bench(
 
 
 def verdicts(results: Sequence[dict]) -> list[str]:
-    """One line per kind: the reader's speed against THRESHOLD_MB_S at every size, and whether
-    its peak RSS stays flat (largest size <= FLAT_RATIO x smallest; n/a with one size)."""
+    """One line per kind, judging the reader and then the CLI (metrics and breakdown in one pass)
+    the same way: MB/s against THRESHOLD_MB_S at every size, and whether peak RSS stays flat
+    (largest size <= FLAT_RATIO x smallest; n/a with one size)."""
     lines = []
     for kind in dict.fromkeys(r["kind"] for r in results):
         mine = sorted((r for r in results if r["kind"] == kind), key=lambda r: r["size_mb"])
-        need, slowest = THRESHOLD_MB_S[kind], min(r["read_mb_s"] for r in mine)
-        speed = f"speed {'PASS' if slowest >= need else 'FAIL'} (slowest {slowest:.0f} MB/s, need >= {need:.0f})"  # fmt: skip
-        lo, hi = mine[0], mine[-1]
-        if len(mine) < 2:
-            flat = "memory n/a (one size)"
-        else:
-            ratio = hi["peak_mb"] / lo["peak_mb"]
-            flat = (
-                f"memory {'flat' if ratio <= FLAT_RATIO else 'NOT flat'} (peak {lo['peak_mb']:.0f}"
-                f" MB at {lo['size_mb']:.0f} MB -> {hi['peak_mb']:.0f} MB at {hi['size_mb']:.0f}"
-                f" MB: x{ratio:.2f}, flat when <= x{FLAT_RATIO})"
-            )
-        cli = (
-            f"cli (reader + breakdown): slowest {min(r['cli_mb_s'] for r in mine):.0f} MB/s,"
-            f" peak {lo['cli_peak_mb']:.0f} -> {hi['cli_peak_mb']:.0f} MB"
-        )
-        lines.append(f"verdict {kind}: {speed}; {flat}; {cli}")
+        reader = _judge(mine, THRESHOLD_MB_S[kind], "read_mb_s", "peak_mb")
+        cli = _judge(mine, THRESHOLD_MB_S[kind], "cli_mb_s", "cli_peak_mb")
+        lines.append(f"verdict {kind}: {reader}; cli (metrics + breakdown, one pass): {cli}")
     return lines
+
+
+def _judge(mine: Sequence[dict], need: float, speed_key: str, peak_key: str) -> str:
+    slowest = min(r[speed_key] for r in mine)
+    speed = f"speed {'PASS' if slowest >= need else 'FAIL'} (slowest {slowest:.0f} MB/s, need >= {need:.0f})"  # fmt: skip
+    lo, hi = mine[0], mine[-1]
+    if len(mine) < 2:
+        return f"{speed}; memory n/a (one size)"
+    ratio = hi[peak_key] / lo[peak_key]
+    return (
+        f"{speed}; memory {'flat' if ratio <= FLAT_RATIO else 'NOT flat'} (peak {lo[peak_key]:.0f}"
+        f" MB at {lo['size_mb']:.0f} MB -> {hi[peak_key]:.0f} MB at {hi['size_mb']:.0f}"
+        f" MB: x{ratio:.2f}, flat when <= x{FLAT_RATIO})"
+    )
 
 
 def find_hta(given: str | None) -> tuple[str | None, str]:

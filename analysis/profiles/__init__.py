@@ -13,11 +13,12 @@ from __future__ import annotations
 import os
 import re
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import pandas as pd
 
+from .breakdown import Breakdown, read_nsys, read_torch
 from .metrics import (
     COLUMNS,
     KERNEL_LAUNCH_ALL,
@@ -40,17 +41,20 @@ __all__ = [
     "KERNEL_LAUNCH_ALL",
     "LAUNCH_APIS",
     "METRICS",
+    "Breakdown",
     "ProfileError",
     "RankProfile",
     "add_launch_all",
     "by_metric",
     "detect_source",
     "load_profiles",
+    "load_with_breakdown",
     "metrics_table",
     "rank_from_path",
     "read_metrics_csv",
     "read_nsys_sqlite",
     "read_profile",
+    "read_profile_breakdown",
     "read_torch_trace",
     "write_csv_atomic",
 ]
@@ -89,6 +93,15 @@ def read_profile(path: str | os.PathLike[str], cpu_ops: bool = True) -> RankProf
     return read_torch_trace(path, cpu_ops=cpu_ops)
 
 
+def read_profile_breakdown(
+    path: str | os.PathLike[str], cpu_ops: bool = True
+) -> tuple[RankProfile, Breakdown]:
+    """read_profile and the file's time breakdown (breakdown.py) from one reading of it."""
+    if detect_source(path) == "nsys":
+        return read_nsys(path)
+    return read_torch(path, cpu_ops=cpu_ops)
+
+
 def rank_from_path(path: str | os.PathLike[str]) -> int | None:
     """Rank written in the file name or, failing that, in a parent folder (rank0/, rank_1/)."""
     path = Path(path)
@@ -107,7 +120,21 @@ def load_profiles(
     Two files of the same source claiming one rank raise ProfileError (it would double count).
     A file of a format version newer than the tested ones gets one warning line on stderr.
     """
-    profiles = [read_profile(p, cpu_ops=cpu_ops) for p in paths]
+    return [
+        (rank, prof) for rank, prof, _ in _load(paths, lambda p: (read_profile(p, cpu_ops), None))
+    ]
+
+
+def load_with_breakdown(
+    paths: Sequence[str | os.PathLike[str]], cpu_ops: bool = True
+) -> list[tuple[int, RankProfile, Breakdown]]:
+    """load_profiles, each file's time breakdown beside its profile, every file read once."""
+    return _load(paths, lambda p: read_profile_breakdown(p, cpu_ops))
+
+
+def _load(paths: Sequence[str | os.PathLike[str]], read: Callable) -> list[tuple]:
+    read_both = [read(p) for p in paths]
+    profiles = [prof for prof, _ in read_both]
     claimed: list[int | None] = []
     for path, prof in zip(paths, profiles, strict=True):
         claimed.append(prof.rank_hint if prof.rank_hint is not None else rank_from_path(path))
@@ -125,7 +152,7 @@ def load_profiles(
     for prof in profiles:
         if prof.version_note:
             print(f"warning: {prof.path}: {prof.version_note}", file=sys.stderr)
-    return list(zip(ranks, profiles, strict=True))
+    return [(r, p, b) for r, (p, b) in zip(ranks, read_both, strict=True)]
 
 
 def metrics_table(

@@ -1,6 +1,6 @@
 """Where a rank's time went, by interval union: one definition for nsys exports and Kineto traces.
 
-Per (rank, device), over a window (the rank's CUDA activity span unless a caller gives another):
+Per (rank, device), over a window:
     busy                 |union of kernels, copies and memsets on the device|
     idle                 window - busy
     compute              |union of non-NCCL kernels|
@@ -10,12 +10,19 @@ and per rank, on the row whose device is HOST:
     host_blocked         |union of BLOCKING_CALLS| over every host thread of the rank
 Unions, not sums: two streams running at once count once, so every quantity is 0..window.
 
-Bounded memory: the union is streamed. Intervals arrive sorted by start (each device's own
-subsequence sorted; devices may interleave) and are merged on the fly, so only one open interval
-per quantity is held. The nsys reader has SQLite sort (ORDER BY start, on disk for large tables)
-and merges the kernel, copy and memset streams with heapq.merge. A Kineto trace is not sorted, so
-its GPU intervals are kept as int64 arrays (24 bytes an interval) and sorted one device at a time:
-memory is bounded by the GPU events of the trace, in practice those of one device per rank.
+Window: the wall time the metrics chose for the rank's share column (RankProfile.wall_from: an
+nsys export's capture range, its session, or a Kineto trace's span; `for_wall`), placed on the
+clock. Every such wall holds every CUDA record of the file, so the unions are those of all its
+records; where it would not (a session known only by its length, anchored at the first record),
+the window is widened to the CUDA activity span, kept as Breakdown.activity either way.
+
+One pass per file (`read_nsys`, `read_torch`): the metrics reader's own reading feeds the unions.
+nsys (breakdown_nsys): two scans beside its GROUP BYs, in its pool of read-only connections;
+each table is read in stored order, checked sorted by start and merged chunk by chunk, so one
+chunk per table is held; a table out of order is read again sorted by SQLite. Kineto
+(breakdown_kineto): the intervals are folded a window at a time, holding back the later half for
+events still to come; a trace shuffled deeper than that is read a second time, keeping every
+interval (16 bytes each) to sort at the end.
 
 Times are integer nanoseconds in both readers, so the two agree exactly on the same job. Kineto
 writes microseconds as floats (three decimals): start = round(ts * 1000) and
@@ -26,33 +33,24 @@ equal to the one nsys records for the same call.
 from __future__ import annotations
 
 import dataclasses
-import heapq
 import os
 import re
-import sqlite3
-from array import array
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
+from functools import partial
 from pathlib import Path
 
 import pandas as pd
 
 from run.node import profiling
 
-from .metrics import ProfileError, nccl_metric
+from .breakdown_kineto import KinetoIntervals
+from .breakdown_nsys import nsys_gpu, nsys_host
+from .intervals import StreamUnion, merge_sorted, union_ns
+from .metrics import ProfileError, RankProfile, nccl_metric
+from .nsys_sqlite import SPAN_ACTIVITY, SPAN_SESSION, read_nsys_with
+from .torch_trace import read_torch_trace
 
-# The export's schema helpers are shared so both nsys readers see one schema the same way.
-from .nsys_sqlite import (
-    _KERNEL_NAME_COLUMNS,
-    KERNEL,
-    MEMCPY,
-    RUNTIME,
-    SPAN_TABLES,
-    _schema,
-    _strings,
-    runtime_calls,
-)
-from .nsys_sqlite import MEMSET as MEMSET_TABLE
-from .torch_trace import iter_trace_events
+__all__ = ["merge_sorted", "union_ns"]  # re-exported: the one-interval-at-a-time union
 
 COMPUTE, COMM, COPY, MEMSET = "compute", "comm", "copy", "memset"
 QUANTITIES = ("window", "busy", "idle", "compute", "comm", "comm_not_overlapped", "host_blocked")
@@ -81,8 +79,9 @@ BLOCKING_CALLS = frozenset(
 )
 _SUFFIX = re.compile(r"(?:_v\d+)?(?:_ptsz|_ptds)?(?:_v\d+)?$")
 _NS_PER_S = 1e9
-_KINETO_GPU = {"kernel": None, "gpu_memcpy": COPY, "gpu_memset": MEMSET}
-_KINETO_HOST = ("cuda_runtime", "cuda_driver")
+_KINDS = (COMPUTE, COMM, COPY, MEMSET)  # the codes GPU intervals carry in arrays
+_KINETO_GPU = {"kernel": None, "gpu_memcpy": 2, "gpu_memset": 3}
+_KINETO_HOST = frozenset({"cuda_runtime", "cuda_driver"})
 
 
 def is_blocking(api: str) -> bool:
@@ -95,58 +94,8 @@ def kernel_kind(name: str) -> str:
     return COMM if nccl_metric(name) else COMPUTE
 
 
-class _Union:
-    """Length of the union of intervals fed in order of start, holding one open interval."""
-
-    __slots__ = ("hi", "last", "lo", "total")
-
-    def __init__(self) -> None:
-        self.total, self.lo, self.hi, self.last = 0, 0, 0, None
-
-    def add(self, start: int, end: int) -> None:
-        if self.last is not None and start < self.last:
-            raise ValueError(f"intervals not sorted by start ({start} after {self.last})")
-        self.last = start
-        if end <= start:
-            return  # empty, or a record ending before it starts: no time to count
-        if start > self.hi or self.lo == self.hi:
-            self.total += self.hi - self.lo
-            self.lo, self.hi = start, end
-        elif end > self.hi:
-            self.hi = end
-
-    def length(self) -> int:
-        return self.total + self.hi - self.lo
-
-
-def merge_sorted(intervals: Iterable[tuple[int, int]]) -> Iterator[tuple[int, int]]:
-    """Merge (start, end) intervals sorted by start into disjoint ones, streamed.
-
-    Touching intervals merge; empty ones vanish. Raises ValueError on input out of order.
-    """
-    lo = hi = last = None
-    for start, end in intervals:
-        if last is not None and start < last:
-            raise ValueError(f"intervals not sorted by start ({start} after {last})")
-        last = start
-        if end <= start:
-            continue
-        if hi is None or start > hi:
-            if hi is not None:
-                yield lo, hi
-            lo, hi = start, end
-        elif end > hi:
-            hi = end
-    if hi is not None:
-        yield lo, hi
-
-
-def union_ns(intervals: Iterable[tuple[int, int]]) -> int:
-    """Length of the union of (start, end) intervals sorted by start, in bounded memory."""
-    acc = _Union()
-    for start, end in intervals:
-        acc.add(start, end)
-    return acc.length()
+def _is_comm(name: str) -> bool:
+    return kernel_kind(name) == COMM
 
 
 @dataclasses.dataclass(frozen=True)
@@ -161,13 +110,15 @@ class DeviceTimes:
 
 @dataclasses.dataclass(frozen=True)
 class Breakdown:
-    """One rank's breakdown: window [lo, hi) in ns, per-device unions, host time blocked."""
+    """One rank's breakdown: window [lo, hi) in ns, per-device unions, host time blocked, and the
+    CUDA activity span [lo, hi) (first record's start to last one's end; (0, 0) if none)."""
 
     source: str
     window: tuple[int, int]
     window_from: str
     devices: dict[int, DeviceTimes]
     host_blocked: int
+    activity: tuple[int, int] = (0, 0)
 
     @property
     def window_ns(self) -> int:
@@ -187,12 +138,12 @@ def compute(
     to `window` (clipping keeps that order). Raises ValueError on input out of order.
     """
     lo, hi = window
-    unions: dict[int, tuple[_Union, _Union, _Union, _Union]] = {}
+    unions: dict[int, tuple[StreamUnion, StreamUnion, StreamUnion, StreamUnion]] = {}
     for start, end, device, kind in gpu:
         start, end = max(start, lo), min(end, hi)
         acc = unions.get(device)
         if acc is None:
-            acc = unions[device] = (_Union(), _Union(), _Union(), _Union())
+            acc = unions[device] = (StreamUnion(), StreamUnion(), StreamUnion(), StreamUnion())
         busy, comp, comm, kernels = acc
         busy.add(start, end)
         if kind == COMPUTE:
@@ -235,8 +186,10 @@ def breakdown_lines(rank: int, bd: Breakdown) -> list[str]:
         share = f"{ns / win:.1%}" if win > 0 else "n/a"
         return f"{ns / _NS_PER_S:.4g} s ({share})"
 
+    act = (bd.activity[1] - bd.activity[0]) / _NS_PER_S
     lines = [
-        f"breakdown rank {rank} ({bd.source}): window {win / _NS_PER_S:.4g} s ({bd.window_from})"
+        f"breakdown rank {rank} ({bd.source}): window {win / _NS_PER_S:.4g} s ({bd.window_from}),"
+        f" CUDA activity {act:.4g} s"
     ]
     for dev, t in bd.devices.items():
         lines.append(f"  device {dev}: busy {fmt(t.busy)}, idle {fmt(win - t.busy)}")
@@ -261,78 +214,56 @@ def breakdown_path(metrics_csv: str | os.PathLike[str]) -> Path:
     return out.with_name(f"{out.stem}.breakdown{out.suffix or '.csv'}")
 
 
+def for_wall(bd: Breakdown, profile: RankProfile) -> Breakdown:
+    """The breakdown over the wall the profile's share column divides by (module docstring).
+
+    The wall is the span whose name starts profile.wall_from (nsys_sqlite.choose_wall writes
+    "<span> (<why>)"); where it has no place on the clock, the activity span. Call it again after
+    nsys_sqlite.with_capture re-chose the wall (the run's profiling.json).
+    """
+    name = next((n for n in profile.span_ns if profile.wall_from.startswith(n)), None)
+    act_lo, act_hi = bd.activity
+    if name is None:
+        return dataclasses.replace(bd, window=bd.activity, window_from=WINDOW_ACTIVITY)
+    lo, hi = profile.span_ns[name]
+    if name == SPAN_SESSION and lo == 0 and act_lo > hi:
+        lo, hi = act_lo, act_lo + hi  # a session known by its length only: anchored at the start
+    why = profile.wall_from or name
+    if act_hi > act_lo and (lo > act_lo or hi < act_hi):
+        lo, hi = min(lo, act_lo), max(hi, act_hi)
+        why += f", widened to the {WINDOW_ACTIVITY}"
+    return dataclasses.replace(bd, window=(lo, hi), window_from=why)
+
+
 def read_breakdown(path: str | os.PathLike[str], source: str) -> Breakdown:
-    """The breakdown of one profile file ("nsys" or "torch"); ProfileError on bad input."""
-    if source == "nsys":
-        return nsys_breakdown(path)
-    return torch_breakdown(path)
+    """The breakdown of one profile file ("nsys" or "torch") over the wall its own metrics choose
+    (the file's capture settings, else nsys's default); ProfileError on bad input."""
+    return (read_nsys(path) if source == "nsys" else read_torch(path))[1]
+
+
+def nsys_breakdown(path: str | os.PathLike[str]) -> Breakdown:
+    """Breakdown of an nsys SQLite export (read_breakdown's)."""
+    return read_nsys(path)[1]
+
+
+def torch_breakdown(path: str | os.PathLike[str]) -> Breakdown:
+    """Breakdown of a Kineto trace over its trace span (read_breakdown's)."""
+    return read_torch(path)[1]
 
 
 # --- nsys -----------------------------------------------------------------------------------
 
 
-def nsys_breakdown(path: str | os.PathLike[str]) -> Breakdown:
-    """Breakdown of an nsys SQLite export over its CUDA activity span (all intervals in SQL order)."""
-    path = Path(path)
-    try:
-        con = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
-    except sqlite3.Error as exc:
-        raise ProfileError(path, f"cannot open SQLite file ({exc})") from exc
-    try:
-        columns = _schema(con)
-        spans = [
-            con.execute(f'SELECT MIN(start), MAX("end") FROM {t}').fetchone()
-            for t in SPAN_TABLES
-            if {"start", "end"} <= columns.get(t, set())
-        ]
-        spans = [(a, b) for a, b in spans if a is not None and b is not None]
-        window = (min(a for a, _ in spans), max(b for _, b in spans)) if spans else (0, 0)
-        return compute(_nsys_gpu(con, columns), _nsys_host(con, columns), window, "nsys")
-    except sqlite3.Error as exc:
-        raise ProfileError(path, f"corrupt or truncated SQLite file ({exc})") from exc
-    finally:
-        con.close()
-
-
-def _device(cols: set[str]) -> str:
-    # A NULL or missing deviceId (hand-made files) becomes -1: not guessed to be device 0.
-    return "COALESCE(deviceId, -1)" if "deviceId" in cols else "-1"
-
-
-def _nsys_gpu(
-    con: sqlite3.Connection, columns: dict[str, set[str]]
-) -> Iterator[tuple[int, int, int, str]]:
-    streams = []
-    kcols = columns.get(KERNEL, set())
-    name_col = next((c for c in _KERNEL_NAME_COLUMNS if c in kcols), None)
-    if {"start", "end"} <= kcols and name_col:
-        ids = [i for (i,) in con.execute(f"SELECT DISTINCT {name_col} FROM {KERNEL}")]
-        comm = {i for i, name in _strings(con, ids).items() if kernel_kind(name) == COMM}
-        rows = con.execute(
-            f'SELECT start, "end", {_device(kcols)}, {name_col} FROM {KERNEL} ORDER BY start'
-        )
-        streams.append((s, e, d, COMM if n in comm else COMPUTE) for s, e, d, n in rows)
-    for table, kind in ((MEMCPY, COPY), (MEMSET_TABLE, MEMSET)):
-        cols = columns.get(table, set())
-        if {"start", "end"} <= cols:
-            rows = con.execute(f'SELECT start, "end", {_device(cols)} FROM {table} ORDER BY start')
-            streams.append((s, e, d, kind) for s, e, d in rows)
-    return heapq.merge(*streams, key=lambda r: r[0])
-
-
-def _nsys_host(con: sqlite3.Connection, columns: dict[str, set[str]]) -> Iterator[tuple[int, int]]:
-    if not {"start", "end", "nameId"} <= columns.get(RUNTIME, set()):
-        return iter(())
-    ids = [i for (i,) in con.execute(f"SELECT DISTINCT nameId FROM {RUNTIME}")]
-    keep = sorted(i for i, name in _strings(con, ids).items() if is_blocking(name))
-    if not keep:
-        return iter(())
-    source = runtime_calls(con, columns)  # one row per call: backtrace rows left out
-    sql = (
-        f'SELECT start, "end" FROM {source} WHERE nameId IN ({",".join(map(str, keep))}) '
-        "ORDER BY start"
-    )
-    return iter(con.execute(sql))
+def read_nsys(
+    path: str | os.PathLike[str], capture: str | None = None
+) -> tuple[RankProfile, Breakdown]:
+    """The metrics (nsys_sqlite.read_nsys_sqlite) and the breakdown of an export, in one pass."""
+    jobs = (partial(nsys_gpu, is_comm=_is_comm), partial(nsys_host, is_blocking=is_blocking))
+    prof, (unions, blocked) = read_nsys_with(path, jobs, capture)
+    devices = {dev: DeviceTimes(b, c, m, k - c) for dev, (b, c, m, k) in unions.items()}
+    activity = prof.span_ns.get(SPAN_ACTIVITY, (0, 0))
+    bd = Breakdown("nsys", activity, WINDOW_ACTIVITY, devices, blocked, activity)
+    return prof, for_wall(bd, prof)
 
 
 # --- Kineto ---------------------------------------------------------------------------------
@@ -344,44 +275,21 @@ def kineto_ns(ts: float, dur: float) -> tuple[int, int]:
     return start, start + round(dur * 1000)
 
 
-def torch_breakdown(path: str | os.PathLike[str]) -> Breakdown:
-    """Breakdown of a Kineto trace over its CUDA activity span (runtime, driver and GPU events)."""
-    path = Path(path)
-    kinds = (COMPUTE, COMM, COPY, MEMSET)
-    per_device: dict[int, tuple[array, array, array]] = {}
-    host_s, host_e = array("q"), array("q")
-    lo, hi = None, None
-    try:
-        for ev in iter_trace_events(path):
-            cat = ev.get("cat")
-            if cat not in _KINETO_GPU and cat not in _KINETO_HOST:
-                continue
-            if ev.get("ph") != "X" or ev.get("ts") is None:
-                continue  # the metrics reader skips these too
-            start, end = kineto_ns(ev["ts"], ev.get("dur") or 0)
-            lo = start if lo is None or start < lo else lo
-            hi = end if hi is None or end > hi else hi
-            if cat in _KINETO_HOST:
-                if is_blocking(str(ev.get("name", ""))):
-                    host_s.append(start)
-                    host_e.append(end)
-                continue
-            kind = _KINETO_GPU[cat] or kernel_kind(str(ev.get("name", "")))
-            args = ev.get("args") or {}
-            device = int(args.get("device", ev.get("pid", -1)))
-            arrays = per_device.setdefault(device, (array("q"), array("q"), array("b")))
-            arrays[0].append(start)
-            arrays[1].append(end)
-            arrays[2].append(kinds.index(kind))
-    except (KeyError, TypeError, ValueError, AttributeError) as exc:
-        raise ProfileError(path, f"malformed trace event ({exc!r})") from None
-
-    def gpu() -> Iterator[tuple[int, int, int, str]]:
-        for device in sorted(per_device):
-            starts, ends, codes = per_device.pop(device)
-            for i in sorted(range(len(starts)), key=starts.__getitem__):
-                yield starts[i], ends[i], device, kinds[codes[i]]
-
-    host = ((host_s[i], host_e[i]) for i in sorted(range(len(host_s)), key=host_s.__getitem__))
-    window = (lo, hi) if lo is not None else (0, 0)
-    return compute(gpu(), host, window, "torch")
+def read_torch(path: str | os.PathLike[str], cpu_ops: bool = True) -> tuple[RankProfile, Breakdown]:
+    """The metrics (torch_trace.read_torch_trace) and the breakdown of a trace, in one pass (two
+    where its events are out of time order beyond breakdown_kineto's window)."""
+    for keep_all in (False, True):
+        feed = KinetoIntervals(is_blocking, _is_comm, keep_all)
+        try:
+            prof = read_torch_trace(path, cpu_ops, feed)
+        except OverflowError as exc:  # an infinite or huge ts/dur in an event
+            raise ProfileError(path, f"malformed trace event ({exc!r})") from None
+        try:
+            unions, blocked, activity = feed.result()
+            break
+        except ValueError:
+            continue
+    devices = {dev: DeviceTimes(b, c, m, k - c) for dev, (b, c, m, k) in unions.items()}
+    activity = activity or (0, 0)
+    bd = Breakdown("torch", activity, WINDOW_ACTIVITY, devices, blocked, activity)
+    return prof, for_wall(bd, prof)

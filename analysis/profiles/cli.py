@@ -13,7 +13,7 @@ from run import settings
 
 from . import breakdown as bdown
 from . import coverage as cov
-from . import load_profiles
+from . import load_with_breakdown
 from .metrics import (
     COLUMNS,
     COPY_METRICS,
@@ -54,8 +54,10 @@ analysis/profiles/breakdown.py): written beside the metrics CSV (metrics.csv ->
 metrics.breakdown.csv, profile_metrics.csv -> profile_breakdown.csv) unless --breakdown-out
 names another file. Columns: {", ".join(bdown.COLUMNS)}
   quantity {", ".join(bdown.QUANTITIES)}
-           over the rank's CUDA activity span; device "{bdown.HOST}" holds host_blocked, the union
-           of the rank's host time inside these calls:
+           over the rank's window: the wall its share column divides by (wall_s, wall_from: an
+           nsys capture range's CUDA activity, the nsys session, or the torch trace's span), so
+           idle = window - busy; the summary also gives the CUDA activity span. Device
+           "{bdown.HOST}" holds host_blocked, the union of the rank's host time inside these calls:
 {textwrap.fill(", ".join(sorted(bdown.BLOCKING_CALLS)), 96, initial_indent=" " * 11, subsequent_indent=" " * 11)}
 
 exit status: 0 written; 1 a file could not be read (one line on stderr, no CSV written); 2 usage.
@@ -165,17 +167,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     try:
-        profiles = load_profiles(args.files, cpu_ops=not args.no_cpu_ops)
+        # Every file read once, metrics and breakdown together, before anything is written, so
+        # that a file failing leaves no CSV.
+        both = load_with_breakdown(args.files, cpu_ops=not args.no_cpu_ops)
     except ProfileError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
+    profiles = [(rank, prof) for rank, prof, _ in both]
+    splits = [(rank, split) for rank, _, split in both]
     df = concat_frames(profile_frame(args.run, rank, prof) for rank, prof in profiles)
-    try:
-        # Read before anything is written, so that a file failing here leaves no CSV either.
-        splits = [(rank, bdown.read_breakdown(p.path, p.source)) for rank, p in profiles]
-    except ProfileError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
     split_out = args.breakdown_out or bdown.breakdown_path(args.out)
     split_df = pd.concat([bdown.breakdown_frame(args.run, r, b) for r, b in splits])
     for table, dest in ((df, args.out), (split_df, split_out)):

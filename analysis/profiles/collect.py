@@ -26,7 +26,7 @@ import pandas as pd
 from run import settings, store
 from run.node import profiling
 
-from . import ProfileError, load_profiles
+from . import ProfileError, load_with_breakdown
 from . import breakdown as bdown
 from .metrics import concat_frames, profile_frame, write_csv_atomic
 from .nsys_sqlite import with_capture
@@ -81,13 +81,12 @@ def collect_metrics(run: str, run_dir: Path, profiler: str) -> Path:
             "its recipe ignores the profiler block: torchtune 0.6.1's lora_dpo_distributed does)",
         )
     capture = profiling.read_capture(run_dir) if profiler == "nsys" else None
-    profiles = [(rank, with_capture(p, capture)) for rank, p in load_profiles(files)]
+    # One reading per file gives the metrics and the breakdown (diff and fig-optimized read it);
+    # the breakdown's window follows the wall the run's capture mode picks.
+    both = [(rank, with_capture(p, capture), b) for rank, p, b in load_with_breakdown(files)]
+    profiles = [(rank, p) for rank, p, _ in both]
     df = concat_frames(profile_frame(run, rank, p) for rank, p in profiles)
-    # The breakdown is read before anything is written too (diff and fig-optimized read it).
-    splits = pd.concat(
-        bdown.breakdown_frame(run, rank, bdown.read_breakdown(p.path, p.source))
-        for rank, p in profiles
-    )
+    splits = pd.concat(bdown.breakdown_frame(run, r, bdown.for_wall(b, p)) for r, p, b in both)
     out = write_csv_atomic(df, run_dir / profiling.PROFILE_METRICS)
     write_csv_atomic(splits, bdown.breakdown_path(out))
     plan_path = run_dir / profiling.PROFILING_PLAN

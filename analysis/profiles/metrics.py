@@ -160,6 +160,9 @@ class RankProfile:
     activity_s: float = float("nan")
     # The capture mode the file itself records (nsys META_DATA_CAPTURE), None where it has none.
     file_capture: str | None = None
+    # The spans above that have a place on the clock, as [start, end) in integer ns (the time
+    # breakdown's window is the one wall_s came from: breakdown.for_wall).
+    span_ns: dict[str, tuple[int, int]] = field(default_factory=dict)
     # One line when the file records a format version newer than any the tests cover (or one
     # that does not parse): the file is still read, and load_profiles prints the line once.
     version_note: str = ""

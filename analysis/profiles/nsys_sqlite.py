@@ -28,8 +28,9 @@ Counting (issue 19):
 Wall time (the denominator of `share`): every file offers up to two spans, kept in
 RankProfile.spans, and the capture mode picks one (`choose_wall`). The mode comes from, in order:
 the run's profiling.json (run.node.profiling.NSYS_CAPTURE_KEY, our own runs), the export's own
-META_DATA_CAPTURE table (name/value rows: START_TRIGGER, STOP_TRIGGER, START_DELAY_MS,
-RUN_DURATION_MS, CAPTURE_RANGE; 2022 exports have none), else nsys's default, the whole session:
+META_DATA_CAPTURE table (START_TRIGGER with STOP_TRIGGER, START_DELAY_MS, RUN_DURATION_MS,
+CAPTURE_RANGE, read by capture_nsys.file_capture; 2022 exports have none), else nsys's default,
+the whole session:
   * a capture range (cudaProfilerApi or NVTX): the CUDA activity span. nsys records CUDA only
     inside the range, and the loop synchronises the GPU at both ends, so the end is tight; the
     start is the first step's first CUDA call, so host time before it (a DataLoader wait of at
@@ -51,13 +52,14 @@ from __future__ import annotations
 import dataclasses
 import os
 import sqlite3
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import closing
 from pathlib import Path
 
 from run.node.profiling import CAPTURE_API, CAPTURE_DURATION, CAPTURE_WHOLE
 
+from .capture_nsys import CAPTURE_NVTX, file_capture, session_span
 from .metrics import (
     CUPTI_COPY_KIND,
     ProfileError,
@@ -68,47 +70,43 @@ from .metrics import (
     newer_version_note,
     runtime_metric,
 )
+from .nsys_schema import (
+    CAPTURE_TABLE,
+    CUDA_TABLES,
+    EXPORT_TABLE,
+    KERNEL,
+    MEMCPY,
+    MEMCPY_ENUM,
+    MEMSET,
+    REQUIRED,
+    RUNTIME,
+    STRINGS,
+    kernel_name_column,
+    name_values,
+    runtime_calls,
+    schema,
+    strings,
+)
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
-RUNTIME = "CUPTI_ACTIVITY_KIND_RUNTIME"
-KERNEL = "CUPTI_ACTIVITY_KIND_KERNEL"
-MEMCPY = "CUPTI_ACTIVITY_KIND_MEMCPY"
-MEMCPY_ENUM = "ENUM_CUDA_MEMCPY_OPER"
-EVENT_CLASS_ENUM = "ENUM_NSYS_EVENT_CLASS"
-BACKTRACE_CLASS = "TRACE_PROCESS_EVENT_CUDABACKTRACE"
-STRINGS = "StringIds"
-MEMSET = "CUPTI_ACTIVITY_KIND_MEMSET"
-DETAILS = "ANALYSIS_DETAILS"
-CAPTURE_TABLE = "META_DATA_CAPTURE"
-EXPORT_TABLE = "META_DATA_EXPORT"
 # The nsys releases whose export layout the golden files follow (synth.NSYS_SCHEMAS, README).
 NSYS_COVERED = ("2022.4", "2024.4", "2025.3")
 # META_DATA_EXPORT rows naming the nsys release; EXPORT_SCHEMA_VERSION numbers the schema apart
 # from releases, so it cannot be matched to NSYS_COVERED.
 _RELEASE_KEYS = ("EXPORT_PRODUCT_VERSION", "NSIGHT_SYSTEMS_VERSION")
-CUDA_TABLES = (RUNTIME, KERNEL, MEMCPY)
-_REQUIRED = {
-    RUNTIME: ("start", "end", "nameId"),
-    KERNEL: ("start", "end"),
-    MEMCPY: ("start", "end", "bytes", "copyKind"),
-    STRINGS: ("id", "value"),
-}
-# Kernel name columns in order of preference: shortName is the bare function name.
-_KERNEL_NAME_COLUMNS = ("shortName", "demangledName", "mangledName")
 _NS_PER_S = 1e9
-# RankProfile.spans keys. The activity span runs over every CUDA record the export holds: API
-# calls, kernels, copies and memsets (memsets carry no metric but are GPU work inside the capture).
+# RankProfile.spans keys. The activity span runs over every CUDA record the export holds
+# (nsys_schema.SPAN_TABLES): API calls, kernels, copies and memsets.
 SPAN_ACTIVITY = "CUDA activity span"
-SPAN_TABLES = (RUNTIME, KERNEL, MEMCPY, MEMSET)
 SPAN_SESSION = "ANALYSIS_DETAILS session"
-# A capture range opened by an NVTX range (--capture-range=nvtx); cudaProfilerApi is CAPTURE_API.
-CAPTURE_NVTX = "NVTX"
 NSYS_DEFAULT = "nsys default: whole session (the export records no capture settings)"
 # Where a capture mode came from, as wall_from names it.
 FROM_PLAN = "nsys capture"
 FROM_FILE = CAPTURE_TABLE
 _RANGE_CAPTURES = (CAPTURE_API, CAPTURE_NVTX)
 _SESSION_CAPTURES = (CAPTURE_DURATION, CAPTURE_WHOLE)
+# A job run beside the aggregations on its own read-only connection: (connection, schema) -> any.
+Job = Callable[[sqlite3.Connection, dict[str, set[str]]], object]
 
 
 def read_nsys_sqlite(path: str | os.PathLike[str], capture: str | None = None) -> RankProfile:
@@ -117,6 +115,14 @@ def read_nsys_sqlite(path: str | os.PathLike[str], capture: str | None = None) -
     capture: the run's nsys capture mode (CAPTURE_API, CAPTURE_DURATION, CAPTURE_WHOLE), or None
     when unknown; it picks the wall time (module docstring).
     """
+    return read_nsys_with(path, (), capture)[0]
+
+
+def read_nsys_with(
+    path: str | os.PathLike[str], jobs: Sequence[Job], capture: str | None = None
+) -> tuple[RankProfile, list[object]]:
+    """read_nsys_sqlite, plus what each job returns, run in the same pass over the file: every
+    job gets its own read-only connection beside the aggregations (the time breakdown's unions)."""
     path = Path(path)
     _check_magic(path)
     try:
@@ -124,16 +130,17 @@ def read_nsys_sqlite(path: str | os.PathLike[str], capture: str | None = None) -
     except sqlite3.Error as exc:
         raise ProfileError(path, f"cannot open SQLite file ({exc})") from exc
     try:
-        return with_capture(_read(con, path), capture)
+        profile, results = _read(con, path, jobs)
+        return with_capture(profile, capture), results
     except sqlite3.Error as exc:
         raise ProfileError(path, f"corrupt or truncated SQLite file ({exc})") from exc
     finally:
         con.close()
 
 
-def _on_own_connection(path: Path, rows_of: Callable[..., list[Row]], *args: object) -> list[Row]:
+def _on_own_connection(path: Path, job: Callable[..., object], *args: object) -> object:
     with closing(sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)) as con:
-        return rows_of(con, *args)
+        return job(con, *args)
 
 
 def choose_wall(
@@ -186,15 +193,15 @@ def _check_magic(path: Path) -> None:
         raise ProfileError(path, "not a SQLite file (expected an `nsys export --type sqlite` file)")
 
 
-def _read(con: sqlite3.Connection, path: Path) -> RankProfile:
-    columns = _schema(con)
+def _read(con: sqlite3.Connection, path: Path, jobs: Sequence[Job]) -> tuple[RankProfile, list]:
+    columns = schema(con)
     if STRINGS not in columns:
         raise ProfileError(
             path, "SQLite file of another schema: no StringIds table, not an nsys export"
         )
     activity = [t for t in CUDA_TABLES if t in columns]
     for table in [STRINGS, *activity]:
-        missing = [c for c in _REQUIRED[table] if c not in columns[table]]
+        missing = [c for c in REQUIRED[table] if c not in columns[table]]
         if missing:
             raise ProfileError(path, f"SQLite file of another schema: {table} lacks {missing}")
     if not activity:
@@ -205,33 +212,41 @@ def _read(con: sqlite3.Connection, path: Path) -> RankProfile:
             f"nsys export without CUDA tables ({', '.join(CUDA_TABLES)}): nothing was traced "
             "(was --trace=cuda on, and did the capture range open?)",
         )
+    session = session_span(con, columns)
+    session_ns = session[1] - session[0] if session else 0
+    # Read before the long work: a capture table that contradicts itself ends the read at once.
+    capture = file_capture(con, columns, path, session_ns)
 
     spans: list[tuple[int, int]] = []  # (min start, max end) per group, for the activity span
     tables = [(_runtime_rows, columns)] if RUNTIME in columns else []
     if KERNEL in columns:
-        name_col = next((c for c in _KERNEL_NAME_COLUMNS if c in columns[KERNEL]), None)
+        name_col = kernel_name_column(columns)
         if name_col is None:
             raise ProfileError(path, f"SQLite file of another schema: {KERNEL} has no name column")
         tables.append((_kernel_rows, name_col))
     if MEMCPY in columns:
         tables.append((_memcpy_rows, columns))
     # Each GROUP BY is a sort of its whole table, most of the read time; SQLite runs them side by
-    # side on their own connections (it releases the GIL), so the cores share them.
-    with ThreadPoolExecutor(len(tables)) as pool:
-        jobs = [pool.submit(_on_own_connection, path, fn, arg, spans) for fn, arg in tables]
-        rows = [row for job in jobs for row in job.result()]
+    # side on their own connections (it releases the GIL), so the cores share them, and the jobs
+    # (the breakdown's scans) with them.
+    with ThreadPoolExecutor(len(tables) + len(jobs)) as pool:
+        extra = [pool.submit(_on_own_connection, path, job, columns) for job in jobs]
+        groups = [pool.submit(_on_own_connection, path, fn, arg, spans) for fn, arg in tables]
+        rows = [row for job in groups for row in job.result()]
+        results = [job.result() for job in extra]
     if {"start", "end"} <= columns.get(MEMSET, set()):
         lo, hi = con.execute(f'SELECT MIN(start), MAX("end") FROM {MEMSET}').fetchone()
         if lo is not None and hi is not None:
             spans.append((lo, hi))
 
     found: dict[str, float] = {}
-    session = _session_s(con, columns)
-    if session > 0:
-        found[SPAN_SESSION] = session
+    places: dict[str, tuple[int, int]] = {}
+    if session_ns > 0:
+        found[SPAN_SESSION], places[SPAN_SESSION] = session_ns / _NS_PER_S, session
     if spans:
-        found[SPAN_ACTIVITY] = (max(e for _, e in spans) - min(s for s, _ in spans)) / _NS_PER_S
-    return RankProfile(
+        places[SPAN_ACTIVITY] = (min(s for s, _ in spans), max(e for _, e in spans))
+        found[SPAN_ACTIVITY] = (places[SPAN_ACTIVITY][1] - places[SPAN_ACTIVITY][0]) / _NS_PER_S
+    profile = RankProfile(
         str(path),
         "nsys",
         0.0,
@@ -239,25 +254,11 @@ def _read(con: sqlite3.Connection, path: Path) -> RankProfile:
         rows,
         spans=found,
         activity_s=found.get(SPAN_ACTIVITY, float("nan")),
-        file_capture=_file_capture(con, columns, path),
+        file_capture=capture,
         version_note=_newer_release(con, columns),
+        span_ns=places,
     )
-
-
-def _schema(con: sqlite3.Connection) -> dict[str, set[str]]:
-    names = [
-        r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type IN ('table', 'view')")
-    ]
-    return {n: {r[1] for r in con.execute(f'PRAGMA table_info("{n}")')} for n in names}
-
-
-def _strings(con: sqlite3.Connection, ids: list[int]) -> dict[int, str]:
-    out: dict[int, str] = {}
-    for i in range(0, len(ids), 500):  # stay below SQLite's bound-variable limit
-        chunk = ids[i : i + 500]
-        marks = ",".join("?" * len(chunk))
-        out.update(con.execute(f"SELECT id, value FROM {STRINGS} WHERE id IN ({marks})", chunk))
-    return out
+    return profile, results
 
 
 def _grouped(
@@ -271,34 +272,11 @@ def _grouped(
     return con.execute(sql).fetchall()
 
 
-def runtime_calls(con: sqlite3.Connection, columns: dict[str, set[str]]) -> str:
-    """SQL row source of CUPTI_ACTIVITY_KIND_RUNTIME with one row per call (backtraces out)."""
-    cols = columns[RUNTIME]
-    enum = columns.get(EVENT_CLASS_ENUM, set())
-    if "eventClass" in cols and {"id", "name"} <= enum:
-        ids = [
-            int(i)
-            for (i,) in con.execute(
-                f"SELECT id FROM {EVENT_CLASS_ENUM} WHERE name = ?", (BACKTRACE_CLASS,)
-            )
-        ]
-        if ids:
-            return f"(SELECT * FROM {RUNTIME} WHERE eventClass NOT IN ({','.join(map(str, ids))}))"
-        # an enum without the backtrace class (renamed in a later nsys?): pair rows as below
-    if not {"globalTid", "correlationId"} <= cols:
-        return RUNTIME  # nothing to tell a call from its backtrace by
-    # No enum (nsys 2022), or one without the class: one row per (thread, correlation id). SQLite takes the bare columns
-    # from the row that holds the MIN(); a missing correlation id (NULL or 0) never pairs.
-    keep = "MIN(eventClass)" if "eventClass" in cols else "MIN(rowid)"
-    corr = "CASE WHEN correlationId IS NULL OR correlationId = 0 THEN -rowid ELSE correlationId END"
-    return f'(SELECT nameId, start, "end", {keep} FROM {RUNTIME} GROUP BY globalTid, {corr})'
-
-
 def _runtime_rows(
     con: sqlite3.Connection, columns: dict[str, set[str]], spans: list[tuple[int, int]]
 ) -> list[Row]:
     groups = _grouped(con, runtime_calls(con, columns), "nameId")
-    names = _strings(con, [g[0] for g in groups])
+    names = strings(con, [g[0] for g in groups])
     rows = []
     for name_id, calls, total, lo, hi in groups:
         spans.append((lo, hi))
@@ -311,7 +289,7 @@ def _runtime_rows(
 
 def _kernel_rows(con: sqlite3.Connection, name_col: str, spans: list[tuple[int, int]]) -> list[Row]:
     groups = _grouped(con, KERNEL, name_col)
-    names = _strings(con, [g[0] for g in groups])
+    names = strings(con, [g[0] for g in groups])
     rows = []
     for name_id, calls, total, lo, hi in groups:
         spans.append((lo, hi))
@@ -347,72 +325,8 @@ def _memcpy_rows(
     return rows
 
 
-def _session_s(con: sqlite3.Connection, columns: dict[str, set[str]]) -> float:
-    """The nsys session from ANALYSIS_DETAILS in seconds; 0 when absent."""
-    cols = columns.get(DETAILS, set())
-    if "startTime" in cols and "stopTime" in cols:
-        lo, hi = con.execute(f"SELECT MIN(startTime), MAX(stopTime) FROM {DETAILS}").fetchone()
-        if lo is not None and hi is not None and hi > lo:
-            return (hi - lo) / _NS_PER_S
-    if "duration" in cols:
-        (dur,) = con.execute(f"SELECT MAX(duration) FROM {DETAILS}").fetchone()
-        if dur:
-            return dur / _NS_PER_S
-    return 0.0
-
-
-def _name_values(con: sqlite3.Connection, columns: dict[str, set[str]], table: str) -> list:
-    """(name, value) rows of a META_DATA_* table, in either layout seen in exports: text columns
-    name/value, or keyId/valueId into StringIds. [] where the table or its columns are absent."""
-    cols = columns.get(table, set())
-    if {"name", "value"} <= cols:
-        return con.execute(f"SELECT name, value FROM {table}").fetchall()
-    if {"keyId", "valueId"} <= cols:
-        return con.execute(
-            f"SELECT k.value, v.value FROM {table} t JOIN {STRINGS} k ON t.keyId = k.id "
-            f"JOIN {STRINGS} v ON t.valueId = v.id"
-        ).fetchall()
-    return []
-
-
-def _file_capture(con: sqlite3.Connection, columns: dict[str, set[str]], path: Path) -> str | None:
-    """The capture mode META_DATA_CAPTURE records, None where it records none.
-
-    A trigger this reader does not know comes back as written, so that choose_wall names it; a
-    setting given twice with two values is a ProfileError (no wall time could be trusted).
-    """
-    found: dict[str, str] = {}
-    for n, v in _name_values(con, columns, CAPTURE_TABLE):
-        if n is None:
-            continue
-        name, value = str(n).strip().upper(), "" if v is None else str(v).strip()
-        if found.setdefault(name, value) != value:
-            raise ProfileError(
-                path, f"{CAPTURE_TABLE} contradicts itself: {name} is {found[name]!r} and {value!r}"
-            )
-    # A capture range, where the file marks one, is what opened the recording whatever the trigger.
-    marked = found.get("CAPTURE_RANGE", "")
-    trigger = marked if marked.lower() not in ("", "none") else found.get("START_TRIGGER", "")
-    low = trigger.lower().replace(" ", "")
-    if "cudaprofilerapi" in low:
-        return CAPTURE_API
-    if "nvtx" in low:
-        return CAPTURE_NVTX
-    duration = _int_or_zero(found.get("RUN_DURATION_MS", ""))
-    if low in ("immediate", "delay", "delayed", "timer") or (not low and duration > 0):
-        return CAPTURE_DURATION if duration > 0 else CAPTURE_WHOLE
-    return trigger or None
-
-
 def _newer_release(con: sqlite3.Connection, columns: dict[str, set[str]]) -> str:
     """RankProfile.version_note for the nsys release META_DATA_EXPORT names ("" if it names none)."""
-    found = dict(_name_values(con, columns, EXPORT_TABLE))
+    found = dict(name_values(con, columns, EXPORT_TABLE))
     release = next((found[k] for k in _RELEASE_KEYS if found.get(k) is not None), None)
     return newer_version_note("nsys export of", release, NSYS_COVERED)
-
-
-def _int_or_zero(text: str) -> int:
-    try:
-        return int(float(text))
-    except (ValueError, OverflowError):  # "", "n/a", "inf": no duration to speak of
-        return 0

@@ -22,9 +22,10 @@ import json
 import os
 import re
 import zlib
-from collections.abc import Iterator
+from array import array
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, Protocol, TextIO
 
 from .metrics import (
     CPU_PREFIX,
@@ -51,6 +52,31 @@ _US_PER_S = 1e6
 # with one warning line. Bare-array traces record none.
 KINETO_COVERED = ("1",)
 
+# The wall time of a trace: from its first complete event's start to its last one's end.
+SPAN_TRACE = "trace span"
+
+
+class Feed(Protocol):
+    """What read_torch_trace hands the CUDA events to as it reads them (the time breakdown).
+
+    For each (category, name) of `cats` first seen, keep(cat, name) says where its events go:
+    None for nowhere, else a function giving, for a device (None for host calls), the two
+    arrays that get each event's ts and dur (events with dur < 0 are left out); flush() after
+    every `every` events kept (the arrays stay the same objects). spans(...) gets, at the end,
+    (first ts, latest ts + dur, that event's ts and dur) over all of `cats`.
+    """
+
+    cats: frozenset[str]
+
+    def keep(self, cat: str, name: object) -> Callable[[object], tuple[array, array]] | None: ...
+
+    def spans(self, lo: float, hi: float, hi_ts: float, hi_dur: float) -> None: ...
+
+    every: float  # flush() is called after every this many events kept
+
+    def flush(self) -> None: ...
+
+
 # Aggregation keys: (kind, raw name). kind selects the metric mapping applied at the end.
 _KIND_BY_CAT = {
     "cuda_runtime": "runtime",
@@ -60,16 +86,22 @@ _KIND_BY_CAT = {
     "cpu_op": "cpu",
     "user_annotation": "cpu",
 }
+_KINDS = frozenset(_KIND_BY_CAT.values())
+_HOST_CATS = frozenset({"cuda_runtime", "cuda_driver"})
 
 
-def read_torch_trace(path: str | os.PathLike[str], cpu_ops: bool = True) -> RankProfile:
+def read_torch_trace(
+    path: str | os.PathLike[str], cpu_ops: bool = True, feed: Feed | None = None
+) -> RankProfile:
     """Aggregate one Chrome trace; `cpu_ops` adds inclusive-time "cpu:<op>" rows.
 
-    Raises ProfileError naming the file for a missing, truncated or non-trace file.
+    feed: given every complete ("X") event whose cat is in feed.cats, in the same pass (Feed;
+    the time breakdown collects its intervals so). Raises
+    ProfileError naming the file for a missing, truncated or non-trace file.
     """
     path = Path(path)
     with _reading(path) as fh:
-        return _aggregate(path, _JsonStream(fh, path), cpu_ops)
+        return _aggregate(path, _JsonStream(fh, path), cpu_ops, feed)
 
 
 @contextlib.contextmanager
@@ -267,9 +299,13 @@ def _walk(stream: _JsonStream, meta: dict[str, Any]) -> Iterator[Any]:
             raise stream._fail("truncated JSON" if not ch else "invalid JSON object")
 
 
-def _aggregate(path: Path, stream: _JsonStream, cpu_ops: bool) -> RankProfile:
-    acc: dict[tuple[str, str], list] = {}  # (kind, name) -> [calls, total_us, bytes]
+def _aggregate(path: Path, stream: _JsonStream, cpu_ops: bool, feed: Feed | None) -> RankProfile:
+    fed = feed.cats if feed is not None else frozenset()
+    every, kept = feed.every if feed is not None else 0, 0
+    # (kind, name) -> [calls, total_us, bytes]; (cat, name) of a fed category without a metric
+    acc: dict[tuple[str, str], list] = {}
     lo, hi = float("inf"), float("-inf")
+    cuda_lo, cuda_hi, hi_ts, hi_dur = float("inf"), float("-inf"), 0.0, 0.0  # the fed events'
     meta: dict[str, Any] = {}
     kinds = _KIND_BY_CAT if cpu_ops else {k: v for k, v in _KIND_BY_CAT.items() if v != "cpu"}
     try:
@@ -280,21 +316,45 @@ def _aggregate(path: Path, stream: _JsonStream, cpu_ops: bool) -> RankProfile:
             if ts is None:
                 continue
             dur = ev.get("dur") or 0
+            end = ts + dur
             if ts < lo:
                 lo = ts
-            if ts + dur > hi:
-                hi = ts + dur
-            kind = kinds.get(ev.get("cat"))
-            if kind is None:
+            if end > hi:
+                hi = end
+            cat = ev.get("cat")
+            kind, hooked = kinds.get(cat), cat in fed
+            if kind is None and not hooked:
                 continue
-            key = (kind, ev.get("name", ""))
+            key = (kind or cat, ev.get("name", ""))
             slot = acc.get(key)
             if slot is None:
-                slot = acc[key] = [0, 0.0, 0]
+                slot = acc[key] = [0, 0.0, 0, feed.keep(cat, key[1]) if hooked else None, {}]
             slot[0] += 1
             slot[1] += dur
             if kind == "memcpy":
                 slot[2] += int((ev.get("args") or {}).get("bytes", 0) or 0)
+            if hooked:
+                # Where a name's events go is asked once per name (and device).
+                if ts < cuda_lo:
+                    cuda_lo = ts
+                if end > cuda_hi:
+                    cuda_hi, hi_ts, hi_dur = end, ts, dur
+                if slot[3] is not None and dur >= 0:
+                    # GPU events name their device (args.device, else the pid); host calls none
+                    if cat in _HOST_CATS:
+                        dev = None
+                    else:
+                        args, pid = ev.get("args"), ev.get("pid", -1)
+                        dev = args.get("device", pid) if args else pid
+                    pair = slot[4].get(dev)
+                    if pair is None:
+                        pair = slot[4][dev] = slot[3](dev)
+                    pair[0].append(ts)
+                    pair[1].append(dur)
+                    kept += 1
+                    if kept >= every:
+                        feed.flush()
+                        kept = 0
     except UnicodeDecodeError:
         raise  # a ValueError too, but read_torch_trace names it: binary, not a malformed event
     except (TypeError, ValueError, AttributeError) as exc:
@@ -302,16 +362,22 @@ def _aggregate(path: Path, stream: _JsonStream, cpu_ops: bool) -> RankProfile:
         raise stream._fail(f"malformed trace event ({exc})") from None
     if not meta.get("has_events"):
         raise ProfileError(path, "JSON without a traceEvents array (not a Chrome trace)")
+    if feed is not None:
+        feed.spans(cuda_lo, cuda_hi, hi_ts, hi_dur)
+    acc = {k: v for k, v in acc.items() if k[0] in _KINDS}  # the metrics' keys only
     wall_s = (hi - lo) / _US_PER_S if hi >= lo else 0.0
     note = newer_version_note("Kineto schema", meta.get("schemaVersion"), KINETO_COVERED)
+    # In ns as the breakdown rounds Kineto's microseconds (breakdown.kineto_ns).
+    place = {SPAN_TRACE: (round(lo * 1000), round(hi * 1000))} if hi >= lo else {}
     return RankProfile(
-        str(path), "torch", wall_s, "trace span", _rows(acc), _rank_hint(meta), version_note=note
-    )
+        str(path), "torch", wall_s, SPAN_TRACE, _rows(acc), _rank_hint(meta), version_note=note,
+        span_ns=place,
+    )  # fmt: skip
 
 
 def _rows(acc: dict[tuple[str, str], list]) -> list[Row]:
     merged: dict[tuple[str, str], Row] = {}
-    for (kind, raw), (calls, total_us, nbytes) in acc.items():
+    for (kind, raw), (calls, total_us, nbytes, *_) in acc.items():
         if kind == "runtime":
             metric = runtime_metric(raw)
         elif kind == "kernel":

@@ -38,7 +38,14 @@ def test_verdicts() -> None:
     assert "speed FAIL (slowest 99 MB/s, need >= 100)" in kineto
     assert "memory NOT flat" in kineto and "x1.27" in kineto
     assert "speed PASS" in gz and "memory n/a (one size)" in gz
-    assert "cli (reader + breakdown): slowest 33 MB/s, peak 105 -> 105 MB" in gz
+    assert gz.endswith("; cli (metrics + breakdown, one pass): speed FAIL (slowest 33 MB/s, need"
+                       " >= 100); memory n/a (one size)")  # fmt: skip
+    assert (
+        "; cli (metrics + breakdown, one pass): speed FAIL (slowest 70 MB/s, need >= 200)" in nsys
+    )
+    assert nsys.endswith(
+        "memory flat (peak 115 MB at 50 MB -> 135 MB at 500 MB: x1.17, flat when <= x1.25)"
+    )
 
 
 def test_hta_hook(monkeypatch) -> None:

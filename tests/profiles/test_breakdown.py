@@ -2,17 +2,22 @@
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import random
 import sqlite3
 import tracemalloc
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
-from profile_builders import add_memsets, kineto_event, make_nsys, write_trace
+from profile_builders import add_capture_settings, add_memsets, kineto_event, make_nsys, write_trace
 
 from analysis.profiles import breakdown as bd
 from analysis.profiles.cli import main
+from analysis.profiles.intervals import SortedUnion, Unsorted, sorted_union
+from analysis.profiles.nsys_sqlite import with_capture
 from analysis.profiles.synth import NSYS_SCHEMAS
 
 
@@ -142,9 +147,15 @@ def test_nsys_and_kineto_agree_to_the_nanosecond(tmp_path: Path) -> None:
     from_nsys = bd.read_breakdown(_job_nsys(tmp_path / "rank0.sqlite"), "nsys")
     from_kineto = bd.read_breakdown(_job_kineto(tmp_path / "rank0.pt.trace.json"), "torch")
     assert from_nsys.devices == from_kineto.devices == EXPECTED
-    assert from_nsys.window == from_kineto.window == (1_000_000, 9_500_000)
+    assert from_nsys.activity == from_kineto.activity == (1_000_000, 9_500_000)
     assert from_nsys.host_blocked == from_kineto.host_blocked == 500_000 + 30_457 + 500_000
-    frames = [bd.breakdown_frame("j", 0, b) for b in (from_nsys, from_kineto)]
+    # Each over the wall its metrics divide by: the export has no session, so its CUDA activity;
+    # the trace's span includes the CPU op around the CUDA work.
+    assert from_nsys.window == (1_000_000, 9_500_000)
+    assert from_kineto.window == (500_000, 10_000_000) and from_kineto.window_from == "trace span"
+    # Over one window, the two rows agree exactly.
+    same = [dataclasses.replace(b, window=b.activity) for b in (from_nsys, from_kineto)]
+    frames = [bd.breakdown_frame("j", 0, b) for b in same]
     pd.testing.assert_frame_equal(
         frames[0].drop(columns="source"), frames[1].drop(columns="source")
     )
@@ -162,10 +173,14 @@ def test_cli_writes_and_prints_the_breakdown(tmp_path: Path, capsys) -> None:
     assert list(table.columns) == bd.COLUMNS
     assert set(table["quantity"]) == set(bd.QUANTITIES)
     idle = table[(table["quantity"] == "idle") & (table["device"] == "1")]
-    assert idle["seconds"].tolist() == [(8_500_000 - 600_000) / 1e9] * 2
+    # each rank's idle is over the wall its shares divide by: the nsys export's CUDA activity
+    # (it records no session), the trace's span (the CPU op around the CUDA work)
+    assert idle["seconds"].tolist() == [(8_500_000 - 600_000) / 1e9, (9_500_000 - 600_000) / 1e9]
     text = capsys.readouterr().out
-    assert "breakdown rank 0 (nsys): window 0.0085 s" in text
-    assert "breakdown rank 1 (torch)" in text
+    assert "breakdown rank 0 (nsys): window 0.0085 s (CUDA activity span (nsys default" in text
+    assert (
+        "breakdown rank 1 (torch): window 0.0095 s (trace span), CUDA activity 0.0085 s\n" in text
+    )
     assert "  device 1: busy 0.0006 s (7.1%), idle 0.0079 s (92.9%)\n" in text
     assert "  host blocked in CUDA calls: 0.00103 s (12.1%)" in text
     assert not list(tmp_path.glob(".*tmp"))
@@ -181,3 +196,86 @@ def test_every_covered_nsys_layout(tmp_path: Path, version: str) -> None:
     assert out.devices == {
         0: bd.DeviceTimes(busy=500, compute=0, comm=200, comm_not_overlapped=200)
     }
+
+
+def test_numpy_unions_match_the_streamed_one() -> None:
+    """intervals.sorted_union (any order, groups) and SortedUnion (chunks) against union_ns."""
+    rng = random.Random(3)
+    for trial in range(200):
+        n = rng.randrange(0, 40)
+        pairs = [
+            (s, s + rng.choice((0, 1, 2, 5, 30))) for s in (rng.randrange(0, 100) for _ in range(n))
+        ]
+        want = bd.union_ns(sorted(pairs))
+        groups = [pairs[i::3] for i in range(3)]
+        nonempty = [[p for p in g if p[1] > p[0]] for g in groups]
+        starts = [np.array([s for s, _ in g], dtype=np.int64) for g in nonempty]
+        ends = [np.array([e for _, e in g], dtype=np.int64) for g in nonempty]
+        assert sorted_union(starts, ends) == want, (trial, pairs)
+        ordered = np.array(sorted(pairs), dtype=np.int64).reshape(-1, 2)
+        acc = SortedUnion()
+        for lo in range(0, len(ordered), 7):
+            acc.add(ordered[lo : lo + 7, 0], ordered[lo : lo + 7, 1])
+        assert acc.total == want
+    with pytest.raises(Unsorted):
+        SortedUnion().add(np.array([5, 1]), np.array([6, 2]))
+
+
+def test_nsys_tables_out_of_time_order(tmp_path: Path) -> None:
+    """An export whose rows are not stored by start is read again sorted: same numbers."""
+    path = _job_nsys(tmp_path / "rank0.sqlite")
+    with sqlite3.connect(path) as con:
+        for table in ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_RUNTIME"):
+            con.execute(f"CREATE TABLE t AS SELECT * FROM {table} ORDER BY start DESC")
+            con.execute(f"DELETE FROM {table}")
+            con.execute(f"INSERT INTO {table} SELECT * FROM t")
+            con.execute("DROP TABLE t")
+    con.close()
+    out = bd.read_breakdown(path, "nsys")
+    assert out.devices == EXPECTED and out.host_blocked == 500_000 + 30_457 + 500_000
+
+
+@pytest.mark.parametrize(
+    ("settings", "plan", "window", "why"),
+    [
+        (None, None, (0, 10_000_000), "ANALYSIS_DETAILS session"),
+        ({"START_TRIGGER": "cudaProfilerApi"}, None, (1_000_000, 9_500_000), "CUDA activity"),
+        ({"START_TRIGGER": "cudaProfilerApi"}, "duration", (0, 10_000_000), "ANALYSIS_DETAILS"),
+    ],
+)
+def test_window_is_the_metrics_wall(tmp_path: Path, settings, plan, window, why) -> None:
+    """The breakdown divides by the wall the share column divides by, whichever chose it."""
+    path = _job_nsys(tmp_path / "rank0.sqlite")
+    with sqlite3.connect(path) as con:
+        con.execute("INSERT INTO ANALYSIS_DETAILS VALUES (0, 10000000, 0, 10000000)")
+    con.close()
+    if settings:
+        add_capture_settings(path, settings)
+    prof, split = bd.read_nsys(path, plan)
+    assert split.window == window and split.window_from == prof.wall_from
+    assert split.window_from.startswith(why) and split.window_ns / 1e9 == pytest.approx(prof.wall_s)
+    assert split.activity == (1_000_000, 9_500_000) and split.devices == EXPECTED
+    # collect re-chooses the wall after reading (profiling.json): the window follows it
+    again = bd.for_wall(split, with_capture(prof, "cudaProfilerApi"))
+    assert again.window == (1_000_000, 9_500_000)
+
+
+@pytest.mark.parametrize("shuffled", [False, True])
+def test_kineto_folds_in_windows_or_reads_again(tmp_path: Path, monkeypatch, shuffled) -> None:
+    """Folded a few events at a time (breakdown_kineto): in time order the held-back half keeps
+    it exact; shuffled beyond the window, the trace is read again keeping every interval."""
+    from analysis.profiles import breakdown_kineto
+
+    monkeypatch.setattr(breakdown_kineto, "FLUSH_EVENTS", 3)
+    path = _job_kineto(tmp_path / "rank0.pt.trace.json")
+    if not shuffled:  # the same events in time order
+        doc = json.loads(path.read_text())
+        doc["traceEvents"].sort(key=lambda ev: ev["ts"])
+        path.write_text(json.dumps(doc))
+    reads = []
+    real = bd.read_torch_trace
+    monkeypatch.setattr(bd, "read_torch_trace", lambda *a: reads.append(a[2].keep_all) or real(*a))
+    out = bd.read_breakdown(path, "torch")
+    assert out.devices == EXPECTED and out.host_blocked == 500_000 + 30_457 + 500_000
+    assert out.activity == (1_000_000, 9_500_000)
+    assert reads == ([False, True] if shuffled else [False])

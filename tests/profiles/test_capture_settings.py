@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from profile_builders import REPO, add_capture_settings, add_memsets, make_nsys
+from profile_builders import REPO, add_capture_settings, add_memsets, cli_fails, make_nsys
 from test_capture import RT, SESSION, nsys_run
 
 from analysis.profiles import collect, read_metrics_csv, read_nsys_sqlite
@@ -42,7 +42,7 @@ CASES = {
         f"{SPAN_SESSION} ({FILE}: whole run)",
     ),
     "delay+duration": (
-        {"START_TRIGGER": "Delay", "START_DELAY_MS": "5000", "RUN_DURATION_MS": "60000"},
+        {"START_TRIGGER": "Delay", "START_DELAY_MS": "5", "RUN_DURATION_MS": "60000"},
         WHOLE_S,
         f"{SPAN_SESSION} ({FILE}: duration)",
     ),
@@ -60,6 +60,33 @@ CASES = {
         {**IMMEDIATE, "CAPTURE_RANGE": "cudaProfilerApi"},
         ACTIVITY_S,
         f"{SPAN_ACTIVITY} ({FILE}: cudaProfilerApi window)",
+    ),
+    # STOP_TRIGGER (issue 28): how a range closes does not move its window; a timer start
+    # stopped by a duration is the session, as is one stopped by the application's exit.
+    "cudaProfilerApi+duration": (
+        {"START_TRIGGER": "cudaProfilerApi", "STOP_TRIGGER": "Duration", "RUN_DURATION_MS": "30"},
+        ACTIVITY_S,
+        f"{SPAN_ACTIVITY} ({FILE}: cudaProfilerApi window)",
+    ),
+    "nvtx+exit": (
+        {"START_TRIGGER": "NVTX", "STOP_TRIGGER": "Application exit"},
+        ACTIVITY_S,
+        f"{SPAN_ACTIVITY} ({FILE}: NVTX window)",
+    ),
+    "immediate+duration stop": (
+        {"START_TRIGGER": "Immediate", "STOP_TRIGGER": "Duration", "RUN_DURATION_MS": "5"},
+        WHOLE_S,
+        f"{SPAN_SESSION} ({FILE}: duration)",
+    ),
+    "delay+exit": (
+        {"START_TRIGGER": "Delay", "STOP_TRIGGER": "Application exit", "START_DELAY_MS": "2"},
+        WHOLE_S,
+        f"{SPAN_SESSION} ({FILE}: whole run)",
+    ),
+    "stop only": (
+        {"STOP_TRIGGER": "Application exit"},
+        WHOLE_S,
+        f"{SPAN_SESSION} ({NSYS_DEFAULT})",
     ),
     "unknown trigger": (
         {"START_TRIGGER": "Hotkey"},
@@ -152,3 +179,36 @@ def test_capture_settings_as_string_ids(tmp_path: Path, case: str) -> None:
     con.close()
     prof = read_nsys_sqlite(path)
     assert (prof.wall_s, prof.wall_from) == (pytest.approx(wall), wall_from)
+
+
+# name: (settings that contradict each other, the words of the one error line)
+CONTRADICTIONS = {
+    "range stop, timer start": (
+        {"START_TRIGGER": "Immediate", "STOP_TRIGGER": "cudaProfilerApi"},
+        "STOP_TRIGGER 'cudaProfilerApi' closes a capture range, but START_TRIGGER 'Immediate'",
+    ),
+    "range stop, no start": (
+        {"STOP_TRIGGER": "NVTX"},
+        "STOP_TRIGGER 'NVTX' closes a capture range, but no START_TRIGGER",
+    ),
+    "two range kinds": (
+        {"START_TRIGGER": "cudaProfilerApi", "STOP_TRIGGER": "NVTX"},
+        "a cudaProfilerApi start with a NVTX stop",
+    ),
+    "duration stop without one": (
+        {"START_TRIGGER": "Immediate", "STOP_TRIGGER": "Duration", "RUN_DURATION_MS": "0"},
+        "STOP_TRIGGER is 'Duration' but RUN_DURATION_MS is '0'",
+    ),
+    "delay past the session": (
+        {"START_TRIGGER": "Delay", "START_DELAY_MS": "10", "RUN_DURATION_MS": "5"},
+        "START_DELAY_MS 10 is not shorter than the session (10.000 ms)",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CONTRADICTIONS))
+def test_capture_settings_that_contradict_each_other(tmp_path: Path, case: str) -> None:
+    settings, needle = CONTRADICTIONS[case]
+    good = export(tmp_path / "rank0.sqlite", CASES["nvtx"][0])
+    bad = export(tmp_path / "rank1.sqlite", settings)
+    cli_fails(tmp_path, good, bad, f"{FILE} contradicts itself: {needle}")

@@ -1,0 +1,149 @@
+"""The time breakdown's intervals of a Kineto trace, collected while torch_trace reads its events
+for the metrics (breakdown.read_torch): a torch_trace.Feed.
+
+Kineto does not write events in time order, but nearly: each device's GPU work and the host calls
+come mostly in order, a little shuffled between streams and threads. So the intervals are kept
+as Kineto writes them (float microseconds, 16 bytes an interval) only until FLUSH_EVENTS of them
+have come; then they are turned into integer ns (breakdown.kineto_ns, vectorised), sorted with
+what was held back, and the earlier half is folded into running unions (intervals.SortedUnion)
+while the later half is held back for events still to come. Memory is a few MB whatever the
+trace's size. An event that starts before something already folded (disorder deeper than half a
+flush) makes the fold impossible: `in_order` turns False and the caller reads the trace again
+with keep_all, which keeps every interval (16 bytes each) and sorts them once at the end.
+"""
+
+from __future__ import annotations
+
+import math
+from array import array
+from collections.abc import Callable
+
+import numpy as np
+
+from . import intervals
+from .breakdown_nsys import fold_rows, gpu_unions, totals
+
+FLUSH_EVENTS = 1 << 17
+KINETO_GPU = {"kernel": None, "gpu_memcpy": 2, "gpu_memset": 3}  # cat -> kind code (kernel: 0/1)
+KINETO_HOST = frozenset({"cuda_runtime", "cuda_driver"})
+_HOST = -(1 << 62)  # the host calls' place among the devices while folding
+_NOTHING = np.iinfo(np.int64).min
+
+
+class KinetoIntervals:
+    """torch_trace.Feed: a trace's GPU intervals by device and its blocking host calls.
+
+    is_blocking and is_comm tell, by name, a host call that waits for the GPU and an NCCL kernel.
+    """
+
+    cats = frozenset(KINETO_GPU) | KINETO_HOST
+    every: float  # torch_trace.Feed: flush after this many kept events
+
+    def __init__(
+        self,
+        is_blocking: Callable[[str], bool],
+        is_comm: Callable[[str], bool],
+        keep_all: bool = False,
+    ) -> None:
+        self.is_blocking, self.is_comm, self.keep_all = is_blocking, is_comm, keep_all
+        self.every = math.inf if keep_all else FLUSH_EVENTS
+        self.groups: dict[tuple[int, int], tuple[array, array]] = {}  # (device, code) -> ts, dur
+        self.held: dict[int, np.ndarray] = {}  # device -> (start, end, device, code) rows
+        self.acc: dict[int, tuple[intervals.SortedUnion, ...]] = {}
+        self.span = (math.inf, -math.inf, 0.0, 0.0)
+        self.last_end = _NOTHING
+        self.in_order = True
+
+    def spans(self, lo: float, hi: float, hi_ts: float, hi_dur: float) -> None:
+        """torch_trace.Feed: the first ts and latest end of the CUDA events (the activity)."""
+        self.span = (lo, hi, hi_ts, hi_dur)
+
+    def keep(self, cat: str, name: object) -> Callable[[object], tuple[array, array]] | None:
+        """torch_trace.Feed: where one (category, name)'s events go; None: nowhere."""
+        groups = self.groups
+        if cat in KINETO_HOST:
+            if not self.is_blocking(str(name or "")):
+                return None
+            return lambda _: groups.setdefault((_HOST, 0), (array("d"), array("d")))
+        code = KINETO_GPU[cat]
+        if code is None:
+            code = 1 if self.is_comm(str(name or "")) else 0
+        return lambda dev: groups.setdefault((int(dev), code), (array("d"), array("d")))
+
+    def flush(self, final: bool = False) -> None:
+        """torch_trace.Feed: fold what came so far, holding back the later half (module doc)."""
+        if self.keep_all:
+            return
+        parts: dict[int, list[np.ndarray]] = {}
+        for (dev, code), pair in self.groups.items():
+            if self.in_order:
+                parts.setdefault(dev, []).append(_rows(pair, dev, code))
+                self.last_end = max(self.last_end, int(parts[dev][-1][:, 1].max(initial=_NOTHING)))
+            # emptied in place: the reader holds on to these arrays (one lookup per name)
+            del pair[0][:], pair[1][:]
+        if not self.in_order:
+            return  # to be read again with keep_all: nothing here is needed
+        for dev in set(parts) | (set(self.held) if final else set()):
+            rows = np.concatenate(
+                [self.held.pop(dev, np.empty((0, 4), np.int64)), *parts.get(dev, [])]
+            )
+            rows = rows[np.argsort(rows[:, 0], kind="stable")]
+            cut = len(rows) if final else len(rows) // 2
+            try:
+                fold_rows(self.acc, rows[:cut])
+            except intervals.Unsorted:
+                self.in_order, self.held, self.acc = False, {}, {}
+                return
+            if cut < len(rows):
+                self.held[dev] = rows[cut:].copy()
+
+    def result(self) -> tuple[dict[int, tuple[int, int, int, int]], int, tuple[int, int] | None]:
+        """(per device (busy, compute, comm, kernels), host blocked, activity [lo, hi) in ns or
+        None) in ns; ValueError if the events came out of order (read again with keep_all)."""
+        if self.keep_all:
+            found = _sorted_at_end(self.groups)
+            self.last_end = max(self.last_end, found.pop("last_end"))
+        else:
+            self.flush(final=True)
+            if not self.in_order:
+                raise ValueError("events out of time order beyond the flush window")
+            found = totals(self.acc)
+        host = found.pop(_HOST, (0, 0, 0, 0))[0]
+        lo, hi, hi_ts, hi_dur = self.span
+        if lo > hi:
+            return found, host, None
+        # the last end: exact for kept work; else that of the latest one in float us
+        start = round(hi_ts * 1000)
+        return found, host, (round(lo * 1000), max(start + round(hi_dur * 1000), self.last_end))
+
+
+def _rows(pair: tuple[array, array], dev: int, code: int) -> np.ndarray:
+    """(start, end, device, code) int64 rows of float-us (ts, dur) arrays, rounded as kineto_ns."""
+    ts, dur = np.frombuffer(pair[0], np.float64), np.frombuffer(pair[1], np.float64)
+    rows = np.empty((len(ts), 4), dtype=np.int64)
+    rows[:, 0] = np.rint(ts * 1000)
+    rows[:, 1] = rows[:, 0] + np.rint(dur * 1000).astype(np.int64)
+    rows[:, 2], rows[:, 3] = dev, code
+    return rows
+
+
+def _sorted_at_end(groups: dict[tuple[int, int], tuple[array, array]]) -> dict:
+    """keep_all's unions: every group at once, merged where each is in time order, else sorted
+    apart and swept (intervals.sorted_union); "last_end" the latest end."""
+    found: dict = {"last_end": _NOTHING}
+    for dev in sorted({d for d, _ in groups}):
+        codes = [c for c in range(4) if (dev, c) in groups]
+        rows = [_rows(groups.pop((dev, c)), dev, c) for c in codes]
+        found["last_end"] = max([found["last_end"], *(int(r[:, 1].max()) for r in rows if len(r))])
+        try:
+            found[dev] = gpu_unions(intervals.merged([iter([r]) for r in rows]))[dev]
+            continue
+        except intervals.Unsorted:
+            pass
+        union = []
+        for want in ((0, 1, 2, 3), (0,), (1,), (0, 1)):
+            pick = [r for r, c in zip(rows, codes, strict=True) if c in want]
+            union.append(intervals.sorted_union([r[:, 0].copy() for r in pick],
+                                                [r[:, 1].copy() for r in pick]))  # fmt: skip
+        found[dev] = tuple(union)
+    return found

@@ -1,0 +1,133 @@
+"""What an nsys export records about its own capture: the session (ANALYSIS_DETAILS) and the
+capture settings (META_DATA_CAPTURE), read into the capture mode that picks the wall time
+(nsys_sqlite.choose_wall).
+
+META_DATA_CAPTURE holds name/value rows; the ones read here:
+    START_TRIGGER    Immediate, Delay (after START_DELAY_MS), cudaProfilerApi, NVTX
+    STOP_TRIGGER     Application exit, Duration (after RUN_DURATION_MS), cudaProfilerApi, NVTX
+    START_DELAY_MS, RUN_DURATION_MS, CAPTURE_RANGE (a range that opened the recording)
+The combinations, and the mode each gives:
+    range start (cudaProfilerApi or NVTX), stopped by the same range, by a duration or by the
+        application's exit: that range (CUDA is recorded only once the range opened)
+    Immediate or Delay start, stopped by a duration: CAPTURE_DURATION (the session)
+    Immediate or Delay start, stopped by the application's exit or not said: CAPTURE_WHOLE, or
+        CAPTURE_DURATION where RUN_DURATION_MS > 0
+    a start trigger this reader does not know: returned as written (choose_wall names it)
+A table that contradicts itself is a ProfileError (no wall time could be trusted): one setting
+given twice with two values; a range stop with a timer start (no range was ever opened) or with
+the other range kind; a Duration stop without a positive RUN_DURATION_MS; a START_DELAY_MS at
+least as long as the session (nothing would have been recorded). A RUN_DURATION_MS longer than
+the session is not one: the application exited before the duration ran out (the paper's "first
+720 s" of a shorter run).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+from run.node.profiling import CAPTURE_API, CAPTURE_DURATION, CAPTURE_WHOLE
+
+from .metrics import ProfileError
+from .nsys_schema import CAPTURE_TABLE, DETAILS, name_values
+
+# A capture range opened by an NVTX range (--capture-range=nvtx); cudaProfilerApi is CAPTURE_API.
+CAPTURE_NVTX = "NVTX"
+_TIMER_STARTS = ("immediate", "delay", "delayed", "timer")
+_EXIT_STOPS = ("", "none", "applicationexit", "exit", "application")
+
+
+def session_span(con: sqlite3.Connection, columns: dict[str, set[str]]) -> tuple[int, int] | None:
+    """The nsys session (ANALYSIS_DETAILS) as [start, stop) in ns; None when absent.
+
+    An export that records only the duration gives (0, duration): its length is right, its place
+    on the clock unknown (the breakdown anchors it, see breakdown.window_for).
+    """
+    cols = columns.get(DETAILS, set())
+    if "startTime" in cols and "stopTime" in cols:
+        lo, hi = con.execute(f"SELECT MIN(startTime), MAX(stopTime) FROM {DETAILS}").fetchone()
+        if lo is not None and hi is not None and hi > lo:
+            return int(lo), int(hi)
+    if "duration" in cols:
+        (dur,) = con.execute(f"SELECT MAX(duration) FROM {DETAILS}").fetchone()
+        if dur and dur > 0:
+            return 0, int(dur)
+    return None
+
+
+def _settings(con: sqlite3.Connection, columns: dict[str, set[str]], path: Path) -> dict[str, str]:
+    found: dict[str, str] = {}
+    for n, v in name_values(con, columns, CAPTURE_TABLE):
+        if n is None:
+            continue
+        name, value = str(n).strip().upper(), "" if v is None else str(v).strip()
+        if found.setdefault(name, value) != value:
+            raise ProfileError(
+                path, f"{CAPTURE_TABLE} contradicts itself: {name} is {found[name]!r} and {value!r}"
+            )
+    return found
+
+
+def _range(text: str) -> str | None:
+    low = text.lower().replace(" ", "")
+    if "cudaprofilerapi" in low:
+        return CAPTURE_API
+    if "nvtx" in low:
+        return CAPTURE_NVTX
+    return None
+
+
+def file_capture(
+    con: sqlite3.Connection, columns: dict[str, set[str]], path: Path, session_ns: int = 0
+) -> str | None:
+    """The capture mode META_DATA_CAPTURE records, None where it records none (module docstring).
+
+    session_ns: the session's length, to refuse a start delay that outlasts it (0: unknown).
+    """
+    found = _settings(con, columns, path)
+    if not found:
+        return None
+
+    def bad(problem: str) -> ProfileError:
+        return ProfileError(path, f"{CAPTURE_TABLE} contradicts itself: {problem}")
+
+    # A capture range, where the file marks one, is what opened the recording whatever the trigger.
+    marked = found.get("CAPTURE_RANGE", "")
+    trigger = marked if marked.lower() not in ("", "none") else found.get("START_TRIGGER", "")
+    stop = found.get("STOP_TRIGGER", "")
+    start_range, stop_range = _range(trigger), _range(stop)
+    stop_low = stop.lower().replace(" ", "")
+    delay = int_or_zero(found.get("START_DELAY_MS", ""))
+    duration = int_or_zero(found.get("RUN_DURATION_MS", ""))
+    if stop_low == "duration" and duration <= 0:
+        raise bad(
+            f"STOP_TRIGGER is {stop!r} but RUN_DURATION_MS is {found.get('RUN_DURATION_MS')!r}"
+        )
+    if session_ns > 0 and delay * 1_000_000 >= session_ns:
+        raise bad(
+            f"START_DELAY_MS {delay} is not shorter than the session ({session_ns / 1e6:.3f} ms):"
+            " nothing would have been recorded"
+        )
+    if start_range is not None:
+        if stop_range not in (None, start_range):
+            raise bad(f"a {start_range} start with a {stop_range} stop")
+        return start_range
+    low = trigger.lower().replace(" ", "")
+    if stop_range is not None:
+        if low in _TIMER_STARTS or not low:
+            opener = f"START_TRIGGER {trigger!r} opens none" if low else "no START_TRIGGER"
+            raise bad(f"STOP_TRIGGER {stop!r} closes a capture range, but {opener}")
+        return trigger  # an unknown start: named by choose_wall, never guessed
+    if low in _TIMER_STARTS or (not low and duration > 0):
+        return CAPTURE_DURATION if duration > 0 else CAPTURE_WHOLE
+    if not low and stop_low in _EXIT_STOPS:
+        return None  # stop settings alone say nothing the default does not
+    return trigger or stop or None
+
+
+def int_or_zero(text: str) -> int:
+    """A whole number of ms from a setting's text; 0 where it holds none."""
+    try:
+        return int(float(text))
+    except (ValueError, OverflowError):  # "", "n/a", "inf": no duration to speak of
+        return 0
