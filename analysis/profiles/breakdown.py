@@ -17,9 +17,10 @@ records; where it would not (a session known only by its length, anchored at the
 the window is widened to the CUDA activity span, kept as Breakdown.activity either way.
 
 One pass per file (`read_nsys`, `read_torch`): the metrics reader's own reading feeds the unions.
-nsys (breakdown_nsys): two scans beside its GROUP BYs, in its pool of read-only connections;
-each table is read in stored order, checked sorted by start and merged chunk by chunk, so one
-chunk per table is held; a table out of order is read again sorted by SQLite. Kineto
+nsys (breakdown_nsys): two scans in its pool of read-only connections, counting the call, kernel
+and copy metrics from the rows they read in place of the GROUP BYs; each table is read in stored
+order, checked sorted by start and merged chunk by chunk, so one chunk per table is held; a
+table out of order is read again sorted by SQLite. Kineto
 (breakdown_kineto): the intervals are folded a window at a time, holding back the later half for
 events still to come; a trace shuffled deeper than that is read a second time, keeping every
 interval (16 bytes each) to sort at the end.
@@ -258,8 +259,12 @@ def read_nsys(
     path: str | os.PathLike[str], capture: str | None = None
 ) -> tuple[RankProfile, Breakdown]:
     """The metrics (nsys_sqlite.read_nsys_sqlite) and the breakdown of an export, in one pass."""
-    jobs = (partial(nsys_gpu, is_comm=_is_comm), partial(nsys_host, is_blocking=is_blocking))
-    prof, (unions, blocked) = read_nsys_with(path, jobs, capture)
+    counted: dict[str, dict] = {}  # the call, kernel and copy metrics, counted by the scans
+    jobs = (
+        partial(nsys_gpu, is_comm=_is_comm, counted=counted),
+        partial(nsys_host, is_blocking=is_blocking, counted=counted),
+    )
+    prof, (unions, blocked) = read_nsys_with(path, jobs, capture, counted.get)
     devices = {dev: DeviceTimes(b, c, m, k - c) for dev, (b, c, m, k) in unions.items()}
     activity = prof.span_ns.get(SPAN_ACTIVITY, (0, 0))
     bd = Breakdown("nsys", activity, WINDOW_ACTIVITY, devices, blocked, activity)

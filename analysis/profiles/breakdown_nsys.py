@@ -4,13 +4,23 @@ nsys_sqlite's pool of read-only connections (breakdown.read_nsys).
 Each GPU table is read in its stored order in chunks of rows, checked sorted by start (nsys writes
 records so) and merged with the others chunk by chunk (intervals.merged): memory is about one
 chunk per table whatever the file size. A table found out of order is read again with ORDER BY
-(SQLite sorts it, on disk if large), so the result never depends on the order.
+(SQLite sorts it, on disk if large), so the result never depends on the order. Each GPU table is
+read ahead on a connection of its own (_ahead), so the tables are read side by side.
+
+The rows read for the unions also give the metrics' GROUP BYs of the call, kernel and copy tables
+(`counted`; nsys_sqlite.read_nsys_with then runs only what was not counted): each of those
+tables is read once, with no sort, where the GROUP BYs sorted every table whole.
 """
 
 from __future__ import annotations
 
+import queue
 import sqlite3
+import threading
 from collections.abc import Callable, Iterable, Iterator
+from contextlib import closing, suppress
+from functools import partial
+from pathlib import Path
 
 import numpy as np
 
@@ -18,6 +28,8 @@ from . import nsys_schema as nsys
 from .intervals import SortedUnion, Unsorted, merged
 
 _ROWS = 1 << 16  # rows fetched from SQLite per chunk
+_FAR = np.iinfo(np.int64).max
+_END = object()  # the end of a table read ahead (_ahead)
 
 
 def _device(cols: set[str]) -> str:
@@ -32,71 +44,221 @@ def _chunks(con: sqlite3.Connection, sql: str) -> Iterator[np.ndarray]:
 
 
 def _stored(
-    con: sqlite3.Connection, table: str, where: str, exprs: list[str]
+    con: sqlite3.Connection,
+    table: str,
+    where: str,
+    exprs: list[str],
+    dropped: list[int] | None = None,
 ) -> Iterator[np.ndarray]:
     """Rows of `table` in stored (rowid) order, _ROWS rowids at a time, as an int64 array.
 
-    SQLite writes each window as one text that numpy parses in C: a Python tuple per row cost
-    more than the whole scan, and each value written costs, so callers ask for few and short
-    ones. Values must not be NULL (nsys declares these columns NOT NULL).
+    SQLite writes each column of a window as one text that numpy parses in C: a Python tuple per
+    row cost more than the whole scan, and each value written costs, so callers ask for few and
+    short ones. One text per column, not per row: joining values row by row cost a third more.
+    A row with a NULL value is left out (a window holding one is read again row by row), and
+    how many so is added to `dropped`.
     """
     lo, hi = con.execute(f"SELECT MIN(rowid), MAX(rowid) FROM {table}").fetchone()
     if lo is None:
         return
-    text = " || ',' || ".join(f"({e})" for e in exprs)
-    sql = f"SELECT group_concat({text}, ',') FROM {table} WHERE rowid >= ? AND rowid < ?{where}"
+    rows = f"FROM {table} WHERE rowid >= ? AND rowid < ?{where}"
+    sql = f"SELECT COUNT(*), {', '.join(f'group_concat({e})' for e in exprs)} {rows}"
+    joined = " || ',' || ".join(f"({e})" for e in exprs)
     for first in range(lo, hi + 1, _ROWS):
-        (found,) = con.execute(sql, (first, first + _ROWS)).fetchone()
-        if found:
-            yield np.fromstring(found, dtype=np.int64, sep=",").reshape(-1, len(exprs))
+        count, *found = con.execute(sql, (first, first + _ROWS)).fetchone()
+        if not count:
+            continue
+        parts = [np.fromstring(f or "", dtype=np.int64, sep=",") for f in found]
+        if all(len(p) == count for p in parts):
+            yield np.stack(parts, axis=1)
+            continue
+        (text,) = con.execute(f"SELECT group_concat({joined}) {rows}", (first, first + _ROWS))
+        part = np.fromstring(text[0] or "", dtype=np.int64, sep=",").reshape(-1, len(exprs))
+        if dropped is not None:
+            dropped.append(count - len(part))
+        if len(part):  # each row whole or not at all
+            yield part
 
 
 def _gpu_rows(
-    con: sqlite3.Connection, table: str, cols: set[str], kind: str
+    con: sqlite3.Connection, *, table: str, cols: set[str], kind: str, extra: list[str]
 ) -> Iterator[np.ndarray]:
-    """(start, end, device, kind code) rows of one GPU table in stored order, from as few and
-    as short values as SQLite can write: starts past the table's first, durations, and the
-    device only where the table holds several."""
+    """(start, end, device, kind code, *extra) rows of one GPU table in stored order, from as
+    few and as short values as SQLite can write: starts past the table's first, durations, and
+    the device only where the table holds several."""
     dev = _device(cols)
-    sql = f"SELECT MIN({dev}), MAX({dev}), MIN(start) FROM {table}"
-    first_dev, last_dev, base = con.execute(sql).fetchone()
-    if base is None:
-        return
-    exprs = [f"start - {int(base)}", '"end" - start']
+    first_dev, last_dev = con.execute(f"SELECT MIN({dev}), MAX({dev}) FROM {table}").fetchone()
+    if first_dev is None:
+        return  # no rows (the device is never NULL)
+    first = con.execute(f"SELECT start FROM {table} ORDER BY rowid LIMIT 1").fetchone()
+    base = int(first[0] or 0)  # any row's will do (only shorter to write): no MIN scan
+    exprs = [f"start - {base}", '"end" - start']
     exprs += [dev] if first_dev != last_dev else []
     exprs += [kind] if not kind.isdigit() else []
-    for part in _stored(con, table, "", exprs):
-        rows = np.empty((len(part), 4), dtype=np.int64)
-        rows[:, 0] = part[:, 0] + int(base)
+    for part in _stored(con, table, "", exprs + extra):
+        rows = np.empty((len(part), 4 + len(extra)), dtype=np.int64)
+        rows[:, 0] = part[:, 0] + base
         rows[:, 1] = rows[:, 0] + part[:, 1]
         rows[:, 2] = part[:, 2] if first_dev != last_dev else first_dev
-        rows[:, 3] = int(kind) if kind.isdigit() else part[:, -1]
+        rows[:, 3] = int(kind) if kind.isdigit() else part[:, len(exprs) - 1]
+        rows[:, 4:] = part[:, len(exprs) :]
         yield rows
 
 
 def nsys_gpu(
-    con: sqlite3.Connection, columns: dict[str, set[str]], is_comm: Callable[[str], bool]
+    con: sqlite3.Connection,
+    columns: dict[str, set[str]],
+    is_comm: Callable[[str], bool],
+    counted: dict[str, dict[int, list[int]]] | None = None,
 ) -> dict[int, tuple[int, int, int, int]]:
     """Per device, the union lengths of (all GPU work, compute kernels, comm kernels, all
-    kernels) in ns; is_comm tells an NCCL kernel's name."""
-    sources = []  # (table, column expressions)
+    kernels) in ns; is_comm tells an NCCL kernel's name.
+
+    counted, if given, gets the metrics' GROUP BYs of the kernel and copy tables, from the rows
+    the unions read: by table, key -> [calls, total ns, min start, max end, *sums], keyed by the
+    kernel name id and by copyKind (NULL: -1), with the bytes summed for copies; a table is left
+    out where some of its rows did not read as numbers (NULL times: the GROUP BY counts them).
+    """
+    sources = []  # (table, column expressions: start, end, device, kind code, *extra)
     kcols = columns.get(nsys.KERNEL, set())
     name_col = nsys.kernel_name_column(columns)
+    comm = np.empty(0, dtype=np.int64)
     if {"start", "end"} <= kcols and name_col:
         # NCCL names among all strings (a small table), not a DISTINCT over every kernel row.
         like = con.execute(f"SELECT id, value FROM {nsys.STRINGS} WHERE value LIKE '%nccl%'")
-        comm = ",".join(str(i) for i, name in like if is_comm(str(name))) or "NULL"
-        kind = f"CASE WHEN {name_col} IN ({comm}) THEN 1 ELSE 0 END"
-        sources.append((nsys.KERNEL, ["start", '"end"', _device(kcols), kind]))
+        comm = np.array([i for i, name in like if is_comm(str(name))], dtype=np.int64)
+        name = f"COALESCE({name_col}, -1)"  # made the kind code (0 compute, 1 comm) by _tallied
+        sources.append((nsys.KERNEL, ["start", '"end"', _device(kcols), name]))
     for table, code in ((nsys.MEMCPY, "2"), (nsys.MEMSET, "3")):
         cols = columns.get(table, set())
         if {"start", "end"} <= cols:
-            sources.append((table, ["start", '"end"', _device(cols), code]))
+            extra = []
+            if table == nsys.MEMCPY and counted is not None:  # as nsys_sqlite._memcpy_rows
+                extra = ["COALESCE(copyKind, -1)", 'COALESCE("bytes", 0)']
+                extra += ["MAX(COALESCE(copyCount, 1), 1)"] if "copyCount" in cols else []
+            sources.append((table, ["start", '"end"', _device(cols), code, *extra]))
+    seen: dict[str, int] = {}
+
+    def streams(read: Callable[[str, list[str]], Iterator[np.ndarray]]) -> list:
+        seen.clear()
+        for table in (nsys.KERNEL, nsys.MEMCPY):  # counted again (the host scan adds its own)
+            (counted or {}).pop(table, None)
+        return [_tallied(read(t, e), t, comm, counted, seen) for t, e in sources]
+
+    def stored(table: str, exprs: list[str]) -> Iterator[np.ndarray]:
+        return _ahead(con, partial(_gpu_rows, table=table, cols=columns[table], kind=exprs[3],
+                                   extra=exprs[4:]))  # fmt: skip
+
     try:
-        return gpu_unions(merged([_gpu_rows(con, t, columns[t], e[3]) for t, e in sources]))
+        found = gpu_unions(merged(streams(stored)))
     except Unsorted:  # a table not stored in time order: SQLite sorts it (on disk if large)
-        sorted_sql = [f"SELECT {', '.join(e)} FROM {t} ORDER BY start" for t, e in sources]
-        return gpu_unions(merged([_chunks(con, sql) for sql in sorted_sql]))
+
+        def by_start(t: str, e: list[str]) -> Iterator[np.ndarray]:
+            return _chunks(con, f"SELECT {', '.join(e)} FROM {t} ORDER BY start")
+
+        found = gpu_unions(merged(streams(by_start)))
+    for table, rows in seen.items():
+        if counted and table in counted and rows != _count(con, table):
+            del counted[table]  # rows with a NULL time, never read as numbers: to the GROUP BY
+    return found
+
+
+def _ahead(
+    con: sqlite3.Connection, read: Callable[[sqlite3.Connection], Iterator[np.ndarray]]
+) -> Iterator[np.ndarray]:
+    """read's chunks, read on a connection of its own in a thread, a chunk or two ahead: the
+    tables are read side by side (SQLite releases the GIL) while this thread merges them."""
+    where = next(row[2] for row in con.execute("PRAGMA database_list") if row[1] == "main")
+    uri = f"{Path(where).resolve().as_uri()}?mode=ro"
+    box: queue.Queue = queue.Queue(maxsize=2)
+    stop = threading.Event()
+
+    def offer(item: object) -> bool:
+        # never a blocking put: a reader that stopped early (finally below) must not wait on us
+        while not stop.is_set():
+            with suppress(queue.Full):
+                box.put(item, timeout=0.05)
+                return True
+        return False
+
+    def run() -> None:
+        try:
+            with closing(sqlite3.connect(uri, uri=True)) as own:
+                for chunk in read(own):
+                    if not offer(chunk):
+                        return
+            offer(_END)
+        except Exception as exc:  # noqa: BLE001 -- raised again in the reading thread
+            offer(exc)
+
+    worker = threading.Thread(target=run, daemon=True)
+    worker.start()
+    try:
+        while (got := box.get()) is not _END:
+            if isinstance(got, Exception):
+                raise got
+            yield got
+    finally:
+        stop.set()
+        worker.join()
+
+
+def _count(con: sqlite3.Connection, table: str) -> int:
+    return con.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0]
+
+
+def _tallied(
+    chunks: Iterable[np.ndarray],
+    table: str,
+    comm: np.ndarray,
+    counted: dict[str, dict[int, list[int]]] | None,
+    seen: dict[str, int],
+) -> Iterator[np.ndarray]:
+    """(start, end, device, kind code) row chunks of one table, its metrics counted into
+    `counted` on the way (nsys_gpu): a kernel's name id (column 3) is replaced by its kind code,
+    1 for an NCCL name, else 0; a copy's kind, bytes and count (columns 4-6) are dropped."""
+    kernels = table == nsys.KERNEL
+    for rows in chunks:
+        if counted is not None and table in (nsys.KERNEL, nsys.MEMCPY) and len(rows):
+            seen[table] = seen.get(table, 0) + len(rows)
+            groups = counted.setdefault(table, {})
+            if kernels:
+                _tally(groups, rows[:, 3], rows, None, ())
+            else:
+                _tally(groups, rows[:, 4], rows, rows[:, 6] if rows.shape[1] > 6 else None,
+                       (rows[:, 5],))  # fmt: skip
+        if kernels:
+            rows[:, 3] = np.isin(rows[:, 3], comm)
+        yield rows[:, :4]
+
+
+def _tally(
+    groups: dict[int, list[int]],
+    keys: np.ndarray,
+    rows: np.ndarray,
+    calls: np.ndarray | None,
+    sums: Iterable[np.ndarray],
+) -> None:
+    """Add rows to groups by key: [calls (one a row, or `calls` summed), total duration, min
+    start, max end, *each of `sums` summed]."""
+    uniq, inv, counts = np.unique(keys, return_inverse=True, return_counts=True)
+
+    def summed(weights: np.ndarray) -> np.ndarray:
+        acc = np.zeros(len(uniq), dtype=np.int64)
+        np.add.at(acc, inv, weights)
+        return acc
+
+    lo, hi = np.full(len(uniq), _FAR), np.full(len(uniq), -_FAR)
+    np.minimum.at(lo, inv, rows[:, 0])
+    np.maximum.at(hi, inv, rows[:, 1])
+    calls = counts if calls is None else summed(calls)
+    cols = (uniq, calls, summed(rows[:, 1] - rows[:, 0]), lo, hi, *map(summed, sums))
+    for key, *got in zip(*(c.tolist() for c in cols), strict=True):
+        slot = groups.setdefault(key, got)
+        if slot is not got:
+            first, last = min(slot[2], got[2]), max(slot[3], got[3])
+            slot[:] = [a + b for a, b in zip(slot, got, strict=True)]
+            slot[2], slot[3] = first, last
 
 
 def gpu_unions(chunks: Iterable[np.ndarray]) -> dict[int, tuple[int, int, int, int]]:
@@ -134,31 +296,56 @@ def totals(acc: dict[int, tuple[SortedUnion, ...]]) -> dict[int, tuple[int, int,
 
 
 def nsys_host(
-    con: sqlite3.Connection, columns: dict[str, set[str]], is_blocking: Callable[[str], bool]
+    con: sqlite3.Connection,
+    columns: dict[str, set[str]],
+    is_blocking: Callable[[str], bool],
+    counted: dict[str, dict[int, list[int]]] | None = None,
 ) -> int:
     """Union of the blocking runtime and driver calls in ns (one row per call: backtraces left
-    out); is_blocking tells a blocking call's name."""
+    out); is_blocking tells a blocking call's name.
+
+    counted, if given, gets the metrics' GROUP BY of the call rows by nameId (NULL: -1) from the
+    same reading, as nsys_gpu's, where the calls are told apart by their class (call_rows): all
+    of them are read then, not only the blocking ones."""
     if not {"start", "end", "nameId"} <= columns.get(nsys.RUNTIME, set()):
         return 0
     # Blocking names among all strings: the runtime table is the largest, never scanned for names.
     found = con.execute(f"SELECT id, value FROM {nsys.STRINGS} WHERE value LIKE 'cu%'")
-    keep = [str(i) for i, name in found if is_blocking(str(name))]
-    if not keep:
-        return 0
-    names = f"nameId IN ({','.join(keep)})"
+    keep = [int(i) for i, name in found if is_blocking(str(name))]
     calls = nsys.call_rows(con, columns)
+    if not keep and (counted is None or calls is None):
+        return 0
+    names = f"nameId IN ({','.join(map(str, keep)) or 'NULL'})"
     if calls is not None:  # stored order, read as text (see _stored); else SQLite pairs rows
         # Starts past the first row's (any row will do: only shorter to write) and durations.
         first = con.execute(f"SELECT start FROM {nsys.RUNTIME} LIMIT 1").fetchone()
         base = int(first[0]) if first else 0
         exprs, union = [f"start - {base}", '"end" - start'], SortedUnion()
-        try:
-            for part in _stored(con, nsys.RUNTIME, f" AND {calls} AND {names}", exprs):
-                starts = part[:, 0] + base
-                union.add(starts, starts + part[:, 1])
+        where, groups, dropped = f" AND {calls}", {}, []
+        if counted is None:
+            where += f" AND {names}"
+        else:
+            exprs.append("COALESCE(nameId, -1)")
+        for part in _stored(con, nsys.RUNTIME, where, exprs, dropped):
+            rows = np.empty((len(part), 2), dtype=np.int64)
+            rows[:, 0] = part[:, 0] + base
+            rows[:, 1] = rows[:, 0] + part[:, 1]
+            if counted is not None:
+                _tally(groups, part[:, 2], rows, None, ())
+                rows = rows[np.isin(part[:, 2], keep)]
+            if union is not None:
+                try:
+                    union.add(rows[:, 0], rows[:, 1])
+                except Unsorted:
+                    union = None  # stored out of time order: sorted below
+            if union is None and counted is None:
+                break
+        if counted is not None and not any(dropped):
+            counted[nsys.RUNTIME] = groups
+        if union is not None:
             return union.total
-        except Unsorted:
-            pass  # stored out of time order: sorted below
+        if not keep:
+            return 0
     sql = f'SELECT start, "end" FROM {nsys.runtime_calls(con, columns)} WHERE {names}'
     for order in ("", " ORDER BY start"):
         union = SortedUnion()

@@ -81,6 +81,7 @@ from .nsys_schema import (
     REQUIRED,
     RUNTIME,
     STRINGS,
+    call_rows,
     kernel_name_column,
     name_values,
     runtime_calls,
@@ -119,10 +120,18 @@ def read_nsys_sqlite(path: str | os.PathLike[str], capture: str | None = None) -
 
 
 def read_nsys_with(
-    path: str | os.PathLike[str], jobs: Sequence[Job], capture: str | None = None
+    path: str | os.PathLike[str],
+    jobs: Sequence[Job],
+    capture: str | None = None,
+    counted: Callable[[str], dict[int, list] | None] | None = None,
 ) -> tuple[RankProfile, list[object]]:
     """read_nsys_sqlite, plus what each job returns, run in the same pass over the file: every
-    job gets its own read-only connection beside the aggregations (the time breakdown's unions)."""
+    job gets its own read-only connection beside the aggregations (the time breakdown's unions).
+
+    counted: where jobs read every call, kernel and copy row anyway, the GROUP BY they counted
+    for a table (RUNTIME where call_rows tells the calls apart, KERNEL, MEMCPY), asked once the
+    jobs are done: key -> the GROUP BY row after the key (breakdown_nsys); None where they could
+    not, and the GROUP BY runs then. Each of those tables is read once so."""
     path = Path(path)
     _check_magic(path)
     try:
@@ -130,7 +139,7 @@ def read_nsys_with(
     except sqlite3.Error as exc:
         raise ProfileError(path, f"cannot open SQLite file ({exc})") from exc
     try:
-        profile, results = _read(con, path, jobs)
+        profile, results = _read(con, path, jobs, counted)
         return with_capture(profile, capture), results
     except sqlite3.Error as exc:
         raise ProfileError(path, f"corrupt or truncated SQLite file ({exc})") from exc
@@ -193,7 +202,9 @@ def _check_magic(path: Path) -> None:
         raise ProfileError(path, "not a SQLite file (expected an `nsys export --type sqlite` file)")
 
 
-def _read(con: sqlite3.Connection, path: Path, jobs: Sequence[Job]) -> tuple[RankProfile, list]:
+def _read(
+    con: sqlite3.Connection, path: Path, jobs: Sequence[Job], counted: Callable | None = None
+) -> tuple[RankProfile, list]:
     columns = schema(con)
     if STRINGS not in columns:
         raise ProfileError(
@@ -218,22 +229,30 @@ def _read(con: sqlite3.Connection, path: Path, jobs: Sequence[Job]) -> tuple[Ran
     capture = file_capture(con, columns, path, session_ns)
 
     spans: list[tuple[int, int]] = []  # (min start, max end) per group, for the activity span
-    tables = [(_runtime_rows, columns)] if RUNTIME in columns else []
+    tables = [(_runtime_rows, columns, RUNTIME)] if RUNTIME in columns else []
     if KERNEL in columns:
         name_col = kernel_name_column(columns)
         if name_col is None:
             raise ProfileError(path, f"SQLite file of another schema: {KERNEL} has no name column")
-        tables.append((_kernel_rows, name_col))
+        tables.append((_kernel_rows, name_col, KERNEL))
     if MEMCPY in columns:
-        tables.append((_memcpy_rows, columns))
+        tables.append((_memcpy_rows, columns, MEMCPY))
     # Each GROUP BY is a sort of its whole table, most of the read time; SQLite runs them side by
     # side on their own connections (it releases the GIL), so the cores share them, and the jobs
-    # (the breakdown's scans) with them.
+    # (the breakdown's scans) with them. The jobs may count the GROUP BYs (`counted`): the calls'
+    # where they are told apart by their class (the rows are read in stored order then).
+    by_job = {KERNEL, MEMCPY} | ({RUNTIME} if call_rows(con, columns) is not None else set())
     with ThreadPoolExecutor(len(tables) + len(jobs)) as pool:
         extra = [pool.submit(_on_own_connection, path, job, columns) for job in jobs]
-        groups = [pool.submit(_on_own_connection, path, fn, arg, spans) for fn, arg in tables]
-        rows = [row for job in groups for row in job.result()]
+        groups = [
+            None if counted and table in by_job else
+            pool.submit(_on_own_connection, path, fn, arg, spans) for fn, arg, table in tables
+        ]  # fmt: skip
         results = [job.result() for job in extra]
+        rows = [
+            row for (fn, arg, table), job in zip(tables, groups, strict=True)
+            for row in (job.result() if job else fn(con, arg, spans, counted(table)))
+        ]  # fmt: skip
     if {"start", "end"} <= columns.get(MEMSET, set()):
         lo, hi = con.execute(f'SELECT MIN(start), MAX("end") FROM {MEMSET}').fetchone()
         if lo is not None and hi is not None:
@@ -273,9 +292,15 @@ def _grouped(
 
 
 def _runtime_rows(
-    con: sqlite3.Connection, columns: dict[str, set[str]], spans: list[tuple[int, int]]
+    con: sqlite3.Connection,
+    columns: dict[str, set[str]],
+    spans: list[tuple[int, int]],
+    counted: dict[int, list] | None = None,
 ) -> list[Row]:
-    groups = _grouped(con, runtime_calls(con, columns), "nameId")
+    if counted is not None:
+        groups = _as_grouped(counted)
+    else:
+        groups = _grouped(con, runtime_calls(con, columns), "nameId")
     names = strings(con, [g[0] for g in groups])
     rows = []
     for name_id, calls, total, lo, hi in groups:
@@ -287,8 +312,14 @@ def _runtime_rows(
     return rows
 
 
-def _kernel_rows(con: sqlite3.Connection, name_col: str, spans: list[tuple[int, int]]) -> list[Row]:
-    groups = _grouped(con, KERNEL, name_col)
+def _kernel_rows(
+    con: sqlite3.Connection,
+    name_col: str,
+    spans: list[tuple[int, int]],
+    counted: dict[int, list[int]] | None = None,
+) -> list[Row]:
+    """Kernel metric rows: from a GROUP BY, or from `counted` (read_nsys_with's)."""
+    groups = _grouped(con, KERNEL, name_col) if counted is None else _as_grouped(counted)
     names = strings(con, [g[0] for g in groups])
     rows = []
     for name_id, calls, total, lo, hi in groups:
@@ -300,13 +331,24 @@ def _kernel_rows(con: sqlite3.Connection, name_col: str, spans: list[tuple[int, 
     return rows
 
 
+def _as_grouped(counted: dict[int, list]) -> list[tuple]:
+    return [(key, *values) for key, values in sorted(counted.items())]
+
+
 def _memcpy_rows(
-    con: sqlite3.Connection, columns: dict[str, set[str]], spans: list[tuple[int, int]]
+    con: sqlite3.Connection,
+    columns: dict[str, set[str]],
+    spans: list[tuple[int, int]],
+    counted: dict[int, list] | None = None,
 ) -> list[Row]:
     # A batched record holds copyCount copies (at least 1: older rows may hold 0 or NULL); its
     # duration and bytes are the batch's, summed as recorded.
     count = "SUM(MAX(COALESCE(copyCount, 1), 1))" if "copyCount" in columns[MEMCPY] else "COUNT(*)"
-    groups = _grouped(con, MEMCPY, "copyKind", count, ', SUM("bytes")')
+    groups = (
+        _grouped(con, MEMCPY, "copyKind", count, ', SUM("bytes")')
+        if counted is None
+        else _as_grouped(counted)
+    )
     labels = dict(CUPTI_COPY_KIND)
     if MEMCPY_ENUM in columns:
         label_col = "label" if "label" in columns[MEMCPY_ENUM] else "name"

@@ -17,7 +17,7 @@ from profile_builders import add_capture_settings, add_memsets, kineto_event, ma
 from analysis.profiles import breakdown as bd
 from analysis.profiles.cli import main
 from analysis.profiles.intervals import SortedUnion, Unsorted, sorted_union
-from analysis.profiles.nsys_sqlite import with_capture
+from analysis.profiles.nsys_sqlite import read_nsys_sqlite, with_capture
 from analysis.profiles.synth import NSYS_SCHEMAS
 
 
@@ -231,8 +231,43 @@ def test_nsys_tables_out_of_time_order(tmp_path: Path) -> None:
             con.execute(f"INSERT INTO {table} SELECT * FROM t")
             con.execute("DROP TABLE t")
     con.close()
-    out = bd.read_breakdown(path, "nsys")
+    prof, out = bd.read_nsys(path)
     assert out.devices == EXPECTED and out.host_blocked == 500_000 + 30_457 + 500_000
+    assert prof == read_nsys_sqlite(path)  # the kernel metrics counted from the sorted rows
+
+
+@pytest.mark.parametrize("version", sorted(NSYS_SCHEMAS))
+def test_metrics_from_the_breakdown_scan(tmp_path: Path, version: str) -> None:
+    """The one pass counts the kernel and copy metrics from the rows its unions read, as the
+    GROUP BYs of the reader alone; a row with no end (never read as a number) leaves a table to
+    its GROUP BY, and NULL names, kinds and bytes group as there."""
+    copies = [(1, 100, 200, 8, 4), (8, 150, 400, 16, 1), (1, 500, 600, 32, 0), (11, 700, 800, 8)]
+    calls = [("cudaLaunchKernel_v7000", 0, 10), ("cudaStreamSynchronize_v3020", 5, 50),
+             ("cudaLaunchKernel_v7000", 60, 70), ("cuCtxSynchronize", 65, 90)]  # fmt: skip
+    path = make_nsys(tmp_path / "r.sqlite", calls,
+                     [k[:3] for k in sorted(KERNELS, key=lambda k: k[1])], copies,
+                     version=version, backtraces=True)  # fmt: skip
+    prof, split = bd.read_nsys(path)
+    assert prof == read_nsys_sqlite(path) and split.host_blocked == 45 + 25
+    with sqlite3.connect(path) as con:  # the tables without their NOT NULL constraints
+        for table in ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY",
+                      "CUPTI_ACTIVITY_KIND_RUNTIME"):  # fmt: skip
+            con.execute(f"CREATE TABLE t AS SELECT * FROM {table}")
+            con.execute(f"DROP TABLE {table}")
+            con.execute(f"ALTER TABLE t RENAME TO {table}")
+        con.execute("UPDATE CUPTI_ACTIVITY_KIND_MEMCPY SET copyKind = NULL WHERE rowid = 2")
+        con.execute('UPDATE CUPTI_ACTIVITY_KIND_MEMCPY SET "bytes" = NULL WHERE rowid = 3')
+        con.execute("UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET shortName = NULL WHERE rowid = 2")
+        con.execute("UPDATE CUPTI_ACTIVITY_KIND_RUNTIME SET nameId = NULL WHERE start = 65")
+    con.close()
+    assert bd.read_nsys(path)[0] == read_nsys_sqlite(path)
+    with sqlite3.connect(path) as con:
+        for table in ("KERNEL", "MEMCPY"):
+            con.execute(f'UPDATE CUPTI_ACTIVITY_KIND_{table} SET "end" = NULL WHERE rowid = 1')
+        # a launch (its name has another call: a name with no end at all fails either way)
+        con.execute('UPDATE CUPTI_ACTIVITY_KIND_RUNTIME SET "end" = NULL WHERE start = 0')
+    con.close()
+    assert bd.read_nsys(path)[0] == read_nsys_sqlite(path)
 
 
 @pytest.mark.parametrize(
