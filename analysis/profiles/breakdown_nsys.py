@@ -27,7 +27,9 @@ import numpy as np
 from . import nsys_schema as nsys
 from .intervals import SortedUnion, Unsorted, merged
 
-_ROWS = 1 << 16  # rows fetched from SQLite per chunk
+# Rows fetched from SQLite per chunk: a column of one fits a core's cache, and its texts and
+# arrays are small enough for malloc to reuse (1 << 16 took a fifth longer, in page faults).
+_ROWS = 1 << 14
 _FAR = np.iinfo(np.int64).max
 _END = object()  # the end of a table read ahead (_ahead)
 
@@ -49,6 +51,7 @@ def _stored(
     where: str,
     exprs: list[str],
     dropped: list[int] | None = None,
+    steady: tuple[str, int] | None = None,
 ) -> Iterator[np.ndarray]:
     """Rows of `table` in stored (rowid) order, _ROWS rowids at a time, as an int64 array.
 
@@ -57,22 +60,38 @@ def _stored(
     short ones. One text per column, not per row: joining values row by row cost a third more.
     A row with a NULL value is left out (a window holding one is read again row by row), and
     how many so is added to `dropped`.
+    steady: (expression, value) of a last column that most tables hold one value of (a GPU
+    table's device): SQLite only checks each row holds `value`, and writes the column from the
+    first window where one does not.
     """
-    lo, hi = con.execute(f"SELECT MIN(rowid), MAX(rowid) FROM {table}").fetchone()
+    # Two subqueries: SQLite reads MIN(rowid) or MAX(rowid) alone off the b-tree, both in one
+    # query by scanning the whole table.
+    ends = f"SELECT (SELECT MIN(rowid) FROM {table}), (SELECT MAX(rowid) FROM {table})"
+    lo, hi = con.execute(ends).fetchone()
     if lo is None:
         return
     rows = f"FROM {table} WHERE rowid >= ? AND rowid < ?{where}"
-    sql = f"SELECT COUNT(*), {', '.join(f'group_concat({e})' for e in exprs)} {rows}"
+    head = f"SELECT COUNT(*), {', '.join(f'group_concat({e})' for e in exprs)}"
+    sql, lean = f"{head} {rows}", ""
+    if steady is not None:
+        expr, value = steady
+        lean = f"{head}, MAX(({expr}) IS NOT {int(value)}) {rows}"  # 1: a row holds another
+        sql, exprs = f"{head}, group_concat({expr}) {rows}", [*exprs, expr]
     joined = " || ',' || ".join(f"({e})" for e in exprs)
     for first in range(lo, hi + 1, _ROWS):
-        count, *found = con.execute(sql, (first, first + _ROWS)).fetchone()
+        window = (first, first + _ROWS)
+        count, *found = con.execute(lean or sql, window).fetchone()
+        if lean and found.pop():
+            lean = ""  # several values: written from here on
+            count, *found = con.execute(sql, window).fetchone()
         if not count:
             continue
         parts = [np.fromstring(f or "", dtype=np.int64, sep=",") for f in found]
+        parts += [np.full(count, value)] if lean else []
         if all(len(p) == count for p in parts):
-            yield np.stack(parts, axis=1)
+            yield np.stack(parts).T  # each column contiguous
             continue
-        (text,) = con.execute(f"SELECT group_concat({joined}) {rows}", (first, first + _ROWS))
+        (text,) = con.execute(f"SELECT group_concat({joined}) {rows}", window)
         part = np.fromstring(text[0] or "", dtype=np.int64, sep=",").reshape(-1, len(exprs))
         if dropped is not None:
             dropped.append(count - len(part))
@@ -81,27 +100,31 @@ def _stored(
 
 
 def _gpu_rows(
-    con: sqlite3.Connection, *, table: str, cols: set[str], kind: str, extra: list[str]
+    con: sqlite3.Connection,
+    *,
+    table: str,
+    cols: set[str],
+    kind: str,
+    extra: list[str],
+    dropped: list[int],
 ) -> Iterator[np.ndarray]:
     """(start, end, device, kind code, *extra) rows of one GPU table in stored order, from as
     few and as short values as SQLite can write: starts past the table's first, durations, and
-    the device only where the table holds several."""
+    the device only where the table holds several (_stored's steady column); rows left out for
+    a NULL value are counted in `dropped`."""
     dev = _device(cols)
-    first_dev, last_dev = con.execute(f"SELECT MIN({dev}), MAX({dev}) FROM {table}").fetchone()
-    if first_dev is None:
-        return  # no rows (the device is never NULL)
-    first = con.execute(f"SELECT start FROM {table} ORDER BY rowid LIMIT 1").fetchone()
+    first = con.execute(f"SELECT start, {dev} FROM {table} ORDER BY rowid LIMIT 1").fetchone()
+    if first is None:
+        return
     base = int(first[0] or 0)  # any row's will do (only shorter to write): no MIN scan
-    exprs = [f"start - {base}", '"end" - start']
-    exprs += [dev] if first_dev != last_dev else []
-    exprs += [kind] if not kind.isdigit() else []
-    for part in _stored(con, table, "", exprs + extra):
-        rows = np.empty((len(part), 4 + len(extra)), dtype=np.int64)
+    exprs = [f"start - {base}", '"end" - start', *([] if kind.isdigit() else [kind]), *extra]
+    for part in _stored(con, table, "", exprs, dropped, (dev, first[1])):
+        rows = np.empty((4 + len(extra), len(part)), dtype=np.int64).T  # columns contiguous
         rows[:, 0] = part[:, 0] + base
         rows[:, 1] = rows[:, 0] + part[:, 1]
-        rows[:, 2] = part[:, 2] if first_dev != last_dev else first_dev
-        rows[:, 3] = int(kind) if kind.isdigit() else part[:, len(exprs) - 1]
-        rows[:, 4:] = part[:, len(exprs) :]
+        rows[:, 2] = part[:, -1]
+        rows[:, 3] = int(kind) if kind.isdigit() else part[:, 2]
+        rows[:, 4:] = part[:, len(exprs) - len(extra) : len(exprs)]
         yield rows
 
 
@@ -137,17 +160,17 @@ def nsys_gpu(
                 extra = ["COALESCE(copyKind, -1)", 'COALESCE("bytes", 0)']
                 extra += ["MAX(COALESCE(copyCount, 1), 1)"] if "copyCount" in cols else []
             sources.append((table, ["start", '"end"', _device(cols), code, *extra]))
-    seen: dict[str, int] = {}
+    dropped: dict[str, list[int]] = {}  # by table, rows left out for a NULL value (_stored)
 
     def streams(read: Callable[[str, list[str]], Iterator[np.ndarray]]) -> list:
-        seen.clear()
+        dropped.clear()
         for table in (nsys.KERNEL, nsys.MEMCPY):  # counted again (the host scan adds its own)
             (counted or {}).pop(table, None)
-        return [_tallied(read(t, e), t, comm, counted, seen) for t, e in sources]
+        return [_tallied(read(t, e), t, comm, counted) for t, e in sources]
 
     def stored(table: str, exprs: list[str]) -> Iterator[np.ndarray]:
         return _ahead(con, partial(_gpu_rows, table=table, cols=columns[table], kind=exprs[3],
-                                   extra=exprs[4:]))  # fmt: skip
+                                   extra=exprs[4:], dropped=dropped.setdefault(table, [])))  # fmt: skip
 
     try:
         found = gpu_unions(merged(streams(stored)))
@@ -157,9 +180,9 @@ def nsys_gpu(
             return _chunks(con, f"SELECT {', '.join(e)} FROM {t} ORDER BY start")
 
         found = gpu_unions(merged(streams(by_start)))
-    for table, rows in seen.items():
-        if counted and table in counted and rows != _count(con, table):
-            del counted[table]  # rows with a NULL time, never read as numbers: to the GROUP BY
+    for table, lost in dropped.items():
+        if counted is not None and any(lost):
+            counted.pop(table, None)  # rows with a NULL value, never read: to the GROUP BY
     return found
 
 
@@ -203,16 +226,11 @@ def _ahead(
         worker.join()
 
 
-def _count(con: sqlite3.Connection, table: str) -> int:
-    return con.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0]
-
-
 def _tallied(
     chunks: Iterable[np.ndarray],
     table: str,
     comm: np.ndarray,
     counted: dict[str, dict[int, list[int]]] | None,
-    seen: dict[str, int],
 ) -> Iterator[np.ndarray]:
     """(start, end, device, kind code) row chunks of one table, its metrics counted into
     `counted` on the way (nsys_gpu): a kernel's name id (column 3) is replaced by its kind code,
@@ -220,7 +238,6 @@ def _tallied(
     kernels = table == nsys.KERNEL
     for rows in chunks:
         if counted is not None and table in (nsys.KERNEL, nsys.MEMCPY) and len(rows):
-            seen[table] = seen.get(table, 0) + len(rows)
             groups = counted.setdefault(table, {})
             if kernels:
                 _tally(groups, rows[:, 3], rows, None, ())
@@ -241,7 +258,14 @@ def _tally(
 ) -> None:
     """Add rows to groups by key: [calls (one a row, or `calls` summed), total duration, min
     start, max end, *each of `sums` summed]."""
-    uniq, inv, counts = np.unique(keys, return_inverse=True, return_counts=True)
+    low = int(keys.min())
+    span = int(keys.max()) - low + 1
+    if span <= max(len(keys), 1 << 16):  # ids close together (names, copy kinds): no sort
+        inv = keys - low
+        counts = np.bincount(inv, minlength=span)
+        uniq = np.arange(low, low + span, dtype=np.int64)
+    else:
+        uniq, inv, counts = np.unique(keys, return_inverse=True, return_counts=True)
 
     def summed(weights: np.ndarray) -> np.ndarray:
         acc = np.zeros(len(uniq), dtype=np.int64)
@@ -253,7 +277,8 @@ def _tally(
     np.maximum.at(hi, inv, rows[:, 1])
     calls = counts if calls is None else summed(calls)
     cols = (uniq, calls, summed(rows[:, 1] - rows[:, 0]), lo, hi, *map(summed, sums))
-    for key, *got in zip(*(c.tolist() for c in cols), strict=True):
+    found = counts > 0  # the keys present (all of them after np.unique)
+    for key, *got in zip(*(c[found].tolist() for c in cols), strict=True):
         slot = groups.setdefault(key, got)
         if slot is not got:
             first, last = min(slot[2], got[2]), max(slot[3], got[3])
@@ -327,7 +352,7 @@ def nsys_host(
         else:
             exprs.append("COALESCE(nameId, -1)")
         for part in _stored(con, nsys.RUNTIME, where, exprs, dropped):
-            rows = np.empty((len(part), 2), dtype=np.int64)
+            rows = np.empty((2, len(part)), dtype=np.int64).T  # columns contiguous
             rows[:, 0] = part[:, 0] + base
             rows[:, 1] = rows[:, 0] + part[:, 1]
             if counted is not None:

@@ -15,6 +15,7 @@ import pytest
 from profile_builders import add_capture_settings, add_memsets, kineto_event, make_nsys, write_trace
 
 from analysis.profiles import breakdown as bd
+from analysis.profiles import breakdown_nsys
 from analysis.profiles.cli import main
 from analysis.profiles.intervals import SortedUnion, Unsorted, sorted_union
 from analysis.profiles.nsys_sqlite import read_nsys_sqlite, with_capture
@@ -234,6 +235,25 @@ def test_nsys_tables_out_of_time_order(tmp_path: Path) -> None:
     prof, out = bd.read_nsys(path)
     assert out.devices == EXPECTED and out.host_blocked == 500_000 + 30_457 + 500_000
     assert prof == read_nsys_sqlite(path)  # the kernel metrics counted from the sorted rows
+
+
+@pytest.mark.parametrize("rows", [1, 2, 3, 4])
+def test_nsys_read_in_windows_of_few_rows(tmp_path: Path, monkeypatch, rows: int) -> None:
+    """The GPU tables read a few rowids at a time: windows of one device (its column never
+    written) and windows where a second one shows (written from there on) give the same
+    numbers, all from the stored order."""
+    path = _job_nsys(tmp_path / "rank0.sqlite")
+    with sqlite3.connect(path) as con:  # kernels stored by start: devices 0, 0, 0, 1, 1, 0, 0
+        con.execute("CREATE TABLE t AS SELECT * FROM CUPTI_ACTIVITY_KIND_KERNEL ORDER BY start")
+        con.execute("DELETE FROM CUPTI_ACTIVITY_KIND_KERNEL")
+        con.execute("INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL SELECT * FROM t")
+        con.execute("DROP TABLE t")
+    con.close()
+    monkeypatch.setattr(breakdown_nsys, "_ROWS", rows)
+    monkeypatch.setattr(breakdown_nsys, "_chunks", None)  # never read again sorted
+    prof, out = bd.read_nsys(path)
+    assert out.devices == EXPECTED and out.host_blocked == 500_000 + 30_457 + 500_000
+    assert prof == read_nsys_sqlite(path)
 
 
 @pytest.mark.parametrize("version", sorted(NSYS_SCHEMAS))
