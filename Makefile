@@ -92,6 +92,11 @@ $(foreach t,$(MATRIX_TARGETS),$(eval workload_$(call field,1,$(t)) := $(call fie
 uniq = $(if $(1),$(firstword $(1)) $(call uniq,$(filter-out $(firstword $(1)),$(1))))
 ALL_TARGETS := $(call uniq,$(foreach t,$(MATRIX_TARGETS),$(call field,1,$(t))))
 ARTIFACTS := $(foreach t,$(ALL_TARGETS),$(if $(wildcard analysis/artifacts/$(subst -,_,$(t)).py),$(t)))
+# ARTIFACTS given on the command line (`make slurm ARTIFACTS=...`): a name that is no target of
+# the matrix stops make here, in one line, before anything runs or is submitted.
+ifneq ($(filter-out $(ALL_TARGETS),$(ARTIFACTS)),)
+$(error ARTIFACTS: $(filter-out $(ALL_TARGETS),$(ARTIFACTS)) is no target of experiments/matrix.yaml (make help lists them))
+endif
 FIG_TARGETS := $(foreach t,$(ARTIFACTS),$(if $(wildcard report/figures/$(subst -,_,$(t)).py),$(t)))
 TABLE_TARGETS := $(filter-out $(FIG_TARGETS),$(ARTIFACTS))
 VISION := $(foreach t,$(ARTIFACTS),$(if $(filter vision,$(workload_$(t))),$(t)))

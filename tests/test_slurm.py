@@ -73,6 +73,13 @@ def test_bad_input_is_one_line_exit_2_and_nothing_submitted(fake_slurm, tmp_path
     assert via_make.returncode == 2 and not calls.exists() and via_make.stdout == ""
     assert via_make.stderr.splitlines()[0] == "error: NODES=abc must be a positive integer"
     assert len(via_make.stderr.splitlines()) == 2  # make: *** [Makefile:...: slurm] Error 2
+    bogus = subprocess.run([shutil.which("make") or "make", "--no-print-directory", "slurm",
+                            "ARTIFACTS=fig-vram fig-bogus"], env=env, cwd=REPO,
+                           capture_output=True, text=True)  # fmt: skip
+    assert bogus.returncode == 2 and not calls.exists()
+    (line,) = bogus.stderr.splitlines()  # make's own form of one line: "Makefile:N: *** ..."
+    assert line.endswith("*** ARTIFACTS: fig-bogus is no target of experiments/matrix.yaml (make "
+                         "help lists them).  Stop.")  # fmt: skip
     empty = tmp_path / "empty-bin"  # bash runs submit.sh; no sbatch anywhere on the PATH
     empty.mkdir()
     got = _refused(env, calls, NODES="1", PATH=str(empty))
