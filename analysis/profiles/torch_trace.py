@@ -17,7 +17,6 @@ from __future__ import annotations
 import contextlib
 import gc
 import gzip
-import io
 import json
 import os
 import re
@@ -27,6 +26,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, Protocol, TextIO
 
+from .kineto_fold import KINDS, Folded, fold
+from .kineto_gzip import GzipText
 from .metrics import (
     CPU_PREFIX,
     ProfileError,
@@ -75,19 +76,6 @@ class Feed(Protocol):
     def flush(self) -> None: ...
 
 
-# Aggregation keys: (kind, raw name). kind selects the metric mapping applied at the end.
-_KIND_BY_CAT = {
-    "cuda_runtime": "runtime",
-    "cuda_driver": "runtime",
-    "kernel": "kernel",
-    "gpu_memcpy": "memcpy",
-    "cpu_op": "cpu",
-    "user_annotation": "cpu",
-}
-_KINDS = frozenset(_KIND_BY_CAT.values())
-_HOST_CATS = frozenset({"cuda_runtime", "cuda_driver"})
-
-
 def read_torch_trace(
     path: str | os.PathLike[str], cpu_ops: bool = True, feed: Feed | None = None
 ) -> RankProfile:
@@ -103,7 +91,7 @@ def read_torch_trace(
 
 
 @contextlib.contextmanager
-def _reading(path: Path) -> Iterator[TextIO]:
+def _reading(path: Path) -> Iterator[TextIO | GzipText]:
     """The trace's text, opened; every way a file fails to read is one ProfileError naming it (the
     metrics reader and the breakdown's event stream share it)."""
     try:
@@ -119,18 +107,18 @@ def _reading(path: Path) -> Iterator[TextIO]:
         raise ProfileError(path, f"cannot read file ({exc.strerror or exc})") from exc
 
 
-def _open_text(path: Path) -> TextIO:
+def _open_text(path: Path) -> TextIO | GzipText:
     with open(path, "rb") as fh:
         magic = fh.read(2)
     if magic == GZIP_MAGIC:
-        return io.TextIOWrapper(gzip.open(path, "rb"), encoding="utf-8")
+        return GzipText(path)
     return open(path, encoding="utf-8")
 
 
 class _JsonStream:
     """Minimal pull parser: enough JSON structure to walk {"...": ..., "traceEvents": [...]}."""
 
-    def __init__(self, fh: TextIO, path: Path) -> None:
+    def __init__(self, fh: TextIO | GzipText, path: Path) -> None:
         self.fh, self.path = fh, path
         self.buf, self.pos, self.consumed, self.eof = "", 0, 0, False
         self.decoder = json.JSONDecoder()
@@ -221,7 +209,7 @@ class _JsonStream:
         collect = gc.isenabled()
         gc.disable()
         try:
-            objs = self.decoder.raw_decode("[" + buf[pos : cut + 1] + "]")[0]
+            objs = self.decoder.raw_decode("".join(("[", buf[pos : cut + 1], "]")))[0]
         except json.JSONDecodeError:
             self.batch_from = cut + 1
             return None
@@ -231,8 +219,9 @@ class _JsonStream:
         self.pos = m.end()
         return objs
 
-    def events(self) -> Iterator[Any]:
-        """Yield the elements of the array whose '[' was just consumed."""
+    def events(self) -> Iterator[list[Any]]:
+        """Yield the elements of the array whose '[' was just consumed, in lists (a batch, or one
+        element): a generator step per element would cost more than the loop over them."""
         if self.peek_char() == "]":
             self.next_char()
             return
@@ -240,7 +229,7 @@ class _JsonStream:
         while True:
             batch = self._batch()
             if batch is not None:
-                yield from batch
+                yield batch
                 continue
             # Fast path: element and separator both inside the buffer (all but ~1 per chunk).
             buf = self.buf
@@ -251,7 +240,7 @@ class _JsonStream:
                 m = None
             if m is not None and (m.end() < len(buf) or self.eof):
                 self.pos = m.end()
-                yield obj
+                yield [obj]
                 if m.group(1) == "]":
                     return
                 continue
@@ -260,14 +249,14 @@ class _JsonStream:
             ch = self.next_char()
             if ch not in (",", "]"):
                 raise self._fail("truncated JSON" if not ch else f"invalid JSON (found {ch!r})")
-            yield obj
+            yield [obj]
             if ch == "]":
                 return
             self.peek_char()
 
 
-def _walk(stream: _JsonStream, meta: dict[str, Any]) -> Iterator[Any]:
-    """Events of a {"traceEvents": [...]} object or of a bare Chrome-trace array."""
+def _walk(stream: _JsonStream, meta: dict[str, Any]) -> Iterator[list[Any]]:
+    """Events of a {"traceEvents": [...]} object or of a bare Chrome-trace array, in lists."""
     first = stream.next_char()
     if first == "[":
         meta["has_events"] = True
@@ -300,61 +289,10 @@ def _walk(stream: _JsonStream, meta: dict[str, Any]) -> Iterator[Any]:
 
 
 def _aggregate(path: Path, stream: _JsonStream, cpu_ops: bool, feed: Feed | None) -> RankProfile:
-    fed = feed.cats if feed is not None else frozenset()
-    every, kept = feed.every if feed is not None else 0, 0
-    # (kind, name) -> [calls, total_us, bytes]; (cat, name) of a fed category without a metric
-    acc: dict[tuple[str, str], list] = {}
-    lo, hi = float("inf"), float("-inf")
-    cuda_lo, cuda_hi, hi_ts, hi_dur = float("inf"), float("-inf"), 0.0, 0.0  # the fed events'
     meta: dict[str, Any] = {}
-    kinds = _KIND_BY_CAT if cpu_ops else {k: v for k, v in _KIND_BY_CAT.items() if v != "cpu"}
+    found = Folded()
     try:
-        for ev in _walk(stream, meta):
-            if not isinstance(ev, dict) or ev.get("ph") != "X":
-                continue
-            ts = ev.get("ts")
-            if ts is None:
-                continue
-            dur = ev.get("dur") or 0
-            end = ts + dur
-            if ts < lo:
-                lo = ts
-            if end > hi:
-                hi = end
-            cat = ev.get("cat")
-            kind, hooked = kinds.get(cat), cat in fed
-            if kind is None and not hooked:
-                continue
-            key = (kind or cat, ev.get("name", ""))
-            slot = acc.get(key)
-            if slot is None:
-                slot = acc[key] = [0, 0.0, 0, feed.keep(cat, key[1]) if hooked else None, {}]
-            slot[0] += 1
-            slot[1] += dur
-            if kind == "memcpy":
-                slot[2] += int((ev.get("args") or {}).get("bytes", 0) or 0)
-            if hooked:
-                # Where a name's events go is asked once per name (and device).
-                if ts < cuda_lo:
-                    cuda_lo = ts
-                if end > cuda_hi:
-                    cuda_hi, hi_ts, hi_dur = end, ts, dur
-                if slot[3] is not None and dur >= 0:
-                    # GPU events name their device (args.device, else the pid); host calls none
-                    if cat in _HOST_CATS:
-                        dev = None
-                    else:
-                        args, pid = ev.get("args"), ev.get("pid", -1)
-                        dev = args.get("device", pid) if args else pid
-                    pair = slot[4].get(dev)
-                    if pair is None:
-                        pair = slot[4][dev] = slot[3](dev)
-                    pair[0].append(ts)
-                    pair[1].append(dur)
-                    kept += 1
-                    if kept >= every:
-                        feed.flush()
-                        kept = 0
+        fold(_walk(stream, meta), cpu_ops, feed, found)
     except UnicodeDecodeError:
         raise  # a ValueError too, but read_torch_trace names it: binary, not a malformed event
     except (TypeError, ValueError, AttributeError) as exc:
@@ -363,8 +301,9 @@ def _aggregate(path: Path, stream: _JsonStream, cpu_ops: bool, feed: Feed | None
     if not meta.get("has_events"):
         raise ProfileError(path, "JSON without a traceEvents array (not a Chrome trace)")
     if feed is not None:
-        feed.spans(cuda_lo, cuda_hi, hi_ts, hi_dur)
-    acc = {k: v for k, v in acc.items() if k[0] in _KINDS}  # the metrics' keys only
+        feed.spans(*found.fed)
+    acc = {k: v for k, v in found.acc.items() if k[0] in KINDS}  # the metrics' keys only
+    lo, hi = found.lo, found.hi
     wall_s = (hi - lo) / _US_PER_S if hi >= lo else 0.0
     note = newer_version_note("Kineto schema", meta.get("schemaVersion"), KINETO_COVERED)
     # In ns as the breakdown rounds Kineto's microseconds (breakdown.kineto_ns).
@@ -415,6 +354,7 @@ def iter_trace_events(path: str | os.PathLike[str]) -> Iterator[Any]:
     path = Path(path)
     with _reading(path) as fh:
         meta: dict[str, Any] = {}
-        yield from _walk(_JsonStream(fh, path), meta)
+        for evs in _walk(_JsonStream(fh, path), meta):
+            yield from evs
         if not meta.get("has_events"):
             raise ProfileError(path, "JSON without a traceEvents array (not a Chrome trace)")

@@ -1,0 +1,135 @@
+"""The per-event loop of the Kineto reader (torch_trace._aggregate): complete ("X") events counted
+by (kind, name), their span, and the CUDA ones handed to a torch_trace.Feed.
+
+Events come as the lists torch_trace's stream decodes in one call. Each category is looked up
+once per event (its kind, whether the feed takes it, whether it is a host call), each name once
+in its category's table, and a fed name's arrays are appended to through bound methods kept per
+device. The cyclic collector is paused for the loop: decoded JSON holds no cycles, and it would
+otherwise walk every batch of events once more after it is decoded.
+"""
+
+from __future__ import annotations
+
+import gc
+from collections.abc import Iterable
+from typing import Any
+
+# Aggregation keys: (kind, raw name). kind selects the metric mapping applied at the end.
+KIND_BY_CAT = {
+    "cuda_runtime": "runtime",
+    "cuda_driver": "runtime",
+    "kernel": "kernel",
+    "gpu_memcpy": "memcpy",
+    "cpu_op": "cpu",
+    "user_annotation": "cpu",
+}
+KINDS = frozenset(KIND_BY_CAT.values())
+HOST_CATS = frozenset({"cuda_runtime", "cuda_driver"})
+_NEW = object()  # a category not seen yet
+
+
+class Folded:
+    """What fold() found: acc (kind or category, name) -> [calls, total_us, bytes, ...]; the span
+    [lo, hi] of every complete event (us); fed (first ts, latest end, its ts, its dur) of the
+    events of the feed's categories."""
+
+    def __init__(self) -> None:
+        self.acc: dict[tuple[Any, Any], list] = {}
+        self.lo, self.hi = float("inf"), float("-inf")
+        self.fed = (float("inf"), float("-inf"), 0.0, 0.0)
+
+
+def fold(batches: Iterable[list[Any]], cpu_ops: bool, feed: Any, out: Folded) -> None:
+    """Count the events of `batches` into `out` (Folded), feeding `feed` (or None) as it goes.
+
+    TypeError, ValueError or AttributeError: an event that is not a Chrome trace event we can
+    trust (a string ts, a list for args); the caller names it."""
+    fed = feed.cats if feed is not None else frozenset()
+    every, kept = (feed.every, 0) if feed is not None else (0, 0)
+    kinds = KIND_BY_CAT if cpu_ops else {k: v for k, v in KIND_BY_CAT.items() if v != "cpu"}
+    acc = out.acc
+    names_by_key: dict[Any, dict] = {}  # kind (else category) -> name -> the slot in acc
+    tables: dict[Any, tuple | None] = {}  # category -> (names, kind, ...) or None: not counted
+    lo, hi = out.lo, out.hi
+    cuda_lo, cuda_hi, hi_ts, hi_dur = out.fed
+    collect = gc.isenabled()
+    gc.disable()
+    try:
+        for evs in batches:
+            for ev in evs:
+                try:
+                    if ev["ph"] != "X":
+                        continue
+                    ts = ev["ts"]  # one statement each: four at once would build a tuple
+                    dur = ev["dur"]
+                    cat = ev["cat"]
+                    name = ev["name"]
+                except (KeyError, TypeError):  # a field missing, or not an object at all
+                    if not isinstance(ev, dict) or ev.get("ph") != "X":
+                        continue
+                    ts, dur, cat = ev.get("ts"), ev.get("dur"), ev.get("cat")
+                    name = ev.get("name", "")
+                if ts is None:
+                    continue
+                dur = dur or 0
+                end = ts + dur
+                if ts < lo:
+                    lo = ts
+                if end > hi:
+                    hi = end
+                table = tables.get(cat, _NEW)
+                if table is None:
+                    continue
+                if table is _NEW:
+                    kind, hooked = kinds.get(cat), cat in fed
+                    table = tables[cat] = (
+                        (
+                            names_by_key.setdefault(kind or cat, {}),
+                            kind,
+                            kind == "memcpy",
+                            hooked,
+                            cat in HOST_CATS,
+                        )
+                        if kind is not None or hooked
+                        else None
+                    )
+                    if table is None:
+                        continue
+                names, kind, memcpy, hooked, host = table
+                slot = names.get(name)
+                if slot is None:
+                    keep = feed.keep(cat, name) if hooked else None
+                    slot = names[name] = acc[(kind or cat, name)] = [0, 0.0, 0, keep, {}]
+                slot[0] += 1
+                slot[1] += dur
+                if memcpy:
+                    slot[2] += int((ev.get("args") or {}).get("bytes", 0) or 0)
+                if not hooked:
+                    continue
+                if ts < cuda_lo:
+                    cuda_lo = ts
+                if end > cuda_hi:
+                    cuda_hi, hi_ts, hi_dur = end, ts, dur
+                if slot[3] is None or dur < 0:
+                    continue
+                # GPU events name their device (args.device, else the pid); host calls none.
+                # Where a name's events go is asked once per name and device.
+                if host:
+                    dev = None
+                else:
+                    args, pid = ev.get("args"), ev.get("pid", -1)
+                    dev = args.get("device", pid) if args else pid
+                appends = slot[4].get(dev)
+                if appends is None:
+                    pair = slot[3](dev)
+                    appends = slot[4][dev] = (pair[0].append, pair[1].append)
+                appends[0](ts)
+                appends[1](dur)
+                kept += 1
+                if kept >= every:
+                    feed.flush()
+                    kept = 0
+    finally:
+        if collect:
+            gc.enable()
+        out.lo, out.hi, out.fed = lo, hi, (cuda_lo, cuda_hi, hi_ts, hi_dur)
