@@ -19,6 +19,7 @@ import subprocess
 import tempfile
 import time
 from collections.abc import Iterator
+from contextlib import suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -95,6 +96,29 @@ class Cluster:
     def node_state(self) -> str:
         got = self.run("sinfo", "-h", "-n", self.node, "-o", "%t", check=False)
         return got.stdout.strip()
+
+    def settled(self, job_id: str, timeout: float = 60) -> None:
+        """Wait until the node has finished with a job's last attempt: no slurmstepd of it left
+        and the node out of its completing state. A requeued job released before that (SLURM
+        itself holds one about two minutes) is launched on a node still cleaning up its previous
+        attempt under the same id, and fails at once without running its script."""
+        deadline = time.monotonic() + timeout
+        step = re.compile(rf"slurmstepd: \[{re.escape(job_id)}\.")
+        while time.monotonic() < deadline:
+            cmdlines = []
+            for proc in Path("/proc").iterdir():
+                with suppress(OSError):
+                    if proc.name.isdigit():
+                        cmdlines.append((proc / "cmdline").read_bytes().decode(errors="replace"))
+            state = self.node_state()
+            if not any(step.search(c) for c in cmdlines) and not state.startswith(
+                ("comp", "mix", "alloc")
+            ):
+                return
+            time.sleep(0.2)
+        raise AssertionError(
+            f"job {job_id}'s last attempt still on node {self.node} after {timeout} s"
+        )
 
     def log(self, name: str) -> str:
         path = self.root / "log" / name

@@ -189,9 +189,11 @@ def test_a_requeue_stops_the_run_in_flight_and_the_restart_runs_only_the_missing
     # stopped, not finished: nothing of it is published, staged or locked, no process left
     assert stopped not in _published(tier) and _leftovers(tier) == []
     assert lifeline.members(f"{_runs(tier).resolve()}/") == []
+    # released at once, not after SLURM's own hold: once the node is done with the last attempt
+    cluster.settled(job_id)
     cluster.run("scontrol", "update", f"JobId={job_id}", "StartTime=now")
     done = cluster.wait(job_id, ("COMPLETED", "FAILED", "CANCELLED"), timeout=300)
-    assert (done["JobState"], done["ExitCode"]) == ("COMPLETED", "0:0")
+    assert (done["JobState"], done["ExitCode"]) == ("COMPLETED", "0:0"), _log(tier, done)
     log = _log(tier, done)
     restart = log.index(f"[slurm] job {job_id} on ")
     restart = log.index(f"[slurm] job {job_id} on ", restart + 1)
