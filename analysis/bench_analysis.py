@@ -276,10 +276,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if any(s <= 0 for s in args.sizes):
         parser.error("--sizes must be positive")
-    try:
-        settings.check_all()
-    except settings.SettingError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+    if not settings.check_all_or_say():
         return 2
     if args.child:
         _child(*args.child)

@@ -84,10 +84,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("b", type=Path, help="second results folder")
     ap.add_argument("--profile", default="smoke")
     args = ap.parse_args(argv)
-    try:
-        settings.check_all()
-    except settings.SettingError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+    if not settings.check_all_or_say():
         return 2
     try:
         va, vb = verdicts(args.a, args.profile), verdicts(args.b, args.profile)

@@ -284,6 +284,17 @@ def check_all(names: Iterable[str] | None = None) -> int:
     return len(chosen)
 
 
+def check_all_or_say() -> bool:
+    """check_all() for a program's main: False after printing the one error line of the first
+    bad value to stderr (the caller exits 2), True when every setting is usable."""
+    try:
+        check_all()
+    except SettingError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return False
+    return True
+
+
 def shown_default(s: Setting) -> str:
     if s.shown:
         return s.shown

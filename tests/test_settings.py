@@ -221,15 +221,16 @@ def entry_points() -> set[tuple[Path, str]]:
 
 
 def calls_check_all(path: Path, function: str) -> bool:
-    """Whether the function calls run.settings.check_all, under whatever name the file imported
-    it (report/build.py has a settings module of its own)."""
+    """Whether the function calls run.settings.check_all (or check_all_or_say, which calls it),
+    under whatever name the file imported it (report/build.py has a settings module of its own)."""
     tree = ast.parse(path.read_text())
     modules, functions = set(), {"check_all"} if path == REPO / "run" / "settings.py" else set()
     for node in ast.walk(tree):
         if isinstance(node, ast.ImportFrom) and node.module == "run":
             modules |= {a.asname or a.name for a in node.names if a.name == "settings"}
         elif isinstance(node, ast.ImportFrom) and node.module == "run.settings":
-            functions |= {a.asname or a.name for a in node.names if a.name == "check_all"}
+            functions |= {a.asname or a.name for a in node.names
+                          if a.name in ("check_all", "check_all_or_say")}  # fmt: skip
         elif isinstance(node, ast.Import):
             modules |= {a.asname for a in node.names if a.name == "run.settings" and a.asname}
 
@@ -238,7 +239,7 @@ def calls_check_all(path: Path, function: str) -> bool:
             return f.id in functions
         return (
             isinstance(f, ast.Attribute)
-            and f.attr == "check_all"
+            and f.attr in ("check_all", "check_all_or_say")
             and isinstance(f.value, ast.Name)
             and f.value.id in modules
         )

@@ -161,10 +161,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         return diff.main(argv[1:])
     args = build_parser().parse_args(argv)
-    try:
-        settings.check_all()
-    except settings.SettingError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+    if not settings.check_all_or_say():
         return 2
     try:
         # Every file read once, metrics and breakdown together, before anything is written, so

@@ -107,10 +107,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--run", required=True, help="run name written in the `run` column")
     parser.add_argument("--profiler", required=True, choices=("torch", "nsys"))
     args = parser.parse_args(argv)
-    try:
-        settings.check_all()
-    except settings.SettingError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+    if not settings.check_all_or_say():
         return 2
     try:
         out = collect_metrics(args.run, args.run_dir, args.profiler)

@@ -344,10 +344,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.metric and args.fail_if is None:
         parser.error("--metric only chooses what --fail-if checks; give --fail-if too")
-    try:
-        settings.check_all()
-    except settings.SettingError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+    if not settings.check_all_or_say():
         return 2
     try:
         table_a, split_a, why_a = read_side(args.a, cpu_ops=not args.no_cpu_ops)
