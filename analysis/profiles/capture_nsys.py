@@ -4,7 +4,8 @@ capture settings (META_DATA_CAPTURE), read into the capture mode that picks the 
 
 META_DATA_CAPTURE holds name/value rows; the ones read here:
     START_TRIGGER    Immediate, Delay (after START_DELAY_MS), cudaProfilerApi, NVTX
-    STOP_TRIGGER     Application exit, Duration (after RUN_DURATION_MS), cudaProfilerApi, NVTX
+    STOP_TRIGGER     Application exit, Duration (after RUN_DURATION_MS), cudaProfilerApi, NVTX;
+                     nsys 2023.3-2025.5 write Delayed, with the run's length in RUN_DURATION_MS
     START_DELAY_MS, RUN_DURATION_MS, CAPTURE_RANGE (a range that opened the recording)
 The combinations, and the mode each gives:
     range start (cudaProfilerApi or NVTX), stopped by the same range, by a duration or by the
@@ -13,8 +14,11 @@ The combinations, and the mode each gives:
     Immediate or Delay start, stopped by the application's exit or not said: CAPTURE_WHOLE, or
         CAPTURE_DURATION where RUN_DURATION_MS > 0
     a start trigger this reader does not know: returned as written (choose_wall names it)
-A table that contradicts itself is a ProfileError (no wall time could be trusted): one setting
-given twice with two values; a range stop with a timer start (no range was ever opened) or with
+nsys writes one row per traced API (CAPTURE_EVENT_TYPE), per environment variable
+(PROCESS_0:ENVIRONMENT_VARIABLE) and so on: a name that repeats is a list, read as such. Only the
+settings that decide the wall (WALL_SETTINGS) can contradict, and only as a combination nsys could
+not have recorded; that is a ProfileError (no wall time could be trusted): one of them given twice
+with two values; a range stop with a timer start (no range was ever opened) or with
 the other range kind; a Duration stop without a positive RUN_DURATION_MS; a START_DELAY_MS at
 least as long as the session (nothing would have been recorded). A RUN_DURATION_MS longer than
 the session is not one: the application exited before the duration ran out (the paper's "first
@@ -35,6 +39,14 @@ from .nsys_schema import CAPTURE_TABLE, DETAILS, name_values
 CAPTURE_NVTX = "NVTX"
 _TIMER_STARTS = ("immediate", "delay", "delayed", "timer")
 _EXIT_STOPS = ("", "none", "applicationexit", "exit", "application")
+# The settings that decide the wall time; every other row of the table is read as a list.
+WALL_SETTINGS = (
+    "START_TRIGGER",
+    "STOP_TRIGGER",
+    "START_DELAY_MS",
+    "RUN_DURATION_MS",
+    "CAPTURE_RANGE",
+)
 
 
 def session_span(con: sqlite3.Connection, columns: dict[str, set[str]]) -> tuple[int, int] | None:
@@ -56,14 +68,18 @@ def session_span(con: sqlite3.Connection, columns: dict[str, set[str]]) -> tuple
 
 
 def _settings(con: sqlite3.Connection, columns: dict[str, set[str]], path: Path) -> dict[str, str]:
+    """The WALL_SETTINGS the table records, name -> value; other names (lists) are not needed."""
     found: dict[str, str] = {}
     for n, v in name_values(con, columns, CAPTURE_TABLE):
-        if n is None:
+        name = "" if n is None else str(n).strip().upper()
+        if name not in WALL_SETTINGS:
             continue
-        name, value = str(n).strip().upper(), "" if v is None else str(v).strip()
+        value = "" if v is None else str(v).strip()
         if found.setdefault(name, value) != value:
             raise ProfileError(
-                path, f"{CAPTURE_TABLE} contradicts itself: {name} is {found[name]!r} and {value!r}"
+                path,
+                f"{CAPTURE_TABLE} contradicts itself: {name} is {found[name]!r} and {value!r}"
+                " (nsys records it once)",
             )
     return found
 

@@ -174,11 +174,15 @@ def cli_fails(tmp_path: Path, good: Path, bad: Path, needle: str) -> None:
     assert {p.name for p in tmp_path.iterdir()} == {"metrics.csv", bad.name, good.name}
 
 
-def add_capture_settings(path: Path, settings: dict[str, str]) -> Path:
-    """Give an export the META_DATA_CAPTURE table (name/value rows) nsys 2023+ writes."""
+def add_capture_settings(
+    path: Path, settings: dict[str, str] | list[tuple[str, str | None]]
+) -> Path:
+    """Give an export the META_DATA_CAPTURE table nsys 2023.3+ writes: name/value rows with no key,
+    in the order given (a name may repeat: one CAPTURE_EVENT_TYPE row per traced API)."""
+    rows = list(settings.items()) if isinstance(settings, dict) else list(settings)
     with sqlite3.connect(path) as con:
-        con.execute("CREATE TABLE META_DATA_CAPTURE (name TEXT PRIMARY KEY NOT NULL, value TEXT)")
-        con.executemany("INSERT INTO META_DATA_CAPTURE VALUES (?, ?)", settings.items())
+        con.execute("CREATE TABLE META_DATA_CAPTURE (name TEXT NOT NULL, value TEXT)")
+        con.executemany("INSERT INTO META_DATA_CAPTURE VALUES (?, ?)", rows)
     con.close()
     return path
 

@@ -11,9 +11,11 @@ from __future__ import annotations
 import sqlite3
 import subprocess
 import sys
+from contextlib import closing
 from pathlib import Path
 
 import pytest
+from corpus_files import corpus_file
 from profile_builders import REPO, add_capture_settings, add_memsets, cli_fails, make_nsys
 from test_capture import RT, SESSION, nsys_run
 
@@ -94,12 +96,40 @@ CASES = {
         f"{SPAN_SESSION} ({FILE}: trigger 'Hotkey' not understood, so nsys default: whole session)",
     ),
     "no table": (None, WHOLE_S, f"{SPAN_SESSION} ({NSYS_DEFAULT})"),
-}
+    # issue 37: nsys 2023.3+ writes a row per traced API and per environment variable, so a name
+    # that repeats is a list; a wall setting given twice with one value is that value.
+    "names repeat": (
+        [("CAPTURE_EVENT_TYPE", "OSRuntime"), ("CAPTURE_EVENT_TYPE", "Graphics"),
+         ("CAPTURE_EVENT_TYPE", "NvtxEvents"), ("CAPTURE_EVENT_TYPE", "Cuda"),
+         ("START_TRIGGER", "Immediate"), ("STOP_TRIGGER", "Delayed"),
+         ("PROCESS_0:ENVIRONMENT_VARIABLE", "A=1"), ("PROCESS_0:ENVIRONMENT_VARIABLE", "B=2"),
+         ("PROCESS_0:ENVIRONMENT_VARIABLE", None), ("START_DELAY_MS", "0"),
+         ("RUN_DURATION_MS", "3307"), ("RUN_DURATION_MS", "3307")],
+        WHOLE_S,
+        f"{SPAN_SESSION} ({FILE}: duration)",
+    ),
+}  # fmt: skip
 # nsys 2022 writes no META_DATA_CAPTURE: only "no table" is an export it could have made.
 VERSIONS = {"no table": ("2022.4", "2024.4", "2025.3")}
+# One real META_DATA_CAPTURE of each nsys release in the corpus that writes one (2023.3 on;
+# SOURCES.md), read out of the export where it lies: release -> (file, the capture it records).
+# Every one is an immediate start stopped "Delayed" with the run's length in RUN_DURATION_MS.
+REAL_TABLES = {
+    "2023.3.1.92": "RajaATAli__SC23_Programming-Your-GPU-with-OpenMP_Tutorial__openmp_t4.sqlite",
+    "2023.3.3.42": "IllusiveAldebaran__nussinov-gpu__a30_mig.sqlite",
+    "2024.5.4.34": "SamuelAmsih__CUDA__jetson_orin.sqlite",
+    "2024.6.1.90": "danae-pan__hpc_assignment3__h100x2.sqlite",
+    "2024.6.2.25": "NVIDIA__Fuser__h200_nvtx.sqlite",
+    "2025.1.1.103": "NTHU-SC__ISC25-ICON-C__icon_mpi_osrt.sqlite",
+    "2025.5.2.266": "florianmattana__CUDA-Kernels__windows_2025_5.sqlite",
+}
 
 
-def export(path: Path, settings: dict[str, str] | None, version: str = "2025.3") -> Path:
+def export(
+    path: Path,
+    settings: dict[str, str] | list[tuple[str, str | None]] | None,
+    version: str = "2025.3",
+) -> Path:
     make_nsys(path, RT, details=SESSION, version=version)
     return add_capture_settings(path, settings) if settings is not None else path
 
@@ -114,6 +144,39 @@ def test_golden_capture_settings(tmp_path: Path, case: str, version: str) -> Non
     assert prof.wall_s == pytest.approx(wall)
     assert prof.wall_from == wall_from
     assert prof.activity_s == pytest.approx(ACTIVITY_S)
+
+
+def real_table(name: str) -> tuple[str, list[tuple[str, str | None]]]:
+    """(the release META_DATA_EXPORT names, META_DATA_CAPTURE's rows as the file holds them)."""
+    path = corpus_file(name)
+    with closing(sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)) as con:
+        rows = con.execute("SELECT name, value FROM META_DATA_CAPTURE ORDER BY rowid").fetchall()
+        release = con.execute(
+            "SELECT value FROM META_DATA_EXPORT WHERE name = 'EXPORT_PRODUCT_VERSION'"
+        ).fetchone()[0]
+    return release, rows
+
+
+@pytest.mark.parametrize("release", sorted(REAL_TABLES))
+def test_real_capture_tables(tmp_path: Path, release: str) -> None:
+    """Each release's real table, every row as written (environment, traced APIs), in an export
+    whose spans are known: the names that repeat are lists, and the wall is the session."""
+    found, rows = real_table(REAL_TABLES[release])
+    assert found == release
+    names = [n for n, _ in rows]
+    assert names.count("CAPTURE_EVENT_TYPE") >= 2  # the lists that used to be "contradictions"
+    assert names.count("PROCESS_0:ENVIRONMENT_VARIABLE") >= 2
+    prof = read_nsys_sqlite(export(tmp_path / "rank0.sqlite", rows))
+    assert prof.wall_s == pytest.approx(WHOLE_S)
+    assert prof.wall_from == f"{SPAN_SESSION} ({FILE}: duration)"
+
+
+def test_a_wall_setting_given_twice_with_two_values(tmp_path: Path) -> None:
+    rows = [*CASES["names repeat"][0], ("START_TRIGGER", "cudaProfilerApi")]
+    good = export(tmp_path / "rank0.sqlite", CASES["names repeat"][0])
+    bad = export(tmp_path / "rank1.sqlite", rows)
+    cli_fails(tmp_path, good, bad,
+              f"{FILE} contradicts itself: START_TRIGGER is 'Immediate' and 'cudaProfilerApi'")  # fmt: skip
 
 
 @pytest.mark.parametrize(
