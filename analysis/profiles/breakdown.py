@@ -48,8 +48,8 @@ from .breakdown_kineto import KinetoIntervals
 from .breakdown_nsys import nsys_gpu, nsys_host
 from .intervals import StreamUnion, merge_sorted, union_ns
 from .metrics import ProfileError, RankProfile, nccl_metric
-from .nsys_sqlite import SPAN_ACTIVITY, SPAN_SESSION, read_nsys_with
-from .torch_trace import read_torch_trace
+from .nsys_sqlite import SPAN_ACTIVITY, SPAN_WALL, read_nsys_with
+from .torch_trace import SPAN_TRACE, read_torch_trace
 
 __all__ = ["merge_sorted", "union_ns"]  # re-exported: the one-interval-at-a-time union
 
@@ -110,9 +110,19 @@ class DeviceTimes:
 
 
 @dataclasses.dataclass(frozen=True)
+class DeviceCounts:
+    """The records one device's unions were made of: kernels, copies and memsets."""
+
+    kernels: int
+    copies: int
+    memsets: int
+
+
+@dataclasses.dataclass(frozen=True)
 class Breakdown:
-    """One rank's breakdown: window [lo, hi) in ns, per-device unions, host time blocked, and the
-    CUDA activity span [lo, hi) (first record's start to last one's end; (0, 0) if none)."""
+    """One rank's breakdown: window [lo, hi) in ns, per-device unions, host time blocked, the
+    CUDA activity span [lo, hi) (first record's start to last one's end; (0, 0) if none), the
+    records behind each device's unions, and the GPU's interface (RankProfile.device_kind)."""
 
     source: str
     window: tuple[int, int]
@@ -120,6 +130,8 @@ class Breakdown:
     devices: dict[int, DeviceTimes]
     host_blocked: int
     activity: tuple[int, int] = (0, 0)
+    counts: dict[int, DeviceCounts] = dataclasses.field(default_factory=dict)
+    device_kind: str = "CUDA"
 
     @property
     def window_ns(self) -> int:
@@ -188,20 +200,30 @@ def breakdown_lines(rank: int, bd: Breakdown) -> list[str]:
         return f"{ns / _NS_PER_S:.4g} s ({share})"
 
     act = (bd.activity[1] - bd.activity[0]) / _NS_PER_S
+    kind = bd.device_kind or "CUDA"
     lines = [
         f"breakdown rank {rank} ({bd.source}): window {win / _NS_PER_S:.4g} s ({bd.window_from}),"
-        f" CUDA activity {act:.4g} s"
+        f" {kind} activity {act:.4g} s"
     ]
     for dev, t in bd.devices.items():
-        lines.append(f"  device {dev}: busy {fmt(t.busy)}, idle {fmt(win - t.busy)}")
+        n = bd.counts.get(dev)
+        made = ""
+        if n is not None:
+            made = f" ({_many(n.kernels, 'kernel')}, {_many(n.copies, 'copy', 'copies')},"
+            made += f" {_many(n.memsets, 'memset')})"
+        lines.append(f"  device {dev}{made}: busy {fmt(t.busy)}, idle {fmt(win - t.busy)}")
         lines.append(
             f"    compute {fmt(t.compute)}, comm {fmt(t.comm)},"
             f" comm not overlapped {fmt(t.comm_not_overlapped)}"
         )
     if not bd.devices:
         lines.append("  no GPU activity")
-    lines.append(f"  host blocked in CUDA calls: {fmt(bd.host_blocked)}")
+    lines.append(f"  host blocked in {kind.split('/')[0]} calls: {fmt(bd.host_blocked)}")
     return lines
+
+
+def _many(n: int, one: str, more: str = "") -> str:
+    return f"{n} {one if n == 1 else more or one + 's'}"
 
 
 def breakdown_path(metrics_csv: str | os.PathLike[str]) -> Path:
@@ -218,17 +240,20 @@ def breakdown_path(metrics_csv: str | os.PathLike[str]) -> Path:
 def for_wall(bd: Breakdown, profile: RankProfile) -> Breakdown:
     """The breakdown over the wall the profile's share column divides by (module docstring).
 
-    The wall is the span whose name starts profile.wall_from (nsys_sqlite.choose_wall writes
-    "<span> (<why>)"); where it has no place on the clock, the activity span. Call it again after
-    nsys_sqlite.with_capture re-chose the wall (the run's profiling.json).
+    That wall is placed on the clock in profile.span_ns[SPAN_WALL] (nsys_sqlite.with_capture:
+    the chosen span widened to hold every record, saying so in wall_from); a profile without it
+    (a Kineto trace, one built by hand) names its span in wall_from, "<span> (<why>)", widened
+    here to the activity span where that is wider, and the activity span where it names none.
+    Call it again after nsys_sqlite.with_capture re-chose the wall (the run's profiling.json).
     """
+    placed = profile.span_ns.get(SPAN_WALL)
+    if placed is not None:
+        return dataclasses.replace(bd, window=placed, window_from=profile.wall_from)
     name = next((n for n in profile.span_ns if profile.wall_from.startswith(n)), None)
     act_lo, act_hi = bd.activity
     if name is None:
         return dataclasses.replace(bd, window=bd.activity, window_from=WINDOW_ACTIVITY)
     lo, hi = profile.span_ns[name]
-    if name == SPAN_SESSION and lo == 0 and act_lo > hi:
-        lo, hi = act_lo, act_lo + hi  # a session known by its length only: anchored at the start
     why = profile.wall_from or name
     if act_hi > act_lo and (lo > act_lo or hi < act_hi):
         lo, hi = min(lo, act_lo), max(hi, act_hi)
@@ -265,10 +290,24 @@ def read_nsys(
         partial(nsys_host, is_blocking=is_blocking, counted=counted),
     )
     prof, (unions, blocked) = read_nsys_with(path, jobs, capture, counted.get)
-    devices = {dev: DeviceTimes(b, c, m, k - c) for dev, (b, c, m, k) in unions.items()}
     activity = prof.span_ns.get(SPAN_ACTIVITY, (0, 0))
-    bd = Breakdown("nsys", activity, WINDOW_ACTIVITY, devices, blocked, activity)
+    bd = _breakdown("nsys", unions, blocked, activity, prof.device_kind)
     return prof, for_wall(bd, prof)
+
+
+def _breakdown(
+    source: str,
+    unions: dict[int, tuple[int, ...]],
+    blocked: int,
+    activity: tuple[int, int],
+    kind: str,
+) -> Breakdown:
+    """A Breakdown over the activity span (for_wall places it) from the per-device unions and
+    counts (breakdown_nsys.gpu_unions' tuples)."""
+    devices = {dev: DeviceTimes(b, c, m, k - c) for dev, (b, c, m, k, *_) in unions.items()}
+    counts = {dev: DeviceCounts(*u[4:7]) for dev, u in unions.items() if len(u) >= 7}
+    return Breakdown(source, activity, WINDOW_ACTIVITY, devices, blocked, activity, counts,
+                     kind or "CUDA")  # fmt: skip
 
 
 # --- Kineto ---------------------------------------------------------------------------------
@@ -294,7 +333,12 @@ def read_torch(path: str | os.PathLike[str], cpu_ops: bool = True) -> tuple[Rank
             break
         except ValueError:
             continue
-    devices = {dev: DeviceTimes(b, c, m, k - c) for dev, (b, c, m, k) in unions.items()}
-    activity = activity or (0, 0)
-    bd = Breakdown("torch", activity, WINDOW_ACTIVITY, devices, blocked, activity)
-    return prof, for_wall(bd, prof)
+    bd = for_wall(_breakdown("torch", unions, blocked, activity or (0, 0), prof.device_kind), prof)
+    # The trace span ends at the latest float ts + dur, the activity at the latest start + dur each
+    # rounded to ns (kineto_ns): up to 1 ns later. The wall is that window, so that the shares and
+    # the breakdown divide by one length.
+    if bd.window != prof.span_ns.get(SPAN_TRACE):
+        places = {**prof.span_ns, SPAN_WALL: bd.window}
+        prof = dataclasses.replace(prof, wall_s=bd.window_ns / _NS_PER_S, span_ns=places)
+        bd = dataclasses.replace(bd, window_from=prof.wall_from)
+    return prof, bd

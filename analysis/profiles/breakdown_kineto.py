@@ -97,9 +97,10 @@ class KinetoIntervals:
             if cut < len(rows):
                 self.held[dev] = rows[cut:].copy()
 
-    def result(self) -> tuple[dict[int, tuple[int, int, int, int]], int, tuple[int, int] | None]:
-        """(per device (busy, compute, comm, kernels), host blocked, activity [lo, hi) in ns or
-        None) in ns; ValueError if the events came out of order (read again with keep_all)."""
+    def result(self) -> tuple[dict[int, tuple[int, ...]], int, tuple[int, int] | None]:
+        """(per device (busy, compute, comm, kernels) in ns and the (kernels, copies, memsets)
+        counted, host blocked, activity [lo, hi) in ns or None); ValueError if the events came
+        out of order (read again with keep_all)."""
         if self.keep_all:
             found = _sorted_at_end(self.groups)
             self.last_end = max(self.last_end, found.pop("last_end"))
@@ -145,5 +146,7 @@ def _sorted_at_end(groups: dict[tuple[int, int], tuple[array, array]]) -> dict:
             pick = [r for r, c in zip(rows, codes, strict=True) if c in want]
             union.append(intervals.sorted_union([r[:, 0].copy() for r in pick],
                                                 [r[:, 1].copy() for r in pick]))  # fmt: skip
-        found[dev] = tuple(union)
+        count = dict(zip(codes, map(len, rows), strict=True))
+        counts = (count.get(0, 0) + count.get(1, 0), count.get(2, 0), count.get(3, 0))
+        found[dev] = (*union, *counts)
     return found

@@ -133,9 +133,10 @@ def nsys_gpu(
     columns: dict[str, set[str]],
     is_comm: Callable[[str], bool],
     counted: dict[str, dict[int, list[int]]] | None = None,
-) -> dict[int, tuple[int, int, int, int]]:
+) -> dict[int, tuple[int, ...]]:
     """Per device, the union lengths of (all GPU work, compute kernels, comm kernels, all
-    kernels) in ns; is_comm tells an NCCL kernel's name.
+    kernels) in ns, then the (kernels, copies, memsets) records read; is_comm tells an NCCL
+    kernel's name.
 
     counted, if given, gets the metrics' GROUP BYs of the kernel and copy tables, from the rows
     the unions read: by table, key -> [calls, total ns, min start, max end, *sums], keyed by the
@@ -286,18 +287,20 @@ def _tally(
             slot[2], slot[3] = first, last
 
 
-def gpu_unions(chunks: Iterable[np.ndarray]) -> dict[int, tuple[int, int, int, int]]:
+def gpu_unions(chunks: Iterable[np.ndarray]) -> dict[int, tuple[int, ...]]:
     """Per device, the union lengths of (all GPU work, compute kernels, comm kernels, all
-    kernels) of (start, end, device, kind code) row chunks sorted by start; Unsorted if not."""
-    acc: dict[int, tuple[SortedUnion, ...]] = {}
+    kernels) of (start, end, device, kind code) row chunks sorted by start, then the number of
+    (kernels, copies, memsets) rows; Unsorted if not sorted."""
+    acc: dict[int, tuple] = {}
     for rows in chunks:
         fold_rows(acc, rows)
     return totals(acc)
 
 
-def fold_rows(acc: dict[int, tuple[SortedUnion, ...]], rows: np.ndarray) -> None:
+def fold_rows(acc: dict[int, tuple], rows: np.ndarray) -> None:
     """Fold (start, end, device, kind code) rows sorted by start into per-device unions (busy,
-    compute, comm, kernels); Unsorted where a row starts before one folded earlier."""
+    compute, comm, kernels) and row counts by kind code; Unsorted where a row starts before one
+    folded earlier."""
     if not len(rows):
         return
     devs = rows[:, 2]
@@ -306,18 +309,23 @@ def fold_rows(acc: dict[int, tuple[SortedUnion, ...]], rows: np.ndarray) -> None
         (int(d), rows[devs == d]) for d in np.unique(devs)
     ]  # fmt: skip
     for dev, part in groups:
-        busy, comp, comm, kernels = acc.get(dev) or acc.setdefault(
-            dev, tuple(SortedUnion() for _ in range(4))
+        *unions, counts = acc.get(dev) or acc.setdefault(
+            dev, (*(SortedUnion() for _ in range(4)), np.zeros(4, dtype=np.int64))
         )
+        busy, comp, comm, kernels = unions
         starts, ends, kind = part[:, 0], part[:, 1], part[:, 3]
         busy.add(starts, ends)
         for union, mask in ((comp, kind == 0), (comm, kind == 1), (kernels, kind < 2)):
             union.add(starts[mask], ends[mask])
+        counts += np.bincount(kind, minlength=4)[:4]
 
 
-def totals(acc: dict[int, tuple[SortedUnion, ...]]) -> dict[int, tuple[int, int, int, int]]:
-    """fold_rows' unions as lengths in ns, by device."""
-    return {dev: tuple(u.total for u in unions) for dev, unions in sorted(acc.items())}
+def totals(acc: dict[int, tuple]) -> dict[int, tuple[int, ...]]:
+    """fold_rows' unions as lengths in ns and its (kernels, copies, memsets) counts, by device."""
+    return {
+        dev: (*(u.total for u in found[:4]), int(found[4][:2].sum()), *map(int, found[4][2:]))
+        for dev, found in sorted(acc.items())
+    }
 
 
 def nsys_host(

@@ -166,6 +166,13 @@ class RankProfile:
     # One line when the file records a format version newer than any the tests cover (or one
     # that does not parse): the file is still read, and load_profiles prints the line once.
     version_note: str = ""
+    # The CUDA records of an nsys export that lie outside its session (ANALYSIS_DETAILS), by kind
+    # ("kernels", "calls", ...): nsys_sqlite.with_capture widens the wall to hold them and names
+    # them in wall_from, so that none is dropped. Empty where every record lies inside.
+    outside: dict[str, int] = field(default_factory=dict)
+    # The GPU's programming interface: "CUDA", "HIP/ROCm" (a ROCm build's Kineto trace), or ""
+    # where the profile holds no GPU activity; written beside every row (`device_kind`).
+    device_kind: str = ""
 
 
 def newer_version_note(kind: str, found: object, covered: Iterable[str]) -> str:

@@ -101,6 +101,11 @@ _NS_PER_S = 1e9
 SPAN_ACTIVITY = "CUDA activity span"
 SPAN_SESSION = "ANALYSIS_DETAILS session"
 NSYS_DEFAULT = "nsys default: whole session (the export records no capture settings)"
+# The wall as placed on the clock (span_ns): the chosen span, widened to hold every record.
+SPAN_WALL = "wall"
+# How the summary names each table's records (RankProfile.outside).
+_RECORD_KINDS = ((KERNEL, "kernels"), (RUNTIME, "calls"), (MEMCPY, "copies"), (MEMSET, "memsets"))
+_ONE = {"kernels": "kernel", "calls": "call", "copies": "copy", "memsets": "memset"}
 # Where a capture mode came from, as wall_from names it.
 FROM_PLAN = "nsys capture"
 FROM_FILE = CAPTURE_TABLE
@@ -161,6 +166,12 @@ def choose_wall(
     for delay, duration and whole-run captures and for None (nsys's default). `origin` names where
     `capture` came from; a mode this reader does not know falls back to the default, saying so.
     """
+    name, why = _chosen(spans, capture, origin)
+    return (spans[name], f"{name} ({why})") if name else (0.0, "")
+
+
+def _chosen(spans: dict[str, float], capture: str | None, origin: str) -> tuple[str, str]:
+    """(the span choose_wall takes, why); ("", "") where the file offers none of its order."""
     if capture in _RANGE_CAPTURES:
         order, why = (SPAN_ACTIVITY,), f"{origin}: {capture} window"
     elif capture in _SESSION_CAPTURES:
@@ -170,24 +181,68 @@ def choose_wall(
     else:
         order = (SPAN_SESSION, SPAN_ACTIVITY)
         why = f"{origin}: trigger {capture!r} not understood, so nsys default: whole session"
-    for name in order:
-        if spans.get(name, 0) > 0:
-            return spans[name], f"{name} ({why})"
-    return 0.0, ""
+    name = next((n for n in order if spans.get(n, 0) > 0), "")
+    return name, why if name else ""
 
 
 def with_capture(profile: RankProfile, capture: str | None) -> RankProfile:
     """The same nsys profile with its wall time chosen for `capture` (other sources unchanged).
 
-    capture: the run's mode from profiling.json; None leaves it to what the export records.
+    capture: the run's mode from profiling.json; None leaves it to what the export records. The
+    chosen span is placed on the clock (span_ns[SPAN_WALL], the time breakdown's window) and
+    widened to hold every CUDA record (place_wall), so that wall_s is that window's length.
     """
     if profile.source != "nsys":
         return profile
     if capture is not None:
-        wall_s, wall_from = choose_wall(profile.spans, capture, FROM_PLAN)
+        name, why = _chosen(profile.spans, capture, FROM_PLAN)
     else:
-        wall_s, wall_from = choose_wall(profile.spans, profile.file_capture, FROM_FILE)
-    return dataclasses.replace(profile, wall_s=wall_s, wall_from=wall_from)
+        name, why = _chosen(profile.spans, profile.file_capture, FROM_FILE)
+    places = {k: v for k, v in profile.span_ns.items() if k != SPAN_WALL}
+    if not name:
+        return dataclasses.replace(profile, wall_s=0.0, wall_from="", span_ns=places)
+    (lo, hi), note = place_wall(name, places, profile.outside)
+    places[SPAN_WALL] = (lo, hi)
+    return dataclasses.replace(
+        profile, wall_s=(hi - lo) / _NS_PER_S, wall_from=f"{name} ({why}){note}", span_ns=places
+    )
+
+
+def place_wall(
+    name: str, places: dict[str, tuple[int, int]], outside: dict[str, int]
+) -> tuple[tuple[int, int], str]:
+    """The wall [lo, hi) in ns for the span `name`, and what was done to it ("" if nothing).
+
+    The activity span is its own place. The session is where ANALYSIS_DETAILS puts it, unless no
+    CUDA record lies inside it: then it is on another clock than the records (a Windows export)
+    or known by its length only, and that length is placed at the first record. Records outside
+    it (some exports start kernels before ANALYSIS_DETAILS.startTime) widen it to the activity
+    span, each kind counted in the note: none is dropped, none counted twice.
+    """
+    act = places.get(SPAN_ACTIVITY)
+    if name != SPAN_SESSION or act is None or SPAN_SESSION not in places:
+        return places.get(name, act or (0, 0)), ""
+    (lo, hi), (act_lo, act_hi) = places[SPAN_SESSION], act
+    counted = ", ".join(
+        f"{n} {_ONE.get(kind, kind) if n == 1 else kind}" for kind, n in outside.items()
+    )
+    counted = f"CUDA records ({counted})" if counted else "CUDA records"
+    note = ""
+    if hi <= act_lo or lo >= act_hi:
+        note = (
+            f", on another clock than its {counted}: none inside [{lo / _NS_PER_S:.3f},"
+            f" {hi / _NS_PER_S:.3f}] s, so its length is placed at the first record"
+        )
+        lo, hi = act_lo, act_lo + hi - lo
+        counted = "CUDA records"
+    if act_lo < lo or act_hi > hi:
+        extra = max(lo - act_lo, 0) + max(act_hi - hi, 0)
+        note += (
+            f", widened by {extra / _NS_PER_S:.6g} s to the {SPAN_ACTIVITY} to hold the"
+            f" {counted} outside the session"
+        )
+        lo, hi = min(lo, act_lo), max(hi, act_hi)
+    return (lo, hi), note
 
 
 def _check_magic(path: Path) -> None:
@@ -276,8 +331,31 @@ def _read(
         file_capture=capture,
         version_note=_newer_release(con, columns),
         span_ns=places,
+        outside=_outside(con, columns, places),
+        device_kind="CUDA",
     )
     return profile, results
+
+
+def _outside(
+    con: sqlite3.Connection, columns: dict[str, set[str]], places: dict[str, tuple[int, int]]
+) -> dict[str, int]:
+    """The CUDA records not wholly inside the session, by kind; {} where the activity span lies
+    inside it (no table is scanned then: most exports)."""
+    if SPAN_SESSION not in places or SPAN_ACTIVITY not in places:
+        return {}
+    (lo, hi), (act_lo, act_hi) = places[SPAN_SESSION], places[SPAN_ACTIVITY]
+    if lo <= act_lo and act_hi <= hi:
+        return {}
+    found = {}
+    for table, kind in _RECORD_KINDS:
+        if {"start", "end"} <= columns.get(table, set()):
+            source = runtime_calls(con, columns) if table == RUNTIME else table
+            sql = f'SELECT COUNT(*) FROM {source} WHERE start < ? OR "end" > ?'
+            (n,) = con.execute(sql, (lo, hi)).fetchone()
+            if n:
+                found[kind] = n
+    return found
 
 
 def _grouped(

@@ -18,7 +18,7 @@ from analysis.profiles import breakdown as bd
 from analysis.profiles import breakdown_nsys
 from analysis.profiles.cli import main
 from analysis.profiles.intervals import SortedUnion, Unsorted, sorted_union
-from analysis.profiles.nsys_sqlite import read_nsys_sqlite, with_capture
+from analysis.profiles.nsys_sqlite import NSYS_DEFAULT, read_nsys_sqlite, with_capture
 from analysis.profiles.synth import NSYS_SCHEMAS
 
 
@@ -182,7 +182,9 @@ def test_cli_writes_and_prints_the_breakdown(tmp_path: Path, capsys) -> None:
     assert (
         "breakdown rank 1 (torch): window 0.0095 s (trace span), CUDA activity 0.0085 s\n" in text
     )
-    assert "  device 1: busy 0.0006 s (7.1%), idle 0.0079 s (92.9%)\n" in text
+    assert (
+        "  device 1 (2 kernels, 0 copies, 0 memsets): busy 0.0006 s (7.1%), idle 0.0079 s" in text
+    )
     assert "  host blocked in CUDA calls: 0.00103 s (12.1%)" in text
     assert not list(tmp_path.glob(".*tmp"))
 
@@ -334,3 +336,44 @@ def test_kineto_folds_in_windows_or_reads_again(tmp_path: Path, monkeypatch, shu
     assert out.devices == EXPECTED and out.host_blocked == 500_000 + 30_457 + 500_000
     assert out.activity == (1_000_000, 9_500_000)
     assert reads == ([False, True] if shuffled else [False])
+
+
+@pytest.mark.parametrize(
+    ("session", "window", "note"),
+    [
+        # the session starts after the first records (some exports): widened, the records named
+        (
+            (2_500_000, 10_000_000),
+            (1_000_000, 10_000_000),
+            ", widened by 0.0015 s to the CUDA activity span to hold the CUDA records (5 calls)"
+            " outside the session",
+        ),
+        # on another clock (a Windows export): no record inside, the length placed at the first
+        (
+            (33_000_000_000, 33_010_000_000),
+            (1_000_000, 11_000_000),
+            ", on another clock than its CUDA records (7 kernels, 6 calls, 2 copies, 1 memset):"
+            " none inside [33.000, 33.010] s, so its length is placed at the first record",
+        ),
+        # inside: as recorded
+        ((0, 10_000_000), (0, 10_000_000), ""),
+    ],
+)
+def test_records_outside_the_session(tmp_path: Path, capsys, session, window, note) -> None:
+    """Issue 37: the wall holds every record, counted and named on the summary line; the
+    breakdown divides by that wall, and no union exceeds it."""
+    path = _job_nsys(tmp_path / "rank0.sqlite")
+    lo, hi = session
+    with sqlite3.connect(path) as con:
+        con.execute("INSERT INTO ANALYSIS_DETAILS VALUES (0, ?, ?, ?)", (hi - lo, lo, hi))
+    con.close()
+    prof, split = bd.read_nsys(path)
+    why = f"ANALYSIS_DETAILS session ({NSYS_DEFAULT}){note}"
+    assert prof.wall_from == why and split.window_from == why
+    assert split.window == window and prof.wall_s == (window[1] - window[0]) / 1e9
+    assert split.devices == EXPECTED  # nothing dropped, nothing counted twice
+    assert all(t.busy <= split.window_ns for t in split.devices.values())
+    assert split.counts[0] == bd.DeviceCounts(kernels=5, copies=2, memsets=1)
+    assert main(["--run", "j", "--out", str(tmp_path / "m.csv"), str(path)]) == 0
+    first = capsys.readouterr().out.splitlines()[0]
+    assert f"wall {prof.wall_s:.3f} s ({why}), CUDA activity 0.009 s" in first
