@@ -81,8 +81,6 @@ BLOCKING_CALLS = frozenset(
 _SUFFIX = re.compile(r"(?:_v\d+)?(?:_ptsz|_ptds)?(?:_v\d+)?$")
 _NS_PER_S = 1e9
 _KINDS = (COMPUTE, COMM, COPY, MEMSET)  # the codes GPU intervals carry in arrays
-_KINETO_GPU = {"kernel": None, "gpu_memcpy": 2, "gpu_memset": 3}
-_KINETO_HOST = frozenset({"cuda_runtime", "cuda_driver"})
 
 
 def is_blocking(api: str) -> bool:
@@ -321,18 +319,18 @@ def kineto_ns(ts: float, dur: float) -> tuple[int, int]:
 
 def read_torch(path: str | os.PathLike[str], cpu_ops: bool = True) -> tuple[RankProfile, Breakdown]:
     """The metrics (torch_trace.read_torch_trace) and the breakdown of a trace, in one pass (two
-    where its events are out of time order beyond breakdown_kineto's window)."""
-    for keep_all in (False, True):
-        feed = KinetoIntervals(is_blocking, _is_comm, keep_all)
-        try:
-            prof = read_torch_trace(path, cpu_ops, feed)
-        except OverflowError as exc:  # an infinite or huge ts/dur in an event
-            raise ProfileError(path, f"malformed trace event ({exc!r})") from None
-        try:
-            unions, blocked, activity = feed.result()
-            break
-        except ValueError:
-            continue
+    where its events are out of time order beyond breakdown_kineto's or kineto_cpu's window)."""
+    made: list[KinetoIntervals] = []
+
+    def feed_for(keep_all: bool) -> KinetoIntervals:
+        made.append(KinetoIntervals(is_blocking, _is_comm, keep_all))
+        return made[-1]
+
+    try:
+        prof = read_torch_trace(path, cpu_ops, feed_for)
+    except OverflowError as exc:  # an infinite or huge ts/dur in an event
+        raise ProfileError(path, f"malformed trace event ({exc!r})") from None
+    unions, blocked, activity = made[-1].result()
     bd = for_wall(_breakdown("torch", unions, blocked, activity or (0, 0), prof.device_kind), prof)
     # The trace span ends at the latest float ts + dur, the activity at the latest start + dur each
     # rounded to ns (kineto_ns): up to 1 ns later. The wall is that window, so that the shares and

@@ -24,8 +24,10 @@ from . import intervals
 from .breakdown_nsys import fold_rows, gpu_unions, totals
 
 FLUSH_EVENTS = 1 << 17
-KINETO_GPU = {"kernel": None, "gpu_memcpy": 2, "gpu_memset": 3}  # cat -> kind code (kernel: 0/1)
-KINETO_HOST = frozenset({"cuda_runtime", "cuda_driver"})
+# cat -> kind code (kernel: 0/1), with torch 1.8-1.10's capitalised names (kineto_fold)
+KINETO_GPU = {"kernel": None, "gpu_memcpy": 2, "gpu_memset": 3, "Kernel": None, "Memcpy": 2,
+              "Memset": 3}  # fmt: skip
+KINETO_HOST = frozenset({"cuda_runtime", "cuda_driver", "Runtime"})
 _HOST = -(1 << 62)  # the host calls' place among the devices while folding
 _NOTHING = np.iinfo(np.int64).min
 
@@ -97,6 +99,13 @@ class KinetoIntervals:
             if cut < len(rows):
                 self.held[dev] = rows[cut:].copy()
 
+    def finish(self) -> bool:
+        """torch_trace.Feed: the last fold; False where the events came out of time order beyond
+        the flush window (read again with keep_all)."""
+        if not self.keep_all:
+            self.flush(final=True)
+        return self.in_order
+
     def result(self) -> tuple[dict[int, tuple[int, ...]], int, tuple[int, int] | None]:
         """(per device (busy, compute, comm, kernels) in ns and the (kernels, copies, memsets)
         counted, host blocked, activity [lo, hi) in ns or None); ValueError if the events came
@@ -105,7 +114,6 @@ class KinetoIntervals:
             found = _sorted_at_end(self.groups)
             self.last_end = max(self.last_end, found.pop("last_end"))
         else:
-            self.flush(final=True)
             if not self.in_order:
                 raise ValueError("events out of time order beyond the flush window")
             found = totals(self.acc)

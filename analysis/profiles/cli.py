@@ -29,6 +29,7 @@ from .metrics import (
     profile_frame,
     write_csv_atomic,
 )
+from .torch_trace import HIP, HIP_METRICS
 
 _EPILOG = f"""\
 input files (one per rank; the kind is detected from the content):
@@ -114,13 +115,14 @@ def summary(df: pd.DataFrame, profiles: Sequence[tuple[int, RankProfile]], top: 
     for rank, prof in sorted(profiles, key=lambda rp: (rp[0], rp[1].source)):
         # The activity span beside the wall: a share of a session much wider than it is small.
         act = "n/a" if pd.isna(prof.activity_s) else f"{prof.activity_s:.3f} s"
+        hip = prof.device_kind == HIP  # a ROCm build's trace: labelled so, never CUDA
         lines.append(
-            f"rank {rank} [{prof.source}] {prof.path}: wall {prof.wall_s:.3f} s ({prof.wall_from}),"
-            f" CUDA activity {act}"
+            f"rank {rank} [{prof.source}{', ' + HIP if hip else ''}] {prof.path}: wall"
+            f" {prof.wall_s:.3f} s ({prof.wall_from}), {'HIP' if hip else 'CUDA'} activity {act}"
         )
         mine = grouped[(grouped["rank"] == rank) & (grouped["source"] == prof.source)]
         mine = mine.sort_values("total_s", ascending=False, kind="mergesort")
-        paper = mine[mine["metric"].isin(shown)]
+        paper = mine[mine["metric"].isin([*shown, *HIP_METRICS])]
         cpu = mine[mine["metric"].str.startswith(CPU_PREFIX)].head(top)
         for _, row in pd.concat([paper, cpu]).iterrows():
             name = row["metric"] if len(row["metric"]) <= 40 else row["metric"][:37] + "..."
@@ -129,24 +131,30 @@ def summary(df: pd.DataFrame, profiles: Sequence[tuple[int, RankProfile]], top: 
                 f"  {name:<40} {row['total_s']:10.4g} s {row['share']:8.2%}"
                 f" {row['calls']:>9} calls{extra}"
             )
-        lines += _absent_lines(mine, prof.source)
+        lines += _absent_lines(mine, prof.source, hip)
     return "\n".join(lines)
 
 
-def _absent_lines(mine: pd.DataFrame, source: str) -> list[str]:
+def _absent_lines(mine: pd.DataFrame, source: str, hip: bool = False) -> list[str]:
     """The paper's metrics this rank's profile lacks, grouped by what the absence means.
 
     The CLI does not know the run's device: a profile with CUDA rows came from a GPU, so an
-    absent metric there was not called (0); a profile without any is "not measured".
+    absent metric there was not called (0); a profile without any is "not measured". A HIP/ROCm
+    profile has no CUDA calls at all: its HIP calls are metrics of their own.
     """
     absent = [m for m in METRICS if m not in set(mine["metric"])]
+    lines = []
+    if hip:
+        cuda = [m for m in absent if m.startswith("cuda")]
+        absent = [m for m in absent if m not in cuda]
+        lines.append(f"  not applicable to a {HIP} profile (its hip* calls): {', '.join(cuda)}")
     if not absent:
-        return []
+        return lines
     if not cov.has_cuda_rows(mine):
-        return [f"  not measured (no CUDA in this profile): {', '.join(absent)}"]
+        return [*lines, f"  not measured (no CUDA in this profile): {', '.join(absent)}"]
     blind = [m for m in absent if m in cov.unrecordable([source])]
     rest = [m for m in absent if m not in blind]
-    lines = [f"  {cov.not_recorded(source)}: {', '.join(blind)}"] if blind else []
+    lines += [f"  {cov.not_recorded(source)}: {', '.join(blind)}"] if blind else []
     if rest:
         lines.append(f"  not called (0): {', '.join(rest)}")
     return lines

@@ -14,38 +14,66 @@ import gc
 from collections.abc import Iterable
 from typing import Any
 
-# Aggregation keys: (kind, raw name). kind selects the metric mapping applied at the end.
+# Aggregation keys: (kind, raw name). kind selects the metric mapping applied at the end. The
+# capitalised categories are those of torch 1.8-1.10 (libkineto before its late-2021 renames):
+# Runtime, Kernel, Memcpy, Memset and, for CPU ops, Operator.
 KIND_BY_CAT = {
     "cuda_runtime": "runtime",
     "cuda_driver": "runtime",
+    "Runtime": "runtime",
     "kernel": "kernel",
+    "Kernel": "kernel",
     "gpu_memcpy": "memcpy",
+    "Memcpy": "memcpy",
     "cpu_op": "cpu",
+    "Operator": "cpu",
     "user_annotation": "cpu",
 }
 KINDS = frozenset(KIND_BY_CAT.values())
-HOST_CATS = frozenset({"cuda_runtime", "cuda_driver"})
+HOST_CATS = frozenset({"cuda_runtime", "cuda_driver", "Runtime"})
+# GPU work the readers know (the kernels and copies above, and memsets): a trace with none of it
+# but with GPU events of another category is one this reader cannot read (torch_trace).
+GPU_WORK_CATS = frozenset({"kernel", "Kernel", "gpu_memcpy", "Memcpy", "gpu_memset", "Memset"})
+# Categories known not to be GPU work, whatever their args say (cuda_sync: a wait on an event).
+OTHER_CATS = frozenset(
+    {"python_function", "Trace", "overhead", "cuda_sync", "cuda_profiler_range",
+     "cpu_instant_event", "gpu_user_annotation", "gpu_user_Annotation", "external_correlation",
+     "ac2g", "async", "fwdbwd", "Python", "glow_runtime"}
+)  # fmt: skip
 _NEW = object()  # a category not seen yet
 
 
 class Folded:
     """What fold() found: acc (kind or category, name) -> [calls, total_us, bytes, ...]; the span
     [lo, hi] of every complete event (us); fed (first ts, latest end, its ts, its dur) of the
-    events of the feed's categories."""
+    events of the feed's categories; cats, every category of a complete event, each with whether
+    its first event looked like GPU work (an args.device, or a "stream N" thread)."""
 
     def __init__(self) -> None:
         self.acc: dict[tuple[Any, Any], list] = {}
         self.lo, self.hi = float("inf"), float("-inf")
         self.fed = (float("inf"), float("-inf"), 0.0, 0.0)
+        self.cats: dict[Any, bool] = {}
 
 
-def fold(batches: Iterable[list[Any]], cpu_ops: bool, feed: Any, out: Folded) -> None:
-    """Count the events of `batches` into `out` (Folded), feeding `feed` (or None) as it goes.
+def _looks_gpu(ev: dict) -> bool:
+    args = ev.get("args")
+    return (isinstance(args, dict) and "device" in args) or str(ev.get("tid")).startswith("stream")
+
+
+def fold(
+    batches: Iterable[list[Any]], cpu_ops: bool, feed: Any, out: Folded, cpu: Any = None
+) -> None:
+    """Count the events of `batches` into `out` (Folded), feeding `feed` (or None) as it goes,
+    and each CPU op's calls to `cpu` (a kineto_cpu.CpuUnions, or None).
 
     TypeError, ValueError or AttributeError: an event that is not a Chrome trace event we can
     trust (a string ts, a list for args); the caller names it."""
     fed = feed.cats if feed is not None else frozenset()
     every, kept = (feed.every, 0) if feed is not None else (0, 0)
+    cpu_every, cpu_kept = (cpu.every, 0) if cpu is not None else (0, 0)
+    if cpu is not None:
+        cpu_ts, cpu_dur, cpu_op = cpu.ts.append, cpu.dur.append, cpu.op.append
     kinds = KIND_BY_CAT if cpu_ops else {k: v for k, v in KIND_BY_CAT.items() if v != "cpu"}
     acc = out.acc
     names_by_key: dict[Any, dict] = {}  # kind (else category) -> name -> the slot in acc
@@ -82,6 +110,7 @@ def fold(batches: Iterable[list[Any]], cpu_ops: bool, feed: Any, out: Folded) ->
                     continue
                 if table is _NEW:
                     kind, hooked = kinds.get(cat), cat in fed
+                    out.cats[cat] = _looks_gpu(ev)
                     table = tables[cat] = (
                         (
                             names_by_key.setdefault(kind or cat, {}),
@@ -89,21 +118,31 @@ def fold(batches: Iterable[list[Any]], cpu_ops: bool, feed: Any, out: Folded) ->
                             kind == "memcpy",
                             hooked,
                             cat in HOST_CATS,
+                            kind == "cpu" and cpu is not None,
                         )
                         if kind is not None or hooked
                         else None
                     )
                     if table is None:
                         continue
-                names, kind, memcpy, hooked, host = table
+                names, kind, memcpy, hooked, host, timed = table
                 slot = names.get(name)
                 if slot is None:
                     keep = feed.keep(cat, name) if hooked else None
-                    slot = names[name] = acc[(kind or cat, name)] = [0, 0.0, 0, keep, {}]
+                    op = cpu.index(name) if timed else None
+                    slot = names[name] = acc[(kind or cat, name)] = [0, 0.0, 0, keep, {}, op]
                 slot[0] += 1
                 slot[1] += dur
                 if memcpy:
                     slot[2] += int((ev.get("args") or {}).get("bytes", 0) or 0)
+                if timed:  # a CPU op: its calls go to the per-op unions
+                    cpu_ts(ts)
+                    cpu_dur(dur)
+                    cpu_op(slot[5])
+                    cpu_kept += 1
+                    if cpu_kept >= cpu_every:
+                        cpu.flush()
+                        cpu_kept = 0
                 if not hooked:
                     continue
                 if ts < cuda_lo:

@@ -35,9 +35,9 @@ from pathlib import Path
 import pandas as pd
 
 COLUMNS = ["run", "rank", "source", "metric", "raw_name", "calls", "total_s", "bytes", "share"]
-# Optional trailing columns: the rank's wall time, its CUDA activity span and which span gave the
-# wall time (readers always write them).
-WALL_COLUMNS = ["wall_s", "activity_s", "wall_from"]
+# Optional trailing columns: the rank's wall time, its CUDA activity span, which span gave the
+# wall time, and the GPU's interface (RankProfile.device_kind) (readers always write them).
+WALL_COLUMNS = ["wall_s", "activity_s", "wall_from", "device_kind"]
 SOURCES = ("nsys", "torch")
 
 # Normalised metric name -> what the paper (J Table 1) calls it. Other code imports this.
@@ -260,6 +260,7 @@ def profile_frame(run: str, rank: int, profile: RankProfile) -> pd.DataFrame:
             "wall_s": profile.wall_s,
             "activity_s": profile.activity_s,
             "wall_from": profile.wall_from,
+            "device_kind": profile.device_kind,
         }
         for r in profile.rows
     ]
@@ -340,7 +341,8 @@ def _typed(df: pd.DataFrame) -> pd.DataFrame:
     """COLUMNS with their dtypes, then WALL_COLUMNS where the table has them."""
     df = df.reset_index(drop=True)
     wall = [c for c in WALL_COLUMNS if c in df.columns]
-    types = {"wall_s": "float64", "activity_s": "float64", "wall_from": "string"}
+    types = {"wall_s": "float64", "activity_s": "float64", "wall_from": "string",
+             "device_kind": "string"}  # fmt: skip
     return df.astype(
         {
             **{c: types[c] for c in wall},

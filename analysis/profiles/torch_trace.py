@@ -9,7 +9,18 @@ Event categories used (kineto names; times are microseconds):
     kernel                       GPU kernels, incl. ncclDevKernel_AllGather_RING_LL(...)
     gpu_memcpy                   "Memcpy HtoD (Pageable -> Device)" with args.bytes
     cpu_op / user_annotation     CPU ops and record_function ranges (optional "cpu:" rows)
-A CPU-only trace has no CUDA categories, so it yields no CUDA rows (absent, not zero).
+Every Kineto trace torch has written reads so: torch 1.8-1.10 name the categories Runtime,
+Kernel, Memcpy, Memset and Operator (kineto_fold.KIND_BY_CAT), put GPU events on threads named
+"stream 7" and write whole-number timestamps; a torch 1.8 trace may be a bare JSON array.
+
+A ROCm build's trace writes its HIP calls under cuda_runtime: the profile's device_kind is
+"HIP/ROCm", and its calls are rows of their own HIP metrics (HIP_METRICS: hipLaunchKernel, ...),
+never CUDA's. A CPU-only trace has no GPU categories, so it yields no CUDA rows (absent, not
+zero); a trace with GPU events of categories this reader does not know, and none it knows, is a
+ProfileError naming the categories found (it would otherwise read as a CPU-only trace).
+
+`cpu:<op>` rows: the calls, and the wall time inside the op (kineto_cpu: the union of its calls,
+nested calls and calls on several threads at once counted once), so a share of at most 1.
 """
 
 from __future__ import annotations
@@ -26,7 +37,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, Protocol, TextIO
 
-from .kineto_fold import KINDS, Folded, fold
+from .kineto_cpu import CpuUnions
+from .kineto_fold import GPU_WORK_CATS, KIND_BY_CAT, KINDS, OTHER_CATS, Folded, fold
 from .kineto_gzip import GzipText
 from .metrics import (
     CPU_PREFIX,
@@ -47,12 +59,30 @@ _WS = re.compile(r"[ \t\n\r]*")
 _SEP = re.compile(r"[ \t\n\r]*([,\]])[ \t\n\r]*")
 _STEP = re.compile(r"^(ProfilerStep)#\d+$")  # one name per step otherwise
 _US_PER_S = 1e6
+_NS_PER_S = 1e9
 # Kineto's top-level "schemaVersion" values the golden traces carry (README); a newer one is read
 # with one warning line. Bare-array traces record none.
 KINETO_COVERED = ("1",)
 
 # The wall time of a trace: from its first complete event's start to its last one's end.
 SPAN_TRACE = "trace span"
+CUDA, HIP = "CUDA", "HIP/ROCm"  # RankProfile.device_kind
+# The HIP calls that are the paper's (and the other launch) metrics on a ROCm build: each is a
+# metric of its own, named as HIP names it, beside the CUDA call it stands for.
+HIP_METRICS = {
+    "hipLaunchKernel": "cudaLaunchKernel",
+    "hipStreamSynchronize": "cudaStreamSynchronize",
+    "hipEventSynchronize": "cudaEventSynchronize",
+    "hipEventDestroy": "cudaEventDestroy",
+    "hipMemcpyAsync": "cudaMemcpyAsync",
+    "hipExtLaunchKernel": "cudaLaunchKernelExC",
+    "hipModuleLaunchKernel": "cuLaunchKernel",
+    "hipExtModuleLaunchKernel": "cuLaunchKernel",
+    "hipGraphLaunch": "cudaGraphLaunch",
+}
+# Top-level keys a ROCm build's Kineto writes (roctracer or rocprofiler, HIP versions).
+_ROCM_KEYS = ("roctracer_version", "rocprofiler_version", "hip_runtime_version",
+              "hip_driver_version")  # fmt: skip
 
 
 class Feed(Protocol):
@@ -75,19 +105,39 @@ class Feed(Protocol):
 
     def flush(self) -> None: ...
 
+    def finish(self) -> bool:
+        """Called once the trace is read: False where its events came out of time order beyond
+        what the feed folds (the trace is then read again, with a feed made for keep_all)."""
+        ...
+
 
 def read_torch_trace(
-    path: str | os.PathLike[str], cpu_ops: bool = True, feed: Feed | None = None
+    path: str | os.PathLike[str],
+    cpu_ops: bool = True,
+    feed_for: Callable[[bool], Feed] | None = None,
 ) -> RankProfile:
-    """Aggregate one Chrome trace; `cpu_ops` adds inclusive-time "cpu:<op>" rows.
+    """Aggregate one Chrome trace; `cpu_ops` adds "cpu:<op>" rows (module docstring).
 
-    feed: given every complete ("X") event whose cat is in feed.cats, in the same pass (Feed;
-    the time breakdown collects its intervals so). Raises
-    ProfileError naming the file for a missing, truncated or non-trace file.
+    feed_for: given keep_all, the Feed that gets every complete ("X") event whose cat is in its
+    cats, in the same pass (the time breakdown collects its intervals so). The trace is read a
+    second time, every interval kept (keep_all), where its events come out of time order beyond
+    what the feed or the CPU ops' unions fold. Raises ProfileError naming the file for a missing,
+    truncated or non-trace file, and for one with GPU events of no category this reader knows.
     """
     path = Path(path)
-    with _reading(path) as fh:
-        return _aggregate(path, _JsonStream(fh, path), cpu_ops, feed)
+    for keep_all in (False, True):
+        feed = feed_for(keep_all) if feed_for is not None else None
+        cpu = CpuUnions(op_name, keep_all) if cpu_ops else None
+        with _reading(path) as fh:
+            prof = _aggregate(path, _JsonStream(fh, path), cpu_ops, feed, cpu)
+        if prof is not None:
+            return prof
+    raise AssertionError("a keep_all reading is never out of order")
+
+
+def op_name(raw: str) -> str:
+    """The name a CPU op's row has: ProfilerStep#1, #2 ... are one op, ProfilerStep."""
+    return _STEP.sub(r"\1", raw)
 
 
 @contextlib.contextmanager
@@ -288,11 +338,15 @@ def _walk(stream: _JsonStream, meta: dict[str, Any]) -> Iterator[list[Any]]:
             raise stream._fail("truncated JSON" if not ch else "invalid JSON object")
 
 
-def _aggregate(path: Path, stream: _JsonStream, cpu_ops: bool, feed: Feed | None) -> RankProfile:
+def _aggregate(
+    path: Path, stream: _JsonStream, cpu_ops: bool, feed: Feed | None, cpu: CpuUnions | None
+) -> RankProfile | None:
+    """The profile of one reading; None where the feed or the CPU ops' unions found the events
+    out of time order (read again with keep_all)."""
     meta: dict[str, Any] = {}
     found = Folded()
     try:
-        fold(_walk(stream, meta), cpu_ops, feed, found)
+        fold(_walk(stream, meta), cpu_ops, feed, found, cpu)
     except UnicodeDecodeError:
         raise  # a ValueError too, but read_torch_trace names it: binary, not a malformed event
     except (TypeError, ValueError, AttributeError) as exc:
@@ -300,42 +354,85 @@ def _aggregate(path: Path, stream: _JsonStream, cpu_ops: bool, feed: Feed | None
         raise stream._fail(f"malformed trace event ({exc})") from None
     if not meta.get("has_events"):
         raise ProfileError(path, "JSON without a traceEvents array (not a Chrome trace)")
+    unknown = _unknown_gpu(path, found.cats)
     if feed is not None:
         feed.spans(*found.fed)
+        if not feed.finish():
+            return None
+    try:
+        op_time = cpu.result() if cpu is not None else {}
+    except ValueError:
+        return None
     acc = {k: v for k, v in found.acc.items() if k[0] in KINDS}  # the metrics' keys only
+    kind = _device_kind(meta, acc, found.cats)
     lo, hi = found.lo, found.hi
     wall_s = (hi - lo) / _US_PER_S if hi >= lo else 0.0
     note = newer_version_note("Kineto schema", meta.get("schemaVersion"), KINETO_COVERED)
     # In ns as the breakdown rounds Kineto's microseconds (breakdown.kineto_ns).
     place = {SPAN_TRACE: (round(lo * 1000), round(hi * 1000))} if hi >= lo else {}
     return RankProfile(
-        str(path), "torch", wall_s, SPAN_TRACE, _rows(acc), _rank_hint(meta), version_note=note,
-        span_ns=place,
+        str(path), "torch", wall_s, SPAN_TRACE, _rows(acc, op_time, kind), _rank_hint(meta),
+        version_note="; ".join(n for n in (note, unknown) if n), span_ns=place, device_kind=kind,
     )  # fmt: skip
 
 
-def _rows(acc: dict[tuple[str, str], list]) -> list[Row]:
+def _unknown_gpu(path: Path, cats: dict[Any, bool]) -> str:
+    """ "" where every GPU-like category is one this reader knows; a warning line where some are
+    not but others are; a ProfileError where the trace's GPU events are all of unknown ones."""
+    known = GPU_WORK_CATS | KIND_BY_CAT.keys() | OTHER_CATS
+    odd = sorted(str(c) for c, gpu in cats.items() if gpu and c not in known)
+    if not odd:
+        return ""
+    if not any(c in GPU_WORK_CATS for c in cats):
+        raise ProfileError(
+            path,
+            f"no GPU events this reader knows, but GPU-like events of categories {', '.join(odd)}"
+            f" (categories found: {', '.join(sorted(map(str, cats)))}): a Kineto trace of a"
+            " shape this reader does not know",
+        )
+    return f"GPU-like events of categories {', '.join(odd)} not known to this reader: left out"
+
+
+def _device_kind(meta: dict[str, Any], acc: dict[tuple[str, str], list], cats: dict) -> str:
+    """HIP where the trace says it came from a ROCm build (its keys, its hip* calls), CUDA where
+    it holds GPU work or CUDA calls, else "" (a CPU-only trace)."""
+    calls = [raw for kind, raw in acc if kind == "runtime"]
+    if any(k in meta for k in _ROCM_KEYS) or any(str(c).startswith("hip") for c in calls):
+        return HIP
+    return CUDA if calls or any(c in GPU_WORK_CATS for c in cats) else ""
+
+
+def hip_metric(raw: str) -> str | None:
+    """The HIP metric of a HIP call's name (HIP_METRICS), None for a call no metric reads."""
+    name = raw.strip()
+    return name if name in HIP_METRICS else None
+
+
+def _rows(acc: dict[tuple[str, str], list], op_time: dict[str, int], kind: str) -> list[Row]:
     merged: dict[tuple[str, str], Row] = {}
-    for (kind, raw), (calls, total_us, nbytes, *_) in acc.items():
-        if kind == "runtime":
-            metric = runtime_metric(raw)
-        elif kind == "kernel":
+    for (what, raw), (calls, total_us, nbytes, *_) in acc.items():
+        if what == "runtime":
+            metric = hip_metric(raw) if kind == HIP else runtime_metric(raw)
+        elif what == "kernel":
             metric = nccl_metric(raw)
-        elif kind == "memcpy":
+        elif what == "memcpy":
             metric = memcpy_metric(raw)
         else:
-            raw = _STEP.sub(r"\1", raw)
+            raw = op_name(raw)
             metric = CPU_PREFIX + raw
         if metric is None:
             continue
         row = merged.get((metric, raw))
         if row is None:
             merged[(metric, raw)] = Row(
-                metric, raw, calls, total_us / _US_PER_S, nbytes if kind == "memcpy" else None
+                metric, raw, calls, total_us / _US_PER_S, nbytes if what == "memcpy" else None
             )
         else:  # ProfilerStep#1, #2 ... collapse into one row
             row.calls += calls
             row.total_s += total_us / _US_PER_S
+    for (metric, raw), row in merged.items():
+        if metric.startswith(CPU_PREFIX) and raw in op_time:
+            row.total_s = op_time[raw] / _NS_PER_S  # the union, not the sum (module docstring)
     return list(merged.values())
 
 

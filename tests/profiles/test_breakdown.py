@@ -331,7 +331,11 @@ def test_kineto_folds_in_windows_or_reads_again(tmp_path: Path, monkeypatch, shu
         path.write_text(json.dumps(doc))
     reads = []
     real = bd.read_torch_trace
-    monkeypatch.setattr(bd, "read_torch_trace", lambda *a: reads.append(a[2].keep_all) or real(*a))
+
+    def counted(path, cpu_ops, feed_for):
+        return real(path, cpu_ops, lambda keep_all: reads.append(keep_all) or feed_for(keep_all))
+
+    monkeypatch.setattr(bd, "read_torch_trace", counted)
     out = bd.read_breakdown(path, "torch")
     assert out.devices == EXPECTED and out.host_blocked == 500_000 + 30_457 + 500_000
     assert out.activity == (1_000_000, 9_500_000)
