@@ -43,7 +43,8 @@ output CSV columns: {", ".join(COLUMNS)}
 {textwrap.fill(", ".join(METRICS), 96, initial_indent=" " * 11, subsequent_indent=" " * 11)}
            or another kernel-launch API:
 {textwrap.fill(", ".join(LAUNCH_METRICS), 96, initial_indent=" " * 11, subsequent_indent=" " * 11)}
-           torch traces also give "{CPU_PREFIX}<op>" rows (inclusive CPU time) unless --no-cpu-ops
+           torch traces also give "{CPU_PREFIX}<op>" rows unless --no-cpu-ops: the op's calls and
+           the wall time inside it (its calls' union, nested and cross-thread calls once)
   share    total_s / profiled wall time of that rank (summed durations of concurrent calls can
            exceed it); bytes only on memcpy rows.
   A metric absent from a profile has no row. The summary adds {KERNEL_LAUNCH_ALL} (launches

@@ -83,7 +83,8 @@ LABELS: dict[str, str] = {**METRICS, **LAUNCH_METRICS, **COPY_METRICS, **DERIVED
 RUNTIME_METRICS = frozenset(m for m in METRICS if m.startswith("cuda")) | frozenset(LAUNCH_APIS)
 MEMCPY_METRICS = ("memcpy_htod", "memcpy_dtoh", "memcpy_dtod")
 NCCL_METRICS = ("nccl_allgather_ring_ll", "nccl_broadcast", "nccl_other")
-# Optional CPU-side aggregates from torch traces are named "cpu:<op name>" (inclusive time).
+# Optional CPU-side aggregates from torch traces are named "cpu:<op name>" (inclusive wall time:
+# the union of the op's calls, torch_trace).
 CPU_PREFIX = "cpu:"
 
 # Copy-kind labels as the different nsys versions and kineto spell them.
