@@ -27,7 +27,8 @@ interval (16 bytes each) to sort at the end.
 
 Times are integer nanoseconds in both readers, so the two agree exactly on the same job. Kineto
 writes microseconds as floats (three decimals): start = round(ts * 1000) and
-end = start + round(dur * 1000), each rounded to the nearest nanosecond, which keeps every duration
+end = start + round(dur * 1000), each rounded to the nearest nanosecond as if exact
+(intervals.us_to_ns: epoch-based timestamps times 1000 are past a float's 2**53), which keeps every duration
 equal to the one nsys records for the same call.
 """
 
@@ -46,7 +47,7 @@ from run.node import profiling
 
 from .breakdown_kineto import KinetoIntervals
 from .breakdown_nsys import nsys_gpu, nsys_host
-from .intervals import StreamUnion, merge_sorted, union_ns
+from .intervals import StreamUnion, merge_sorted, union_ns, us_ns
 from .metrics import ProfileError, RankProfile, nccl_metric
 from .nsys_sqlite import SPAN_ACTIVITY, SPAN_WALL, read_nsys_with
 from .torch_trace import SPAN_TRACE, read_torch_trace
@@ -76,6 +77,18 @@ BLOCKING_CALLS = frozenset(
         "cuMemcpyDtoH",
         "cuMemcpyHtoD",
         "cuMemcpyDtoD",
+        # their HIP twins, as a ROCm build's Kineto trace names them
+        "hipDeviceSynchronize",
+        "hipStreamSynchronize",
+        "hipEventSynchronize",
+        "hipMemcpy",
+        "hipMemcpy2D",
+        "hipMemcpy3D",
+        "hipMemcpyFromSymbol",
+        "hipMemcpyWithStream",
+        "hipMemcpyDtoH",
+        "hipMemcpyHtoD",
+        "hipMemcpyDtoD",
     }
 )
 _SUFFIX = re.compile(r"(?:_v\d+)?(?:_ptsz|_ptds)?(?:_v\d+)?$")
@@ -313,7 +326,7 @@ def _breakdown(
 
 def kineto_ns(ts: float, dur: float) -> tuple[int, int]:
     """(start, end) in integer ns from Kineto's float microseconds (module docstring)."""
-    start = round(ts * 1000)
+    start = us_ns(ts)
     return start, start + round(dur * 1000)
 
 

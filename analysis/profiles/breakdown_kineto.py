@@ -122,15 +122,15 @@ class KinetoIntervals:
         if lo > hi:
             return found, host, None
         # the last end: exact for kept work; else that of the latest one in float us
-        start = round(hi_ts * 1000)
-        return found, host, (round(lo * 1000), max(start + round(hi_dur * 1000), self.last_end))
+        start = intervals.us_ns(hi_ts)
+        return found, host, (intervals.us_ns(lo), max(start + round(hi_dur * 1000), self.last_end))
 
 
 def _rows(pair: tuple[array, array], dev: int, code: int) -> np.ndarray:
     """(start, end, device, code) int64 rows of float-us (ts, dur) arrays, rounded as kineto_ns."""
     ts, dur = np.frombuffer(pair[0], np.float64), np.frombuffer(pair[1], np.float64)
     rows = np.empty((len(ts), 4), dtype=np.int64)
-    rows[:, 0] = np.rint(ts * 1000)
+    rows[:, 0] = intervals.us_to_ns(ts)
     rows[:, 1] = rows[:, 0] + np.rint(dur * 1000).astype(np.int64)
     rows[:, 2], rows[:, 3] = dev, code
     return rows

@@ -13,12 +13,30 @@ empty or reversed records as nothing (as breakdown.merge_sorted does one interva
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Iterator, Sequence
 
 import numpy as np
 
 _FAR_PAST = np.iinfo(np.int64).min // 2  # below any start, and far from overflowing
 _SWEEP_CHUNK = 1 << 16  # values per searchsorted call: bounds the sweep's temporaries
+# Kineto's microseconds are scaled to ns in two parts, the whole multiples of this and the rest
+# (us_to_ns): epoch-based timestamps (1.7e15 us, torch 1.8-1.9) times 1000 are past 2**53, where
+# a float product is off by up to 128 ns.
+_SPLIT_US = float(1 << 20)
+
+
+def us_to_ns(us: np.ndarray) -> np.ndarray:
+    """Kineto's float microseconds as int64 ns, round(us * 1000) half to even as if exact: the
+    whole multiples of 2**20 us scale in integers, the rest (exact in a float) in floats."""
+    base = np.floor(us / _SPLIT_US) * _SPLIT_US
+    return base.astype(np.int64) * 1000 + np.rint((us - base) * 1000).astype(np.int64)
+
+
+def us_ns(us: float) -> int:
+    """us_to_ns of one value (an int stays exact)."""
+    base = math.floor(us / _SPLIT_US) * int(_SPLIT_US)
+    return base * 1000 + round((us - base) * 1000)
 
 
 class Unsorted(ValueError):

@@ -22,7 +22,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from .intervals import SortedUnion, Unsorted
+from .intervals import SortedUnion, Unsorted, us_to_ns
 
 FLUSH_EVENTS = 1 << 17
 
@@ -49,8 +49,9 @@ class CpuUnions:
         if self.keep_all and not final:
             return
         rows = np.empty((len(self.ts), 3), dtype=np.int64)
-        rows[:, 0] = np.rint(np.frombuffer(self.ts, np.float64) * 1000)
-        rows[:, 1] = rows[:, 0] + np.rint(np.frombuffer(self.dur, np.float64) * 1000)
+        rows[:, 0] = us_to_ns(np.frombuffer(self.ts, np.float64))
+        dur = np.rint(np.frombuffer(self.dur, np.float64) * 1000).astype(np.int64)
+        rows[:, 1] = rows[:, 0] + dur  # in integers: a float sum at 1.7e18 ns is off by 128
         rows[:, 2] = np.frombuffer(self.op, np.int64)
         del self.ts[:], self.dur[:], self.op[:]
         if not self.in_order:

@@ -37,6 +37,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, Protocol, TextIO
 
+from .intervals import us_ns
 from .kineto_cpu import CpuUnions
 from .kineto_fold import GPU_WORK_CATS, KIND_BY_CAT, KINDS, OTHER_CATS, Folded, fold
 from .kineto_gzip import GzipText
@@ -366,10 +367,10 @@ def _aggregate(
     acc = {k: v for k, v in found.acc.items() if k[0] in KINDS}  # the metrics' keys only
     kind = _device_kind(meta, acc, found.cats)
     lo, hi = found.lo, found.hi
-    wall_s = (hi - lo) / _US_PER_S if hi >= lo else 0.0
     note = newer_version_note("Kineto schema", meta.get("schemaVersion"), KINETO_COVERED)
     # In ns as the breakdown rounds Kineto's microseconds (breakdown.kineto_ns).
-    place = {SPAN_TRACE: (round(lo * 1000), round(hi * 1000))} if hi >= lo else {}
+    place = {SPAN_TRACE: (us_ns(lo), us_ns(hi))} if hi >= lo else {}
+    wall_s = (place[SPAN_TRACE][1] - place[SPAN_TRACE][0]) / _NS_PER_S if place else 0.0
     return RankProfile(
         str(path), "torch", wall_s, SPAN_TRACE, _rows(acc, op_time, kind), _rank_hint(meta),
         version_note="; ".join(n for n in (note, unknown) if n), span_ns=place, device_kind=kind,

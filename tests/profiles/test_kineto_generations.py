@@ -75,6 +75,7 @@ def test_rocm_trace_is_labelled_hip_never_cuda(tmp_path: Path, capsys) -> None:
     path = write_trace(tmp_path / "rank0.pt.trace.json", rocm_events(), roctracer_version=4.1)
     prof, split = read_profile_breakdown(path)
     assert prof.device_kind == split.device_kind == HIP
+    assert split.host_blocked == 30_000  # hipStreamSynchronize waits as its CUDA twin does
     got = {r.metric: r.calls for r in prof.rows}
     assert got["hipLaunchKernel"] == 2 and got["hipMemcpyAsync"] == 1
     assert got["hipStreamSynchronize"] == 1 and got["memcpy_dtoh"] == 1
