@@ -13,13 +13,17 @@ the records outside the session named on the summary line.
 
 from __future__ import annotations
 
+import gzip
 import re
+import sqlite3
 from collections import defaultdict
+from contextlib import closing
 from pathlib import Path
 
 import pytest
 from corpus_files import ABSENT, CORPUS, corpus_files
 from corpus_reading import kineto_figures, nsys_figures
+from profile_builders import cli_fails
 
 from analysis.profiles import ProfileError, read_profile_breakdown
 from analysis.profiles import breakdown as bd
@@ -210,3 +214,58 @@ def test_refusals_are_one_line() -> None:
         path = next(p for p in FILES if p.name == name)
         with pytest.raises(ProfileError, match=needle):
             read_profile_breakdown(path)
+
+
+def _real(name: str) -> Path:
+    path = next((p for p in FILES if p.name == name), None)
+    if path is None:
+        pytest.skip(f"{name} not in {CORPUS}")
+    return path
+
+
+def test_bad_input_made_of_real_files(tmp_path: Path) -> None:
+    """Real files damaged in a temporary folder: one line, exit 1, nothing written."""
+    export = _real("NVIDIA__Fuser__h200_nvtx.sqlite").read_bytes()
+    trace = _real("AMD-AGI__TraceLens__rocm_sglang_decode.json.gz").read_bytes()
+    cases = {
+        "truncated export": (export[: len(export) // 2], ".sqlite", "corrupt or truncated SQLite"),
+        "truncated gzip": (trace[: len(trace) // 2], ".json.gz", "truncated or corrupt gzip"),
+        "gzip of no JSON": (gzip.compress(export), ".json.gz", "not UTF-8 text"),
+        "trace cut short": (gzip.compress(gzip.decompress(trace)[:-500]), ".json.gz",
+                            "truncated JSON"),
+    }  # fmt: skip
+    for case, (data, suffix, needle) in cases.items():
+        folder = tmp_path / case.replace(" ", "_")
+        folder.mkdir()
+        good = folder / f"rank0{suffix}"
+        good.write_bytes(export if suffix == ".sqlite" else trace)
+        bad = folder / f"rank1{suffix}"
+        bad.write_bytes(data)
+        cli_fails(folder, good, bad, needle)
+    # a real capture table made to contradict itself: START_TRIGGER given a second value
+    folder = tmp_path / "contradiction"
+    folder.mkdir()
+    good, bad = folder / "rank0.sqlite", folder / "rank1.sqlite"
+    good.write_bytes(export)
+    bad.write_bytes(export)
+    with closing(sqlite3.connect(bad)) as con, con:
+        con.execute("INSERT INTO META_DATA_CAPTURE VALUES ('START_TRIGGER', 'cudaProfilerApi')")
+    cli_fails(folder, good, bad, "META_DATA_CAPTURE contradicts itself: START_TRIGGER is "
+              "'Immediate' and 'cudaProfilerApi'")  # fmt: skip
+
+
+def test_diff_of_a_real_pair_and_of_unrelated_jobs(tmp_path: Path, capsys) -> None:
+    """kineto's own ResNet-50 sample, as torch 1.8 and torch 1.9 wrote it, is a before/after
+    pair; an nsys export beside a Kineto trace is refused in one line (exit 2), nothing written."""
+    before = _real("pytorch__kineto__resnet50_bare_array_2021.json.gz")
+    after = _real("pytorch__kineto__resnet50_torch19.json.gz")
+    out = tmp_path / "d.csv"
+    assert main(["diff", str(before), str(after), "--out", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "cudaLaunchKernel" in text and out.is_file()
+    out.unlink()
+    export = _real("NVIDIA__Fuser__h200_nvtx.sqlite")
+    assert main(["diff", str(export), str(after), "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "different profilers" in err[0]
+    assert not out.exists() and not list(tmp_path.iterdir())
