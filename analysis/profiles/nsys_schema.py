@@ -20,6 +20,7 @@ STRINGS = "StringIds"
 DETAILS = "ANALYSIS_DETAILS"
 CAPTURE_TABLE = "META_DATA_CAPTURE"
 EXPORT_TABLE = "META_DATA_EXPORT"
+OLD_EXPORT = "EXPORT_META_DATA"  # its name up to nsys 2023.2
 CUDA_TABLES = (RUNTIME, KERNEL, MEMCPY)
 # Every table of CUDA records: the activity span runs over all of them (memsets carry no metric
 # but are GPU work inside the capture).

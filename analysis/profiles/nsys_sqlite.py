@@ -43,8 +43,9 @@ the whole session:
 The CUDA activity span (SPAN_ACTIVITY, from the first record's start to the last one's end over
 SPAN_TABLES) is always kept beside the wall time, as RankProfile.activity_s.
 
-Version: META_DATA_EXPORT (name/value rows) names the nsys release (EXPORT_PRODUCT_VERSION); one
-newer than NSYS_COVERED is read as the newest covered layout, with one warning line.
+Version: META_DATA_EXPORT (name/value rows; EXPORT_META_DATA up to nsys 2023.2) names the nsys
+release (EXPORT_PRODUCT_VERSION); one newer than NSYS_COVERED is read as the newest covered layout,
+with one warning line. Exports before 2021.5 record none.
 """
 
 from __future__ import annotations
@@ -78,6 +79,7 @@ from .nsys_schema import (
     MEMCPY,
     MEMCPY_ENUM,
     MEMSET,
+    OLD_EXPORT,
     REQUIRED,
     RUNTIME,
     STRINGS,
@@ -90,8 +92,11 @@ from .nsys_schema import (
 )
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
-# The nsys releases whose export layout the golden files follow (synth.NSYS_SCHEMAS, README).
-NSYS_COVERED = ("2022.4", "2024.4", "2025.3")
+# The nsys releases a golden test reads (README's version table): the synthetic exports built in
+# three releases' layouts (synth.NSYS_SCHEMAS: 2022.4, 2024.4, 2025.3) and the real exports of
+# the corpus (tests/profiles/test_corpus.py, SOURCES.md). A newer release gets one warning line.
+NSYS_COVERED = ("2021.5", "2022.1", "2022.3", "2022.4", "2023.1", "2023.2", "2023.3", "2024.4",
+                "2024.5", "2024.6", "2025.1", "2025.3", "2025.5")  # fmt: skip
 # META_DATA_EXPORT rows naming the nsys release; EXPORT_SCHEMA_VERSION numbers the schema apart
 # from releases, so it cannot be matched to NSYS_COVERED.
 _RELEASE_KEYS = ("EXPORT_PRODUCT_VERSION", "NSIGHT_SYSTEMS_VERSION")
@@ -447,6 +452,6 @@ def _memcpy_rows(
 
 def _newer_release(con: sqlite3.Connection, columns: dict[str, set[str]]) -> str:
     """RankProfile.version_note for the nsys release META_DATA_EXPORT names ("" if it names none)."""
-    found = dict(name_values(con, columns, EXPORT_TABLE))
+    found = dict(name_values(con, columns, EXPORT_TABLE) or name_values(con, columns, OLD_EXPORT))
     release = next((found[k] for k in _RELEASE_KEYS if found.get(k) is not None), None)
     return newer_version_note("nsys export of", release, NSYS_COVERED)

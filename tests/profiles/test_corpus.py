@@ -269,3 +269,40 @@ def test_diff_of_a_real_pair_and_of_unrelated_jobs(tmp_path: Path, capsys) -> No
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "different profilers" in err[0]
     assert not out.exists() and not list(tmp_path.iterdir())
+
+
+def test_readme_version_table_names_every_corpus_file() -> None:
+    """Item 5: every corpus file is a golden test of a row of the README's version table, and
+    records that row's version (nsys release, Kineto schema); none gets a newer-version warning."""
+    from test_versions import readme_corpus_files
+
+    named = readme_corpus_files()
+    assert {p.name for p in FILES} <= set(named), sorted({p.name for p in FILES} - set(named))
+    for path in FILES:
+        kind, version = named[path.name]
+        prof = read_both(path)[0]
+        assert not prof.version_note, prof.version_note
+        if kind == "nsys SQLite export":
+            assert _release(path).startswith(version) or version == "before 2021.5", path.name
+        elif "schema" in version:
+            raw = path.read_bytes()
+            head = gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw
+            assert re.search(rb'"schemaVersion":\s*1\b', head[:4096]), path.name
+        else:  # torch 1.8's bare array
+            assert version.startswith("torch 1.8") and _first_char(path) == "["
+
+
+def _release(path: Path) -> str:
+    with closing(sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)) as con:
+        tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master")}
+        for table in ("META_DATA_EXPORT", "EXPORT_META_DATA"):
+            if table in tables:
+                sql = f"SELECT value FROM {table} WHERE name = 'EXPORT_PRODUCT_VERSION'"
+                return con.execute(sql).fetchone()[0]
+    return ""
+
+
+def _first_char(path: Path) -> str:
+    raw = path.read_bytes()
+    text = gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw
+    return text.lstrip()[:1].decode()

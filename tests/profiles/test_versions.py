@@ -38,21 +38,27 @@ def run_cli(tmp_path: Path, *files: Path) -> subprocess.CompletedProcess[str]:
     )  # fmt: skip
 
 
-def readme_rows() -> dict[str, tuple[str, ...]]:
-    """README's version table: input -> the versions of its "Covered" column."""
+def readme_rows() -> list[list[str]]:
+    """README's version table: one [input, version, recorded in, golden test] per row."""
     text = (REPO / "README.md").read_text()
-    rows = {}
+    rows = []
     for line in text.splitlines():
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
         if line.startswith("| ") and len(cells) == 4 and cells[0] in ("nsys SQLite export",
                                                                       "Kineto trace"):  # fmt: skip
-            rows[cells[0]] = tuple(v.strip() for v in cells[2].split(","))
+            rows.append(cells)
     return rows
 
 
-def test_covered_versions_are_the_golden_inputs() -> None:
-    """The constants name what the golden inputs are built as, not a wish list."""
-    assert NSYS_COVERED == NSYS_VERSIONS
+def test_covered_versions_have_golden_inputs() -> None:
+    """Each covered release is one the synthetic exports are built as, or one the README names
+    a real export of (the corpus tier checks that file records that release)."""
+    assert set(NSYS_VERSIONS) <= set(NSYS_COVERED)
+    rows = {r[1]: r[3] for r in readme_rows() if r[0] == "nsys SQLite export"}
+    for version in NSYS_COVERED:
+        test = rows[version]
+        assert (version in NSYS_VERSIONS) == ("synthetic" in test), version
+        assert version in NSYS_VERSIONS or "corpus: `" in test, version
 
 
 def test_builders_write_the_covered_kineto_schema(tmp_path: Path) -> None:
@@ -62,21 +68,45 @@ def test_builders_write_the_covered_kineto_schema(tmp_path: Path) -> None:
 
 def test_readme_table_lists_exactly_the_covered_versions() -> None:
     rows = readme_rows()
-    assert rows == {"nsys SQLite export": NSYS_COVERED, "Kineto trace": KINETO_COVERED}
+    nsys = [r[1] for r in rows if r[0] == "nsys SQLite export" and r[2] != "nothing"]
+    assert tuple(nsys) == NSYS_COVERED
+    schemas = {m for r in rows if r[0] == "Kineto trace" for m in re.findall(r"schema (\d+)", r[1])}
+    assert schemas == set(KINETO_COVERED)
+    for row in rows:  # every golden test named is there
+        for name in re.findall(r"`(tests/profiles/[\w.]+)`", row[3]):
+            assert (REPO / name).is_file(), name
     text = (REPO / "README.md").read_text()
-    assert f"read as {NSYS_COVERED[-1]}, one `warning:` line" in text
-    assert f"read as {KINETO_COVERED[-1]}, one `warning:` line" in text
+    assert f"read as {NSYS_COVERED[-1]}, one\n`warning:` line" in text
+    assert f"is read as\n{KINETO_COVERED[-1]}, one `warning:` line" in text
+
+
+def readme_corpus_files() -> dict[str, tuple[str, str]]:
+    """Corpus file named in the README's table -> (input, version)."""
+    return {name: (r[0], r[1]) for r in readme_rows()
+            for name in re.findall(r"`([\w.-]+\.(?:sqlite|json|json\.gz))`", r[3])}  # fmt: skip
 
 
 @pytest.mark.parametrize("version", NSYS_COVERED)
 def test_covered_and_patch_releases_read_silently(tmp_path: Path, version: str) -> None:
-    nsys = make_nsys(tmp_path / "rank0.sqlite", RT, version=version)
+    """A release the corpus covers is built in the newest synthetic layout, naming it."""
+    layout = version if version in NSYS_VERSIONS else NSYS_VERSIONS[-1]
+    nsys = set_release(make_nsys(tmp_path / "rank0.sqlite", RT, version=layout), version)
     assert read_profile(nsys).version_note == ""
     set_release(nsys, f"{version}.1.90")  # a patch release of the same generation
     torch = write_trace(tmp_path / "rank1.pt.trace.json", EVENTS)
     proc = run_cli(tmp_path, nsys, torch)
     assert proc.returncode == 0, proc.stderr
     assert "warning" not in proc.stderr
+
+
+def test_release_in_the_table_before_2023_3(tmp_path: Path) -> None:
+    """nsys up to 2023.2 names its release in EXPORT_META_DATA: read there too."""
+    path = make_nsys(tmp_path / "rank0.sqlite", RT)
+    with sqlite3.connect(path) as con:
+        con.execute("ALTER TABLE META_DATA_EXPORT RENAME TO EXPORT_META_DATA")
+        con.execute("UPDATE EXPORT_META_DATA SET value = '2026.2.1'")
+    con.close()
+    assert "2026.2.1 is newer than the newest tested" in read_profile(path).version_note
 
 
 def test_file_without_a_version_reads_silently(tmp_path: Path) -> None:
@@ -87,7 +117,7 @@ def test_file_without_a_version_reads_silently(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(
     ("release", "key"),
-    [("2026.1.1.204", "EXPORT_PRODUCT_VERSION"), ("2025.4.0", "NSIGHT_SYSTEMS_VERSION")],
+    [("2026.1.1.204", "EXPORT_PRODUCT_VERSION"), ("2025.6.0", "NSIGHT_SYSTEMS_VERSION")],
 )
 def test_newer_nsys_is_read_with_one_warning_line(tmp_path: Path, release: str, key: str) -> None:
     path = make_nsys(tmp_path / "rank0.sqlite", RT)
