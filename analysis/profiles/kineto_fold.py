@@ -47,7 +47,7 @@ class Folded:
     """What fold() found: acc (kind or category, name) -> [calls, total_us, bytes, ...]; the span
     [lo, hi] of every complete event (us); fed (first ts, latest end, its ts, its dur) of the
     events of the feed's categories; cats, every category of a complete event, each with whether
-    its first event looked like GPU work (an args.device, or a "stream N" thread)."""
+    its first event looked like device work (an args.device or args.stream, a "stream N" thread)."""
 
     def __init__(self) -> None:
         self.acc: dict[tuple[Any, Any], list] = {}
@@ -58,7 +58,8 @@ class Folded:
 
 def _looks_gpu(ev: dict) -> bool:
     args = ev.get("args")
-    return (isinstance(args, dict) and "device" in args) or str(ev.get("tid")).startswith("stream")
+    on_device = isinstance(args, dict) and ("device" in args or "stream" in args)
+    return on_device or str(ev.get("tid")).startswith("stream")
 
 
 def fold(

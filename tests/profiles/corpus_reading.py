@@ -340,7 +340,7 @@ def kineto_figures(path: Path) -> dict:
         "wall_from": "trace span",
         "outside": {},
         "kernel_rows": kernels,
-        "device_kind": "HIP/ROCm" if hip else "CUDA",
+        "device_kind": "HIP/ROCm" if hip else "CUDA" if calls or gpu else "",
         **_breakdown(gpu, waits),
     }
     return out
