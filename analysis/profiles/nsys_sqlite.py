@@ -96,7 +96,8 @@ SQLITE_MAGIC = b"SQLite format 3\x00"
 # three releases' layouts (synth.NSYS_SCHEMAS: 2022.4, 2024.4, 2025.3) and the real exports of
 # the corpus (tests/profiles/test_corpus.py, SOURCES.md). A newer release gets one warning line.
 NSYS_COVERED = ("2021.5", "2022.1", "2022.3", "2022.4", "2023.1", "2023.2", "2023.3", "2024.1",
-                "2024.4", "2024.5", "2024.6", "2025.1", "2025.3", "2025.5")  # fmt: skip
+                "2024.4", "2024.5", "2024.6", "2025.1", "2025.3", "2025.5", "2026.1",
+                "2026.2")  # fmt: skip
 # META_DATA_EXPORT rows naming the nsys release; EXPORT_SCHEMA_VERSION numbers the schema apart
 # from releases, so it cannot be matched to NSYS_COVERED.
 _RELEASE_KEYS = ("EXPORT_PRODUCT_VERSION", "NSIGHT_SYSTEMS_VERSION")

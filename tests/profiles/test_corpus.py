@@ -60,6 +60,10 @@ SOURCES = {
     "NTHU-SC__ISC25-ICON-C__icon_mpi_osrt.sqlite": (7, 5511, 0),
     "florianmattana__CUDA-Kernels__windows_2025_5.sqlite": (2102, 4, 4),
     "ZhangXin8069__qcu__mpirun_2024_1_no_kernels.sqlite": (0, 0, 0),
+    "GindaChen__nsys-ai__h100_2gpu_2026_2.sqlite": (3442, 904, 22),
+    "GindaChen__nsys-ai__mfu_2gpu_nccl_before.sqlite": (4010, 1020, 269),
+    "GindaChen__nsys-ai__mfu_2gpu_nccl_after.sqlite": (3587, 904, 242),
+    "GindaChen__nsys-ai__other_clock_2026_1.sqlite": (2, 1, 0),
     "pytorch__kineto__resnet50_torch19.json.gz": (8772, None, None),
     "pytorch__kineto__resnet50_bare_array_2021.json.gz": (9538, None, None),
     "pytorch__kineto__libkineto_before_fix.json": (1, None, None),
@@ -255,7 +259,19 @@ def _real(name: str) -> Path:
     return path
 
 
-def test_bad_input_made_of_real_files(tmp_path: Path) -> None:
+def _fails_in_one_line(folder: Path, good: Path, bad: Path, needle: str, capsys) -> None:
+    """profile_builders.cli_fails in this process (a subprocess per case is seconds more): exit 1,
+    one stderr line naming the bad file and `needle`, the older CSV untouched, nothing left."""
+    out = folder / "metrics.csv"
+    out.write_text("previous,content\n")
+    assert main(["--run", "x", "--out", str(out), str(good), str(bad)]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and str(bad) in err[0] and needle in err[0], err
+    assert out.read_text() == "previous,content\n"
+    assert {p.name for p in folder.iterdir()} == {"metrics.csv", good.name, bad.name}
+
+
+def test_bad_input_made_of_real_files(tmp_path: Path, capsys) -> None:
     """Real files damaged in a temporary folder: one line, exit 1, nothing written."""
     export = _real("NVIDIA__Fuser__h200_nvtx.sqlite").read_bytes()
     trace = _real("AMD-AGI__TraceLens__rocm_sglang_decode.json.gz").read_bytes()
@@ -273,7 +289,7 @@ def test_bad_input_made_of_real_files(tmp_path: Path) -> None:
         good.write_bytes(export if suffix == ".sqlite" else trace)
         bad = folder / f"rank1{suffix}"
         bad.write_bytes(data)
-        cli_fails(folder, good, bad, needle)
+        _fails_in_one_line(folder, good, bad, needle, capsys)
     # a real capture table made to contradict itself: START_TRIGGER given a second value
     folder = tmp_path / "contradiction"
     folder.mkdir()
@@ -282,8 +298,12 @@ def test_bad_input_made_of_real_files(tmp_path: Path) -> None:
     bad.write_bytes(export)
     with closing(sqlite3.connect(bad)) as con, con:
         con.execute("INSERT INTO META_DATA_CAPTURE VALUES ('START_TRIGGER', 'cudaProfilerApi')")
-    cli_fails(folder, good, bad, "META_DATA_CAPTURE contradicts itself: START_TRIGGER is "
-              "'Immediate' and 'cudaProfilerApi'")  # fmt: skip
+    needle = (
+        "META_DATA_CAPTURE contradicts itself: START_TRIGGER is 'Immediate' and 'cudaProfilerApi'"
+    )
+    _fails_in_one_line(folder, good, bad, needle, capsys)
+    # one subprocess, as a user runs it: the same one line and exit status
+    cli_fails(folder, good, bad, needle)
 
 
 def test_diff_of_a_real_pair_and_of_unrelated_jobs(tmp_path: Path, capsys) -> None:
@@ -338,3 +358,18 @@ def _first_char(path: Path) -> str:
     raw = path.read_bytes()
     text = gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw
     return text.lstrip()[:1].decode()
+
+
+def test_diff_of_a_real_nsys_pair(tmp_path: Path, capsys) -> None:
+    """A 2-rank torchrun job with NCCL before and after a change (nsys 2026.2, both ranks in one
+    export): the diff compares the NCCL kernels' time and the breakdown's communication."""
+    before = _real("GindaChen__nsys-ai__mfu_2gpu_nccl_before.sqlite")
+    after = _real("GindaChen__nsys-ai__mfu_2gpu_nccl_after.sqlite")
+    out = tmp_path / "d.csv"
+    assert main(["diff", str(before), str(after), "--out", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "nccl_other" in text and "breakdown:comm" in text and out.is_file()
+    for path, calls in ((before, 66), (after, 62)):
+        prof, split, indep = read_both(path)
+        assert by_metric(prof.rows)["nccl_other"][0] == calls == indep["metrics"]["nccl_other"][0]
+        assert sorted(split.devices) == [0, 1] and all(t.comm > 0 for t in split.devices.values())

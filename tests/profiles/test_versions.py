@@ -104,9 +104,9 @@ def test_release_in_the_table_before_2023_3(tmp_path: Path) -> None:
     path = make_nsys(tmp_path / "rank0.sqlite", RT)
     with sqlite3.connect(path) as con:
         con.execute("ALTER TABLE META_DATA_EXPORT RENAME TO EXPORT_META_DATA")
-        con.execute("UPDATE EXPORT_META_DATA SET value = '2026.2.1'")
+        con.execute("UPDATE EXPORT_META_DATA SET value = '2026.4.1'")
     con.close()
-    assert "2026.2.1 is newer than the newest tested" in read_profile(path).version_note
+    assert "2026.4.1 is newer than the newest tested" in read_profile(path).version_note
 
 
 def test_file_without_a_version_reads_silently(tmp_path: Path) -> None:
@@ -117,7 +117,7 @@ def test_file_without_a_version_reads_silently(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(
     ("release", "key"),
-    [("2026.1.1.204", "EXPORT_PRODUCT_VERSION"), ("2025.6.0", "NSIGHT_SYSTEMS_VERSION")],
+    [("2027.1.1.204", "EXPORT_PRODUCT_VERSION"), ("2026.3.0", "NSIGHT_SYSTEMS_VERSION")],
 )
 def test_newer_nsys_is_read_with_one_warning_line(tmp_path: Path, release: str, key: str) -> None:
     path = make_nsys(tmp_path / "rank0.sqlite", RT)
