@@ -1,6 +1,7 @@
 """What an nsys export records about its own capture: the session (ANALYSIS_DETAILS) and the
 capture settings (META_DATA_CAPTURE), read into the capture mode that picks the wall time
-(nsys_sqlite.choose_wall).
+(nsys_sqlite.choose_wall), and where that wall lies on the records' clock (place_wall: widened to
+hold the records outside the session, records_outside counts them by kind).
 
 META_DATA_CAPTURE holds name/value rows; the ones read here:
     START_TRIGGER    Immediate, Delay (after START_DELAY_MS), cudaProfilerApi, NVTX
@@ -33,8 +34,27 @@ from pathlib import Path
 from run.node.profiling import CAPTURE_API, CAPTURE_DURATION, CAPTURE_WHOLE
 
 from .metrics import ProfileError
-from .nsys_schema import CAPTURE_TABLE, DETAILS, name_values
+from .nsys_schema import (
+    CAPTURE_TABLE,
+    DETAILS,
+    KERNEL,
+    MEMCPY,
+    MEMSET,
+    RUNTIME,
+    name_values,
+    runtime_calls,
+)
 
+# RankProfile.spans keys. The activity span runs over every CUDA record the export holds
+# (nsys_schema.SPAN_TABLES): API calls, kernels, copies and memsets.
+SPAN_ACTIVITY = "CUDA activity span"
+SPAN_SESSION = "ANALYSIS_DETAILS session"
+# The wall as placed on the clock (span_ns): the chosen span, widened to hold every record.
+SPAN_WALL = "wall"
+# How the summary names each table's records (RankProfile.outside).
+_RECORD_KINDS = ((KERNEL, "kernels"), (RUNTIME, "calls"), (MEMCPY, "copies"), (MEMSET, "memsets"))
+_ONE = {"kernels": "kernel", "calls": "call", "copies": "copy", "memsets": "memset"}
+_NS_PER_S = 1e9
 # A capture range opened by an NVTX range (--capture-range=nvtx); cudaProfilerApi is CAPTURE_API.
 CAPTURE_NVTX = "NVTX"
 _TIMER_STARTS = ("immediate", "delay", "delayed", "timer")
@@ -65,6 +85,64 @@ def session_span(con: sqlite3.Connection, columns: dict[str, set[str]]) -> tuple
         if dur and dur > 0:
             return 0, int(dur)
     return None
+
+
+def place_wall(
+    name: str, places: dict[str, tuple[int, int]], outside: dict[str, int]
+) -> tuple[tuple[int, int], str]:
+    """The wall [lo, hi) in ns for the span `name`, and what was done to it ("" if nothing).
+
+    The activity span is its own place. The session is where ANALYSIS_DETAILS puts it, unless no
+    CUDA record lies inside it: then it is on another clock than the records (a Windows export)
+    or known by its length only, and that length is placed at the first record. Records outside
+    it (some exports start kernels before ANALYSIS_DETAILS.startTime) widen it to the activity
+    span, each kind counted in the note: none is dropped, none counted twice.
+    """
+    act = places.get(SPAN_ACTIVITY)
+    if name != SPAN_SESSION or act is None or SPAN_SESSION not in places:
+        return places.get(name, act or (0, 0)), ""
+    (lo, hi), (act_lo, act_hi) = places[SPAN_SESSION], act
+    counted = ", ".join(
+        f"{n} {_ONE.get(kind, kind) if n == 1 else kind}" for kind, n in outside.items()
+    )
+    counted = f"CUDA records ({counted})" if counted else "CUDA records"
+    note = ""
+    if hi <= act_lo or lo >= act_hi:
+        note = (
+            f", on another clock than its {counted}: none inside [{lo / _NS_PER_S:.3f},"
+            f" {hi / _NS_PER_S:.3f}] s, so its length is placed at the first record"
+        )
+        lo, hi = act_lo, act_lo + hi - lo
+        counted = "CUDA records"
+    if act_lo < lo or act_hi > hi:
+        extra = max(lo - act_lo, 0) + max(act_hi - hi, 0)
+        note += (
+            f", widened by {extra / _NS_PER_S:.6g} s to the {SPAN_ACTIVITY} to hold the"
+            f" {counted} outside the session"
+        )
+        lo, hi = min(lo, act_lo), max(hi, act_hi)
+    return (lo, hi), note
+
+
+def records_outside(
+    con: sqlite3.Connection, columns: dict[str, set[str]], places: dict[str, tuple[int, int]]
+) -> dict[str, int]:
+    """The CUDA records not wholly inside the session, by kind; {} where the activity span lies
+    inside it (no table is scanned then: most exports)."""
+    if SPAN_SESSION not in places or SPAN_ACTIVITY not in places:
+        return {}
+    (lo, hi), (act_lo, act_hi) = places[SPAN_SESSION], places[SPAN_ACTIVITY]
+    if lo <= act_lo and act_hi <= hi:
+        return {}
+    found = {}
+    for table, kind in _RECORD_KINDS:
+        if {"start", "end"} <= columns.get(table, set()):
+            source = runtime_calls(con, columns) if table == RUNTIME else table
+            sql = f'SELECT COUNT(*) FROM {source} WHERE start < ? OR "end" > ?'
+            (n,) = con.execute(sql, (lo, hi)).fetchone()
+            if n:
+                found[kind] = n
+    return found
 
 
 def _settings(con: sqlite3.Connection, columns: dict[str, set[str]], path: Path) -> dict[str, str]:

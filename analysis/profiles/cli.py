@@ -14,6 +14,7 @@ from run import settings
 from . import breakdown as bdown
 from . import coverage as cov
 from . import load_with_breakdown
+from .kineto_kinds import HIP, HIP_METRICS
 from .metrics import (
     COLUMNS,
     COPY_METRICS,
@@ -29,7 +30,6 @@ from .metrics import (
     profile_frame,
     write_csv_atomic,
 )
-from .torch_trace import HIP, HIP_METRICS
 
 _EPILOG = f"""\
 input files (one per rank; the kind is detected from the content):

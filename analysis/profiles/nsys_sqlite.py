@@ -60,7 +60,16 @@ from pathlib import Path
 
 from run.node.profiling import CAPTURE_API, CAPTURE_DURATION, CAPTURE_WHOLE
 
-from .capture_nsys import CAPTURE_NVTX, file_capture, session_span
+from .capture_nsys import (
+    CAPTURE_NVTX,
+    SPAN_ACTIVITY,
+    SPAN_SESSION,
+    SPAN_WALL,
+    file_capture,
+    place_wall,
+    records_outside,
+    session_span,
+)
 from .metrics import (
     CUPTI_COPY_KIND,
     ProfileError,
@@ -102,16 +111,7 @@ NSYS_COVERED = ("2021.5", "2022.1", "2022.3", "2022.4", "2023.1", "2023.2", "202
 # from releases, so it cannot be matched to NSYS_COVERED.
 _RELEASE_KEYS = ("EXPORT_PRODUCT_VERSION", "NSIGHT_SYSTEMS_VERSION")
 _NS_PER_S = 1e9
-# RankProfile.spans keys. The activity span runs over every CUDA record the export holds
-# (nsys_schema.SPAN_TABLES): API calls, kernels, copies and memsets.
-SPAN_ACTIVITY = "CUDA activity span"
-SPAN_SESSION = "ANALYSIS_DETAILS session"
 NSYS_DEFAULT = "nsys default: whole session (the export records no capture settings)"
-# The wall as placed on the clock (span_ns): the chosen span, widened to hold every record.
-SPAN_WALL = "wall"
-# How the summary names each table's records (RankProfile.outside).
-_RECORD_KINDS = ((KERNEL, "kernels"), (RUNTIME, "calls"), (MEMCPY, "copies"), (MEMSET, "memsets"))
-_ONE = {"kernels": "kernel", "calls": "call", "copies": "copy", "memsets": "memset"}
 # Where a capture mode came from, as wall_from names it.
 FROM_PLAN = "nsys capture"
 FROM_FILE = CAPTURE_TABLE
@@ -214,43 +214,6 @@ def with_capture(profile: RankProfile, capture: str | None) -> RankProfile:
     )
 
 
-def place_wall(
-    name: str, places: dict[str, tuple[int, int]], outside: dict[str, int]
-) -> tuple[tuple[int, int], str]:
-    """The wall [lo, hi) in ns for the span `name`, and what was done to it ("" if nothing).
-
-    The activity span is its own place. The session is where ANALYSIS_DETAILS puts it, unless no
-    CUDA record lies inside it: then it is on another clock than the records (a Windows export)
-    or known by its length only, and that length is placed at the first record. Records outside
-    it (some exports start kernels before ANALYSIS_DETAILS.startTime) widen it to the activity
-    span, each kind counted in the note: none is dropped, none counted twice.
-    """
-    act = places.get(SPAN_ACTIVITY)
-    if name != SPAN_SESSION or act is None or SPAN_SESSION not in places:
-        return places.get(name, act or (0, 0)), ""
-    (lo, hi), (act_lo, act_hi) = places[SPAN_SESSION], act
-    counted = ", ".join(
-        f"{n} {_ONE.get(kind, kind) if n == 1 else kind}" for kind, n in outside.items()
-    )
-    counted = f"CUDA records ({counted})" if counted else "CUDA records"
-    note = ""
-    if hi <= act_lo or lo >= act_hi:
-        note = (
-            f", on another clock than its {counted}: none inside [{lo / _NS_PER_S:.3f},"
-            f" {hi / _NS_PER_S:.3f}] s, so its length is placed at the first record"
-        )
-        lo, hi = act_lo, act_lo + hi - lo
-        counted = "CUDA records"
-    if act_lo < lo or act_hi > hi:
-        extra = max(lo - act_lo, 0) + max(act_hi - hi, 0)
-        note += (
-            f", widened by {extra / _NS_PER_S:.6g} s to the {SPAN_ACTIVITY} to hold the"
-            f" {counted} outside the session"
-        )
-        lo, hi = min(lo, act_lo), max(hi, act_hi)
-    return (lo, hi), note
-
-
 def _check_magic(path: Path) -> None:
     try:
         with open(path, "rb") as fh:
@@ -337,31 +300,10 @@ def _read(
         file_capture=capture,
         version_note=_newer_release(con, columns),
         span_ns=places,
-        outside=_outside(con, columns, places),
+        outside=records_outside(con, columns, places),
         device_kind="CUDA",
     )
     return profile, results
-
-
-def _outside(
-    con: sqlite3.Connection, columns: dict[str, set[str]], places: dict[str, tuple[int, int]]
-) -> dict[str, int]:
-    """The CUDA records not wholly inside the session, by kind; {} where the activity span lies
-    inside it (no table is scanned then: most exports)."""
-    if SPAN_SESSION not in places or SPAN_ACTIVITY not in places:
-        return {}
-    (lo, hi), (act_lo, act_hi) = places[SPAN_SESSION], places[SPAN_ACTIVITY]
-    if lo <= act_lo and act_hi <= hi:
-        return {}
-    found = {}
-    for table, kind in _RECORD_KINDS:
-        if {"start", "end"} <= columns.get(table, set()):
-            source = runtime_calls(con, columns) if table == RUNTIME else table
-            sql = f'SELECT COUNT(*) FROM {source} WHERE start < ? OR "end" > ?'
-            (n,) = con.execute(sql, (lo, hi)).fetchone()
-            if n:
-                found[kind] = n
-    return found
 
 
 def _grouped(

@@ -14,10 +14,10 @@ Kernel, Memcpy, Memset and Operator (kineto_fold.KIND_BY_CAT), put GPU events on
 "stream 7" and write whole-number timestamps; a torch 1.8 trace may be a bare JSON array.
 
 A ROCm build's trace writes its HIP calls under cuda_runtime: the profile's device_kind is
-"HIP/ROCm", and its calls are rows of their own HIP metrics (HIP_METRICS: hipLaunchKernel, ...),
-never CUDA's. A CPU-only trace has no GPU categories, so it yields no CUDA rows (absent, not
-zero); a trace with GPU events of categories this reader does not know, and none it knows, is a
-ProfileError naming the categories found (it would otherwise read as a CPU-only trace).
+"HIP/ROCm", and its calls are rows of their own HIP metrics, never CUDA's; a trace with GPU events
+of categories this reader does not know, and none it knows, is a ProfileError naming the
+categories found (kineto_kinds). A CPU-only trace has no GPU categories, so it yields no CUDA rows
+(absent, not zero).
 
 `cpu:<op>` rows: the calls, and the wall time inside the op (kineto_cpu: the union of its calls,
 nested calls and calls on several threads at once counted once), so a share of at most 1.
@@ -39,8 +39,9 @@ from typing import Any, Protocol, TextIO
 
 from .intervals import us_ns
 from .kineto_cpu import CpuUnions
-from .kineto_fold import GPU_WORK_CATS, KIND_BY_CAT, KINDS, OTHER_CATS, Folded, fold
+from .kineto_fold import KINDS, Folded, fold
 from .kineto_gzip import GzipText
+from .kineto_kinds import HIP, device_kind, hip_metric, unknown_gpu
 from .metrics import (
     CPU_PREFIX,
     ProfileError,
@@ -67,23 +68,6 @@ KINETO_COVERED = ("1",)
 
 # The wall time of a trace: from its first complete event's start to its last one's end.
 SPAN_TRACE = "trace span"
-CUDA, HIP = "CUDA", "HIP/ROCm"  # RankProfile.device_kind
-# The HIP calls that are the paper's (and the other launch) metrics on a ROCm build: each is a
-# metric of its own, named as HIP names it, beside the CUDA call it stands for.
-HIP_METRICS = {
-    "hipLaunchKernel": "cudaLaunchKernel",
-    "hipStreamSynchronize": "cudaStreamSynchronize",
-    "hipEventSynchronize": "cudaEventSynchronize",
-    "hipEventDestroy": "cudaEventDestroy",
-    "hipMemcpyAsync": "cudaMemcpyAsync",
-    "hipExtLaunchKernel": "cudaLaunchKernelExC",
-    "hipModuleLaunchKernel": "cuLaunchKernel",
-    "hipExtModuleLaunchKernel": "cuLaunchKernel",
-    "hipGraphLaunch": "cudaGraphLaunch",
-}
-# Top-level keys a ROCm build's Kineto writes (roctracer or rocprofiler, HIP versions).
-_ROCM_KEYS = ("roctracer_version", "rocprofiler_version", "hip_runtime_version",
-              "hip_driver_version")  # fmt: skip
 
 
 class Feed(Protocol):
@@ -355,7 +339,7 @@ def _aggregate(
         raise stream._fail(f"malformed trace event ({exc})") from None
     if not meta.get("has_events"):
         raise ProfileError(path, "JSON without a traceEvents array (not a Chrome trace)")
-    unknown = _unknown_gpu(path, found.cats)
+    unknown = unknown_gpu(path, found.cats)
     if feed is not None:
         feed.spans(*found.fed)
         if not feed.finish():
@@ -365,7 +349,7 @@ def _aggregate(
     except ValueError:
         return None
     acc = {k: v for k, v in found.acc.items() if k[0] in KINDS}  # the metrics' keys only
-    kind = _device_kind(meta, acc, found.cats)
+    kind = device_kind(meta, acc, found.cats)
     lo, hi = found.lo, found.hi
     note = newer_version_note("Kineto schema", meta.get("schemaVersion"), KINETO_COVERED)
     # In ns as the breakdown rounds Kineto's microseconds (breakdown.kineto_ns).
@@ -375,38 +359,6 @@ def _aggregate(
         str(path), "torch", wall_s, SPAN_TRACE, _rows(acc, op_time, kind), _rank_hint(meta),
         version_note="; ".join(n for n in (note, unknown) if n), span_ns=place, device_kind=kind,
     )  # fmt: skip
-
-
-def _unknown_gpu(path: Path, cats: dict[Any, bool]) -> str:
-    """ "" where every GPU-like category is one this reader knows; a warning line where some are
-    not but others are; a ProfileError where the trace's GPU events are all of unknown ones."""
-    known = GPU_WORK_CATS | KIND_BY_CAT.keys() | OTHER_CATS
-    odd = sorted(str(c) for c, gpu in cats.items() if gpu and c not in known)
-    if not odd:
-        return ""
-    if not any(c in GPU_WORK_CATS for c in cats):
-        raise ProfileError(
-            path,
-            f"no GPU events this reader knows, but GPU-like events of categories {', '.join(odd)}"
-            f" (categories found: {', '.join(sorted(map(str, cats)))}): a Kineto trace of a"
-            " shape this reader does not know",
-        )
-    return f"GPU-like events of categories {', '.join(odd)} not known to this reader: left out"
-
-
-def _device_kind(meta: dict[str, Any], acc: dict[tuple[str, str], list], cats: dict) -> str:
-    """HIP where the trace says it came from a ROCm build (its keys, its hip* calls), CUDA where
-    it holds GPU work or CUDA calls, else "" (a CPU-only trace)."""
-    calls = [raw for kind, raw in acc if kind == "runtime"]
-    if any(k in meta for k in _ROCM_KEYS) or any(str(c).startswith("hip") for c in calls):
-        return HIP
-    return CUDA if calls or any(c in GPU_WORK_CATS for c in cats) else ""
-
-
-def hip_metric(raw: str) -> str | None:
-    """The HIP metric of a HIP call's name (HIP_METRICS), None for a call no metric reads."""
-    name = raw.strip()
-    return name if name in HIP_METRICS else None
 
 
 def _rows(acc: dict[tuple[str, str], list], op_time: dict[str, int], kind: str) -> list[Row]:
