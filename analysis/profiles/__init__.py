@@ -6,6 +6,9 @@ Typical use:
     df = metrics_table("llm-fsdp-2gpu", ["rank0.sqlite", "rank1.sqlite"])
     by_metric(df)  # one row per (run, rank, source, metric)
     add_launch_all(by_metric(df))  # + kernel_launch_all: every launch API in LAUNCH_APIS
+
+The frames above need pandas; reading a profile does not (metrics.py: the same rows as plain
+tuples, which the CLI uses, so that the reader installs and runs without pandas).
 """
 
 from __future__ import annotations
@@ -15,8 +18,7 @@ import re
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from .breakdown import Breakdown, read_nsys, read_torch
 from .metrics import (
@@ -35,6 +37,9 @@ from .metrics import (
 )
 from .nsys_sqlite import SQLITE_MAGIC, read_nsys_sqlite
 from .torch_trace import GZIP_MAGIC, read_torch_trace
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 __all__ = [
     "COLUMNS",

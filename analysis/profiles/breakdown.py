@@ -40,8 +40,7 @@ import re
 from collections.abc import Iterable
 from functools import partial
 from pathlib import Path
-
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from run.node import profiling
 
@@ -51,6 +50,9 @@ from .intervals import StreamUnion, merge_sorted, union_ns, us_ns
 from .metrics import ProfileError, RankProfile, nccl_metric
 from .nsys_sqlite import SPAN_ACTIVITY, SPAN_WALL, read_nsys_with
 from .torch_trace import SPAN_TRACE, read_torch_trace
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 __all__ = ["merge_sorted", "union_ns"]  # re-exported: the one-interval-at-a-time union
 
@@ -185,6 +187,13 @@ def compute(
 
 
 def breakdown_frame(run: str, rank: int, bd: Breakdown) -> pd.DataFrame:
+    """breakdown_rows as a frame (pandas only here: the CLI writes the rows themselves)."""
+    import pandas as pd
+
+    return pd.DataFrame.from_records(breakdown_rows(run, rank, bd), columns=COLUMNS)
+
+
+def breakdown_rows(run: str, rank: int, bd: Breakdown) -> list[tuple]:
     """The tidy rows (COLUMNS) of one rank's breakdown: one per device and quantity, plus HOST."""
     win = bd.window_ns
     records = []
@@ -199,7 +208,7 @@ def breakdown_frame(run: str, rank: int, bd: Breakdown) -> pd.DataFrame:
             add(str(dev), quantity, ns)
     add(HOST, "window", win)
     add(HOST, "host_blocked", bd.host_blocked)
-    return pd.DataFrame.from_records(records, columns=COLUMNS)
+    return records
 
 
 def breakdown_lines(rank: int, bd: Breakdown) -> list[str]:

@@ -1,15 +1,22 @@
-"""Turn profiles made elsewhere into the tidy metrics CSV and say where the time went."""
+"""The profile reader's command line: where the time of a multi-GPU job went, from its profiles.
+
+    profread summary FILE... [--out metrics.csv]   the metrics and the time breakdown per rank
+    profread breakdown FILE... [--out split.csv]   the time breakdown alone
+    profread diff A B [--fail-if PCT]              before and after (diff.py)
+
+`profread` is the command `pip install .` installs; `python -m analysis.profiles.cli` is the same
+program, and its first form, `--run NAME --out F.csv FILE...` without a command, is the summary
+writing both CSVs (the artifact's Makefile and hooks call it so). Reading imports no pandas.
+"""
 
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 import textwrap
 from collections.abc import Sequence
-
-import pandas as pd
-
-from run import settings
+from pathlib import Path
 
 from . import breakdown as bdown
 from . import coverage as cov
@@ -22,14 +29,28 @@ from .metrics import (
     KERNEL_LAUNCH_ALL,
     LAUNCH_METRICS,
     METRICS,
+    WALL_COLUMNS,
     ProfileError,
     RankProfile,
-    add_launch_all,
-    by_metric,
-    concat_frames,
-    profile_frame,
-    write_csv_atomic,
+    TidyRow,
+    profile_rows,
 )
+from .rows import MetricTotal, metric_totals, sort_rows, with_launch_all, write_rows_atomic
+
+PROG = "python -m analysis.profiles.cli"
+COMMAND = "profread"  # the console command pyproject.toml installs
+COMMANDS = ("summary", "breakdown", "diff")
+DEFAULT_RUN = "profile"
+
+_COMMANDS_TEXT = """\
+commands:
+  summary FILE...    per rank: wall time, the paper's CUDA metrics, the other launch APIs, top
+                     CPU ops, what is absent and why; then the time breakdown. --out writes the
+                     metrics CSV and the breakdown CSV beside it.
+  breakdown FILE...  the time breakdown alone: per rank and device busy, idle, compute,
+                     communication and its part not overlapped, host time blocked in CUDA calls.
+  diff A B           two profiles of one job compared metric by metric (`diff --help`).
+Without a command, `--run NAME --out F.csv FILE...` is `summary` writing both CSVs."""
 
 _EPILOG = f"""\
 input files (one per rank; the kind is detected from the content):
@@ -62,13 +83,14 @@ names another file. Columns: {", ".join(bdown.COLUMNS)}
            "{bdown.HOST}" holds host_blocked, the union of the rank's host time inside these calls:
 {textwrap.fill(", ".join(sorted(bdown.BLOCKING_CALLS)), 96, initial_indent=" " * 11, subsequent_indent=" " * 11)}
 
-exit status: 0 written; 1 a file could not be read (one line on stderr, no CSV written); 2 usage.
+exit status: 0 read (and written); 1 a file could not be read or written (one line on stderr, no
+CSV written); 2 usage.
 
-example:
-  python -m analysis.profiles.cli --run llm-fsdp --out metrics.csv rank0.sqlite rank1.sqlite
-
-before and after (see `python -m analysis.profiles.cli diff --help`):
-  python -m analysis.profiles.cli diff before/ after/ --fail-if 5
+examples:
+  {COMMAND} summary rank0.sqlite rank1.sqlite
+  {COMMAND} summary --out metrics.csv rank0.pt.trace.json.gz rank1.pt.trace.json.gz
+  {PROG} --run llm-fsdp --out metrics.csv rank0.sqlite rank1.sqlite
+  {COMMAND} diff before/ after/ --fail-if 5
 """
 
 
@@ -83,67 +105,81 @@ def at_least_one(text: str) -> int:
     return n
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The CLI's argument parser (kept separate so tests and docs can inspect it)."""
+def build_parser(command: str | None = None, prog: str = PROG) -> argparse.ArgumentParser:
+    """The parser of one command ("summary", "breakdown"), or of the command-less form (None:
+    summary with --run and --out required). Separate so tests and docs can inspect it."""
+    what = {
+        None: "Read nsys SQLite exports and/or torch.profiler traces of one run (one file per "
+        "rank), write the tidy metrics CSV and the time breakdown CSV, and print where the time "
+        "went.",
+        "summary": "Print per rank where the time went (metrics and time breakdown); with --out, "
+        "write the tidy metrics CSV and the breakdown CSV beside it.",
+        "breakdown": "Print the time breakdown per rank and device; with --out, write its CSV.",
+    }[command]
     parser = argparse.ArgumentParser(
-        prog="python -m analysis.profiles.cli",
-        description="Read nsys SQLite exports and/or torch.profiler traces of one run (one file "
-        "per rank), write the tidy metrics CSV, and print a summary of where the time went.",
+        prog=prog if command is None else f"{prog} {command}",
+        usage=None
+        if command
+        else f"%(prog)s {{{','.join(COMMANDS)}}} ...\n"
+        f"       %(prog)s --run NAME --out F.csv FILE [FILE ...]",
+        description=what if command else f"{what}\n\n{_COMMANDS_TEXT}",
         epilog=_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("files", nargs="+", metavar="FILE", help="profile file, one per rank")
-    parser.add_argument("--run", required=True, help="run name written in the `run` column")
-    parser.add_argument("--out", required=True, help="metrics CSV to write (atomically)")
-    parser.add_argument(
-        "--breakdown-out",
-        help="time-breakdown CSV to write (default: beside --out, see below)",
-    )
-    parser.add_argument(
-        "--top", type=at_least_one, default=8, help="CPU ops per rank in the summary (default 8)"
-    )
-    parser.add_argument(
-        "--no-cpu-ops", action="store_true", help='leave out the "cpu:<op>" rows of torch traces'
-    )
+    required = command is None
+    parser.add_argument("--run", required=required,
+                        help="run name written in the `run` column (default: --out's name "
+                        f"without .csv, else {DEFAULT_RUN!r})")  # fmt: skip
+    if command == "breakdown":
+        parser.add_argument("--out", help="time-breakdown CSV to write (atomically)")
+    else:
+        parser.add_argument("--out", required=required, help="metrics CSV to write (atomically)")
+        parser.add_argument("--breakdown-out",
+                            help="time-breakdown CSV to write (default: beside --out)")  # fmt: skip
+        parser.add_argument("--top", type=at_least_one, default=8,
+                            help="CPU ops per rank in the summary (default 8)")  # fmt: skip
+    parser.add_argument("--no-cpu-ops", action="store_true",
+                        help='leave out the "cpu:<op>" rows of torch traces')  # fmt: skip
     return parser
 
 
-def summary(df: pd.DataFrame, profiles: Sequence[tuple[int, RankProfile]], top: int) -> str:
+def summary(rows: Sequence[TidyRow], profiles: Sequence[tuple[int, RankProfile]], top: int) -> str:
     """Short text per rank: wall time, the paper's and launch metrics, top CPU ops, absences."""
-    grouped = add_launch_all(by_metric(df))
-    shown = [*METRICS, *LAUNCH_METRICS, *COPY_METRICS, KERNEL_LAUNCH_ALL]
+    shown = {*METRICS, *LAUNCH_METRICS, *COPY_METRICS, KERNEL_LAUNCH_ALL}
+    totals: dict[tuple[int, str], list[MetricTotal]] = {}
+    for t in with_launch_all(metric_totals(rows)):
+        totals.setdefault((t.rank, t.source), []).append(t)
     lines = []
     for rank, prof in sorted(profiles, key=lambda rp: (rp[0], rp[1].source)):
         # The activity span beside the wall: a share of a session much wider than it is small.
-        act = "n/a" if pd.isna(prof.activity_s) else f"{prof.activity_s:.3f} s"
+        act = "n/a" if math.isnan(prof.activity_s) else f"{prof.activity_s:.3f} s"
         hip = prof.device_kind == HIP  # a ROCm build's trace: labelled so, never CUDA
         lines.append(
             f"rank {rank} [{prof.source}{', ' + HIP if hip else ''}] {prof.path}: wall"
             f" {prof.wall_s:.3f} s ({prof.wall_from}), {'HIP' if hip else 'CUDA'} activity {act}"
         )
-        mine = grouped[(grouped["rank"] == rank) & (grouped["source"] == prof.source)]
-        mine = mine.sort_values("total_s", ascending=False, kind="mergesort")
-        paper = mine[mine["metric"].isin([*shown, *HIP_METRICS])]
-        cpu = mine[mine["metric"].str.startswith(CPU_PREFIX)].head(top)
-        for _, row in pd.concat([paper, cpu]).iterrows():
-            name = row["metric"] if len(row["metric"]) <= 40 else row["metric"][:37] + "..."
-            extra = "" if pd.isna(row["bytes"]) else f"  {row['bytes'] / 1e6:.1f} MB"
+        mine = sorted(totals.get((rank, prof.source), []), key=lambda t: -t.total_s)
+        paper = [t for t in mine if t.metric in shown or t.metric in HIP_METRICS]
+        cpu = [t for t in mine if t.metric.startswith(CPU_PREFIX)][:top]
+        for t in paper + cpu:
+            name = t.metric if len(t.metric) <= 40 else t.metric[:37] + "..."
+            extra = "" if t.bytes is None else f"  {t.bytes / 1e6:.1f} MB"
             lines.append(
-                f"  {name:<40} {row['total_s']:10.4g} s {row['share']:8.2%}"
-                f" {row['calls']:>9} calls{extra}"
+                f"  {name:<40} {t.total_s:10.4g} s {t.share:8.2%} {t.calls:>9} calls{extra}"
             )
-        lines += _absent_lines(mine, prof.source, hip)
+        lines += _absent_lines({t.metric for t in mine}, prof.source, hip)
     return "\n".join(lines)
 
 
-def _absent_lines(mine: pd.DataFrame, source: str, hip: bool = False) -> list[str]:
+def _absent_lines(present: set[str], source: str, hip: bool = False) -> list[str]:
     """The paper's metrics this rank's profile lacks, grouped by what the absence means.
 
     The CLI does not know the run's device: a profile with CUDA rows came from a GPU, so an
     absent metric there was not called (0); a profile without any is "not measured". A HIP/ROCm
     profile has no CUDA calls at all: its HIP calls are metrics of their own.
     """
-    absent = [m for m in METRICS if m not in set(mine["metric"])]
+    absent = [m for m in METRICS if m not in present]
     lines = []
     if hip:
         cuda = [m for m in absent if m.startswith("cuda")]
@@ -151,7 +187,7 @@ def _absent_lines(mine: pd.DataFrame, source: str, hip: bool = False) -> list[st
         lines.append(f"  not applicable to a {HIP} profile (its hip* calls): {', '.join(cuda)}")
     if not absent:
         return lines
-    if not cov.has_cuda_rows(mine):
+    if not cov.has_cuda(present):
         return [*lines, f"  not measured (no CUDA in this profile): {', '.join(absent)}"]
     blind = [m for m in absent if m in cov.unrecordable([source])]
     rest = [m for m in absent if m not in blind]
@@ -161,17 +197,25 @@ def _absent_lines(mine: pd.DataFrame, source: str, hip: bool = False) -> list[st
     return lines
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point; returns the exit status. `diff A B ...` runs analysis.profiles.diff."""
-    argv = sys.argv[1:] if argv is None else list(argv)
-    if argv[:1] == ["diff"]:
-        # imported here so the plain CLI does not load the diff module (nor the reverse import)
-        from . import diff
+def _run_name(args: argparse.Namespace) -> str:
+    if args.run:
+        return args.run
+    return Path(args.out).stem if args.out else DEFAULT_RUN
 
-        return diff.main(argv[1:])
-    args = build_parser().parse_args(argv)
-    if not settings.check_all_or_say():
-        return 2
+
+def _write(tables: Sequence[tuple[str, Sequence[str], list]]) -> bool:
+    """Write (path, columns, rows) tables; False after one error line if one cannot be."""
+    for dest, columns, rows in tables:
+        try:
+            write_rows_atomic(dest, columns, rows)
+        except OSError as exc:
+            print(f"error: {dest}: cannot write ({exc.strerror or exc})", file=sys.stderr)
+            return False
+    return True
+
+
+def read(args: argparse.Namespace, command: str | None) -> int:
+    """Run `summary` (command None: the command-less form) or `breakdown` on parsed arguments."""
     try:
         # Every file read once, metrics and breakdown together, before anything is written, so
         # that a file failing leaves no CSV.
@@ -179,22 +223,60 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ProfileError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
-    profiles = [(rank, prof) for rank, prof, _ in both]
+    run = _run_name(args)
     splits = [(rank, split) for rank, _, split in both]
-    df = concat_frames(profile_frame(args.run, rank, prof) for rank, prof in profiles)
-    split_out = args.breakdown_out or bdown.breakdown_path(args.out)
-    split_df = pd.concat([bdown.breakdown_frame(args.run, r, b) for r, b in splits])
-    for table, dest in ((df, args.out), (split_df, split_out)):
-        try:
-            write_csv_atomic(table, dest)
-        except OSError as exc:
-            print(f"error: {dest}: cannot write ({exc.strerror or exc})", file=sys.stderr)
+    split_rows = [row for rank, split in splits for row in bdown.breakdown_rows(run, rank, split)]
+    lines = [
+        bdown.breakdown_lines(r, s) for r, s in sorted(splits, key=lambda rb: (rb[0], rb[1].source))
+    ]
+    if command == "breakdown":
+        if args.out and not _write([(args.out, bdown.COLUMNS, split_rows)]):
             return 1
-    print(summary(df, profiles, args.top))
-    for rank, split in sorted(splits, key=lambda rb: (rb[0], rb[1].source)):
-        print("\n".join(bdown.breakdown_lines(rank, split)))
-    print(f"wrote {len(df)} rows to {args.out}, {len(split_df)} to {split_out}")
+        print("\n".join(line for block in lines for line in block))
+        if args.out:
+            print(f"wrote {len(split_rows)} rows to {args.out}")
+        return 0
+    profiles = [(rank, prof) for rank, prof, _ in both]
+    rows = sort_rows(row for rank, prof in profiles for row in profile_rows(run, rank, prof))
+    split_out = args.breakdown_out or (bdown.breakdown_path(args.out) if args.out else None)
+    tables = [(args.out, COLUMNS + WALL_COLUMNS, rows), (split_out, bdown.COLUMNS, split_rows)]
+    if not _write([t for t in tables if t[0]]):
+        return 1
+    print(summary(rows, profiles, args.top))
+    print("\n".join(line for block in lines for line in block))
+    wrote = [f"{len(r)} rows to {dest}" for dest, _, r in tables if dest]
+    if wrote:
+        print(f"wrote {', '.join(wrote)}")
     return 0
+
+
+def main(argv: Sequence[str] | None = None, prog: str = PROG) -> int:
+    """Entry point; returns the exit status. `diff A B ...` runs analysis.profiles.diff."""
+    argv = sys.argv[1:] if argv is None else list(argv)
+    command = argv[0] if argv[:1] and argv[0] in COMMANDS else None
+    if command == "diff":
+        # imported here so the plain CLI does not load the diff module (nor the reverse import)
+        from . import diff
+
+        return diff.main(argv[1:], prog=f"{prog} diff")
+    parser = build_parser(command, prog)
+    if not argv:
+        print(f"{parser.format_usage()}\n{_COMMANDS_TEXT}\n\n`{prog} --help`: inputs, outputs,"
+              " exit status", file=sys.stderr)  # fmt: skip
+        return 2
+    args = parser.parse_args(argv[1:] if command else argv)
+    try:
+        from run import settings
+    except ImportError:  # the reader installed on its own reads none of the artifact's settings
+        settings = None
+    if settings is not None and not settings.check_all_or_say():
+        return 2
+    return read(args, command)
+
+
+def console() -> int:
+    """The installed command (pyproject.toml's [project.scripts])."""
+    return main(prog=COMMAND)
 
 
 if __name__ == "__main__":

@@ -21,15 +21,14 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-import pandas as pd
-
 from run import settings, store
 from run.node import profiling
 
 from . import ProfileError, load_with_breakdown
 from . import breakdown as bdown
-from .metrics import concat_frames, profile_frame, write_csv_atomic
+from .metrics import COLUMNS, WALL_COLUMNS, profile_rows
 from .nsys_sqlite import with_capture
+from .rows import sort_rows, write_rows_atomic
 
 
 def export_nsys(report: Path, nsys: str = "nsys") -> Path:
@@ -85,10 +84,10 @@ def collect_metrics(run: str, run_dir: Path, profiler: str) -> Path:
     # the breakdown's window follows the wall the run's capture mode picks.
     both = [(rank, with_capture(p, capture), b) for rank, p, b in load_with_breakdown(files)]
     profiles = [(rank, p) for rank, p, _ in both]
-    df = concat_frames(profile_frame(run, rank, p) for rank, p in profiles)
-    splits = pd.concat(bdown.breakdown_frame(run, r, bdown.for_wall(b, p)) for r, p, b in both)
-    out = write_csv_atomic(df, run_dir / profiling.PROFILE_METRICS)
-    write_csv_atomic(splits, bdown.breakdown_path(out))
+    rows = sort_rows(row for rank, p in profiles for row in profile_rows(run, rank, p))
+    splits = [row for r, p, b in both for row in bdown.breakdown_rows(run, r, bdown.for_wall(b, p))]
+    out = write_rows_atomic(run_dir / profiling.PROFILE_METRICS, COLUMNS + WALL_COLUMNS, rows)
+    write_rows_atomic(bdown.breakdown_path(out), bdown.COLUMNS, splits)
     plan_path = run_dir / profiling.PROFILING_PLAN
     if plan_path.is_file():
         walls = {str(r): {"wall_s": p.wall_s, "wall_from": p.wall_from} for r, p in profiles}

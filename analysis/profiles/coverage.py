@@ -18,10 +18,12 @@ is its summary's `device` ("cpu", else a GPU name for vision runs and "cuda" for
 from __future__ import annotations
 
 from collections.abc import Iterable
-
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from .metrics import CPU_PREFIX
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 NOT_MEASURED = "not measured on this hardware"
 NOT_PROFILED = "not profiled (PROFILER=none)"
@@ -63,7 +65,12 @@ def is_cpu_device(device: object) -> bool | None:
 
 def has_cuda_rows(tidy: pd.DataFrame) -> bool:
     """Whether a (run's) metrics table holds any CUDA row, i.e. anything but "cpu:" ops."""
-    return bool(len(tidy)) and bool((~tidy["metric"].str.startswith(CPU_PREFIX)).any())
+    return has_cuda(tidy["metric"]) if len(tidy) else False
+
+
+def has_cuda(metrics: Iterable[str]) -> bool:
+    """Whether any of these metric names is a CUDA one, i.e. not a "cpu:" op."""
+    return any(not m.startswith(CPU_PREFIX) for m in metrics)
 
 
 def why(note: str) -> str:

@@ -17,7 +17,9 @@ breakdown:busy, breakdown:idle, ... (seconds summed over ranks and devices; diff
 where each side's comes from). A side without one gets one line saying so, not an error.
 
 Every other metric row the profiles give is compared, whatever its name; a further derived row
-needs only its function appended to DERIVERS (each takes and returns a `by_metric` frame).
+needs only its function appended to diff_table.DERIVERS (each takes and returns metric totals,
+rows.metric_totals' rows). Plain rows throughout, no pandas: the diff is part of the installable
+reader (step_diff.py builds the artifact's frame from them).
 """
 
 from __future__ import annotations
@@ -25,37 +27,30 @@ from __future__ import annotations
 import argparse
 import math
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
-import pandas as pd
-
-from run import settings
 from run.node import profiling
 
-from . import detect_source, load_profiles
+from . import detect_source, load_with_breakdown
 from . import diff_breakdown as split
-from .metrics import (
-    METRICS,
-    ProfileError,
-    add_launch_all,
-    by_metric,
-    concat_frames,
-    profile_frame,
-    read_metrics_csv,
-    write_csv_atomic,
+from .breakdown import for_wall
+from .diff_table import (  # PAPER_TOTAL and WALL: the artifact imports them from here
+    CSV_COLUMNS,
+    DEFAULT_FAIL_METRICS,
+    PAPER_TOTAL,
+    WALL,
+    Figures,
+    aggregate,
+    compare,
+    kinds,
+    ranks,
+    regressions,
+    render,
 )
+from .metrics import ProfileError, TidyRow, profile_rows
 from .nsys_sqlite import with_capture
-
-PAPER_TOTAL = "paper_total"
-WALL = "wall"
-FIELDS = ("calls", "total_s", "bytes", "share")
-# The --fail-if default: the paper's metrics measure the same work in both jobs, while the wall
-# time also moves with the capture window (nsys capture mode, profiler schedule) of each run.
-DEFAULT_FAIL_METRICS = (PAPER_TOTAL,)
-# Functions adding derived metric rows to a `by_metric` frame.
-DERIVERS: list[Callable[[pd.DataFrame], pd.DataFrame]] = [add_launch_all]
-CSV_COLUMNS = ["metric", "field", "a", "b", "change", "change_pct", "present"]
+from .rows import read_metrics_rows, write_rows_atomic
 
 _EPILOG = f"""\
 A and B: a profile file, a metrics CSV, a run folder, or several files joined by commas
@@ -75,8 +70,9 @@ a file could not be read; 2 usage, a --metric in neither side, or unrelated side
 common, or nsys on one side and torch on the other (unless --allow-mixed). On errors nothing is
 written; on a regression the --out CSV is still written.
 
-example:
-  python -m analysis.profiles.cli diff runs/before runs/after --fail-if 5 --out diff.csv
+examples:
+  profread diff runs/before runs/after --fail-if 5 --out diff.csv
+  python -m analysis.profiles.cli diff before.pt.trace.json.gz after.pt.trace.json.gz
 """
 
 
@@ -95,10 +91,10 @@ def percent(text: str) -> float:
     return value
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(prog: str = "python -m analysis.profiles.cli diff") -> argparse.ArgumentParser:
     """The diff subcommand's parser (separate so tests and docs can inspect it)."""
     parser = argparse.ArgumentParser(
-        prog="python -m analysis.profiles.cli diff",
+        prog=prog,
         description="Compare two profiles of the same job (before A, after B) metric by metric.",
         epilog=_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -117,27 +113,32 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _read_csv(path: Path) -> pd.DataFrame:
+def _read_csv(path: Path) -> list[TidyRow]:
     try:
-        return read_metrics_csv(path)
+        return read_metrics_rows(path)
     except FileNotFoundError as exc:
         raise ProfileError(path, "file not found") from exc
     except OSError as exc:
         raise ProfileError(path, f"cannot read file ({exc.strerror or exc})") from exc
-    except (ValueError, KeyError) as exc:
-        # pandas' parse errors are ValueErrors; a missing column is a KeyError from the dtypes
+    except ValueError as exc:  # a missing column, a field that is not a number, not UTF-8
         raise ProfileError(path, f"not a metrics CSV ({str(exc).splitlines()[0]})") from exc
 
 
-def _profiles_table(run: str, files: Sequence[Path], capture: str | None, cpu_ops: bool):
-    profiles = load_profiles(files, cpu_ops)
-    if capture is not None:
-        profiles = [(r, with_capture(p, capture)) for r, p in profiles]
-    return concat_frames(profile_frame(run, r, p) for r, p in profiles)
+# A side's parts: the metrics rows, its breakdown (None if it has none), and why it has none.
+Part = tuple[list[TidyRow], list[split.Part] | None, str]
 
 
-# A side's parts: the metrics table, its breakdown rows, and why there are none (when None).
-Part = tuple[pd.DataFrame, pd.DataFrame | None, str]
+def _files(run: str, files: Sequence[Path], capture: str | None, cpu_ops: bool) -> Part:
+    """Metrics and breakdown of profile files from one reading of each; the wall (and so the
+    breakdown's window) the run's nsys capture mode calls for where it is known."""
+    rows, parts = [], []
+    for rank, prof, bd in load_with_breakdown(files, cpu_ops):
+        if capture is not None:
+            prof = with_capture(prof, capture)
+            bd = for_wall(bd, prof)
+        rows += profile_rows(run, rank, prof)
+        parts += split.parts(run, rank, bd)
+    return rows, parts, ""
 
 
 def _run_folder(folder: Path, cpu_ops: bool, traces: bool) -> Part:
@@ -145,11 +146,11 @@ def _run_folder(folder: Path, cpu_ops: bool, traces: bool) -> Part:
     files = sorted((folder / profiling.NSYS_DIR).glob("*.sqlite"))
     files += sorted((folder / profiling.TORCH_TRACE_DIR).rglob(profiling.TORCH_TRACE_GLOB))
     if csv.is_file():
-        table = _read_csv(csv)
-        split_df, why = split.beside(csv)
-        if split_df is None and files and traces:
-            split_df = split.from_files(folder.name, files)
-        return table, split_df, why
+        rows = _read_csv(csv)
+        parts, why = split.beside(csv)
+        if parts is None and files and traces:
+            parts = split.from_files(folder.name, files)
+        return rows, parts, why
     if not files:
         raise ProfileError(
             folder,
@@ -157,14 +158,14 @@ def _run_folder(folder: Path, cpu_ops: bool, traces: bool) -> Part:
             f"{profiling.TORCH_TRACE_DIR}/{profiling.TORCH_TRACE_GLOB})",
         )
     # the same wall time collect.py would choose for this run's nsys capture mode
-    table = _profiles_table(folder.name, files, profiling.read_capture(folder), cpu_ops)
+    rows, parts, _ = _files(folder.name, files, profiling.read_capture(folder), cpu_ops)
     if not traces:
-        return table, None, f"{folder}: traces not read for the breakdown"
-    return table, split.from_files(folder.name, files), ""
+        return rows, None, f"{folder}: traces not read for the breakdown"
+    return rows, parts, ""
 
 
 def read_side(spec: str, cpu_ops: bool = True, traces: bool = True) -> Part:
-    """A side's metrics table, breakdown rows (None if it has none) and why it has none.
+    """A side's metrics rows, breakdown (None if it has none) and why it has none.
 
     traces=False reads no trace for the breakdown where a metrics CSV stands in (an nsys export
     can be gigabytes): the breakdown is then only the CSV beside it. ProfileError on bad input.
@@ -182,51 +183,18 @@ def read_side(spec: str, cpu_ops: bool = True, traces: bool = True) -> Part:
             detect_source(path)  # the one-line error for a missing or foreign file, read first
             files.append(path)
     if files:
-        parts.append(
-            (_profiles_table(spec, files, None, cpu_ops), split.from_files(spec, files), "")
-        )
-    table = concat_frames(t for t, _, _ in parts)
+        parts.append(_files(spec, files, None, cpu_ops))
+    rows = [r for table, _, _ in parts for r in table]
     # a breakdown of some of the side's ranks only would compare part of one job with another
     whys = [why for _, s, why in parts if s is None]
     if whys:
-        return table, None, whys[0]
-    return table, pd.concat([s for _, s, _ in parts], ignore_index=True), ""
+        return rows, None, whys[0]
+    return rows, [p for _, s, _ in parts for p in s], ""
 
 
-def load_side(spec: str, cpu_ops: bool = True) -> pd.DataFrame:
-    """The tidy metrics table of one side (see the module doc); ProfileError on bad input."""
-    return read_side(spec, cpu_ops, traces=False)[0]
-
-
-def aggregate(table: pd.DataFrame) -> pd.DataFrame:
-    """One row per metric over the side's ranks (index metric; columns FIELDS)."""
-    grouped = by_metric(table)
-    for derive in DERIVERS:
-        grouped = derive(grouped)
-    ranks = max(len(table[["run", "rank", "source"]].drop_duplicates()), 1)
-    agg = grouped.groupby("metric", sort=False).agg(
-        calls=("calls", "sum"),
-        total_s=("total_s", "sum"),
-        bytes=("bytes", lambda s: float(s.sum()) if s.notna().any() else math.nan),
-        share=("share", "sum"),
-    )
-    agg = agg.astype("float64")
-    agg["share"] = agg["share"] / ranks
-    paper = agg[agg.index.isin(list(METRICS))]
-    if len(paper):
-        agg.loc[PAPER_TOTAL] = [paper["calls"].sum(), paper["total_s"].sum(), math.nan,
-                                paper["share"].sum()]  # fmt: skip
-    if "wall_s" in table.columns and table["wall_s"].notna().any():
-        agg.loc[WALL] = [math.nan, float(table["wall_s"].max()), math.nan, math.nan]
-    return agg
-
-
-def kinds(table: pd.DataFrame) -> list[str]:
-    """The profiler kinds (nsys, torch) a side's rows came from."""
-    return sorted(set(table["source"]))
-
-
-def check_related(a: pd.DataFrame, b: pd.DataFrame, names: tuple[str, str], mixed: bool) -> None:
+def check_related(
+    a: Sequence[TidyRow], b: Sequence[TidyRow], names: tuple[str, str], mixed: bool
+) -> None:
     """UnrelatedError (one line naming both) for sides that cannot be compared."""
     ka, kb = kinds(a), kinds(b)
     if not mixed:
@@ -238,131 +206,53 @@ def check_related(a: pd.DataFrame, b: pd.DataFrame, names: tuple[str, str], mixe
             raise UnrelatedError(f"A {names[0]} is {'+'.join(ka) or 'empty'}, B {names[1]} is "
                                  f"{'+'.join(kb) or 'empty'}: different profilers "
                                  "(--allow-mixed to compare anyway)")  # fmt: skip
-    if not set(a["metric"]) & set(b["metric"]):
+    if not {r.metric for r in a} & {r.metric for r in b}:
         raise UnrelatedError(f"A {names[0]} and B {names[1]} share no metric: not the same job")
 
 
-def _pct(a: float, b: float) -> float:
-    if a > 0:
-        return (b - a) / a * 100
-    return math.inf if b > 0 else 0.0
+def _side_line(label: str, spec: str, rows: Sequence[TidyRow]) -> str:
+    return f"{label}: {spec} [{'+'.join(kinds(rows)) or 'empty'}, {len(ranks(rows))} rank(s)]"
 
 
-def compare(agg_a: pd.DataFrame, agg_b: pd.DataFrame) -> pd.DataFrame:
-    """Tidy diff (CSV_COLUMNS): one row per (metric, field) with a value on either side."""
-    records = []
-    for metric in _order([*agg_a.index, *agg_b.index]):
-        in_a, in_b = metric in agg_a.index, metric in agg_b.index
-        present = "both" if in_a and in_b else ("A" if in_a else "B")
-        for field in FIELDS:
-            a = agg_a.at[metric, field] if in_a else math.nan
-            b = agg_b.at[metric, field] if in_b else math.nan
-            if math.isnan(a) and math.isnan(b):
-                continue
-            both = not (math.isnan(a) or math.isnan(b))
-            records.append({
-                "metric": metric, "field": field, "a": a, "b": b,
-                "change": b - a if both else math.nan,
-                "change_pct": _pct(a, b) if both else math.nan, "present": present,
-            })  # fmt: skip
-    return pd.DataFrame.from_records(records, columns=CSV_COLUMNS)
+def both_figures(
+    side_a: Part, side_b: Part, names: tuple[str, str], mixed: bool = False
+) -> tuple[Figures, Figures, str | None]:
+    """Each side's figures, breakdown included where both have one, and the line saying it is
+    not compared (None when it is). UnrelatedError for sides that cannot be compared."""
+    (rows_a, split_a, why_a), (rows_b, split_b, why_b) = side_a, side_b
+    check_related(rows_a, rows_b, names, mixed)
+    agg_a, agg_b = aggregate(rows_a), aggregate(rows_b)
+    missing = split.missing_line(None if split_a is not None else why_a,
+                                 None if split_b is not None else why_b)  # fmt: skip
+    if missing is None:
+        agg_a.update(split.aggregate(split_a))
+        agg_b.update(split.aggregate(split_b))
+    return agg_a, agg_b, missing
 
 
-def _order(metrics: list[str]) -> list[str]:
-    """Derived totals first, then the paper's metrics in its order, then the rest by name."""
-    first = [PAPER_TOTAL, WALL, *METRICS, *split.ROWS]
-    seen = dict.fromkeys(metrics)
-    return [m for m in first if m in seen] + sorted(m for m in seen if m not in first)
-
-
-def _value(field: str, v: float, signed: bool = False) -> str:
-    if math.isnan(v):
-        return "-"
-    sign = "+" if signed else ""
-    if field == "calls":
-        return f"{v:{sign},.0f}"
-    if field == "total_s":
-        return f"{v:{sign}.4g} s"
-    if field == "bytes":
-        return f"{v / 1e6:{sign}.4g} MB"
-    return f"{v * 100:{sign}.2f} pp" if signed else f"{v:.2%}"
-
-
-def _pct_text(p: float) -> str:
-    if math.isnan(p):
-        return ""
-    return "new" if math.isinf(p) else f"{p:+.1f}%"
-
-
-def render(diff: pd.DataFrame, header: Sequence[str]) -> str:
-    """The printed table: A and B values, change and % per metric and field."""
-    lines = [*header, f"{'metric':<34} {'field':<8} {'A':>13} {'B':>13} {'change':>13} {'%':>8}"]
-    for metric, rows in diff.groupby("metric", sort=False):
-        name = metric if len(metric) <= 34 else metric[:31] + "..."
-        present = rows["present"].iloc[0]
-        if present != "both":
-            got = ", ".join(f"{r.field} {_value(r.field, r.a if present == 'A' else r.b)}"
-                            for r in rows.itertuples())  # fmt: skip
-            lines.append(f"{name:<34} only in {present} ({got})")
-            continue
-        for r in rows.itertuples():
-            lines.append(
-                f"{name:<34} {r.field:<8} {_value(r.field, r.a):>13} {_value(r.field, r.b):>13}"
-                f" {_value(r.field, r.change, True):>13} {_pct_text(r.change_pct):>8}"
-            )
-            name = ""
-    return "\n".join(lines)
-
-
-def regressions(
-    agg_a: pd.DataFrame, agg_b: pd.DataFrame, metrics: Sequence[str], pct: float
-) -> list[str]:
-    """One line per chosen metric whose time grew by more than pct % from A to B.
-
-    KeyError names a metric neither side has (a typo must not pass a CI silently).
-    """
-    lines = []
-    for m in metrics:
-        if m not in agg_a.index and m not in agg_b.index:
-            raise KeyError(m)
-        a = agg_a.at[m, "total_s"] if m in agg_a.index else 0.0
-        b = agg_b.at[m, "total_s"] if m in agg_b.index else 0.0
-        grew = _pct(a, b)
-        if grew > pct:
-            lines.append(f"slower: {m} {a:.4g} s -> {b:.4g} s ({_pct_text(grew)} > {pct:g}%)")
-    return lines
-
-
-def _side_line(label: str, spec: str, table: pd.DataFrame) -> str:
-    ranks = len(table[["run", "rank", "source"]].drop_duplicates())
-    return f"{label}: {spec} [{'+'.join(kinds(table)) or 'empty'}, {ranks} rank(s)]"
-
-
-def main(argv: Sequence[str] | None = None) -> int:
+def main(argv: Sequence[str] | None = None, prog: str | None = None) -> int:
     """Entry point of `cli diff`; returns the exit status."""
-    parser = build_parser()
+    parser = build_parser(prog) if prog else build_parser()
     args = parser.parse_args(argv)
     if args.metric and args.fail_if is None:
         parser.error("--metric only chooses what --fail-if checks; give --fail-if too")
-    if not settings.check_all_or_say():
+    try:
+        from run import settings
+    except ImportError:  # the reader installed on its own reads none of the artifact's settings
+        settings = None
+    if settings is not None and not settings.check_all_or_say():
         return 2
     try:
-        table_a, split_a, why_a = read_side(args.a, cpu_ops=not args.no_cpu_ops)
-        table_b, split_b, why_b = read_side(args.b, cpu_ops=not args.no_cpu_ops)
+        side_a = read_side(args.a, cpu_ops=not args.no_cpu_ops)
+        side_b = read_side(args.b, cpu_ops=not args.no_cpu_ops)
     except ProfileError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     try:
-        check_related(table_a, table_b, (args.a, args.b), args.allow_mixed)
+        agg_a, agg_b, missing = both_figures(side_a, side_b, (args.a, args.b), args.allow_mixed)
     except UnrelatedError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    agg_a, agg_b = aggregate(table_a), aggregate(table_b)
-    missing = split.missing_line(None if split_a is not None else why_a,
-                                 None if split_b is not None else why_b)  # fmt: skip
-    if missing is None:
-        agg_a = pd.concat([agg_a, split.aggregate(split_a)])
-        agg_b = pd.concat([agg_b, split.aggregate(split_b)])
     slower: list[str] = []
     if args.fail_if is not None:
         chosen = [m for m in args.metric or () if m.startswith(split.PREFIX)]
@@ -378,11 +268,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     diff = compare(agg_a, agg_b)
     if args.out:
         try:
-            write_csv_atomic(diff, args.out)
+            write_rows_atomic(args.out, CSV_COLUMNS, diff)
         except OSError as exc:
             print(f"error: {args.out}: cannot write ({exc.strerror or exc})", file=sys.stderr)
             return 1
-    header = [_side_line("A", args.a, table_a), _side_line("B", args.b, table_b)]
+    header = [_side_line("A", args.a, side_a[0]), _side_line("B", args.b, side_b[0])]
     header += [missing] if missing else []
     print(render(diff, header))
     if args.out:

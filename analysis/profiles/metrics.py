@@ -21,18 +21,27 @@ much of the wall CUDA covered. Tables built by hand may omit them.
 `calls` counts operations: one per API call (an nsys export recorded with CUDA backtraces holds a
 second row per call, which the reader drops) and one per copy (a batched-copy record counts every
 copy of its batch).
+
+Two forms of the same table. The reading path (the CLI, `cli diff`, the sweep's collect step)
+works on plain rows (rows.py), so that reading a profile imports no pandas: its import alone
+costs more memory and start-up time than reading a small profile (the README's installable
+reader). The artifact's tables use the pandas frames here (`profile_frame`, `concat_frames`,
+`by_metric`, `add_launch_all`, `read_metrics_csv`); pandas is imported inside them only.
 """
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import uuid
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING, NamedTuple, TextIO
 
-import pandas as pd
+if TYPE_CHECKING:
+    import pandas as pd
 
 COLUMNS = ["run", "rank", "source", "metric", "raw_name", "calls", "total_s", "bytes", "share"]
 # Optional trailing columns: the rank's wall time, its CUDA activity span, which span gave the
@@ -176,6 +185,47 @@ class RankProfile:
     device_kind: str = ""
 
 
+class TidyRow(NamedTuple):
+    """One row of the tidy table, COLUMNS then WALL_COLUMNS (the CSV's order)."""
+
+    run: str
+    rank: int
+    source: str
+    metric: str
+    raw_name: str
+    calls: int
+    total_s: float
+    bytes: int | None
+    share: float
+    wall_s: float = math.nan
+    activity_s: float = math.nan
+    wall_from: str = ""
+    device_kind: str = ""
+
+
+def profile_rows(run: str, rank: int, profile: RankProfile) -> list[TidyRow]:
+    """The tidy rows of one rank's profile, in the reader's order (`sort_rows` orders a table)."""
+    wall = float(profile.wall_s)
+    return [
+        TidyRow(
+            run,
+            int(rank),
+            profile.source,
+            r.metric,
+            r.raw_name,
+            int(r.calls),
+            float(r.total_s),
+            None if r.bytes is None or r.bytes != r.bytes else int(r.bytes),
+            float(r.total_s) / wall if wall > 0 else math.nan,
+            wall,
+            float(profile.activity_s),
+            profile.wall_from,
+            profile.device_kind,
+        )
+        for r in profile.rows
+    ]
+
+
 def newer_version_note(kind: str, found: object, covered: Iterable[str]) -> str:
     """A one-line warning when `found`, the version a file records, is newer than every covered one.
 
@@ -245,31 +295,43 @@ def nccl_metric(kernel_name: str) -> str | None:
     return None
 
 
+def write_csv_atomic(df: pd.DataFrame, path: str | os.PathLike[str]) -> Path:
+    """Write a frame as CSV through a temp file in the same folder, then os.replace: never half
+    a file."""
+    return atomic_write(path, lambda fh: df.to_csv(fh, index=False))
+
+
+def atomic_write(path: str | os.PathLike[str], write: Callable[[TextIO], None]) -> Path:
+    """Call write(fh) on a temp file in path's folder, then os.replace: never half a file."""
+    dest = Path(path)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    # Own unique name opened with "x" (not mkstemp) so the file gets the umask's usual mode.
+    tmp = dest.with_name(f".{dest.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
+    try:
+        with open(tmp, "x", newline="") as fh:
+            write(fh)
+        os.replace(tmp, dest)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    return dest
+
+
+# --- the same table as pandas frames, for the artifact's tables -----------------------------
+
+
 def profile_frame(run: str, rank: int, profile: RankProfile) -> pd.DataFrame:
-    """The tidy rows of one rank's profile, sorted by time spent."""
-    records = [
-        {
-            "run": run,
-            "rank": rank,
-            "source": profile.source,
-            "metric": r.metric,
-            "raw_name": r.raw_name,
-            "calls": r.calls,
-            "total_s": r.total_s,
-            "bytes": r.bytes,
-            "share": r.total_s / profile.wall_s if profile.wall_s > 0 else float("nan"),
-            "wall_s": profile.wall_s,
-            "activity_s": profile.activity_s,
-            "wall_from": profile.wall_from,
-            "device_kind": profile.device_kind,
-        }
-        for r in profile.rows
-    ]
-    return _typed(pd.DataFrame.from_records(records, columns=COLUMNS + WALL_COLUMNS))
+    """The tidy rows of one rank's profile as a frame (`profile_rows`)."""
+    import pandas as pd
+
+    rows = profile_rows(run, rank, profile)
+    return _typed(pd.DataFrame.from_records(rows, columns=COLUMNS + WALL_COLUMNS))
 
 
 def concat_frames(frames: Iterable[pd.DataFrame]) -> pd.DataFrame:
     """Stack per-rank frames into one table with stable dtypes (also when there are none)."""
+    import pandas as pd
+
     frames = [f for f in frames if len(f)]
     if not frames:
         return _typed(pd.DataFrame(columns=COLUMNS))
@@ -281,6 +343,8 @@ def concat_frames(frames: Iterable[pd.DataFrame]) -> pd.DataFrame:
 
 def by_metric(df: pd.DataFrame) -> pd.DataFrame:
     """One row per (run, rank, source, metric): raw-name variants summed."""
+    import pandas as pd
+
     keys = ["run", "rank", "source", "metric"]
     if df.empty:
         drop = ["raw_name", *(c for c in WALL_COLUMNS if c in df.columns)]
@@ -303,6 +367,8 @@ def add_launch_all(grouped: pd.DataFrame) -> pd.DataFrame:
     summing, so no call is counted twice. A rank without launch rows gets no row (absent, as
     any other metric; the artifact decides what absent means).
     """
+    import pandas as pd
+
     base = grouped[grouped["metric"] != KERNEL_LAUNCH_ALL]
     launches = base[base["metric"].isin(LAUNCH_APIS)]
     if launches.empty:
@@ -319,23 +385,9 @@ def add_launch_all(grouped: pd.DataFrame) -> pd.DataFrame:
 
 def read_metrics_csv(path: str | os.PathLike[str]) -> pd.DataFrame:
     """Load a metrics CSV written by `write_csv_atomic` with the table's dtypes."""
+    import pandas as pd
+
     return _typed(pd.read_csv(path))
-
-
-def write_csv_atomic(df: pd.DataFrame, path: str | os.PathLike[str]) -> Path:
-    """Write CSV through a temp file in the same folder, then os.replace: never half a file."""
-    dest = Path(path)
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    # Own unique name opened with "x" (not mkstemp) so the file gets the umask's usual mode.
-    tmp = dest.with_name(f".{dest.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
-    try:
-        with open(tmp, "x", newline="") as fh:
-            df.to_csv(fh, index=False)
-        os.replace(tmp, dest)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    return dest
 
 
 def _typed(df: pd.DataFrame) -> pd.DataFrame:

@@ -10,6 +10,7 @@ most, every field of each (diff.CSV_COLUMNS).
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from pathlib import Path
 
 import pandas as pd
@@ -18,9 +19,10 @@ from run.node import profiling
 
 from . import diff
 from . import diff_breakdown as split
+from .diff_table import CSV_COLUMNS, DiffRow
 
 TOP = 5
-COLUMNS = diff.CSV_COLUMNS
+COLUMNS = CSV_COLUMNS
 
 
 def profiled(run_dir: Path) -> bool:
@@ -28,19 +30,21 @@ def profiled(run_dir: Path) -> bool:
     return (run_dir / profiling.PROFILE_METRICS).is_file()
 
 
-def _moved(rows: pd.DataFrame) -> float:
+def _moved(row: DiffRow) -> float:
     # a metric on one side only moved by all of its time
-    a, b, change = rows.iloc[0][["a", "b", "change"]]
-    if not math.isnan(change):
-        return abs(change)
-    return abs(b if math.isnan(a) else a)
+    if not math.isnan(row.change):
+        return abs(row.change)
+    return abs(row.b if math.isnan(row.a) else row.a)
 
 
-def chosen(diff_rows: pd.DataFrame, top: int = TOP) -> list[str]:
+def chosen(diff_rows: Sequence[DiffRow], top: int = TOP) -> list[str]:
     """The metrics kept: derived totals and breakdown first, then the `top` largest movers."""
-    fixed = [m for m in (diff.PAPER_TOTAL, diff.WALL, *split.ROWS) if m in set(diff_rows["metric"])]
-    times = diff_rows[(diff_rows["field"] == "total_s") & ~diff_rows["metric"].isin(fixed)]
-    moved = {m: _moved(g) for m, g in times.groupby("metric", sort=False)}
+    names = {r.metric for r in diff_rows}
+    fixed = [m for m in (diff.PAPER_TOTAL, diff.WALL, *split.ROWS) if m in names]
+    moved: dict[str, float] = {}
+    for r in diff_rows:
+        if r.field == "total_s" and r.metric not in fixed and r.metric not in moved:
+            moved[r.metric] = _moved(r)
     movers = sorted((m for m, v in moved.items() if not math.isnan(v) and v > 0),
                     key=lambda m: -moved[m])  # fmt: skip
     return fixed + movers[:top]
@@ -51,18 +55,11 @@ def run_diff(a: Path, b: Path, top: int = TOP) -> tuple[pd.DataFrame, str]:
 
     ProfileError on an unreadable side, diff.UnrelatedError on sides that cannot be compared.
     """
-    table_a, split_a, why_a = diff.read_side(str(a), traces=False)
-    table_b, split_b, why_b = diff.read_side(str(b), traces=False)
-    diff.check_related(table_a, table_b, (str(a), str(b)), mixed=False)
-    agg_a, agg_b = diff.aggregate(table_a), diff.aggregate(table_b)
-    missing = split.missing_line(None if split_a is not None else why_a,
-                                 None if split_b is not None else why_b)  # fmt: skip
-    if missing is None:
-        agg_a = pd.concat([agg_a, split.aggregate(split_a)])
-        agg_b = pd.concat([agg_b, split.aggregate(split_b)])
+    side_a = diff.read_side(str(a), traces=False)
+    side_b = diff.read_side(str(b), traces=False)
+    agg_a, agg_b, missing = diff.both_figures(side_a, side_b, (str(a), str(b)))
     rows = diff.compare(agg_a, agg_b)
     keep = chosen(rows, top)
-    rows = rows[rows["metric"].isin(keep)]
     order = {m: i for i, m in enumerate(keep)}
-    rows = rows.sort_values("metric", key=lambda s: s.map(order), kind="stable")
-    return rows.reset_index(drop=True), missing or ""
+    kept = sorted((r for r in rows if r.metric in order), key=lambda r: order[r.metric])
+    return pd.DataFrame.from_records(kept, columns=COLUMNS), missing or ""

@@ -1,0 +1,158 @@
+"""The tidy metrics table as plain rows: what the reader sums, reads and writes.
+
+metrics.py defines the table (COLUMNS, what a metric is, a row: TidyRow, profile_rows); these
+are its operations without pandas, for the reading path (the CLI, `cli diff`, the sweep's collect
+step), so that the reader installs and runs on numpy alone. `metric_totals` and `with_launch_all` are `by_metric` and `add_launch_all`
+on rows; `write_rows_atomic` writes the very bytes pandas' to_csv would (tests hold them equal).
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+import os
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
+from typing import NamedTuple, TextIO
+
+from .metrics import COLUMNS, KERNEL_LAUNCH_ALL, LAUNCH_APIS, WALL_COLUMNS, TidyRow, atomic_write
+
+
+class MetricTotal(NamedTuple):
+    """One row of `metric_totals`: a metric's raw names summed within one (run, rank, source)."""
+
+    run: str
+    rank: int
+    source: str
+    metric: str
+    calls: int
+    total_s: float
+    bytes: int | None
+    share: float
+
+
+def sort_rows(rows: Iterable[TidyRow]) -> list[TidyRow]:
+    """A table's rows in its order: by run, rank and source, then by time spent (most first)."""
+    return sorted(rows, key=lambda r: (r.run, r.rank, r.source, -r.total_s, r.metric, r.raw_name))
+
+
+def metric_totals(rows: Iterable[TidyRow]) -> list[MetricTotal]:
+    """`by_metric` on rows: one per (run, rank, source, metric), raw-name variants summed, sorted
+    by those keys. bytes is None where no row of the metric has bytes."""
+    groups: dict[tuple, list[TidyRow]] = {}
+    for r in rows:
+        groups.setdefault((r.run, r.rank, r.source, r.metric), []).append(r)
+    out = []
+    for key in sorted(groups):
+        g = groups[key]
+        sizes = [r.bytes for r in g if r.bytes is not None]
+        out.append(
+            MetricTotal(
+                *key,
+                sum(r.calls for r in g),
+                math.fsum(r.total_s for r in g),
+                sum(sizes) if sizes else None,
+                math.fsum(r.share for r in g),
+            )
+        )
+    return out
+
+
+def with_launch_all(totals: Sequence[MetricTotal]) -> list[MetricTotal]:
+    """`add_launch_all` on rows: the totals plus one KERNEL_LAUNCH_ALL row per (run, rank, source)
+    with any launch (the sums over LAUNCH_APIS; rows already named so are dropped first)."""
+    base = [t for t in totals if t.metric != KERNEL_LAUNCH_ALL]
+    sums: dict[tuple, list[MetricTotal]] = {}
+    for t in base:
+        if t.metric in LAUNCH_APIS:
+            sums.setdefault((t.run, t.rank, t.source), []).append(t)
+    derived = [
+        MetricTotal(
+            *key,
+            KERNEL_LAUNCH_ALL,
+            sum(t.calls for t in g),
+            math.fsum(t.total_s for t in g),
+            None,
+            math.fsum(t.share for t in g),
+        )
+        for key, g in sorted(sums.items())
+    ]
+    return base + derived
+
+
+def read_metrics_rows(path: str | os.PathLike[str]) -> list[TidyRow]:
+    """The rows of a metrics CSV (written by `write_rows_atomic` or `write_csv_atomic`).
+
+    OSError as open() raises it; ValueError (one line) for a file that is not a metrics CSV. A CSV
+    without WALL_COLUMNS (a table built by hand) reads them as unknown (NaN, "").
+    """
+    with open(path, newline="", encoding="utf-8") as fh:
+        lines = csv.reader(fh)
+        header = next(lines, None)
+        if not header:
+            raise ValueError("no header line")
+        missing = [c for c in COLUMNS if c not in header]
+        if missing:
+            raise ValueError(f"no column {', '.join(missing)}")
+        at = {c: header.index(c) for c in COLUMNS + WALL_COLUMNS if c in header}
+        rows = []
+        for n, cells in enumerate(lines, start=2):
+            if not cells:
+                continue
+            if len(cells) > len(header):
+                raise ValueError(f"line {n} has {len(cells)} fields, the header {len(header)}")
+            cells += [""] * (len(header) - len(cells))
+            try:
+                rows.append(TidyRow(**{c: _PARSE[c](cells[i]) for c, i in at.items()}))
+            except ValueError as exc:
+                raise ValueError(f"line {n}: {exc}") from None
+        return rows
+
+
+def _whole(text: str) -> int:
+    value = float(text)  # "3" and "3.0" alike; "" and "nan" refused below
+    if not value.is_integer():
+        raise ValueError(f"not a whole number: {text!r}")
+    return int(value)
+
+
+def _number(text: str) -> float:
+    return float(text) if text else math.nan
+
+
+_PARSE: dict[str, Callable[[str], object]] = {
+    "run": str,
+    "rank": _whole,
+    "source": str,
+    "metric": str,
+    "raw_name": str,
+    "calls": _whole,
+    "total_s": _number,
+    "bytes": lambda text: _whole(text) if text else None,
+    "share": _number,
+    "wall_s": _number,
+    "activity_s": _number,
+    "wall_from": str,
+}
+
+
+def write_rows_atomic(
+    path: str | os.PathLike[str], columns: Sequence[str], rows: Iterable[Sequence]
+) -> Path:
+    """Write rows as CSV, atomically (`write_csv_atomic`), in the very format pandas' to_csv
+    writes: floats as repr, NaN and None empty, "\\n" line ends (a test holds the two equal)."""
+
+    def write(fh: TextIO) -> None:
+        out = csv.writer(fh, lineterminator="\n")
+        out.writerow(columns)
+        out.writerows([_cell(v) for v in row] for row in rows)
+
+    return atomic_write(path, write)
+
+
+def _cell(value: object) -> object:
+    if value is None:
+        return ""
+    if isinstance(value, float):  # numpy's float64 too, whose repr names its type
+        return "" if math.isnan(value) else repr(float(value))
+    return value
