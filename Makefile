@@ -231,7 +231,7 @@ bench-vision: | $(VENV_STAMP) ## images/s: real training loop vs synthetic in-me
 bench-loaders: | $(VENV_STAMP) ## Scenario B images/s: DataLoader and DALI vs the synthetic in-memory ceiling
 	$(PY) -m run.bench.loaders
 
-bench-analysis: | $(VENV_STAMP) ## profile readers on 50 and 500 MB synthetic profiles: MB/s, peak memory, verdicts (HTA_PYTHON: HTA too)
+bench-analysis: | $(VENV_STAMP) ## profile readers on 50 and 500 MB synthetic profiles, a 10 KB one end to end: MB/s, peak memory, verdicts (HTA_PYTHON, HTA_TRACE: beside HTA)
 	$(PY) -m analysis.bench_analysis
 
 bench-profiler: | $(VENV_STAMP) ## overhead of torch.profiler (and nsys if present) on the vision loop

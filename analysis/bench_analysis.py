@@ -1,7 +1,8 @@
-"""Benchmark the profile readers on large synthetic profiles: read throughput and peak memory.
+"""Benchmark the profile readers: large synthetic profiles, a small one end to end, and HTA.
 
     python -m analysis.bench_analysis [--sizes 50 500] [--kinds nsys kineto kineto.gz]
-                                      [--workdir DIR] [--hta-python PATH]
+                                      [--workdir DIR] [--hta-python PATH] [--hta-trace PATH]
+                                      [--pairs 5]
 
 Per size and kind it writes one synthetic profile (analysis/profiles/synth.py), reads it in a
 fresh child process, checks the parsed totals against what was generated, deletes the file and
@@ -12,13 +13,15 @@ Then one verdict line per kind, on the reader and on the CLI alike:
     flat   peak RSS at the largest size <= FLAT_RATIO (1.25) x peak RSS at the smallest
 Sizes and MB/s count the bytes nsys or Kineto write; for kineto.gz, the JSON inside the gzip
 (level 6, as gzip's default), so plain and gzip figures compare the same trace.
-Memory: "base" is the child's RSS once the readers are imported (pandas included, as in the CLI);
+Memory: "base" is the child's RSS once the readers are imported (as in the CLI: no pandas);
 the child then resets the kernel's high-water mark (/proc/self/clear_refs), so "peak" is the
 highest RSS while reading and peak - base what the reading itself added. Where the reset is
 refused, peak is ru_maxrss, which also covers the imports.
-HTA: with --hta-python (or HTA_PYTHON) naming the python of a separate venv where `import hta`
-works, Holistic Trace Analysis parses each plain Kineto file in that interpreter too, and a line
-gives both times and the ratio. HTA is never a dependency of this project.
+Then the reader as a user runs it (analysis/bench_hta.py): a whole command on a small trace
+(start-up, verdict <= 0.3 s), and, with --hta-python (or HTA_PYTHON) naming the python of a
+separate venv where `import hta` works and --hta-trace (or HTA_TRACE) naming HTA's own 54 MB test
+trace, `--pairs` pairs of whole commands beside HTA (verdict: time <= 1/7, peak RSS <= 1/5).
+Every figure is taken on a machine others may share: the load average is printed beside them.
 Exit status: 0 when every parse matches the generator, 1 otherwise (verdicts do not change it).
 """
 
@@ -38,6 +41,17 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from analysis.bench_hta import (
+    HTA_ENV,
+    HTA_TRACE_ENV,
+    RUNS,
+    find_hta,
+    find_hta_trace,
+    hta_lines,
+    startup,
+    startup_lines,
+    versus_hta,
+)
 from run import settings
 
 REPO = Path(__file__).resolve().parents[1]
@@ -45,27 +59,6 @@ KINDS = ("nsys", "kineto", "kineto.gz")
 THRESHOLD_MB_S = {"nsys": 200.0, "kineto": 100.0, "kineto.gz": 100.0}
 FLAT_RATIO = 1.25
 DEFAULT_SIZES = (50.0, 500.0)
-HTA_ENV = "HTA_PYTHON"
-
-# Run in the HTA interpreter: HTA reads a folder of traces, so the file is linked into one.
-_HTA_CHILD = """
-import json, os, resource, sys, tempfile, time
-from hta.common.trace import Trace
-def rss():
-    return int(open("/proc/self/status").read().split("VmRSS:")[1].split()[0])
-base = rss()
-with tempfile.TemporaryDirectory() as d:
-    os.symlink(sys.argv[1], os.path.join(d, os.path.basename(sys.argv[1])))
-    start = time.perf_counter()
-    trace = Trace(trace_dir=d)
-    try:
-        trace.parse_traces(max_ranks=1, use_multiprocessing=False)
-    except TypeError:
-        trace.parse_traces()
-    s = time.perf_counter() - start
-peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-print(json.dumps({"s": s, "base_kib": base, "peak_kib": peak}))
-"""
 
 
 def _status_kib(field: str) -> int:
@@ -162,15 +155,11 @@ def _read_one(kind: str, path: Path, data_bytes: int, expected: dict) -> dict:
     }
 
 
-def bench(
-    sizes: Sequence[float], workdir: Path, kinds: Sequence[str], hta_python: str | None = None
-) -> tuple[list[dict], list[dict]]:
-    """Generate, read and check each (size, kind); returns one result per pair and, where
-    hta_python is given and "kineto" is among the kinds, one HTA run per size."""
+def bench(sizes: Sequence[float], workdir: Path, kinds: Sequence[str]) -> list[dict]:
+    """Generate, read and check each (size, kind); one result per pair."""
     from analysis.profiles.synth import write_nsys_sqlite, write_torch_trace
 
     results: list[dict] = []
-    hta: list[dict] = []
     plain, sqlite = workdir / "bench.pt.trace.json", workdir / "bench.sqlite"
     packed = workdir / "bench.pt.trace.json.gz"
     try:
@@ -186,9 +175,6 @@ def bench(
             data = plain.stat().st_size
             if "kineto" in kinds:
                 results.append(_read_one("kineto", plain, data, expected))
-                if hta_python:
-                    out = _run_json([hta_python, "-c", _HTA_CHILD, str(plain)], "HTA parse")
-                    hta.append({**out, "size_mb": data / 1e6, "ours": results[-1]})
             if "kineto.gz" in kinds:
                 _gzip(plain, packed)
                 results.append(_read_one("kineto.gz", packed, data, expected))
@@ -197,7 +183,7 @@ def bench(
     finally:
         for path in (plain, sqlite, packed):
             path.unlink(missing_ok=True)
-    return results, hta
+    return results
 
 
 def verdicts(results: Sequence[dict]) -> list[str]:
@@ -227,36 +213,6 @@ def _judge(mine: Sequence[dict], need: float, speed_key: str, peak_key: str) -> 
     )
 
 
-def find_hta(given: str | None) -> tuple[str | None, str]:
-    """(python that imports hta, "") or (None, the line saying why HTA is left out)."""
-    python = given or os.environ.get(HTA_ENV)
-    how = (
-        f"set {HTA_ENV}=/path/to/venv/bin/python or pass --hta-python, naming a separate venv "
-        "with `pip install HolisticTraceAnalysis`"
-    )
-    if not python:
-        return None, f"HTA: not found ({how})"
-    try:
-        proc = subprocess.run([python, "-c", "import hta"], capture_output=True, text=True, check=False)  # fmt: skip
-    except OSError as exc:
-        return None, f"HTA: cannot run {python} ({exc.strerror or exc}); {how}"
-    if proc.returncode != 0:
-        why = (proc.stderr.strip().splitlines() or ["import failed"])[-1]
-        return None, f"HTA: {python} cannot import hta ({why}); {how}"
-    return python, ""
-
-
-def _hta_line(run: dict) -> str:
-    ours = run["ours"]
-    return (
-        f"HTA vs ours on the same {run['size_mb']:.1f} MB Kineto file: HTA parse {run['s']:.2f} s,"
-        f" peak {run['peak_kib'] / 1024:.0f} MB (base {run['base_kib'] / 1024:.0f}); ours read"
-        f" {ours['read_s']:.2f} s, cli {ours['cli_s']:.2f} s, peak {ours['cli_peak_mb']:.0f} MB"
-        f" (base {ours['base_mb']:.0f}); HTA/ours time x{run['s'] / ours['read_s']:.1f} (read),"
-        f" x{run['s'] / ours['cli_s']:.1f} (cli)"
-    )
-
-
 def build_parser() -> argparse.ArgumentParser:
     """The benchmark's options (separate so tests can check the defaults)."""
     parser = argparse.ArgumentParser(prog="python -m analysis.bench_analysis", description=__doc__,
@@ -266,8 +222,16 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--kinds", nargs="+", choices=KINDS, default=list(KINDS))
     parser.add_argument("--workdir", type=Path, help="where to write (default: a temp folder)")
     parser.add_argument("--hta-python", help=f"python of a venv with HTA (default: ${HTA_ENV})")
+    parser.add_argument("--hta-trace", type=Path,
+                        help=f"HTA's own test trace (default: ${HTA_TRACE_ENV})")  # fmt: skip
+    parser.add_argument("--pairs", type=int, default=RUNS,
+                        help=f"runs of the start-up and pairs beside HTA (default {RUNS})")  # fmt: skip
     parser.add_argument("--child", nargs=2, metavar=("KIND", "PATH"), help=argparse.SUPPRESS)
     return parser
+
+
+def _load() -> str:
+    return f"{os.getloadavg()[0]:.1f}"
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -276,17 +240,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if any(s <= 0 for s in args.sizes):
         parser.error("--sizes must be positive")
+    if args.pairs < 1:
+        parser.error("--pairs must be >= 1")
     if not settings.check_all_or_say():
         return 2
     if args.child:
         _child(*args.child)
         return 0
-    hta_python, hta_note = find_hta(args.hta_python) if "kineto" in args.kinds else (None, "")
+    hta_python, hta_note = find_hta(args.hta_python)
+    trace, trace_note = find_hta_trace(args.hta_trace) if hta_python else (None, "")
+    load = _load()
     own_dir = args.workdir is None
     workdir = Path(tempfile.mkdtemp(prefix="bench_analysis.")) if own_dir else args.workdir
     workdir.mkdir(parents=True, exist_ok=True)
     try:
-        results, hta = bench(args.sizes, workdir, args.kinds, hta_python)
+        results = bench(args.sizes, workdir, args.kinds)
+        small = startup(workdir, args.pairs)
+        hta = versus_hta(hta_python, trace, args.pairs) if trace else []
     finally:
         if own_dir:
             shutil.rmtree(workdir, ignore_errors=True)
@@ -299,7 +269,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"{r['peak_mb'] - r['base_mb']:6.1f} {r['cli_peak_mb']:8.1f}  {r['check']}"
         )
     print("\n".join(verdicts(results)))
-    print("\n".join(_hta_line(run) for run in hta) or hta_note)
+    print("\n".join(startup_lines(small)))
+    print("\n".join(hta_lines(hta, trace)) if hta else hta_note or trace_note)
+    print(f"load average (1 min): {load} at the start, {_load()} at the end, on"
+          f" {os.cpu_count()} CPUs")  # fmt: skip
     return 0 if all(r["check"] == "ok" for r in results) else 1
 
 
