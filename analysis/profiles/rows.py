@@ -133,6 +133,7 @@ _PARSE: dict[str, Callable[[str], object]] = {
     "wall_s": _number,
     "activity_s": _number,
     "wall_from": str,
+    "device_kind": str,
 }
 
 

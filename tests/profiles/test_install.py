@@ -84,7 +84,8 @@ def test_rows_write_the_bytes_pandas_writes(tmp_path: Path, which: tuple[str, ..
     assert out.read_bytes() == want_metrics
     assert (tmp_path / "out" / "metrics.breakdown.csv").read_bytes() == want_split
     # and read back, the rows are the frame
-    nan_free = [tuple(None if v != v else v for v in r) for r in read_metrics_rows(out)]
+    # (pandas reads an empty text as NA: a CPU-only trace's device_kind "")
+    nan_free = [tuple(None if v != v or v == "" else v for v in r) for r in read_metrics_rows(out)]
     assert nan_free == _plain(read_metrics_csv(out))
 
 
@@ -237,7 +238,7 @@ def test_installed_command_reads_summarises_and_diffs(installed, tmp_path: Path)
         "ours.breakdown.csv"
     ).read_bytes()
     got = cmd("breakdown", f["kineto"])
-    assert got.returncode == 0 and "device 0: busy" in got.stdout, got.stderr
+    assert got.returncode == 0 and "device 0 (" in got.stdout and "busy" in got.stdout, got.stderr
     got = cmd("diff", f"{f['nsys0']},{f['nsys1']}", "m.csv", "--fail-if", "1")
     assert got.returncode == 0 and "breakdown:busy" in got.stdout, got.stderr
     # the artifact's command-less form, as the Makefile calls it, works installed too
