@@ -20,6 +20,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from . import steps
 from .breakdown import Breakdown, read_nsys, read_torch
 from .metrics import (
     COLUMNS,
@@ -53,6 +54,7 @@ __all__ = [
     "by_metric",
     "detect_source",
     "load_profiles",
+    "load_steps",
     "load_with_breakdown",
     "metrics_table",
     "rank_from_path",
@@ -135,6 +137,19 @@ def load_with_breakdown(
 ) -> list[tuple[int, RankProfile, Breakdown]]:
     """load_profiles, each file's time breakdown beside its profile, every file read once."""
     return _load(paths, lambda p: read_profile_breakdown(p, cpu_ops))
+
+
+def load_steps(
+    paths: Sequence[str | os.PathLike[str]], choice: steps.Choice, cpu_ops: bool = True
+) -> list[tuple[int, RankProfile, steps.StepRead]]:
+    """load_with_breakdown over the chosen training steps of each file (steps.py): each file's
+    profile, and its steps' breakdowns (a StepRead). StepError for a step a file lacks."""
+
+    def read(path: str | os.PathLike[str]) -> tuple[RankProfile, steps.StepRead]:
+        got = steps.read_steps(path, detect_source(path), choice, cpu_ops)
+        return got.profile, got
+
+    return _load(paths, read)
 
 
 def _load(paths: Sequence[str | os.PathLike[str]], read: Callable) -> list[tuple]:

@@ -37,7 +37,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -301,15 +301,16 @@ def torch_breakdown(path: str | os.PathLike[str]) -> Breakdown:
 
 
 def read_nsys(
-    path: str | os.PathLike[str], capture: str | None = None
+    path: str | os.PathLike[str], capture: str | None = None, setup: Callable | None = None
 ) -> tuple[RankProfile, Breakdown]:
-    """The metrics (nsys_sqlite.read_nsys_sqlite) and the breakdown of an export, in one pass."""
+    """The metrics (nsys_sqlite.read_nsys_sqlite) and the breakdown of an export, in one pass
+    (setup: nsys_sqlite.read_nsys_with's)."""
     counted: dict[str, dict] = {}  # the call, kernel and copy metrics, counted by the scans
     jobs = (
         partial(nsys_gpu, is_comm=_is_comm, counted=counted),
         partial(nsys_host, is_blocking=is_blocking, counted=counted),
     )
-    prof, (unions, blocked) = read_nsys_with(path, jobs, capture, counted.get)
+    prof, (unions, blocked) = read_nsys_with(path, jobs, capture, counted.get, setup)
     activity = prof.span_ns.get(SPAN_ACTIVITY, (0, 0))
     bd = _breakdown("nsys", unions, blocked, activity, prof.device_kind)
     return prof, for_wall(bd, prof)
@@ -339,9 +340,12 @@ def kineto_ns(ts: float, dur: float) -> tuple[int, int]:
     return start, start + round(dur * 1000)
 
 
-def read_torch(path: str | os.PathLike[str], cpu_ops: bool = True) -> tuple[RankProfile, Breakdown]:
+def read_torch(
+    path: str | os.PathLike[str], cpu_ops: bool = True, events: Callable | None = None
+) -> tuple[RankProfile, Breakdown]:
     """The metrics (torch_trace.read_torch_trace) and the breakdown of a trace, in one pass (two
-    where its events are out of time order beyond breakdown_kineto's or kineto_cpu's window)."""
+    where its events are out of time order beyond breakdown_kineto's or kineto_cpu's window);
+    events: read_torch_trace's."""
     made: list[KinetoIntervals] = []
 
     def feed_for(keep_all: bool) -> KinetoIntervals:
@@ -349,7 +353,7 @@ def read_torch(path: str | os.PathLike[str], cpu_ops: bool = True) -> tuple[Rank
         return made[-1]
 
     try:
-        prof = read_torch_trace(path, cpu_ops, feed_for)
+        prof = read_torch_trace(path, cpu_ops, feed_for, events)
     except OverflowError as exc:  # an infinite or huge ts/dur in an event
         raise ProfileError(path, f"malformed trace event ({exc!r})") from None
     unions, blocked, activity = made[-1].result()

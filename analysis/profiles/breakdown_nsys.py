@@ -194,6 +194,7 @@ def _ahead(
     tables are read side by side (SQLite releases the GIL) while this thread merges them."""
     where = next(row[2] for row in con.execute("PRAGMA database_list") if row[1] == "main")
     uri = f"{Path(where).resolve().as_uri()}?mode=ro"
+    views = nsys.temp_views(con)
     box: queue.Queue = queue.Queue(maxsize=2)
     stop = threading.Event()
 
@@ -207,7 +208,7 @@ def _ahead(
 
     def run() -> None:
         try:
-            with closing(sqlite3.connect(uri, uri=True)) as own:
+            with closing(nsys.connect(uri, views)) as own:
                 for chunk in read(own):
                     if not offer(chunk):
                         return

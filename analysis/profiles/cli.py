@@ -20,7 +20,7 @@ from pathlib import Path
 
 from . import breakdown as bdown
 from . import coverage as cov
-from . import load_with_breakdown
+from . import load_steps, load_with_breakdown, steps
 from .kineto_kinds import HIP, HIP_METRICS
 from .metrics import (
     COLUMNS,
@@ -141,6 +141,7 @@ def build_parser(command: str | None = None, prog: str = PROG) -> argparse.Argum
                             help="CPU ops per rank in the summary (default 8)")  # fmt: skip
     parser.add_argument("--no-cpu-ops", action="store_true",
                         help='leave out the "cpu:<op>" rows of torch traces')  # fmt: skip
+    steps.add_arguments(parser)
     return parser
 
 
@@ -214,20 +215,33 @@ def _write(tables: Sequence[tuple[str, Sequence[str], list]]) -> bool:
     return True
 
 
-def read(args: argparse.Namespace, command: str | None) -> int:
-    """Run `summary` (command None: the command-less form) or `breakdown` on parsed arguments."""
+def read(args: argparse.Namespace, command: str | None, choice: steps.Choice | None) -> int:
+    """Run `summary` (command None: the command-less form) or `breakdown` on parsed arguments,
+    over the chosen steps where there are (steps.py)."""
     try:
         # Every file read once, metrics and breakdown together, before anything is written, so
         # that a file failing leaves no CSV.
-        both = load_with_breakdown(args.files, cpu_ops=not args.no_cpu_ops)
+        if choice is None:
+            both = load_with_breakdown(args.files, cpu_ops=not args.no_cpu_ops)
+            each: dict[int, list] = {}
+        else:
+            got = load_steps(args.files, choice, cpu_ops=not args.no_cpu_ops)
+            both = [(rank, prof, sr.breakdown) for rank, prof, sr in got]
+            each = {i: sr.each for i, (_, _, sr) in enumerate(got)}
     except ProfileError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
+    except steps.StepError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     run = _run_name(args)
     splits = [(rank, split) for rank, _, split in both]
     split_rows = [row for rank, split in splits for row in bdown.breakdown_rows(run, rank, split)]
+    order = sorted(range(len(both)), key=lambda i: (both[i][0], both[i][2].source))
     lines = [
-        bdown.breakdown_lines(r, s) for r, s in sorted(splits, key=lambda rb: (rb[0], rb[1].source))
+        bdown.breakdown_lines(both[i][0], both[i][2])
+        + (steps.step_lines(both[i][0], each[i]) if i in each else [])
+        for i in order
     ]
     if command == "breakdown":
         if args.out and not _write([(args.out, bdown.COLUMNS, split_rows)]):
@@ -265,13 +279,14 @@ def main(argv: Sequence[str] | None = None, prog: str = PROG) -> int:
               " exit status", file=sys.stderr)  # fmt: skip
         return 2
     args = parser.parse_args(argv[1:] if command else argv)
+    choice = steps.choice_of(args, parser)
     try:
         from run import settings
     except ImportError:  # the reader installed on its own reads none of the artifact's settings
         settings = None
     if settings is not None and not settings.check_all_or_say():
         return 2
-    return read(args, command)
+    return read(args, command, choice)
 
 
 def console() -> int:

@@ -32,7 +32,7 @@ from pathlib import Path
 
 from run.node import profiling
 
-from . import detect_source, load_with_breakdown
+from . import detect_source, load_steps, load_with_breakdown, steps
 from . import diff_breakdown as split
 from .breakdown import for_wall
 from .diff_table import (  # PAPER_TOTAL and WALL: the artifact imports them from here
@@ -51,6 +51,7 @@ from .diff_table import (  # PAPER_TOTAL and WALL: the artifact imports them fro
 from .metrics import ProfileError, TidyRow, profile_rows
 from .nsys_sqlite import with_capture
 from .rows import read_metrics_rows, write_rows_atomic
+from .steps import Choice, StepError
 
 _EPILOG = f"""\
 A and B: a profile file, a metrics CSV, a run folder, or several files joined by commas
@@ -110,6 +111,7 @@ def build_parser(prog: str = "python -m analysis.profiles.cli diff") -> argparse
                         help="compare nsys with torch profiles (their numbers differ in kind)")  # fmt: skip
     parser.add_argument("--no-cpu-ops", action="store_true",
                         help='leave out the "cpu:<op>" rows of torch traces')  # fmt: skip
+    steps.add_arguments(parser)
     return parser
 
 
@@ -128,12 +130,19 @@ def _read_csv(path: Path) -> list[TidyRow]:
 Part = tuple[list[TidyRow], list[split.Part] | None, str]
 
 
-def _files(run: str, files: Sequence[Path], capture: str | None, cpu_ops: bool) -> Part:
+def _files(
+    run: str, files: Sequence[Path], capture: str | None, cpu_ops: bool, choice: Choice | None
+) -> Part:
     """Metrics and breakdown of profile files from one reading of each; the wall (and so the
-    breakdown's window) the run's nsys capture mode calls for where it is known."""
+    breakdown's window) the run's nsys capture mode calls for where it is known, or the chosen
+    steps' window."""
+    if choice is not None:
+        read = [(rank, prof, sr.breakdown) for rank, prof, sr in load_steps(files, choice, cpu_ops)]
+    else:
+        read = load_with_breakdown(files, cpu_ops)
     rows, parts = [], []
-    for rank, prof, bd in load_with_breakdown(files, cpu_ops):
-        if capture is not None:
+    for rank, prof, bd in read:
+        if capture is not None and choice is None:
             prof = with_capture(prof, capture)
             bd = for_wall(bd, prof)
         rows += profile_rows(run, rank, prof)
@@ -141,11 +150,11 @@ def _files(run: str, files: Sequence[Path], capture: str | None, cpu_ops: bool) 
     return rows, parts, ""
 
 
-def _run_folder(folder: Path, cpu_ops: bool, traces: bool) -> Part:
+def _run_folder(folder: Path, cpu_ops: bool, traces: bool, choice: Choice | None) -> Part:
     csv = folder / profiling.PROFILE_METRICS
     files = sorted((folder / profiling.NSYS_DIR).glob("*.sqlite"))
     files += sorted((folder / profiling.TORCH_TRACE_DIR).rglob(profiling.TORCH_TRACE_GLOB))
-    if csv.is_file():
+    if csv.is_file() and choice is None:
         rows = _read_csv(csv)
         parts, why = split.beside(csv)
         if parts is None and files and traces:
@@ -158,17 +167,21 @@ def _run_folder(folder: Path, cpu_ops: bool, traces: bool) -> Part:
             f"{profiling.TORCH_TRACE_DIR}/{profiling.TORCH_TRACE_GLOB})",
         )
     # the same wall time collect.py would choose for this run's nsys capture mode
-    rows, parts, _ = _files(folder.name, files, profiling.read_capture(folder), cpu_ops)
+    rows, parts, _ = _files(folder.name, files, profiling.read_capture(folder), cpu_ops, choice)
     if not traces:
         return rows, None, f"{folder}: traces not read for the breakdown"
     return rows, parts, ""
 
 
-def read_side(spec: str, cpu_ops: bool = True, traces: bool = True) -> Part:
+def read_side(
+    spec: str, cpu_ops: bool = True, traces: bool = True, choice: Choice | None = None
+) -> Part:
     """A side's metrics rows, breakdown (None if it has none) and why it has none.
 
     traces=False reads no trace for the breakdown where a metrics CSV stands in (an nsys export
-    can be gigabytes): the breakdown is then only the CSV beside it. ProfileError on bad input.
+    can be gigabytes): the breakdown is then only the CSV beside it. choice: only those steps
+    (steps.py), from the profile files (a run folder's traces); a metrics CSV holds no steps
+    (StepError). ProfileError on bad input.
     """
     paths = [Path(p) for p in spec.split(",") if p]
     if not paths:
@@ -176,14 +189,16 @@ def read_side(spec: str, cpu_ops: bool = True, traces: bool = True) -> Part:
     parts, files = [], []
     for path in paths:
         if path.is_dir():
-            parts.append(_run_folder(path, cpu_ops, traces))
+            parts.append(_run_folder(path, cpu_ops, traces, choice))
+        elif path.suffix.lower() == ".csv" and choice is not None:
+            raise StepError(f"{path}: a metrics CSV holds no steps; give the profile files")
         elif path.suffix.lower() == ".csv":
             parts.append((_read_csv(path), *split.beside(path)))
         else:
             detect_source(path)  # the one-line error for a missing or foreign file, read first
             files.append(path)
     if files:
-        parts.append(_files(spec, files, None, cpu_ops))
+        parts.append(_files(spec, files, None, cpu_ops, choice))
     rows = [r for table, _, _ in parts for r in table]
     # a breakdown of some of the side's ranks only would compare part of one job with another
     whys = [why for _, s, why in parts if s is None]
@@ -236,6 +251,7 @@ def main(argv: Sequence[str] | None = None, prog: str | None = None) -> int:
     args = parser.parse_args(argv)
     if args.metric and args.fail_if is None:
         parser.error("--metric only chooses what --fail-if checks; give --fail-if too")
+    choice = steps.choice_of(args, parser)
     try:
         from run import settings
     except ImportError:  # the reader installed on its own reads none of the artifact's settings
@@ -243,11 +259,14 @@ def main(argv: Sequence[str] | None = None, prog: str | None = None) -> int:
     if settings is not None and not settings.check_all_or_say():
         return 2
     try:
-        side_a = read_side(args.a, cpu_ops=not args.no_cpu_ops)
-        side_b = read_side(args.b, cpu_ops=not args.no_cpu_ops)
+        side_a = read_side(args.a, not args.no_cpu_ops, choice=choice)
+        side_b = read_side(args.b, not args.no_cpu_ops, choice=choice)
     except ProfileError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
+    except StepError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     try:
         agg_a, agg_b, missing = both_figures(side_a, side_b, (args.a, args.b), args.allow_mixed)
     except UnrelatedError as exc:

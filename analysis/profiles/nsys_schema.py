@@ -43,6 +43,21 @@ def schema(con: sqlite3.Connection) -> dict[str, set[str]]:
     return {n: {r[1] for r in con.execute(f'PRAGMA table_info("{n}")')} for n in names}
 
 
+def temp_views(con: sqlite3.Connection) -> list[str]:
+    """The TEMP views of a connection, as statements another connection can run (steps.py shows
+    the CUDA tables through views of a window; every connection a read opens must see them)."""
+    rows = con.execute("SELECT sql FROM sqlite_temp_master WHERE type = 'view'").fetchall()
+    return [sql.replace("CREATE VIEW", "CREATE TEMP VIEW", 1) for (sql,) in rows]
+
+
+def connect(uri: str, views: list[str] = ()) -> sqlite3.Connection:
+    """A connection to a `file:...?mode=ro` URI, with `views` (temp_views) made on it."""
+    con = sqlite3.connect(uri, uri=True)
+    for sql in views:
+        con.execute(sql)
+    return con
+
+
 def strings(con: sqlite3.Connection, ids: list[int]) -> dict[int, str]:
     """StringIds id -> text for the given ids (ids absent from the table are left out)."""
     out: dict[int, str] = {}

@@ -93,11 +93,13 @@ from .nsys_schema import (
     RUNTIME,
     STRINGS,
     call_rows,
+    connect,
     kernel_name_column,
     name_values,
     runtime_calls,
     schema,
     strings,
+    temp_views,
 )
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
@@ -135,6 +137,7 @@ def read_nsys_with(
     jobs: Sequence[Job],
     capture: str | None = None,
     counted: Callable[[str], dict[int, list] | None] | None = None,
+    setup: Callable[[sqlite3.Connection], None] | None = None,
 ) -> tuple[RankProfile, list[object]]:
     """read_nsys_sqlite, plus what each job returns, run in the same pass over the file: every
     job gets its own read-only connection beside the aggregations (the time breakdown's unions).
@@ -142,7 +145,8 @@ def read_nsys_with(
     counted: where jobs read every call, kernel and copy row anyway, the GROUP BY they counted
     for a table (RUNTIME where call_rows tells the calls apart, KERNEL, MEMCPY), asked once the
     jobs are done: key -> the GROUP BY row after the key (breakdown_nsys); None where they could
-    not, and the GROUP BY runs then. Each of those tables is read once so."""
+    not, and the GROUP BY runs then. Each of those tables is read once so. setup: run on the
+    first connection (steps.py's TEMP views), whose views every other connection gets too."""
     path = Path(path)
     _check_magic(path)
     try:
@@ -150,6 +154,8 @@ def read_nsys_with(
     except sqlite3.Error as exc:
         raise ProfileError(path, f"cannot open SQLite file ({exc})") from exc
     try:
+        if setup is not None:
+            setup(con)
         profile, results = _read(con, path, jobs, counted)
         return with_capture(profile, capture), results
     except sqlite3.Error as exc:
@@ -158,8 +164,11 @@ def read_nsys_with(
         con.close()
 
 
-def _on_own_connection(path: Path, job: Callable[..., object], *args: object) -> object:
-    with closing(sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)) as con:
+def _on_own_connection(
+    where: tuple[Path, list[str]], job: Callable[..., object], *args: object
+) -> object:
+    path, views = where
+    with closing(connect(f"{path.resolve().as_uri()}?mode=ro", views)) as con:
         return job(con, *args)
 
 
@@ -266,11 +275,12 @@ def _read(
     # (the breakdown's scans) with them. The jobs may count the GROUP BYs (`counted`): the calls'
     # where they are told apart by their class (the rows are read in stored order then).
     by_job = {KERNEL, MEMCPY} | ({RUNTIME} if call_rows(con, columns) is not None else set())
+    where = (path, temp_views(con))
     with ThreadPoolExecutor(len(tables) + len(jobs)) as pool:
-        extra = [pool.submit(_on_own_connection, path, job, columns) for job in jobs]
+        extra = [pool.submit(_on_own_connection, where, job, columns) for job in jobs]
         groups = [
             None if counted and table in by_job else
-            pool.submit(_on_own_connection, path, fn, arg, spans) for fn, arg, table in tables
+            pool.submit(_on_own_connection, where, fn, arg, spans) for fn, arg, table in tables
         ]  # fmt: skip
         results = [job.result() for job in extra]
         rows = [

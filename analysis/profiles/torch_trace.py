@@ -100,13 +100,15 @@ def read_torch_trace(
     path: str | os.PathLike[str],
     cpu_ops: bool = True,
     feed_for: Callable[[bool], Feed] | None = None,
+    events: Callable[[Iterator[list[Any]]], Iterator[list[Any]]] | None = None,
 ) -> RankProfile:
     """Aggregate one Chrome trace; `cpu_ops` adds "cpu:<op>" rows (module docstring).
 
     feed_for: given keep_all, the Feed that gets every complete ("X") event whose cat is in its
     cats, in the same pass (the time breakdown collects its intervals so). The trace is read a
     second time, every interval kept (keep_all), where its events come out of time order beyond
-    what the feed or the CPU ops' unions fold. Raises ProfileError naming the file for a missing,
+    what the feed or the CPU ops' unions fold. events: applied to the decoded event batches before
+    they are counted (steps.py clips them to a window). Raises ProfileError naming the file for a missing,
     truncated or non-trace file, and for one with GPU events of no category this reader knows.
     """
     path = Path(path)
@@ -114,7 +116,7 @@ def read_torch_trace(
         feed = feed_for(keep_all) if feed_for is not None else None
         cpu = CpuUnions(op_name, keep_all) if cpu_ops else None
         with _reading(path) as fh:
-            prof = _aggregate(path, _JsonStream(fh, path), cpu_ops, feed, cpu)
+            prof = _aggregate(path, _JsonStream(fh, path), cpu_ops, feed, cpu, events)
         if prof is not None:
             return prof
     raise AssertionError("a keep_all reading is never out of order")
@@ -324,14 +326,20 @@ def _walk(stream: _JsonStream, meta: dict[str, Any]) -> Iterator[list[Any]]:
 
 
 def _aggregate(
-    path: Path, stream: _JsonStream, cpu_ops: bool, feed: Feed | None, cpu: CpuUnions | None
+    path: Path,
+    stream: _JsonStream,
+    cpu_ops: bool,
+    feed: Feed | None,
+    cpu: CpuUnions | None,
+    events: Callable[[Iterator[list[Any]]], Iterator[list[Any]]] | None = None,
 ) -> RankProfile | None:
     """The profile of one reading; None where the feed or the CPU ops' unions found the events
     out of time order (read again with keep_all)."""
     meta: dict[str, Any] = {}
     found = Folded()
     try:
-        fold(_walk(stream, meta), cpu_ops, feed, found, cpu)
+        batches = _walk(stream, meta)
+        fold(events(batches) if events else batches, cpu_ops, feed, found, cpu)
     except UnicodeDecodeError:
         raise  # a ValueError too, but read_torch_trace names it: binary, not a malformed event
     except (TypeError, ValueError, AttributeError) as exc:

@@ -332,8 +332,9 @@ def test_kineto_folds_in_windows_or_reads_again(tmp_path: Path, monkeypatch, shu
     reads = []
     real = bd.read_torch_trace
 
-    def counted(path, cpu_ops, feed_for):
-        return real(path, cpu_ops, lambda keep_all: reads.append(keep_all) or feed_for(keep_all))
+    def counted(path, cpu_ops, feed_for, *events):
+        return real(path, cpu_ops, lambda keep_all: reads.append(keep_all) or feed_for(keep_all),
+                    *events)  # fmt: skip
 
     monkeypatch.setattr(bd, "read_torch_trace", counted)
     out = bd.read_breakdown(path, "torch")

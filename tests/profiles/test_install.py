@@ -115,7 +115,7 @@ def test_reading_imports_no_pandas(tmp_path: Path) -> None:
     f = _files(tmp_path)
     runs = [
         ["--run", "x", "--out", str(tmp_path / "m.csv"), str(f["nsys0"]), str(f["nsys1"])],
-        ["summary", str(f["kineto"])],
+        ["summary", "--step", "1", str(f["kineto"])],
         ["breakdown", "--out", str(tmp_path / "b.csv"), str(f["nsys0"])],
         ["diff", f"{f['nsys0']},{f['nsys1']}", str(tmp_path / "m.csv")],
     ]
@@ -239,6 +239,8 @@ def test_installed_command_reads_summarises_and_diffs(installed, tmp_path: Path)
     ).read_bytes()
     got = cmd("breakdown", f["kineto"])
     assert got.returncode == 0 and "device 0 (" in got.stdout and "busy" in got.stdout, got.stderr
+    got = cmd("summary", "--step", "1", f["kineto"])  # ProfilerStep#1 (steps.py)
+    assert got.returncode == 0 and "per step, rank 0:\n  step 1: window" in got.stdout, got.stderr
     got = cmd("diff", f"{f['nsys0']},{f['nsys1']}", "m.csv", "--fail-if", "1")
     assert got.returncode == 0 and "breakdown:busy" in got.stdout, got.stderr
     # the artifact's command-less form, as the Makefile calls it, works installed too
