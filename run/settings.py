@@ -232,15 +232,35 @@ PARSERS: dict[str, Callable[[Setting, str], Any]] = {
 
 def matrix_profiles() -> list[str]:
     """The profile names of MATRIX_FILE. yaml is imported only here, when PROFILE is set; the
-    matrix itself (run.sweep.matrix) is not, since it reads its settings from this module."""
-    from run import yamlfile
-
+    matrix itself (run.sweep.matrix) is not, since it reads its settings from this module. Without
+    PyYAML (make checks the settings before the venv exists) the keys of the top-level `profiles:`
+    block are read line by line."""
     path = value("MATRIX_FILE")
+    try:
+        from run import yamlfile
+    except ImportError:
+        return _profile_keys(path)
     data = yamlfile.load(path, SettingError)
     profiles = data.get("profiles") if isinstance(data, dict) else None
     if not isinstance(profiles, dict) or not profiles:
         raise SettingError(f"{path}: no profiles")
     return [str(p) for p in profiles]
+
+
+def _profile_keys(path: Path) -> list[str]:
+    try:
+        lines = path.read_text().splitlines()
+    except OSError as exc:
+        raise SettingError(f"{path}: {exc.strerror}") from None
+    keys, inside = [], False
+    for line in lines:
+        if line[:1] not in ("", " ", "#"):
+            inside = line.startswith("profiles:")
+        elif inside and (m := re.match(r"  ([A-Za-z0-9_-]+):", line)):
+            keys.append(m.group(1))
+    if not keys:
+        raise SettingError(f"{path}: no profiles")
+    return keys
 
 
 def value(name: str) -> Any:
