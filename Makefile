@@ -200,10 +200,11 @@ $(SWEEPS)/%.json: $(RUN_SRC) | $(VENV_STAMP)
 
 # Reached only through pattern rules, files are "intermediate": make deletes them when it exits
 # and, once deleted, never makes them again while what they feed is newer. The sweep records are
-# named here (no recipe of their own: the pattern rule's), so a deleted record is made again; the
-# tables and figures are kept.
+# named here (no recipe of their own: the pattern rule's), so a deleted record is made again.
+# Precious: neither a record (what ran), a table nor a figure is deleted by make, even on an error
+# or Ctrl-C (each is written whole, at its recipe's end).
 $(foreach e,$(call uniq,$(foreach t,$(ARTIFACTS),$(exp_$(t)))),$(SWEEPS)/$(e).json):
-.PRECIOUS: $(TABLES)/%.csv $(FIGS)/%.png
+.PRECIOUS: $(SWEEPS)/%.json $(TABLES)/%.csv $(FIGS)/%.png
 
 # Every table's timing verdicts are judged against the run-to-run noise of the same results
 # (analysis/noise.py): the noise cells (N1/N2, target table-noise) run before any table is made.

@@ -142,3 +142,34 @@ def test_a_setting_that_renames_runs_runs_them_and_back_again_rebuilds_from_the_
     # back to one repeat: every run is there, but the record names the seed-1 runs too
     assert make_target(walk) == set()
     assert len(table_runs(walk)) == 2
+
+
+FAKE_SMI = """#!/bin/sh
+# nvidia-smi of a node with one H100 and a CUDA 13 driver (run/node/probe.py's queries)
+case "$*" in
+  *--query-gpu*) echo "0, NVIDIA H100 80GB HBM3, 81559, 00000000:19:00.0, 580.65.06, GPU-1" ;;
+  -L) echo "GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-1)" ;;
+  topo*) echo "GPU0 X" ;;
+  *) echo "| NVIDIA-SMI 580.65.06  Driver Version: 580.65.06  CUDA Version: 13.0 |" ;;
+esac
+"""
+
+
+def test_a_gpu_node_whose_torch_cannot_use_it_stops_before_any_run(tmp_path):
+    """`make all` with runs left on a node whose nvidia-smi lists a GPU that this (CPU) torch
+    cannot use: the CUDA check stops it in one line, before the plan and any sweep."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "nvidia-smi").write_text(FAKE_SMI)
+    (bin_dir / "nvidia-smi").chmod(0o755)
+    drop = ("PROFILER", "REPEATS", "PROFILE", "MAKEFLAGS", "MFLAGS", "MAKELEVEL")
+    env = {k: v for k, v in os.environ.items() if k not in drop}
+    env.update(PATH=f"{bin_dir}{os.pathsep}{env['PATH']}", RESULTS_DIR=str(tmp_path / "results"))
+    done = subprocess.run(["make", "--no-print-directory", "all", "PROFILE=smoke"], cwd=REPO,
+                          env=env, capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert done.stdout == ""  # no plan, no sweep
+    err = [ln for ln in done.stderr.splitlines() if not ln.startswith("make: ***")]
+    assert len(err) == 1 and "is a CPU build" in err[0], done.stderr
+    assert "check-cuda" in done.stderr.splitlines()[-1]
+    assert not (tmp_path / "results").exists()

@@ -256,3 +256,48 @@ def test_profile_is_checked_before_the_venv_exists_without_pyyaml(tmp_path):
                              capture_output=True, text=True)  # fmt: skip
         assert out.returncode == rc, out.stderr
     assert out.stderr.strip().endswith("smoke, quick, paper, got 'bogus'")
+
+
+# --- make all: nothing to do once everything is made; the CUDA check and the plan come first ------
+
+
+@pytest.fixture
+def all_done(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Every sweep, table, figure and the report of `make all`, each newer than its sources."""
+    for var in ("PROFILER", "REPEATS"):
+        monkeypatch.delenv(var, raising=False)
+    fake_venv(tmp_path)
+    smoke = ["PROFILE=smoke"]
+    exps = variable(tmp_path, "foreach t,$(ARTIFACTS),$(exp_$(t))", *smoke).split()
+    outputs = variable(tmp_path, "call outputs,$(ARTIFACTS)", *smoke).split()
+    report = Path(variable(tmp_path, "REPORT_MD", *smoke))
+    base = max(time.time(), newest_source()) + 600
+    made = fabricate(tmp_path / "results", "smoke", sorted(set(exps)))
+    for step, paths in enumerate((made, [Path(p) for p in outputs], [report]), start=1):
+        for p in paths:
+            p.parent.mkdir(parents=True, exist_ok=True)
+            if step > 1:
+                p.write_text("{}")
+            os.utime(p, (base + step, base + step))
+    return tmp_path
+
+
+def test_a_finished_make_all_has_nothing_to_do(all_done):
+    assert make(all_done, "-q", "all", "PROFILE=smoke").returncode == 0
+    dry = make(all_done, "-n", "all", "PROFILE=smoke")
+    assert dry.returncode == 0 and "Nothing to be done for 'all'" in dry.stdout
+
+
+def test_with_a_run_left_make_all_checks_cuda_and_prints_the_plan_before_any_sweep(all_done):
+    res = all_done / "results" / "smoke"
+    run = res / "runs" / store.read_json(res / "sweeps" / "V3.json")["runs"][0]["run"]
+    (run / store.SUMMARY).unlink()
+    assert make(all_done, "-q", "all", "PROFILE=smoke").returncode == 1
+    lines = make(all_done, "-n", "all", "PROFILE=smoke").stdout.splitlines()
+    cmds = [ln for ln in lines if " -m " in ln]
+    assert cmds[0].endswith("-m run.node.probe --check-cuda")
+    assert cmds[1].endswith("-m run.sweep.plan --profile smoke --brief")
+    # then V3's sweep (V3 only: every other record and run is whole), its tables, the report
+    assert [c for c in cmds if "-m run.sweep " in c] == [
+        f"{Path(variable(all_done, 'PY'))} -m run.sweep --profile smoke --exp V3"
+    ]
