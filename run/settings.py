@@ -18,15 +18,13 @@ fail to load. Checking PROFILE reads the matrix's profile names, with yaml, only
 
 from __future__ import annotations
 
-import argparse
 import math
 import os
 import re
 import sys
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from run.errors import UserError
 
@@ -39,8 +37,7 @@ class SettingError(UserError):
     """A setting whose value is not one it accepts."""
 
 
-@dataclass(frozen=True)
-class Setting:
+class Setting(NamedTuple):
     name: str
     # whole, number, choice, profile, file, path, url, index, text or secret (see PARSERS)
     kind: str
@@ -343,6 +340,11 @@ def markdown_table() -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv == ["--check"]:  # make runs this on every call: argparse (and re's load) is its cost
+        return 0 if check_all_or_say() else 2
+    import argparse
+
     ap = argparse.ArgumentParser(
         prog="python -m run.settings", description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
