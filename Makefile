@@ -7,7 +7,10 @@ SHELL := /bin/bash
 .DELETE_ON_ERROR:
 
 # Paper scale on a GPU node, CPU smoke scale elsewhere. Override: make all PROFILE=quick
-PROFILE ?= $(shell nvidia-smi -L >/dev/null 2>&1 && echo paper || echo smoke)
+# (asked once: `?=` would ask nvidia-smi at every use)
+ifeq ($(origin PROFILE),undefined)
+PROFILE := $(shell nvidia-smi -L >/dev/null 2>&1 && echo paper || echo smoke)
+endif
 # Which profiler the profiled experiments (V5, V6, L3, L4, L7, L9) use: auto = nsys when on the
 # PATH, else torch.profiler. Setting it applies it to every run of the targets you make.
 PROFILER ?=
@@ -59,28 +62,20 @@ RUN_SRC := experiments/matrix.yaml run/store.py run/errors.py run/settings.py ru
 ANALYSIS_SRC := $(wildcard analysis/*.py analysis/claims/*.py analysis/profiles/*.py) \
                 reference/paper/claims.yaml
 # Each spec run REPEATS times with seeds seed, seed+1, ...: tables show medians and min-max.
-# Set before the stamp below reads it.
 REPEATS ?= 1
 export REPEATS
-# A PROFILER or REPEATS choice is part of what a sweep ran, so the sweeps depend on a stamp that
-# holds it. Its rule exists only while its content differs from this call's settings: the same
-# settings leave the file and the sweeps after it up to date, and `make -n`/`make -q` write
-# nothing. Only a profile of the matrix gets one (awk, no venv needed): `make fig-x PROFILE=bogus`
-# creates no results/bogus, and the sweep's entry point names the bad profile; every setting is
-# checked (run/settings.py) before the stamp is written, so a bad one creates nothing either.
-PROFILES := $(shell awk -v profiles=1 -f experiments/targets.awk experiments/matrix.yaml)
-PROFILER_STAMP := $(if $(filter $(PROFILE),$(PROFILES)),$(RES)/.profiler)
-STAMP_TEXT := profiler=$(PROFILER) repeats=$(REPEATS)
-ifneq ($(PROFILER_STAMP),)
-ifneq ($(STAMP_TEXT),$(shell cat $(PROFILER_STAMP) 2>/dev/null))
-$(PROFILER_STAMP): FORCE | $(VENV_STAMP)
-	@$(PY) -m run.settings --check
-	@mkdir -p $(@D)
-	echo '$(STAMP_TEXT)' > $@
-endif
-endif
 # Not a file (and never made): whatever depends on it is out of date.
 FORCE:
+
+# Every setting (run/settings.py) is checked when make starts, on every call, done target or not:
+# a bad value stops make in one line, exit 2, before anything is written (the venv included).
+# $(shell) does not see the command line's variables (GNU make < 4.4 hands them to recipes only),
+# so they are passed to it. run.settings imports the standard library alone (PyYAML only to check
+# PROFILE, and it reads the matrix without it when there is no venv yet): python3 will do.
+cmdline_env := $(foreach v,$(.VARIABLES),$(if $(filter command line,$(origin $(v))),$(v)='$(subst ','\'',$($(v)))'))
+in_env = env $(cmdline_env) $(1)
+SETTINGS_ERROR := $(shell $(call in_env,$(if $(wildcard $(PY)),$(PY),$(PYTHON))) -m run.settings --check 2>&1)
+$(if $(SETTINGS_ERROR),$(error $(strip $(patsubst error:,,$(SETTINGS_ERROR)))))
 
 # Every artifact: make target -> experiment(s), read from experiments/matrix.yaml (the only place
 # the map is written; experiments/targets.awk parses it before any venv exists). A target is
@@ -120,6 +115,29 @@ REPORT_SRC := $(wildcard report/*.py report/templates/*) experiments/assumptions
               experiments/matrix.yaml reference/paper/claims.yaml
 RENDER = $(PY) -m report.build --profile $(PROFILE) $(addprefix --results ,$(REPORT_RESULTS))
 
+# What is left to run: make asks run/sweep/left.py, the reading of what is missing that the plan
+# and the sweep share, which sweeps of this call's goals must run, and forces those. File times
+# alone miss a run folder deleted or a summary.json corrupted under a newer record, a setting that
+# renames runs (PROFILER, REPEATS, LLAMA3_DIR, ...), a cell this machine can now or no longer run;
+# so what `make plan` lists as missing is what make runs. Goals that reach no sweep (help, plan,
+# test, report, ...) do not ask; before the venv exists, every sweep is left. Every table reads
+# the noise cells (table-noise's experiments, analysis/noise.py), so every table's goal needs them.
+NOISE_EXPS := $(exp_table-noise)
+goal_targets = $(or $(goals_$(1)),$(filter $(ARTIFACTS),$(1)),\
+  $(patsubst $(TABLES)/%.csv,%,$(filter $(TABLES)/%.csv,$(1))),$(patsubst $(FIGS)/%.png,%,$(filter $(FIGS)/%.png,$(1))))
+GOAL_TARGETS := $(foreach g,$(MAKECMDGOALS),$(call goal_targets,$(g)))
+GOAL_EXPS := $(strip $(call uniq,$(foreach t,$(GOAL_TARGETS),$(exp_$(t))) $(if $(GOAL_TARGETS),$(NOISE_EXPS)) \
+               $(patsubst $(SWEEPS)/%.json,%,$(filter $(SWEEPS)/%.json,$(MAKECMDGOALS)))))
+ifneq ($(GOAL_EXPS),)
+LEFT := $(if $(wildcard $(VENV_STAMP)),$(shell $(call in_env,$(PY)) -m run.sweep.left \
+          --profile $(PROFILE) $(addprefix --exp ,$(GOAL_EXPS)) 2>&1),stale: $(GOAL_EXPS))
+ifneq ($(firstword $(LEFT)),stale:)
+$(error $(strip $(patsubst error:,,$(LEFT))))
+endif
+STALE := $(wordlist 2,$(words $(LEFT)),$(LEFT))
+endif
+$(foreach e,$(STALE),$(eval $(SWEEPS)/$(e).json: FORCE))
+
 .PHONY: help all vision llm report test test-unit test-faults test-gpu lint format probe venv matrix clean \
         clean-results bench-vision bench-loaders bench-analysis bench-profiler bench-optimize data-mnist assets container \
         container-test container-local sif slurm slurm-deps test-slurm \
@@ -133,21 +151,25 @@ help: ## show this help
 	@echo "One target per artifact (experiments/matrix.yaml$(if $(filter-out $(ARTIFACTS),$(ALL_TARGETS)),; not implemented yet: $(filter-out $(ARTIFACTS),$(ALL_TARGETS)))):"
 	@awk -v help=1 -f experiments/targets.awk experiments/matrix.yaml
 
-# The plan comes first: a serial make builds prerequisites left to right, so what the GPUs will
-# cost is on the terminal (and in a SLURM log) before the first run starts.
-all: check-cuda plan-brief $(call outputs,$(ARTIFACTS)) $(REPORT_MD) ## run every experiment, build every table, figure and the report
+# Only when a sweep is left: first the CUDA check (a torch that cannot use the node's GPUs stops
+# here, before any run), then the plan (a serial make builds prerequisites left to right, so what
+# the GPUs will cost is on the terminal, and in a SLURM log, before the first run starts). With
+# nothing left, neither: `make -q all` exits 0 and a finished `make all` returns at once.
+all: $(if $(STALE),check-cuda plan-brief) $(call outputs,$(ARTIFACTS)) $(REPORT_MD) ## run every experiment, build every table, figure and the report
 
-vision: check-cuda $(call outputs,$(VISION)) $(REPORT_MD) ## only the vision experiments (V*), then the report
+vision: $(if $(STALE),check-cuda) $(call outputs,$(VISION)) $(REPORT_MD) ## only the vision experiments (V*), then the report
 
-llm: check-cuda $(call outputs,$(LLM)) $(REPORT_MD) ## only the LLM experiments (L*), then the report
+llm: $(if $(STALE),check-cuda) $(call outputs,$(LLM)) $(REPORT_MD) ## only the LLM experiments (L*), then the report
 
 # Every missing run of the built artifacts in one sweep, no tables: what each node of
 # `make slurm NODES=n` does. Sweeps sharing the results folder split the runs by their locks.
 runs: check-cuda | $(VENV_STAMP) ## only the runs of PROFILE (no tables, no report); several at once share the work
 	$(PY) -m run.sweep --profile $(PROFILE) $(addprefix --exp ,$(call uniq,$(foreach t,$(ARTIFACTS),$(exp_$(t)))))
 
-plan: | $(VENV_STAMP) ## every run of PROFILE: state, estimated time, GPU-hours and wall time still to spend
-	@$(PY) -m run.sweep.plan --profile $(PROFILE)
+# ARTIFACTS on the command line: only the runs those targets make (the noise cells included).
+PLAN_EXPS := $(if $(filter command line,$(origin ARTIFACTS)),$(call uniq,$(foreach t,$(ARTIFACTS),$(exp_$(t))) $(NOISE_EXPS)))
+plan: | $(VENV_STAMP) ## every run of PROFILE (ARTIFACTS=...: of those targets): state, estimated time, GPU-hours and wall time still to spend
+	@$(PY) -m run.sweep.plan --profile $(PROFILE) $(addprefix --exp ,$(PLAN_EXPS))
 
 plan-brief: | $(VENV_STAMP)
 	@$(PY) -m run.sweep.plan --profile $(PROFILE) --brief
@@ -172,17 +194,21 @@ matrix: | $(VENV_STAMP) ## validate the experiment matrix and list the runs of P
 
 # One sweep per experiment; its record is written only once every run is dealt with, so a killed
 # make resumes here and the sweep repeats no finished run.
-$(SWEEPS)/%.json: $(RUN_SRC) $(PROFILER_STAMP) | $(VENV_STAMP)
+$(SWEEPS)/%.json: $(RUN_SRC) | $(VENV_STAMP)
 	@$(PY) -m run.node.probe
 	$(PY) -m run.sweep --profile $(PROFILE) --exp $*
 
-# Reached only through pattern rules, these would be "intermediate" files that make deletes when
-# it exits; they are the record of what ran, so they stay.
+# Reached only through pattern rules, files are "intermediate": make deletes them when it exits
+# and, once deleted, never makes them again while what they feed is newer. The sweep records are
+# named here (no recipe of their own: the pattern rule's), so a deleted record is made again.
+# Precious: neither a record (what ran), a table nor a figure is deleted by make, even on an error
+# or Ctrl-C (each is written whole, at its recipe's end).
+$(foreach e,$(call uniq,$(foreach t,$(ARTIFACTS),$(exp_$(t)))),$(SWEEPS)/$(e).json):
 .PRECIOUS: $(SWEEPS)/%.json $(TABLES)/%.csv $(FIGS)/%.png
 
 # Every table's timing verdicts are judged against the run-to-run noise of the same results
 # (analysis/noise.py): the noise cells (N1/N2, target table-noise) run before any table is made.
-NOISE_SWEEPS = $(foreach e,$(exp_table-noise),$(SWEEPS)/$(e).json)
+NOISE_SWEEPS = $(foreach e,$(NOISE_EXPS),$(SWEEPS)/$(e).json)
 
 .SECONDEXPANSION:
 $(TABLES)/%.csv: $$(foreach e,$$(exp_$$*),$$(SWEEPS)/$$(e).json) $$(NOISE_SWEEPS) analysis/artifacts/$$(subst -,_,$$*).py $(ANALYSIS_SRC) | $(VENV_STAMP)

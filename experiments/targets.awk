@@ -1,10 +1,7 @@
 # The make targets of experiments/matrix.yaml, for the Makefile (which cannot import Python before
 # the venv exists): one line per experiment, "target:ID:workload". With -v help=1, the lines of
-# `make help` instead; with -v profiles=1, the names of its profiles, one a line.
-# tests/test_matrix.py and tests/test_make_uptodate.py check these against run/sweep/matrix.py.
-/^profiles:/ { inprof = 1; next }
-inprof && /^[^ #]/ { inprof = 0 }
-inprof && profiles && /^  [A-Za-z0-9_-]+:/ { name = $1; sub(":", "", name); print name }
+# `make help` instead.
+# tests/test_targets.py checks these against run/sweep/matrix.py.
 /^experiments:/ { inexp = 1; next }
 inexp && /^[^ #]/ { inexp = 0 }
 inexp && /^  [A-Za-z0-9_]+:[ ]*$/ { if (id != "") emit(); id = $1; sub(":", "", id); target = ""; workload = ""; title = ""; source = "" }
@@ -14,7 +11,6 @@ inexp && /^    title:/ { title = $0; sub(/^    title:[ ]*/, "", title) }
 inexp && /^    source:/ { source = $0; sub(/^    source:[ ]*/, "", source) }
 END { if (id != "") emit() }
 function emit() {
-  if (profiles) return
   if (help) printf "  %-24s %-4s %s (%s)\n", target, id, title, source
   else print target ":" id ":" workload
 }

@@ -18,15 +18,13 @@ fail to load. Checking PROFILE reads the matrix's profile names, with yaml, only
 
 from __future__ import annotations
 
-import argparse
 import math
 import os
 import re
 import sys
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from run.errors import UserError
 
@@ -39,8 +37,7 @@ class SettingError(UserError):
     """A setting whose value is not one it accepts."""
 
 
-@dataclass(frozen=True)
-class Setting:
+class Setting(NamedTuple):
     name: str
     # whole, number, choice, profile, file, path, url, index, text or secret (see PARSERS)
     kind: str
@@ -232,15 +229,35 @@ PARSERS: dict[str, Callable[[Setting, str], Any]] = {
 
 def matrix_profiles() -> list[str]:
     """The profile names of MATRIX_FILE. yaml is imported only here, when PROFILE is set; the
-    matrix itself (run.sweep.matrix) is not, since it reads its settings from this module."""
-    from run import yamlfile
-
+    matrix itself (run.sweep.matrix) is not, since it reads its settings from this module. Without
+    PyYAML (make checks the settings before the venv exists) the keys of the top-level `profiles:`
+    block are read line by line."""
     path = value("MATRIX_FILE")
+    try:
+        from run import yamlfile
+    except ImportError:
+        return _profile_keys(path)
     data = yamlfile.load(path, SettingError)
     profiles = data.get("profiles") if isinstance(data, dict) else None
     if not isinstance(profiles, dict) or not profiles:
         raise SettingError(f"{path}: no profiles")
     return [str(p) for p in profiles]
+
+
+def _profile_keys(path: Path) -> list[str]:
+    try:
+        lines = path.read_text().splitlines()
+    except OSError as exc:
+        raise SettingError(f"{path}: {exc.strerror}") from None
+    keys, inside = [], False
+    for line in lines:
+        if line[:1] not in ("", " ", "#"):
+            inside = line.startswith("profiles:")
+        elif inside and (m := re.match(r"  ([A-Za-z0-9_-]+):", line)):
+            keys.append(m.group(1))
+    if not keys:
+        raise SettingError(f"{path}: no profiles")
+    return keys
 
 
 def value(name: str) -> Any:
@@ -323,6 +340,11 @@ def markdown_table() -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv == ["--check"]:  # make runs this on every call: argparse (and re's load) is its cost
+        return 0 if check_all_or_say() else 2
+    import argparse
+
     ap = argparse.ArgumentParser(
         prog="python -m run.settings", description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,

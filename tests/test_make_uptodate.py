@@ -1,11 +1,12 @@
 """Make knows what is done: once an artifact's sweeps, table, figure and report are newer than
-what they are made from, `make -q <target>` exits 0 and `make -n` has nothing to do; a newer run
-source, the matrix or another PROFILER/REPEATS makes its sweep re-check.
+what they are made from, and run/sweep/left.py finds nothing left of its sweeps, `make -q
+<target>` exits 0 and `make -n` has nothing to do; a newer run source, the matrix or another
+PROFILER/REPEATS makes its sweeps re-check. A finished `make all` is a no-op make -q agrees with.
 
-Works on file times alone: the files of one artifact are fabricated in a temporary results folder
-with explicit times, in the order make would write them; a changed source is make's own
---what-if (no file of the checkout is touched); nothing is run but make -q, make -n and the rule
-that writes the PROFILER/REPEATS stamp.
+The files of one artifact are fabricated in a temporary results folder (tests/made_runs.py: the
+records and run folders its sweeps would leave) with explicit times, in the order make would write
+them; a changed source is make's own --what-if (no file of the checkout is touched); nothing is
+run but make -q and make -n. tests/test_make_truth.py walks the same on real smoke runs.
 """
 
 from __future__ import annotations
@@ -20,8 +21,10 @@ from typing import Any
 import pytest
 
 from report.figures import common as figcommon
-from run import store
-from run.sweep import matrix as mx
+from run import settings, store
+
+sys.path.insert(0, str(Path(__file__).parent))
+from made_runs import fabricate  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 TARGET = "fig-vram"  # one experiment (L8), beside the noise cells every table reads (N1, N2)
@@ -53,27 +56,32 @@ def newest_source() -> float:
     )  # fmt: skip
 
 
-@pytest.fixture
-def done(tmp_path: Path) -> dict[str, Any]:
-    """The files of a made TARGET, each newer than what it is made from."""
-    smoke = ["PROFILE=smoke"]
-    venv_stamp = Path(variable(tmp_path, "VENV_STAMP", *smoke))
+def fake_venv(tmp: Path) -> None:
+    """A venv stamp of this test's own, whose Python (which checks the settings and asks
+    run/sweep/left.py what is left) is the one running the tests."""
+    venv_stamp = Path(variable(tmp, "VENV_STAMP", "PROFILE=smoke"))
     venv_stamp.parent.mkdir(parents=True)
     venv_stamp.touch()
-    # the stamp's rule checks the settings with the venv's Python: this test's venv hands over
     python = venv_stamp.parent / "bin" / "python"
     python.parent.mkdir(parents=True, exist_ok=True)
     python.write_text(f'#!/bin/sh\nexec {sys.executable} "$@"\n')
     python.chmod(0o755)
+
+
+@pytest.fixture
+def done(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
+    """The files of a made TARGET, each newer than what it is made from."""
+    for var in ("PROFILER", "REPEATS"):  # as make() runs it
+        monkeypatch.delenv(var, raising=False)
+    smoke = ["PROFILE=smoke"]
+    fake_venv(tmp_path)
     res = tmp_path / "results" / "smoke"
-    made = make(tmp_path, *smoke, str(res / ".profiler"))  # the stamp, by its own rule
-    assert made.returncode == 0, made.stderr
     out = Path(variable(tmp_path, "REPORT_OUT", *smoke))
     assert out == res / "report"  # a results folder elsewhere keeps its report beside it
     # later than any source, even one edited while the test runs (make warns of the future times)
     base = max(time.time(), newest_source()) + 600
     files = {
-        1: [res / "sweeps" / f"{e}.json" for e in SWEEPS],
+        1: fabricate(tmp_path / "results", "smoke", list(SWEEPS)),
         2: [res / "tables" / f"{TARGET}.csv", res / "tables" / f"{TARGET}.json",
             res / "tables" / "fig-loss.json"],  # another target's table, made earlier
         3: [out / "figures" / f"{TARGET}.png"],
@@ -82,9 +90,10 @@ def done(tmp_path: Path) -> dict[str, Any]:
     for step, paths in files.items():
         for p in paths:
             p.parent.mkdir(parents=True, exist_ok=True)
-            p.write_text("{}")
+            if step > 1:
+                p.write_text("{}")
             os.utime(p, (base + step, base + step))
-    return {"tmp": tmp_path, "stamp": res / ".profiler", "base": base, "png": files[3][0],
+    return {"tmp": tmp_path, "res": res, "base": base, "png": files[3][0],
             "other": files[2][2], "report": files[4][0]}  # fmt: skip
 
 
@@ -94,27 +103,49 @@ def sweeps_run(out: str) -> list[str]:
 
 def test_a_made_artifact_is_up_to_date(done):
     tmp = done["tmp"]
-    stamp = done["stamp"].stat()
     assert make(tmp, "-q", TARGET, "PROFILE=smoke").returncode == 0
     dry = make(tmp, "-n", TARGET, "PROFILE=smoke")
     assert dry.returncode == 0 and f"Nothing to be done for '{TARGET}'" in dry.stdout
     assert make(tmp, "-q", TARGET, "PROFILE=smoke", "REPEATS=1", "PROFILER=").returncode == 0
-    # the same settings leave the stamp as it was: neither its content nor its time changes
-    assert done["stamp"].read_text() == "profiler= repeats=1\n"
-    assert done["stamp"].stat().st_mtime_ns == stamp.st_mtime_ns
 
 
-@pytest.mark.parametrize("setting", ["REPEATS=2", "PROFILER=torch"])
-def test_a_setting_that_changes_runs_makes_the_sweeps_recheck(done, setting):
-    tmp, before = done["tmp"], done["stamp"].read_text()
+# REPEATS=2 adds a repeat to L8's cells; N1 and N2 run theirs 3 times already (their own
+# `repeats`): their runs stay the same. PROFILER=torch renames every run.
+@pytest.mark.parametrize(("setting", "renamed"), [("REPEATS=2", ["L8"]),
+                                                  ("PROFILER=torch", list(SWEEPS))])  # fmt: skip
+def test_a_setting_that_changes_runs_makes_the_sweeps_recheck(done, setting, renamed):
+    tmp = done["tmp"]
+    listing = sorted(p.relative_to(tmp) for p in tmp.rglob("*"))
     assert make(tmp, "-q", TARGET, "PROFILE=smoke", setting).returncode == 1
     dry = make(tmp, "-n", TARGET, "PROFILE=smoke", setting).stdout
-    assert sweeps_run(dry) == list(SWEEPS)
-    name, value = setting.lower().split("=")
-    assert f"{name}={value}" in dry  # the stamp would be rewritten
-    # -n and -q write nothing: the settings of the last real make still hold
-    assert done["stamp"].read_text() == before
+    assert sweeps_run(dry) == renamed
+    # -n and -q write nothing, and the runs of the default settings are still what is done
+    assert sorted(p.relative_to(tmp) for p in tmp.rglob("*")) == listing
     assert make(tmp, "-q", TARGET, "PROFILE=smoke").returncode == 0
+
+
+@pytest.mark.parametrize("change", ["run folder", "summary", "record", "record unreadable"])
+def test_a_run_or_record_gone_makes_its_sweep_run_whatever_the_file_times(done, change):
+    """Deleted or corrupted under a newer record, table and report: only file times, make would
+    find nothing to do while `make plan` lists the run as missing."""
+    tmp, res = done["tmp"], done["res"]
+    record = res / "sweeps" / "L8.json"
+    run = res / "runs" / store.read_json(record)["runs"][0]["run"]
+    if change == "run folder":
+        for f in run.iterdir():
+            f.unlink()
+        run.rmdir()
+    elif change == "summary":
+        (run / store.SUMMARY).write_text('{"status": "o')
+    elif change == "record":
+        record.unlink()
+    else:
+        record.write_text("[]")
+    os.utime(done["report"], (done["base"] + 9, done["base"] + 9))  # newest of all
+    assert make(tmp, "-q", TARGET, "PROFILE=smoke").returncode == 1
+    dry = make(tmp, "-n", TARGET, "PROFILE=smoke").stdout
+    assert sweeps_run(dry) == ["L8"]  # N1 and N2 are whole
+    assert f"-m analysis {TARGET}" in dry and "-m report.build" in dry
 
 
 @pytest.mark.parametrize(
@@ -147,19 +178,15 @@ def test_the_report_is_remade_from_a_newer_figure_or_table_alone(done):
 
 
 def test_make_n_and_a_bad_profile_create_nothing(tmp_path):
-    assert make(tmp_path, "-n", TARGET, "PROFILE=smoke").returncode == 0
-    bad = make(tmp_path, "-n", TARGET, "PROFILE=bogus")
-    assert "-m run.sweep --profile bogus" in bad.stdout and ".profiler" not in bad.stdout
-    assert make(tmp_path, "help", "PROFILE=bogus").returncode == 0
-    assert not (tmp_path / "results").exists()
-
-
-def test_awk_reads_the_profiles_of_the_matrix():
-    out = subprocess.run(
-        ["awk", "-v", "profiles=1", "-f", "experiments/targets.awk", "experiments/matrix.yaml"],
-        cwd=REPO, check=True, capture_output=True, text=True,
-    ).stdout.split()  # fmt: skip
-    assert out == mx.profiles() and "smoke" in out
+    # no venv yet: every sweep of the target is left, and nothing is asked or written
+    dry = make(tmp_path, "-n", TARGET, "PROFILE=smoke")
+    assert dry.returncode == 0 and sweeps_run(dry.stdout) == list(SWEEPS)
+    for goal in (TARGET, "help"):
+        bad = make(tmp_path, "-n", goal, "PROFILE=bogus")
+        assert bad.returncode == 2 and bad.stdout == ""
+        [line] = bad.stderr.splitlines()
+        assert "PROFILE must be a profile of" in line and "got 'bogus'" in line
+    assert not (tmp_path / "results").exists() and not (tmp_path / "venv").exists()
 
 
 @pytest.mark.parametrize("results", ["results", "./results", "REPO/results", "TMP/elsewhere",
@@ -174,3 +201,103 @@ def test_the_makefile_and_python_put_the_report_in_the_same_place(tmp_path, monk
     assert got["FIGS"] == (REPO / figcommon.figures_dir("quick")).resolve()
     default = results in ("results", "./results", f"{REPO}/results")
     assert (got["REPORT_OUT"] == REPO / "report" / "out" / "quick") == default
+
+
+# --- every setting checked on every call (run/settings.py, when make starts) ----------------------
+
+
+def listing(tmp: Path) -> list[tuple[str, int]]:
+    return sorted((str(p.relative_to(tmp)), p.stat().st_mtime_ns) for p in tmp.rglob("*"))
+
+
+def refused(done: subprocess.CompletedProcess, name: str) -> bool:
+    """Exit 2, nothing on stdout, one line on stderr that names the setting."""
+    lines = done.stderr.splitlines()
+    one_line = (done.returncode, done.stdout, len(lines)) == (2, "", 1)
+    return one_line and f" {name} must be " in lines[0]
+
+
+def test_every_bad_setting_is_refused_by_make_on_a_done_target_writing_nothing(done):
+    tmp = done["tmp"]
+    before = listing(tmp)
+    bad = {n: v for n, v in settings.bad_values().items() if v is not None}
+    assert {"RUN_TIMEOUT_S", "HEARTBEAT_S", "LOCK_STALE_S", "PROFILE"} <= set(bad)
+    for name, value in [*bad.items(), ("RUN_TIMEOUT_S", "-1")]:
+        out = make(tmp, TARGET, "PROFILE=smoke", f"{name}={value}")
+        assert refused(out, name), (name, value, out.stdout, out.stderr)
+    assert listing(tmp) == before
+    assert make(tmp, "-q", TARGET, "PROFILE=smoke").returncode == 0
+
+
+@pytest.mark.parametrize("setting", ["RUN_TIMEOUT_S=abc", "HEARTBEAT_S=abc", "LOCK_STALE_S=abc",
+                                     "RUN_TIMEOUT_S=-1"])  # fmt: skip
+def test_a_bad_setting_is_refused_whether_or_not_work_is_left(done, setting):
+    tmp, name = done["tmp"], setting.split("=")[0]
+    (done["res"] / "sweeps" / "L8.json").unlink()  # L8's sweep is left
+    before = listing(tmp)
+    for goal in (TARGET, "all", "help", "plan"):
+        assert refused(make(tmp, goal, "PROFILE=smoke", setting), name), goal
+    # in the environment as on the command line
+    env = {**os.environ, name: setting.split("=", 1)[1]}
+    out = subprocess.run(["make", "--no-print-directory", f"RESULTS_DIR={tmp / 'results'}",
+                          f"VENV={tmp / 'venv'}", TARGET], cwd=REPO, env=env, capture_output=True,
+                         text=True, timeout=60)  # fmt: skip
+    assert refused(out, name)
+    assert listing(tmp) == before
+
+
+def test_profile_is_checked_before_the_venv_exists_without_pyyaml(tmp_path):
+    """make checks the settings with python3 before `make venv`: PROFILE against the matrix's
+    profiles even where that Python has no PyYAML."""
+    code = "import sys; sys.modules['yaml'] = None; from run import settings; sys.exit(settings.main(['--check']))"  # noqa: E501
+    env = {k: v for k, v in os.environ.items() if k not in [s.name for s in settings.SETTINGS]}
+    for value, rc in (("smoke", 0), ("paper", 0), ("bogus", 2)):
+        out = subprocess.run([sys.executable, "-c", code], cwd=REPO, env={**env, "PROFILE": value},
+                             capture_output=True, text=True)  # fmt: skip
+        assert out.returncode == rc, out.stderr
+    assert out.stderr.strip().endswith("smoke, quick, paper, got 'bogus'")
+
+
+# --- make all: nothing to do once everything is made; the CUDA check and the plan come first ------
+
+
+@pytest.fixture
+def all_done(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Every sweep, table, figure and the report of `make all`, each newer than its sources."""
+    for var in ("PROFILER", "REPEATS"):
+        monkeypatch.delenv(var, raising=False)
+    fake_venv(tmp_path)
+    smoke = ["PROFILE=smoke"]
+    exps = variable(tmp_path, "foreach t,$(ARTIFACTS),$(exp_$(t))", *smoke).split()
+    outputs = variable(tmp_path, "call outputs,$(ARTIFACTS)", *smoke).split()
+    report = Path(variable(tmp_path, "REPORT_MD", *smoke))
+    base = max(time.time(), newest_source()) + 600
+    made = fabricate(tmp_path / "results", "smoke", sorted(set(exps)))
+    for step, paths in enumerate((made, [Path(p) for p in outputs], [report]), start=1):
+        for p in paths:
+            p.parent.mkdir(parents=True, exist_ok=True)
+            if step > 1:
+                p.write_text("{}")
+            os.utime(p, (base + step, base + step))
+    return tmp_path
+
+
+def test_a_finished_make_all_has_nothing_to_do(all_done):
+    assert make(all_done, "-q", "all", "PROFILE=smoke").returncode == 0
+    dry = make(all_done, "-n", "all", "PROFILE=smoke")
+    assert dry.returncode == 0 and "Nothing to be done for 'all'" in dry.stdout
+
+
+def test_with_a_run_left_make_all_checks_cuda_and_prints_the_plan_before_any_sweep(all_done):
+    res = all_done / "results" / "smoke"
+    run = res / "runs" / store.read_json(res / "sweeps" / "V3.json")["runs"][0]["run"]
+    (run / store.SUMMARY).unlink()
+    assert make(all_done, "-q", "all", "PROFILE=smoke").returncode == 1
+    lines = make(all_done, "-n", "all", "PROFILE=smoke").stdout.splitlines()
+    cmds = [ln for ln in lines if " -m " in ln]
+    assert cmds[0].endswith("-m run.node.probe --check-cuda")
+    assert cmds[1].endswith("-m run.sweep.plan --profile smoke --brief")
+    # then V3's sweep (V3 only: every other record and run is whole), its tables, the report
+    assert [c for c in cmds if "-m run.sweep " in c] == [
+        f"{Path(variable(all_done, 'PY'))} -m run.sweep --profile smoke --exp V3"
+    ]

@@ -257,7 +257,7 @@ def test_every_program_checks_the_settings_first():
     assert "run/vision/train.py:main" in names and "run/llm/tune.py:main" in names  # the ranks
     missing = sorted(f"{p.relative_to(REPO)}:{f}" for p, f in found if not calls_check_all(p, f))
     assert missing == []
-    assert len(found) == 24, sorted(names)
+    assert len(found) == 25, sorted(names)
 
 
 def test_a_plan_with_a_bad_setting_is_one_line_and_creates_nothing(tmp_path):

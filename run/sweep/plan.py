@@ -15,7 +15,9 @@ Without --exp it plans what `make all` runs: every experiment with an analysis m
 Which node. This machine (run.node.probe), unless `--gpus N` names another node of N GPUs, or the
 profile needs GPUs (`device: gpu` in experiments/matrix.yaml) and this machine has none: then it
 plans for the paper's node (4 x H100, the largest GPU count of Table 2) and says so. A run
-needing more ranks than the node has (run.node.probe.max_ranks) is `skipped`, as the sweep skips it.
+needing more ranks than the node has (run.node.probe.max_ranks), or one this machine cannot run
+(a numa_bind cell without numactl), is `skipped` with its reason, by the sweep's own test
+(run/sweep/left.py: the Makefile asks it which sweeps to run, so `missing` is what make runs).
 Run names (and so states) are the sweep's: the profiler is resolved as run.sweep does (PROFILER).
 
 The estimates come from the cost model (run/sweep/cost.py, anchored on the paper's own times in
@@ -34,6 +36,7 @@ from run import settings, store
 from run.errors import UserError
 from run.node import probe as hw
 from run.node import profiling
+from run.sweep import left
 from run.sweep import matrix as mx
 from run.sweep.calibration import calibration, calibration_detail
 from run.sweep.cost import QAT_FITS_GPUS, estimate_s, expect_oom, on_gpu, post_s
@@ -111,10 +114,14 @@ def plan_node(
     return node, f"estimated for a {n} x {gpu} node; {here}"
 
 
-def _state(profile: str, name: str, spec: dict[str, Any], limit: int) -> tuple[str, str]:
-    """The state the sweep will find a run in, and why (skipped, failed, unsupported, unreadable)."""
-    if spec["gpus"] > limit:
-        return "skipped", f"needs {spec['gpus']} ranks, the node has {limit}"
+def _state(
+    profile: str, name: str, spec: dict[str, Any], node: dict[str, Any], here: bool
+) -> tuple[str, str]:
+    """The state the sweep will find a run in, and why (skipped, failed, unsupported, unreadable).
+    Skipped is the sweep's own test (run/sweep/left.py): numa_bind cells without numactl too."""
+    why = left.skip_reason(profile, spec, node, hw.max_ranks(node), here)
+    if why:
+        return "skipped", why
     run = store.run_dir(profile, name)
     summary = store.read_summary(run)
     if summary is not None and not store.is_unreadable(summary):
@@ -142,7 +149,7 @@ def build(
     """One row per unique run of the experiments (all of `make all` when None), in order."""
     matrix = matrix or mx.load_matrix()
     node, _ = plan_node(profile, info, matrix, target_gpus)
-    limit = hw.max_ranks(node)
+    here = target_gpus is None and not node.get("assumed_node")  # not another node
     factors = calibration(profile, node, matrix)
     override = mx.profiler_override()
     if override == "nsys" and node.get("assumed_node") and not node.get("nsys"):
@@ -158,7 +165,7 @@ def build(
                 if exp_id not in rows[name].experiments:
                     rows[name].experiments.append(exp_id)
                 continue
-            state, reason = _state(profile, name, spec, limit)
+            state, reason = _state(profile, name, spec, node, here)
             if state == "missing" and not reason and expect_oom(spec, node):
                 reason = f"estimated as out of memory below {QAT_FITS_GPUS} GPUs, as the paper's"
             workload = spec["workload"]
@@ -280,7 +287,10 @@ def _run_lines(rows: list[PlanRow]) -> list[str]:
 def _per_experiment(
     rows: list[PlanRow], exps: list[str], matrix: dict[str, Any] | None
 ) -> list[str]:
-    out = ["per experiment (what its make target alone still spends; shared runs count in each):"]
+    out = [
+        "per experiment (its own runs; shared runs count in each; `make <target>` also runs the "
+        "noise cells every table reads: `make plan ARTIFACTS=<target>` sums them):"
+    ]
     targets = (matrix or {}).get("experiments", {})
     for e in exps:
         mine = [r for r in rows if e in r.experiments]
@@ -326,7 +336,7 @@ def _totals(rows: list[PlanRow], info: dict[str, Any]) -> list[str]:
         )
     skipped = [r for r in rows if r.state == "skipped"]
     if skipped:
-        out.append(f"{len(skipped)} run(s) skipped: they need more GPUs than the node has")
+        out.append(f"{len(skipped)} run(s) skipped: the node cannot run them (reasons above)")
     return out
 
 

@@ -40,7 +40,7 @@ from run import settings, store
 from run.errors import UserError, exit_status, stop_on_sigterm
 from run.node import bundle, lifeline, numa, profiling, provenance
 from run.node import probe as hw
-from run.sweep import lock
+from run.sweep import left, lock
 from run.sweep import matrix as mx
 from run.sweep.failure import root_cause
 from run.sweep.progress import Progress, hms
@@ -295,14 +295,8 @@ def sweep(exp_ids: list[str], profile: str, retry_failed: bool = False) -> int:
     for exp in expanded:
         for spec in resolved[exp.id]:
             name = mx.run_name(spec)
-            if spec["gpus"] > limit:
-                unit = "GPU(s)" if info["gpu_count"] else "CPU core(s) for gloo ranks"
-                why = f"needs {spec['gpus']} ranks, this machine has {limit} {unit}"
-                skipped[exp.id].append({"run": name, "gpus": spec["gpus"], "reason": why})
-                print(f"[sweep] {name}: skipped ({why})", flush=True)
-                continue
-            why = WORKLOADS[spec["workload"]].skip_reason(spec, info)
-            if why and not store.is_finished(profile, name):
+            why = left.skip_reason(profile, spec, info, limit)  # the plan's `skipped` too
+            if why:
                 skipped[exp.id].append({"run": name, "gpus": spec["gpus"], "reason": why})
                 print(f"[sweep] {name}: skipped ({why})", flush=True)
                 continue

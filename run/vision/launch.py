@@ -9,11 +9,14 @@ from typing import Any
 
 from run.node import numa, profiling
 from run.node.probe import torchrun
-from run.vision import digits, scenario_b
 
 
 def preflight(specs: list[dict[str, Any]]) -> None:
     """Before any run starts: make the embedded data set, or insist the real one is there."""
+    # numpy and PIL come with these: imported here, not by every reader of run names (make asks
+    # run/sweep/left.py on every call)
+    from run.vision import digits, scenario_b
+
     if any(s.get("loader") == "dali" for s in specs):
         try:
             import nvidia.dali  # noqa: F401
@@ -58,6 +61,8 @@ def skip_reason(spec: dict[str, Any], info: dict[str, Any]) -> str:
     if spec["scenario"] != "B":
         return ""
     import psutil
+
+    from run.vision import scenario_b
 
     return scenario_b.memory_check(spec, psutil.virtual_memory().available)
 
