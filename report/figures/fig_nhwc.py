@@ -18,8 +18,9 @@ def series(df: pd.DataFrame) -> list[str]:
 def draw(df: pd.DataFrame, meta: dict) -> plt.Figure:
     fig, ax = plt.subplots(figsize=(6.5, 3.6))
     common.time_bars(ax, df, BY)
-    fig.suptitle(f"NHWC (channels_last) DataLoader against DALI\n{common.subtitle(meta)}",
-                 fontsize=10)  # fmt: skip
+    runs = common.runs_per_bar(df, [BY, "gpus"])
+    fig.suptitle(f"NHWC (channels_last) DataLoader against DALI ({runs})\n"
+                 f"{common.subtitle(meta)}", fontsize=10)  # fmt: skip
     return fig
 
 

@@ -210,7 +210,8 @@ def metrics_figure(
         text = "\n".join(textwrap.fill(n, int(width * 14)) for n in notes if n)
         fig.text(0.01, 0.0, text, fontsize=7, color="darkred", va="top")
     what = recorded(df) if len(df) else "profiler metrics"
-    title = textwrap.fill(title.format(what=what), int(width * 11))  # within the figure's width
+    # within the figure's width, broken between phrases only
+    title = common.wrap_phrases(title.format(what=what), int(width * 11))
     fig.suptitle(f"{title}\n{subtitle}", fontsize=10)
     fig.tight_layout()
     return fig
