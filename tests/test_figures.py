@@ -313,6 +313,34 @@ def test_profile_figure_on_a_cpu_keeps_its_series_in_every_group(tmp_path, targe
     assert not whole or whole[0].endswith("a long name")  # the name, not a 40-character cut
 
 
+@pytest.mark.parametrize("target,art,cells", PROFILE_FIGURES)
+def test_pin_memory_groups_on_a_cpu_are_said_to_be_the_same_work(tmp_path, target, art, cells):
+    runs, td = profile_case(cells, "cpu")
+    meta = {**META, "gates": {"gpu": "no GPU"}}
+    text = render(target, art.build_table(runs, td), tmp_path, meta)[2]
+    said = "pin_memory is a no-op without a GPU" in text
+    assert said == any("pin_memory" in c for c in cells)
+    runs, td = profile_case(cells, "H100")
+    assert "no-op" not in render(target, art.build_table(runs, td), tmp_path)[2]
+
+
+def test_a_backward_node_and_its_engine_call_are_one_series(tmp_path):
+    """MmBackward0 and autograd::engine::evaluate_function: MmBackward0 are nearly the same time
+    (the call holds the node): one series, the inclusive call named as the node, the other said
+    to be inside it."""
+    runs = pd.DataFrame([{"status": "ok", "device": "cpu", "run": f"r{i}", "dataset": d,
+                          "s_per_it": 0.5} for i, d in enumerate(("alpaca", "samsum"))])  # fmt: skip
+    ops = [("autograd::engine::evaluate_function: MmBackward0", 0.9), ("MmBackward0", 0.88),
+           ("aten::mm", 0.5), ("aten::copy_", 0.1)]  # fmt: skip
+    td = tidy([(r, 0, "cpu:" + op, s, s / 3, None) for r in runs["run"] for op, s in ops], "torch")
+    declared, drawn, text, _ = render("fig-llm-api", a_llm.build_table(runs, td), tmp_path)
+    mm = [s for s in declared if "MmBackward0" in s]
+    assert mm == ["top CPU op: MmBackward0 (backward node, with its autograd-engine call)"], (
+        declared
+    )
+    assert "inside the autograd-engine call drawn for it" in text
+
+
 def test_transfers_bytes_on_a_gpu_and_host_copy_time_on_a_cpu(tmp_path):
     runs, td = profile_case(LLM_CELLS, "H100")
     declared, _, text, _ = render("fig-transfers", a_tr.build_table(runs, td), tmp_path)
