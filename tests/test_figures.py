@@ -162,6 +162,15 @@ def test_scenario_b_bars_keep_the_table_order(tmp_path, target, by, values):
     assert declared == values
 
 
+@pytest.mark.parametrize("target", ["fig-loaders", "fig-nhwc"])
+def test_dali_on_cpu_ranks_is_said_to_decode_on_the_cpu(tmp_path, target):
+    df = ok([{"loader_label": v, "setup": v, "gpus": 1, "total_time_s": 5.0}
+             for v in ("DataLoader", "DALI")])  # fmt: skip
+    cpu = {**META, "gates": {"gpu": "no GPU"}}
+    assert "DALI decodes on the CPU" in render(target, df, tmp_path, cpu)[2]
+    assert "decodes on the CPU" not in render(target, df, tmp_path)[2]
+
+
 def test_numa_says_why_binding_is_not_compared(tmp_path):
     df = ok([{"binding": "unbound", "gpus": g, "total_time_s": 5.0} for g in (1, 2)])
     meta = {**META, "gates": {"multi_numa": "1 NUMA node on this machine"}}

@@ -232,6 +232,12 @@ def runs_per_bar(df: pd.DataFrame, keys: list[str]) -> str:
     return f"median of {lo} runs each" if lo == hi else f"median of {lo}-{hi} runs each"
 
 
+def dali_on_cpu(meta: dict) -> str:
+    """A title's second line where the runs had no GPU (the `gpu` gate): DALI then decodes on
+    the CPU, which is not the GPU pipeline the paper timed."""
+    return "\nno GPU: DALI decodes on the CPU" if (meta.get("gates") or {}).get("gpu") else ""
+
+
 def subtitle(meta: dict) -> str:
     return f"{meta['source']} | measured, profile '{meta['profile']}'"
 

@@ -73,8 +73,10 @@ def draw(df: pd.DataFrame, meta: dict) -> plt.Figure:
     handles += [Line2D([], [], color="black", ls=ls, lw=1.1) for _, ls in MARKS.values()]
     fig.legend(handles, [*SERIES, *(m for m, _ in MARKS.values())], fontsize=8, frameon=False,
                loc="center left", bbox_to_anchor=(1.0, 0.5))  # fmt: skip
-    fig.suptitle(f"Training and evaluation steps per rank, pauses, epoch and evaluation starts\n"
-                 f"{common.subtitle(meta)}", fontsize=10)  # fmt: skip
+    # the host's steps either way; on CPU ranks there is no GPU whose activity they stand for
+    where = " (CPU ranks, no GPU)" if (meta.get("gates") or {}).get("gpu") else ""
+    fig.suptitle(f"Training and evaluation steps per rank{where}, pauses, epoch and evaluation "
+                 f"starts\n{common.subtitle(meta)}", fontsize=10)  # fmt: skip
     fig.tight_layout()
     return fig
 
