@@ -319,7 +319,10 @@ def test_profile_figure_on_a_cpu_keeps_its_series_in_every_group(tmp_path, targe
     assert not any("only_in_run" in s for s in declared) and "only_in_run_0" in text
     assert all(list(p) == declared for p in drawn)
     whole = [s for s in declared if s.startswith("top CPU op:") and "ConvolutionBackward0" in s]
-    assert not whole or whole[0].endswith("a long name")  # the name, not a 40-character cut
+    # the whole name, not a 40-character cut, named as the node its engine call runs
+    assert not whole or whole[0].endswith(
+        "a long name (backward node, with its autograd-engine call)"
+    )
 
 
 @pytest.mark.parametrize("target,art,cells", PROFILE_FIGURES)

@@ -197,15 +197,12 @@ def time_bars(ax: plt.Axes, df: pd.DataFrame, by: str) -> list[str]:
 
 def wrap_phrases(text: str, width: int) -> str:
     """`text` on lines of at most `width` characters where it can be, broken only between
-    phrases (after a comma or semicolon, before a parenthesis, outside any parenthesis), never
-    inside one: a title broken mid-phrase reads as two wrong ones."""
+    phrases (after a comma, semicolon or colon outside any parenthesis), never inside one: a
+    title broken mid-phrase reads as two wrong ones. A phrase longer than `width` keeps its
+    line."""
     phrases, depth, cur = [], 0, ""
-    for i, ch in enumerate(text):
-        if (
-            ch == " "
-            and depth == 0
-            and (cur.endswith((",", ";", ":")) or text[i + 1 : i + 2] == "(")
-        ):
+    for ch in text:
+        if ch == " " and depth == 0 and cur.endswith((",", ";", ":")):
             phrases.append(cur)
             cur = ""
             continue

@@ -124,9 +124,11 @@ def _shown(df: pd.DataFrame) -> tuple[pd.DataFrame, bool, dict[str, list[str]]]:
     proxies = [x for x in known if x in have] + sorted(have - set(known))
     by_time = cpu[top].groupby("label")["total_s"].sum().sort_values(ascending=False).index
     tops = [x for x in by_time if everywhere.get(x, False)]
-    # a backward node and the engine's call of it: the call (inclusive) drawn, named as the node
-    inner = [x for x in tops if TOP + WRAPPER + x.removeprefix(TOP) in tops]
-    rename = {TOP + WRAPPER + x.removeprefix(TOP): x + WRAPPED for x in inner}
+    # the engine's call of a backward node is named as the node; where it is drawn, the node
+    # itself (inside it, nearly the same time) is not a second series
+    rename = {x: TOP + x.removeprefix(TOP + WRAPPER) + WRAPPED
+              for x in by_time if x.startswith(TOP + WRAPPER)}  # fmt: skip
+    inner = [x for x in by_time if TOP + WRAPPER + x.removeprefix(TOP) in tops]
     tops = [rename.get(x, x) for x in tops if x not in inner]
     by_time = [rename.get(x, x) for x in by_time]
     cpu["label"] = cpu["label"].replace(rename)
@@ -224,7 +226,9 @@ def metrics_figure(
         notes.append("pin_memory is a no-op without a GPU: pin and nopin groups did the same work, "
                      "and differ only by run-to-run noise.")  # fmt: skip
     if any(notes):
-        text = "\n".join(textwrap.fill(n, int(width * 14)) for n in notes if n)
+        text = "\n".join(
+            textwrap.fill(n, int(width * 14), break_on_hyphens=False) for n in notes if n
+        )
         fig.text(0.01, 0.0, text, fontsize=7, color="darkred", va="top")
     what = recorded(df) if len(df) else "profiler metrics"
     # within the figure's width, broken between phrases only
