@@ -82,6 +82,13 @@ def ladder(
     top = ok[col].max() if ok[col].notna().any() else 1.0
     # from zero: a 1-point wobble in accuracy stays a 1-point wobble; 100 % is the ceiling
     strip.set_ylim(0, 105 if col == "accuracy_pct" else top * 1.25)
+    if len(gpus) <= 2:  # the values, which a zero-based strip shows flat (more would collide)
+        for line in strip.get_lines():
+            for x, v in zip(*line.get_data(), strict=True):
+                low = v < strip.get_ylim()[1] / 2  # above a low point, below a high one
+                strip.annotate(f"{v:.3g}", (x, v), xytext=(0, 3 if low else -3), fontsize=6,
+                               textcoords="offset points", ha="center",
+                               va="bottom" if low else "top")  # fmt: skip
     strip.set_xticks(xs, labels, rotation=30, ha="right", fontsize=8)
     strip.set_xlim(min(xs) - 0.5, max(xs) + 0.5)  # a step with no bar keeps its slot
     strip.set_ylabel(name, fontsize=7)
