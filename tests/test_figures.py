@@ -199,6 +199,22 @@ def test_timeline_draws_steps_pauses_and_where_epochs_and_evaluations_began(tmp_
     assert "epoch start" in legend and "evaluation start" in legend
 
 
+def test_timeline_table_keeps_where_each_epoch_and_evaluation_began(monkeypatch):
+    """The -phases table (the figure's marks) holds the timelines' epoch and eval spans; the
+    -busy table keeps the steps only."""
+    tl = pd.DataFrame([("epoch", 1, None, 0.0, 1.0), ("train_step", 1, 0, 0.1, 1.0),
+                       ("eval", 1, None, 1.0, 1.5), ("eval_step", 1, 0, 1.1, 1.5)],
+                      columns=["phase", "epoch", "step", "t0", "t1"]).assign(rank=0)  # fmt: skip
+    monkeypatch.setattr(a_tl, "read", lambda run, profile, ranks: tl)
+    monkeypatch.setattr(a_tl.run_breakdown, "table", lambda runs, profile: pd.DataFrame())
+    runs = pd.DataFrame([{"run": "r0", "status": "ok", "gpus": 1, "loader": "torch"}])
+    runs.attrs["profile"] = "figtest"
+    out = a_tl.extra(runs, pd.DataFrame())
+    assert list(out["phases"]["phase"]) == ["epoch", "eval"]
+    assert list(out["phases"]["t0"]) == [0.0, 1.0]
+    assert list(out["busy"]["phase"]) == ["train_step", "eval_step"]
+
+
 # ---------------------------------------------------------------- the LLM time figures
 def test_datasets(tmp_path):
     df = ok([{"dataset": d, "gpus": g, "s_per_it": 0.1 * g, "epoch_time_s": 30.0 * g,
