@@ -12,6 +12,8 @@ An artifact is one module, `analysis/artifacts/<target with _>.py`, which provid
     PAPER_CSV, FIGURE                     the reference CSV it sets ours beside; draws a figure
     TITLE                                 the section's title (optional; default: the first
                                           experiment's title in the matrix)
+    title(runs, t) -> str                 the title, where it depends on what the runs measured
+                                          (VRAM or host RSS, CUDA calls or CPU ops; optional)
 
 The experiments behind a target come from experiments/matrix.yaml (its `target:` fields) and
 the claims from reference/paper/claims.yaml (their `experiment:`): nothing else maps them.
@@ -141,8 +143,11 @@ def build(target: str, profile: str) -> Path:
         "target": target,
         "profile": profile,
         "experiments": exps,
-        # a target over experiments of different titles (fig-optimized) names itself
-        "title": getattr(mod, "TITLE", entry["title"]),
+        # a target over experiments of different titles (fig-optimized) names itself; one whose
+        # quantity differs by machine (VRAM on a GPU, host RSS on a CPU) names what it measured
+        "title": mod.title(runs, t)
+        if hasattr(mod, "title")
+        else getattr(mod, "TITLE", entry["title"]),
         "source": entry["source"],
         "columns": list(t.columns),
         "claims": judged,

@@ -19,9 +19,12 @@ from matplotlib.container import BarContainer
 from analysis.artifacts import fig_api_share as a_api
 from analysis.artifacts import fig_llm_api as a_llm
 from analysis.artifacts import fig_llm_api_pinmem as a_pin
+from analysis.artifacts import fig_loss as a_loss
 from analysis.artifacts import fig_optimized as a_opt
+from analysis.artifacts import fig_timeline as a_tl
 from analysis.artifacts import fig_transfers as a_tr
 from analysis.artifacts import fig_vision_metrics as a_vm
+from analysis.artifacts import fig_vram as a_vram
 from analysis.profiles.metrics import COLUMNS as TIDY_COLUMNS
 from report.figures import common
 
@@ -89,26 +92,62 @@ def test_strategies_are_grouped_bars_with_the_ideal(tmp_path):
     df = ok([{"strategy": s, "gpus": g, "total_time_s": 10 / g ** (s != "ddp"),
               "speedup_vs_1gpu": g ** (s != "ddp") * 1.0, "efficiency_pct": 90.0}
              for s in ("ddp", "ddp_rr", "ddp_ds") for g in (1, 2)])  # fmt: skip
-    declared, drawn, _, fig = render("fig-strategies", df, tmp_path)
+    declared, drawn, text, fig = render("fig-strategies", df, tmp_path)
     assert declared == ["DDP", "DDP-RR", "DDP-DS"] and len(drawn) == 2
+    assert "one run each" in text
     png = common.save(fig, "fig-strategies", "figtest")  # the report's PNG and PDF
     assert png.is_relative_to(tmp_path) and png.stat().st_size > 10_000
     assert png.with_suffix(".pdf").stat().st_size > 1_000
 
 
+def test_strategies_draw_the_shared_one_gpu_run_once(tmp_path):
+    """On 1 GPU every strategy is the same run: one bar, not three identical ones, and no
+    speed-up group whose x1.0 is its definition."""
+    df = pd.DataFrame([{"strategy": s, "gpus": g, "total_time_s": 10.0 if g == 1 else 5.0 + i,
+                        "speedup_vs_1gpu": g * 0.8, "efficiency_pct": 80.0, "status": "ok",
+                        "run": "one" if g == 1 else f"{s}-{g}"}
+                       for i, s in enumerate(("ddp", "ddp_rr", "ddp_ds")) for g in (1, 2)])  # fmt: skip
+    declared, drawn, _, fig = render("fig-strategies", df, tmp_path)
+    assert declared[-1].startswith("one run for all")
+    time_ax, speed_ax = fig.axes[:2]
+    assert len([p for p in time_ax.patches if p.get_height() == 10.0]) == 1  # the 1-GPU run
+    assert [t.get_text() for t in speed_ax.get_xticklabels()] == ["2"]
+
+
 def test_imagesize_keeps_a_gpu_count_s_colour_in_both_panels(tmp_path):
-    df = ok([{"image_size": s, "gpus": g, "total_time_s": s / g, "speedup_vs_1gpu": 1.8,
-              "efficiency_pct": 90.0} for s in (32, 48, 64) for g in (1, 2)])  # fmt: skip
-    declared, drawn, _, _ = render("fig-imagesize", df, tmp_path)
+    df = ok([{"image_size": s, "gpus": g, "total_time_s": 10 + s / g, "speedup_vs_1gpu": 1.8,
+              "efficiency_pct": 90.0 - s / 10} for s in (32, 48, 64) for g in (1, 2)])  # fmt: skip
+    declared, drawn, _, fig = render("fig-imagesize", df, tmp_path)
     assert declared == ["1 GPU", "2 GPUs"] and drawn[1]["2 GPUs"] == drawn[0]["2 GPUs"]
+    # both axes from zero: a range cut to the data turned 10 points into a cliff
+    assert [ax.get_ylim()[0] for ax in fig.axes[:2]] == [0, 0]
+    assert fig.axes[1].get_ylim()[1] >= 100  # the ideal line is in view
 
 
-def test_loss_pairs_pin_off_and_on(tmp_path):
-    df = ok([{"precision": p, "pin_memory": pin, "gpus": 2, "epoch": e, "train_loss": 1 / e,
-              "test_accuracy_pct": 50.0 * e} for p in ("fp16", "fp32", "fp64")
-             for pin in (False, True) for e in (1, 2)])  # fmt: skip
-    declared, drawn, _, _ = render("fig-loss", df, tmp_path)
+def loss_table(differ: set[str]) -> pd.DataFrame:
+    """V7's table: pin_memory off and on alike, but for the precisions in `differ`."""
+    return ok([{"precision": p, "pin_memory": pin, "gpus": 2, "epoch": e,
+                "train_loss": 1 / e + (0.1 * pin if p in differ else 0),
+                "test_accuracy_pct": 50.0 * e} for p in ("fp16", "fp32", "fp64")
+               for pin in (False, True) for e in (1, 2)])  # fmt: skip
+
+
+def test_loss_pairs_pin_off_and_on_where_they_differ(tmp_path):
+    declared, drawn, text, _ = render("fig-loss", loss_table({"fp16", "fp32", "fp64"}), tmp_path)
     assert declared[:2] == ["FP64 pin=off", "FP64 pin=on"] and len(declared) == 6
+    assert "identical" not in text
+
+
+def test_loss_draws_an_identical_pair_once_and_says_why(tmp_path):
+    """pin_memory is a no-op on a CPU: two identical bars are no comparison. Each identical pair
+    is one series, named so; a pair that differs keeps both."""
+    meta = {**META, "gates": {"gpu": "no GPU"}}
+    declared, drawn, text, _ = render("fig-loss", loss_table({"fp16"}), tmp_path, meta)
+    assert declared == ["FP64 (pin off = on)", "FP32 (pin off = on)", "FP16 pin=off",
+                        "FP16 pin=on"]  # fmt: skip
+    assert "no-op without a GPU" in text and "FP64, FP32" in text
+    _, _, text, _ = render("fig-loss", loss_table(set()), tmp_path)  # a GPU run: no "no-op"
+    assert "identical" in text and "no-op" not in text
 
 
 @pytest.mark.parametrize("target,by,values", [
@@ -123,21 +162,57 @@ def test_scenario_b_bars_keep_the_table_order(tmp_path, target, by, values):
     assert declared == values
 
 
+@pytest.mark.parametrize("target", ["fig-loaders", "fig-nhwc"])
+def test_dali_on_cpu_ranks_is_said_to_decode_on_the_cpu(tmp_path, target):
+    df = ok([{"loader_label": v, "setup": v, "gpus": 1, "total_time_s": 5.0}
+             for v in ("DataLoader", "DALI")])  # fmt: skip
+    cpu = {**META, "gates": {"gpu": "no GPU"}}
+    assert "DALI decodes on the CPU" in render(target, df, tmp_path, cpu)[2]
+    assert "decodes on the CPU" not in render(target, df, tmp_path)[2]
+
+
 def test_numa_says_why_binding_is_not_compared(tmp_path):
     df = ok([{"binding": "unbound", "gpus": g, "total_time_s": 5.0} for g in (1, 2)])
     meta = {**META, "gates": {"multi_numa": "1 NUMA node on this machine"}}
     assert "1 NUMA node" in render("fig-numa", df, tmp_path, meta)[2]
 
 
-def test_timeline_draws_busy_and_pauses(tmp_path, monkeypatch):
+def test_timeline_draws_steps_pauses_and_where_epochs_and_evaluations_began(tmp_path, monkeypatch):
+    """V9a is about pauses before each epoch and evaluation: the figure marks where each began
+    on each rank (the -phases table), and draws evaluation steps apart from training steps."""
     df = ok([{"loader": "torch", "gpus": 2, "pauses": 1, "threshold_s": 0.5}])
-    busy = pd.DataFrame({"run": "r0", "rank": [0, 1], "t0": [0.0, 0.0], "t1": [1.0, 1.2]})
-    gaps = pd.DataFrame({"run": ["r0"], "rank": [1], "start_s": [1.2], "length_s": [0.8]})
-    monkeypatch.setattr(
-        common, "extra_table", lambda t, p, name: {"busy": busy, "gaps": gaps}[name]
-    )
-    declared, drawn, _, _ = render("fig-timeline", df, tmp_path)
-    assert list(drawn[0]) == declared
+    busy = pd.DataFrame({"run": "r0", "rank": [0, 1, 0, 1], "phase": ["train_step"] * 2
+                         + ["eval_step"] * 2, "t0": [0.1, 0.1, 2.0, 2.1],
+                         "t1": [1.0, 1.2, 2.5, 2.6]})  # fmt: skip
+    gaps = pd.DataFrame({"run": ["r0"], "rank": [1], "start_s": [1.2], "length_s": [0.9]})
+    phases = pd.DataFrame({"run": "r0", "rank": [0, 1, 0, 1], "phase": ["epoch"] * 2
+                           + ["eval"] * 2, "epoch": 1, "t0": [0.0, 0.0, 1.9, 2.1],
+                           "t1": [1.0, 1.2, 2.5, 2.6]})  # fmt: skip
+    tables = {"busy": busy, "gaps": gaps, "phases": phases}
+    monkeypatch.setattr(common, "extra_table", lambda t, p, name: tables[name])
+    declared, drawn, _, fig = render("fig-timeline", df, tmp_path)
+    assert list(drawn[0]) == declared == ["training step", "evaluation step",
+                                          "pause (above threshold)"]  # fmt: skip
+    marks = [c for c in fig.axes[0].collections if c.get_label() in ("_epoch", "_eval")]
+    assert sorted(c.get_label() for c in marks) == ["_epoch"] * 2 + ["_eval"] * 2
+    legend = [t.get_text() for t in fig.legends[0].get_texts()]
+    assert "epoch start" in legend and "evaluation start" in legend
+
+
+def test_timeline_table_keeps_where_each_epoch_and_evaluation_began(monkeypatch):
+    """The -phases table (the figure's marks) holds the timelines' epoch and eval spans; the
+    -busy table keeps the steps only."""
+    tl = pd.DataFrame([("epoch", 1, None, 0.0, 1.0), ("train_step", 1, 0, 0.1, 1.0),
+                       ("eval", 1, None, 1.0, 1.5), ("eval_step", 1, 0, 1.1, 1.5)],
+                      columns=["phase", "epoch", "step", "t0", "t1"]).assign(rank=0)  # fmt: skip
+    monkeypatch.setattr(a_tl, "read", lambda run, profile, ranks: tl)
+    monkeypatch.setattr(a_tl.run_breakdown, "table", lambda runs, profile: pd.DataFrame())
+    runs = pd.DataFrame([{"run": "r0", "status": "ok", "gpus": 1, "loader": "torch"}])
+    runs.attrs["profile"] = "figtest"
+    out = a_tl.extra(runs, pd.DataFrame())
+    assert list(out["phases"]["phase"]) == ["epoch", "eval"]
+    assert list(out["phases"]["t0"]) == [0.0, 1.0]
+    assert list(out["busy"]["phase"]) == ["train_step", "eval_step"]
 
 
 # ---------------------------------------------------------------- the LLM time figures
@@ -162,11 +237,13 @@ def llm_cells(methods: list[str], value: str, dpo: float = 4.0) -> pd.DataFrame:
 
 def test_template_scaling_gives_each_panel_its_own_range(tmp_path):
     df = llm_cells(["LoRA", "DPO"], "tuning_time_s", dpo=40.0)
-    declared, _, _, fig = render("fig-template-scaling", df, tmp_path)
+    declared, _, text, fig = render("fig-template-scaling", df, tmp_path)
     assert declared == ["LoRA", "DPO"]
     for ax, top in zip(fig.axes[:3], (40.0, 4.0, 40.0), strict=True):
         assert ax.get_ylim()[1] >= top  # the DPO bar is never clipped
+        assert ax.get_ylabel().startswith("tuning time")  # its own scale, its own label
     assert fig.axes[1].get_ylim()[1] < 10  # and Summary is not flattened by the others
+    assert "own y scale" in text
 
 
 def test_templates_and_vram_name_a_missing_cell(tmp_path):
@@ -174,9 +251,18 @@ def test_templates_and_vram_name_a_missing_cell(tmp_path):
     _, drawn, _, _ = render("fig-templates", df, tmp_path)
     assert all(list(p) == ["LoRA", "QLoRA", "DPO", "QAT"] for p in drawn)
     df = llm_cells(["LoRA", "QLoRA", "DPO", "QAT"], "peak_memory_gib")
-    declared, _, _, fig = render("fig-vram", df, tmp_path)
+    declared, _, text, fig = render("fig-vram", df, tmp_path)
     assert declared == ["1 GPU", "2 GPUs"]
     assert any(t.get_text() == "n/a" for ax in fig.axes for t in ax.texts)
+    assert "host RSS" in text and "Peak VRAM" not in text and "VRAM per GPU" not in text
+
+
+@pytest.mark.parametrize("kind", a_vram.GPU_KINDS)
+def test_vram_on_a_gpu_says_vram(tmp_path, kind):
+    """Either GPU reading (torchtune's active peak, or torch's max allocated) is VRAM."""
+    df = llm_cells(["LoRA", "QLoRA", "DPO", "QAT"], "peak_memory_gib").assign(memory_kind=kind)
+    _, _, text, _ = render("fig-vram", df, tmp_path)
+    assert "Peak VRAM per GPU" in text and "host" not in text
 
 
 # ---------------------------------------------------------------- the profiler figures
@@ -249,7 +335,38 @@ def test_profile_figure_on_a_cpu_keeps_its_series_in_every_group(tmp_path, targe
     assert not any("only_in_run" in s for s in declared) and "only_in_run_0" in text
     assert all(list(p) == declared for p in drawn)
     whole = [s for s in declared if s.startswith("top CPU op:") and "ConvolutionBackward0" in s]
-    assert not whole or whole[0].endswith("a long name")  # the name, not a 40-character cut
+    # the whole name, not a 40-character cut, named as the node its engine call runs
+    assert not whole or whole[0].endswith(
+        "a long name (backward node, with its autograd-engine call)"
+    )
+
+
+@pytest.mark.parametrize("target,art,cells", PROFILE_FIGURES)
+def test_pin_memory_groups_on_a_cpu_are_said_to_be_the_same_work(tmp_path, target, art, cells):
+    runs, td = profile_case(cells, "cpu")
+    meta = {**META, "gates": {"gpu": "no GPU"}}
+    text = render(target, art.build_table(runs, td), tmp_path, meta)[2]
+    said = "pin_memory is a no-op without a GPU" in text
+    assert said == any("pin_memory" in c for c in cells)
+    runs, td = profile_case(cells, "H100")
+    assert "no-op" not in render(target, art.build_table(runs, td), tmp_path)[2]
+
+
+def test_a_backward_node_and_its_engine_call_are_one_series(tmp_path):
+    """MmBackward0 and autograd::engine::evaluate_function: MmBackward0 are nearly the same time
+    (the call holds the node): one series, the inclusive call named as the node, the other said
+    to be inside it."""
+    runs = pd.DataFrame([{"status": "ok", "device": "cpu", "run": f"r{i}", "dataset": d,
+                          "s_per_it": 0.5} for i, d in enumerate(("alpaca", "samsum"))])  # fmt: skip
+    ops = [("autograd::engine::evaluate_function: MmBackward0", 0.9), ("MmBackward0", 0.88),
+           ("aten::mm", 0.5), ("aten::copy_", 0.1)]  # fmt: skip
+    td = tidy([(r, 0, "cpu:" + op, s, s / 3, None) for r in runs["run"] for op, s in ops], "torch")
+    declared, drawn, text, _ = render("fig-llm-api", a_llm.build_table(runs, td), tmp_path)
+    mm = [s for s in declared if "MmBackward0" in s]
+    assert mm == ["top CPU op: MmBackward0 (backward node, with its autograd-engine call)"], (
+        declared
+    )
+    assert "inside the autograd-engine call drawn for it" in text
 
 
 def test_transfers_bytes_on_a_gpu_and_host_copy_time_on_a_cpu(tmp_path):
@@ -260,6 +377,43 @@ def test_transfers_bytes_on_a_gpu_and_host_copy_time_on_a_cpu(tmp_path):
     declared, _, text, _ = render("fig-transfers", a_tr.build_table(runs, td), tmp_path)
     assert declared == ["aten::copy_ (host copies)"] and "time, not bytes" in text
     assert "[s]" in text and "bytes moved" not in text
+
+
+@pytest.mark.parametrize("device", ["H100", "cpu"])
+def test_section_titles_name_what_the_runs_measured(device):
+    """The report's headings (the artifacts' title()) follow the data, not the matrix's words:
+    VRAM, CUDA API calls and bytes per direction only where a GPU profile measured them."""
+    gpu = device != "cpu"
+    runs, td = profile_case(LLM_CELLS, device)
+    api, copies = a_api.title(runs, a_api.build_table(runs, td)), a_tr.title(
+        runs, a_tr.build_table(runs, td))  # fmt: skip
+    assert ("CUDA API calls" in api) == gpu and ("CPU ops" in api) != gpu
+    assert ("Bytes moved per direction" in copies) == gpu and ("aten::copy_" in copies) != gpu
+    kind = "gpu_active" if gpu else "host_peak_rss"
+    vram = a_vram.title(runs, pd.DataFrame({"memory_kind": [kind, None]}))
+    assert vram.startswith("Peak VRAM") == gpu and ("host" in vram) != gpu
+    timeline = a_tl.title(runs, pd.DataFrame())
+    assert "GPU activity" not in timeline and ("CPU ranks" in timeline) != gpu
+
+
+def test_loss_title_says_when_pin_memory_changed_nothing():
+    cpu = pd.DataFrame({"device": ["cpu"]})
+    assert "identical, a no-op without a GPU" in a_loss.title(cpu, loss_table(set()))
+    assert a_loss.title(cpu, loss_table({"fp16"})) == "Training loss by precision and pin_memory"
+    gpu = pd.DataFrame({"device": ["H100"]})
+    assert a_loss.title(gpu, loss_table(set())).endswith("(pin_memory off and on identical)")
+
+
+def test_titles_break_between_phrases_only():
+    title = "Time in CPU ops (torch.profiler; no CUDA on this machine), by dataset (LoRA, 1 GPU)"
+    for width in (10, 30, 45, 60, 200):
+        lines = common.wrap_phrases(title, width).split("\n")
+        assert " ".join(lines) == title
+        assert all(line.count("(") == line.count(")") for line in lines), lines
+    assert common.wrap_phrases(title, 60).split("\n") == [
+        "Time in CPU ops (torch.profiler; no CUDA on this machine),",
+        "by dataset (LoRA, 1 GPU)",
+    ]
 
 
 def test_metrics_past_the_limit_fold_into_other(tmp_path):
@@ -293,6 +447,18 @@ def test_optimized_promises_whiskers_only_with_repeats(tmp_path, repeats):
     assert ("whiskers" in text) == repeats
     caps = [c for ax in fig.axes for c in ax.containers if getattr(c, "errorbar", None)]
     assert bool(caps) == repeats
+
+
+def test_optimized_draws_the_second_measure_from_zero_in_its_own_strip(tmp_path):
+    """Accuracy or loss on a twin axis cut to its range made one test image a trend and ran its
+    line over the speed-ups: it has its own strip under the bars, from zero, named on its axis."""
+    _, _, _, fig = render("fig-optimized", ladder_table(False), tmp_path)
+    strips = [ax for ax in fig.axes if ax.get_lines()]
+    assert [ax.get_ylabel() for ax in strips] == ["test accuracy [%]", "loss after N steps"]
+    assert all(ax.get_ylim()[0] == 0 for ax in strips) and strips[0].get_ylim()[1] >= 100
+    with_speedups = [ax for ax in fig.axes if any(t.get_text().startswith("x") for t in ax.texts)]
+    assert len(with_speedups) == 2 and not any(ax.get_lines() for ax in with_speedups)
+    assert [ax.get_ylabel() for ax in with_speedups] == ["images/s", "tokens/s"]
 
 
 def test_optimized_draws_the_profile_diff_of_a_profiled_pair(tmp_path, monkeypatch):

@@ -54,5 +54,13 @@ def notes(runs: pd.DataFrame, t: pd.DataFrame) -> list[str]:
     return [*pa.notes(t, runs), run_breakdown.note(split, "-breakdown CSV")]
 
 
+def title(runs: pd.DataFrame, t: pd.DataFrame) -> str:
+    """CUDA API calls where the profile measured the paper's metrics; else the CPU ops it has."""
+    paper = t[t["kind"] == pa.PAPER] if len(t) else t
+    if len(paper) and (paper["measured"].astype(str) == "True").any():
+        return "Share of time in CUDA API calls by template and method"
+    return "Share of profiled time in CPU ops (no CUDA calls recorded) by template and method"
+
+
 def gates(runs: pd.DataFrame, t: pd.DataFrame) -> dict[str, str]:
     return {"gpu": pa.gpu_gate(runs)}

@@ -28,9 +28,11 @@ FIGURE = True
 KEYS = ["loader", "gpus"]
 PAUSE_STEPS = 5.0
 MIN_PAUSE_S = 0.2
-# extra(): fig-timeline-gaps.csv, fig-timeline-busy.csv, fig-timeline-breakdown.csv
-GAPS, BUSY_TABLE, BREAKDOWN = "gaps", "busy", "breakdown"
+# extra(): fig-timeline-gaps.csv, -busy.csv, -phases.csv (each epoch's training and evaluation
+# span per rank: the figure's epoch and evaluation marks), -breakdown.csv
+GAPS, BUSY_TABLE, PHASES, BREAKDOWN = "gaps", "busy", "phases", "breakdown"
 BUSY = ("train_step", "eval_step")
+SPANS = ("epoch", "eval")  # the timeline's per-epoch lines: training, then evaluation
 
 
 def read(run: str, profile: str, ranks: int) -> pd.DataFrame:
@@ -122,9 +124,16 @@ def extra(runs: pd.DataFrame, t: pd.DataFrame) -> dict[str, pd.DataFrame]:
     ]
     cols = ["run", "rank", "phase", "epoch", "t0", "t1"]
     busy_df = pd.concat(busy, ignore_index=True) if busy else pd.DataFrame(columns=cols)
+    spans = busy_df[busy_df["phase"].isin(SPANS)][cols] if len(busy_df) else busy_df
     busy_df = busy_df[busy_df["phase"].isin(BUSY)][cols] if len(busy_df) else busy_df
-    return {GAPS: _per_run(runs, profile)[1], BUSY_TABLE: busy_df,
+    return {GAPS: _per_run(runs, profile)[1], BUSY_TABLE: busy_df, PHASES: spans,
             BREAKDOWN: run_breakdown.table(runs, profile)}  # fmt: skip
+
+
+def title(runs: pd.DataFrame, t: pd.DataFrame) -> str:
+    """What the intervals are: the host's steps on either machine (not the GPU's kernels)."""
+    where = "GPU ranks" if c.on_gpu(runs) else "CPU ranks, no GPU"
+    return f"Training and evaluation steps per rank over time (Scenario B, {where})"
 
 
 def compact(t: pd.DataFrame) -> pd.DataFrame:

@@ -42,5 +42,20 @@ def notes(runs: pd.DataFrame, t: pd.DataFrame) -> list[str]:
     return pa.notes(t, runs)
 
 
+def copies_measured(t: pd.DataFrame) -> bool:
+    """Whether some run's profile measured a CUDA memcpy direction (bytes): a GPU profile."""
+    if t.empty:
+        return False
+    rows = t[(t["kind"] == pa.PAPER) & t["metric"].isin(DIRECTIONS)]
+    return bool((rows["measured"].astype(str) == "True").any())
+
+
+def title(runs: pd.DataFrame, t: pd.DataFrame) -> str:
+    """Bytes per direction where the profile has CUDA copies; on a CPU run, what it has."""
+    if copies_measured(t):
+        return "Bytes moved per direction (CUDA memcpy) by template and method"
+    return "Host copy time (aten::copy_; no CUDA copies, so no bytes) by template and method"
+
+
 def gates(runs: pd.DataFrame, t: pd.DataFrame) -> dict[str, str]:
     return {"gpu": pa.gpu_gate(runs)}

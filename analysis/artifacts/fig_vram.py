@@ -75,6 +75,15 @@ def on_gpu_memory(runs: pd.DataFrame, t: pd.DataFrame) -> bool:
     return c.on_gpu(runs) and (not kinds or bool(kinds & set(GPU_KINDS)))
 
 
+def title(runs: pd.DataFrame, t: pd.DataFrame) -> str:
+    """The section's title: VRAM only where the peaks were read from the GPU allocator (the
+    table's memory_kind), else what a CPU run measured."""
+    kinds = set(t["memory_kind"].dropna()) if len(t) else set()
+    if kinds & set(GPU_KINDS):
+        return "Peak VRAM per GPU by template, method and GPUs"
+    return "Peak host memory (RSS of rank 0, no GPU: not VRAM) by template, method and ranks"
+
+
 def gates(runs: pd.DataFrame, t: pd.DataFrame) -> dict[str, str]:
     """`gpu` (L8a-c, L8e): the peaks are VRAM; `gpu_oom` (L8d): runs can run out of GPU memory."""
     if on_gpu_memory(runs, t):

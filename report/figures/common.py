@@ -195,6 +195,46 @@ def time_bars(ax: plt.Axes, df: pd.DataFrame, by: str) -> list[str]:
     return order
 
 
+def wrap_phrases(text: str, width: int) -> str:
+    """`text` on lines of at most `width` characters where it can be, broken only between
+    phrases (after a comma, semicolon or colon outside any parenthesis), never inside one: a
+    title broken mid-phrase reads as two wrong ones. A phrase longer than `width` keeps its
+    line."""
+    phrases, depth, cur = [], 0, ""
+    for ch in text:
+        if ch == " " and depth == 0 and cur.endswith((",", ";", ":")):
+            phrases.append(cur)
+            cur = ""
+            continue
+        depth += (ch == "(") - (ch == ")")
+        cur += ch
+    phrases.append(cur)
+    lines = [phrases[0]]
+    for p in phrases[1:]:
+        if len(lines[-1]) + 1 + len(p) <= width:
+            lines[-1] += " " + p
+        else:
+            lines.append(p)
+    return "\n".join(lines)
+
+
+def runs_per_bar(df: pd.DataFrame, keys: list[str]) -> str:
+    """How many finished runs each drawn value is the median of, in words ("one run each"): a
+    single run per point carries its run-to-run noise, which a reader must know to weigh it."""
+    ok = df[df["status"] == "ok"] if "run" in df else df.iloc[:0]
+    n = ok.groupby(keys)["run"].nunique() if len(ok) else pd.Series(dtype=int)
+    if n.empty or n.max() <= 1:
+        return "one run each"
+    lo, hi = int(n.min()), int(n.max())
+    return f"median of {lo} runs each" if lo == hi else f"median of {lo}-{hi} runs each"
+
+
+def dali_on_cpu(meta: dict) -> str:
+    """A title's second line where the runs had no GPU (the `gpu` gate): DALI then decodes on
+    the CPU, which is not the GPU pipeline the paper timed."""
+    return "\nno GPU: DALI decodes on the CPU" if (meta.get("gates") or {}).get("gpu") else ""
+
+
 def subtitle(meta: dict) -> str:
     return f"{meta['source']} | measured, profile '{meta['profile']}'"
 

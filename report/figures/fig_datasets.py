@@ -33,7 +33,8 @@ def draw(df: pd.DataFrame, meta: dict) -> plt.Figure:
     ax2.set(ylabel="epoch time [s]" + (" (projected)" if projected else ""))
     ax2.set_title("one epoch" + (" = s/it x steps per epoch" if projected else ""), fontsize=9)
     common.legend(ax1, title="GPUs (ranks)", fig=fig)
-    fig.suptitle(f"LoRA iteration time by dataset\n{common.subtitle(meta)}", fontsize=10)
+    runs = common.runs_per_bar(df, ["dataset", "gpus"])
+    fig.suptitle(f"LoRA iteration time by dataset ({runs})\n{common.subtitle(meta)}", fontsize=10)
     fig.tight_layout()
     return fig
 

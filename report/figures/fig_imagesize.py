@@ -28,10 +28,17 @@ def draw(df: pd.DataFrame, meta: dict) -> plt.Figure:
     if len(multi):  # a GPU count keeps its colour in both panels
         common.lines_or_bars(ax2, _wide(multi, "efficiency_pct"), "image size [px]", palette)
     ax2.axhline(100, ls=":", c="grey")
+    ax2.text(0.99, 100, "ideal ", ha="right", va="bottom", fontsize=7, color="grey",
+             transform=ax2.get_yaxis_transform())  # fmt: skip
+    # both axes from zero: a range cut to its data makes a few points look like a steep trend
+    ax1.set_ylim(0, ax1.get_ylim()[1])
+    ax2.set_ylim(0, max(ax2.get_ylim()[1], 110))
     ax1.set(ylabel="execution time [s]")
     ax2.set(xlabel="image size [px]", ylabel="efficiency = speed-up / GPUs [%]")
     common.legend(ax1, title="GPUs (ranks)", fig=fig)
-    fig.suptitle(f"Image size and GPU count (DDP-DS, FP64)\n{common.subtitle(meta)}", fontsize=10)
+    runs = common.runs_per_bar(df, ["image_size", "gpus"]).replace("each", "per point")
+    fig.suptitle(f"Image size and GPU count (DDP-DS, FP64; {runs})\n{common.subtitle(meta)}",
+                 fontsize=10)  # fmt: skip
     fig.tight_layout()
     return fig
 

@@ -18,8 +18,10 @@ def series(df: pd.DataFrame) -> list[str]:
 def draw(df: pd.DataFrame, meta: dict) -> plt.Figure:
     fig, ax = plt.subplots(figsize=(6.5, 3.6))
     common.time_bars(ax, df, BY)
-    fig.suptitle(f"NHWC (channels_last) DataLoader against DALI\n{common.subtitle(meta)}",
-                 fontsize=10)  # fmt: skip
+    runs = common.runs_per_bar(df, [BY, "gpus"])
+    fig.suptitle(f"NHWC (channels_last) DataLoader against DALI ({runs})"
+                 f"{common.dali_on_cpu(meta)}\n{common.subtitle(meta)}", fontsize=10)  # fmt: skip
+    fig.tight_layout()  # the title's lines above the axes, not over them
     return fig
 
 

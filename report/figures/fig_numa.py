@@ -22,7 +22,9 @@ def draw(df: pd.DataFrame, meta: dict) -> plt.Figure:
     if len(drawn) < 2 or why:  # one bar per group is no comparison: say why the other is absent
         ax.set_title(f"binding not compared: {why or 'one binding only'}", fontsize=8,
                      color="darkred")  # fmt: skip
-    fig.suptitle(f"NUMA binding of DataLoader ranks\n{common.subtitle(meta)}", fontsize=10)
+    runs = common.runs_per_bar(df, [BY, "gpus"])
+    fig.suptitle(f"NUMA binding of DataLoader ranks ({runs})\n{common.subtitle(meta)}",
+                 fontsize=10)  # fmt: skip
     fig.tight_layout()
     return fig
 

@@ -1,13 +1,14 @@
 """O1-O4 (beyond the paper): one waterfall per ladder, the throughput of each step with its
-speed-up over the step before, and accuracy, loss or the optimizer's state as a second series.
-Where a ladder's faithful and last steps were both profiled, one more panel per such pair: the
-seconds of the metrics the profile diff kept (fig-optimized-profile-diff.csv), before and after."""
+speed-up over the step before, and under it, in a strip of its own on a zero-based axis, the
+step's accuracy, loss or optimizer state (a twin axis cut to the data's range made one or two
+test images look like a trend, and its line ran over the speed-ups). Where a ladder's faithful and
+last steps were both profiled, one more panel per such pair: the seconds of the metrics the
+profile diff kept (fig-optimized-profile-diff.csv), before and after."""
 
 from __future__ import annotations
 
 import matplotlib.pyplot as plt
 import pandas as pd
-from matplotlib.lines import Line2D
 
 from report.figures import common
 
@@ -18,6 +19,7 @@ PAIRS = "\nlast panels: the profiles of a ladder's faithful and last steps, both
 DIFF_SIDES = {"a": "faithful profile", "b": "optimised profile"}  # the diff panels' two bars
 # the second series of each experiment: the column and its axis label
 SECOND = {"vision": ("accuracy_pct", "test accuracy [%]"), "llm": ("loss", "loss after N steps")}
+STRIP = 1.1  # the second measure's strip, in heights of the bars' 3
 
 
 def _second(g: pd.DataFrame, exp: str) -> tuple[str, str]:
@@ -28,8 +30,9 @@ def _second(g: pd.DataFrame, exp: str) -> tuple[str, str]:
 
 
 def series(df: pd.DataFrame) -> list[str]:
-    """The bars of the ladders: one per GPU count (the second measure is on the twin axis); then
-    the two sides of the profile-diff panels, drawn only where a pair was profiled."""
+    """The bars of the ladders and the lines of their strips: one per GPU count, in the same
+    colour; then the two sides of the profile-diff panels, drawn only where a pair was
+    profiled."""
     return gpu_series(df) + list(DIFF_SIDES.values())
 
 
@@ -44,10 +47,13 @@ def has_repeats(df: pd.DataFrame) -> bool:
     return bool((spread["max"] > spread["min"]).any())
 
 
-def ladder(ax: plt.Axes, g: pd.DataFrame, exp: str, palette: dict[str, str]) -> None:
+def ladder(
+    ax: plt.Axes, strip: plt.Axes, g: pd.DataFrame, exp: str, palette: dict[str, str]
+) -> None:
     """Bars: median throughput per step and GPU count, min-max whiskers where repeats differ,
-    x speed-up over the step before on top; a step that did not run is named with its
-    status."""
+    x speed-up over the step before on top; a step that did not run is named with its status.
+    `strip` (under `ax`, same steps): the second measure's median per step and GPU count, from
+    zero."""
     steps = g.drop_duplicates("step").sort_values("step")
     labels, xs = steps["step_label"].tolist(), steps["step"].tolist()
     gpus = sorted(g["gpus"].unique())
@@ -55,7 +61,6 @@ def ladder(ax: plt.Axes, g: pd.DataFrame, exp: str, palette: dict[str, str]) -> 
     ok = g[g["status"] == "ok"]
     thr = ok.groupby(["gpus", "step"])["throughput"].agg(["median", "min", "max"])
     col, name = _second(g, exp)
-    twin = ax.twinx()
     for j, n in enumerate(gpus):
         off = (j - (len(gpus) - 1) / 2) * width
         for s in xs:
@@ -69,24 +74,30 @@ def ladder(ax: plt.Axes, g: pd.DataFrame, exp: str, palette: dict[str, str]) -> 
             ax.bar(s + off, m, width=width, color=palette[common.gpus_label(n)], **spread,
                    label=common.gpus_label(n) if s == xs[0] else None)  # fmt: skip
             if (n, s - 1) in thr.index:
-                # on the twin axes, which are drawn last: in front of the dotted line
-                twin.text(s + off, hi, f"x{m / thr.loc[(n, s - 1), 'median']:.2f}",
-                          ha="center", va="bottom", fontsize=7, transform=ax.transData,
-                          bbox={"fc": "white", "ec": "none", "alpha": 0.7, "pad": 0.5})  # fmt: skip
+                ax.text(s + off, hi, f"x{m / thr.loc[(n, s - 1), 'median']:.2f}", ha="center",
+                        va="bottom", fontsize=7)  # fmt: skip
         second = ok[ok["gpus"] == n].groupby("step")[col].median().dropna()
-        # black, one marker per GPU count (the figure's legend names them); "_": not a bar
-        # series (the twin axis's label names the measure)
-        twin.plot(second.index + off, second.to_numpy(), "k:", marker=MARKERS[j % 5],
-                  markersize=4, label=f"_{name}, {common.gpus_label(n)}")  # fmt: skip
-    lo, hi = twin.get_ylim()
-    mid, half = (lo + hi) / 2, max(hi - lo, 0.1 * abs((lo + hi) / 2)) / 2
-    twin.set_ylim(mid - half, mid + half)  # a 1-point wobble must not fill the panel's height
-    ax.set_xticks(xs, labels, rotation=30, ha="right", fontsize=8)
-    ax.set_xlim(min(xs) - 0.5, max(xs) + 0.5)  # a step with no bar keeps its slot
+        strip.plot(second.index + off, second.to_numpy(), ":", color=palette[common.gpus_label(n)],
+                   marker=MARKERS[j % 5], markersize=4, label=common.gpus_label(n))  # fmt: skip
+    top = ok[col].max() if ok[col].notna().any() else 1.0
+    # from zero: a 1-point wobble in accuracy stays a 1-point wobble; 100 % is the ceiling
+    strip.set_ylim(0, 105 if col == "accuracy_pct" else top * 1.25)
+    if len(gpus) <= 2:  # the values, which a zero-based strip shows flat (more would collide)
+        for line in strip.get_lines():
+            for x, v in zip(*line.get_data(), strict=True):
+                low = v < strip.get_ylim()[1] / 2  # above a low point, below a high one
+                strip.annotate(f"{v:.3g}", (x, v), xytext=(0, 3 if low else -3), fontsize=6,
+                               textcoords="offset points", ha="center",
+                               va="bottom" if low else "top")  # fmt: skip
+    strip.set_xticks(xs, labels, rotation=30, ha="right", fontsize=8)
+    strip.set_xlim(min(xs) - 0.5, max(xs) + 0.5)  # a step with no bar keeps its slot
+    strip.set_ylabel(name, fontsize=7)
+    strip.tick_params(axis="y", labelsize=7)
+    strip.grid(axis="y", alpha=0.3)
+    ax.tick_params(axis="x", labelbottom=False)
     ax.set_ylim(0, ax.get_ylim()[1] * 1.12)  # room for the speed-ups over the tallest bar
     ax.set_ylabel(g["unit"].dropna().iloc[0] if g["unit"].notna().any() else "throughput")
-    ax.set_title(exp, fontsize=9, loc="left")
-    twin.set_ylabel(f"{name} (dotted)", fontsize=8)
+    ax.set_title(f"{exp}: throughput (bars), {name} (strip below)", fontsize=9, loc="left")
 
 
 def profile_diff(profile: str) -> pd.DataFrame:
@@ -129,29 +140,31 @@ def draw(df: pd.DataFrame, meta: dict) -> plt.Figure:
     panels = len(exps) + len(diffs)
     cols = 2 if panels > 1 else 1
     rows = (panels + cols - 1) // cols
-    fig, axes = plt.subplots(rows, cols, figsize=(5.5 * cols, 3.6 * rows), squeeze=False)
+    # constrained: the suptitle, the panels' titles and the strips' labels never overlap
+    fig = plt.figure(figsize=(5.5 * cols, 1.0 + 4.2 * rows), layout="constrained")
+    grid = fig.add_gridspec(rows, cols)
     palette = common.colours(series(df))
-    for ax, exp in zip(axes.flat, exps, strict=False):
-        ladder(ax, df[df["experiment"] == exp], exp, palette)
-    for ax, d in zip(list(axes.flat)[len(exps) :], diffs, strict=False):
-        diff_panel(ax, d, palette)
-    for ax in list(axes.flat)[panels:]:
-        ax.set_axis_off()
-    handles, labels = axes.flat[0].get_legend_handles_labels()
-    for j, g in enumerate(gpu_series(df)):
-        handles.append(Line2D([], [], color="black", ls=":", marker=MARKERS[j % 5], markersize=4))
-        labels.append(f"right axis, {g}")
+    first = None
+    for cell, exp in zip(grid, exps, strict=False):
+        sub = cell.subgridspec(2, 1, height_ratios=[3, STRIP])
+        ax = fig.add_subplot(sub[0])
+        ladder(ax, fig.add_subplot(sub[1], sharex=ax), df[df["experiment"] == exp], exp, palette)
+        first = first or ax
+    for cell, d in zip(list(grid)[len(exps) :], diffs, strict=False):
+        diff_panel(fig.add_subplot(cell), d, palette)
+    handles, labels = first.get_legend_handles_labels() if first else ([], [])
     fig.legend(handles, labels, title="GPUs (ranks)", fontsize=8, title_fontsize=8,
-               frameon=False, loc="center left", bbox_to_anchor=(1.0, 0.5))  # fmt: skip
+               frameon=False, loc="outside right center")  # fmt: skip
     # whiskers are promised only where some step has repeats that differ
     spread = "median, whiskers: min-max over repeats" if has_repeats(df) else "one run each"
     fig.suptitle(
         "Beyond the paper: the optimisations applied one at a time\n"
-        f"(bars: throughput, {spread}; x = speed-up over the step before; dotted: the "
-        f"second measure, right axis){PAIRS if diffs else ''}\n{common.subtitle(meta)}",
+        f"bars: throughput, {spread}; x = speed-up over the step before\n"
+        f"strip below: the step's accuracy, loss or optimizer state, from zero, same colours"
+        f"{PAIRS if diffs else ''}"
+        f"\n{common.subtitle(meta)}",
         fontsize=9,
     )
-    fig.tight_layout()
     return fig
 
 

@@ -21,7 +21,10 @@ def draw(df: pd.DataFrame, meta: dict) -> plt.Figure:
     ok = df[df["status"] == "ok"]
     gpus = sorted(df["gpus"].unique())
     # each template on its own y range: DPO takes several times LoRA's time, and a shared axis
-    # flattens the cheap templates or clips the dear ones
+    # flattens the cheap templates or clips the dear ones; so every panel carries its own label
+    # and the title says the scales differ
+    projected = bool(df["epoch_time_projected"].fillna(False).astype(bool).any())
+    ylabel = "tuning time, one epoch [s]" + (" (projected)" if projected else "")
     fig, axes = plt.subplots(1, len(TEMPLATES), figsize=(11, 3.6), squeeze=False)
     palette = common.colours(METHODS)
     for ax, t in zip(axes[0], TEMPLATES, strict=True):
@@ -34,12 +37,13 @@ def draw(df: pd.DataFrame, meta: dict) -> plt.Figure:
             index=gpus, columns=METHODS
         )
         common.bars(ax, wide, palette=palette, marks=marks.fillna("no run"))
-        ax.set_title(t, fontsize=9)
+        ax.set_title(f"{t} (own y scale)", fontsize=9)
         ax.set_xlabel("GPUs (ranks)")
-    projected = bool(df["epoch_time_projected"].fillna(False).astype(bool).any())
-    axes[0, 0].set_ylabel("tuning time, one epoch [s]" + (" (projected)" if projected else ""))
+        ax.set_ylabel(ylabel, fontsize=8)
     common.legend(axes[0, 0], fig=fig)
-    fig.suptitle(f"Total tuning time by template and method\n{common.subtitle(meta)}", fontsize=10)
+    runs = common.runs_per_bar(df, ["template", "method_label", "gpus"])
+    fig.suptitle(f"Total tuning time by template and method ({runs}; each panel on its own y "
+                 f"scale)\n{common.subtitle(meta)}", fontsize=10)  # fmt: skip
     fig.tight_layout()
     return fig
 

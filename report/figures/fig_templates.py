@@ -66,7 +66,8 @@ def draw(df: pd.DataFrame, meta: dict) -> plt.Figure:
     axes[0].set_ylabel("mean iteration time [s/it]")
     common.legend(axes[-1], fig=fig)
     fig.suptitle(
-        f"Iteration time by template and method (n/a = no torchtune recipe)\n"
+        f"Iteration time by template and method (n/a = no torchtune recipe; "
+        f"{common.runs_per_bar(df, ['template', 'method_label', 'gpus'])})\n"
         f"{common.subtitle(meta)}",
         fontsize=10,
     )

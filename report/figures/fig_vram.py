@@ -9,6 +9,7 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 import pandas as pd
 
+from analysis.artifacts.fig_vram import GPU_KINDS
 from report.figures import common
 
 TARGET = "fig-vram"
@@ -23,7 +24,8 @@ def series(df: pd.DataFrame) -> list[str]:
 
 
 def draw(df: pd.DataFrame, meta: dict) -> plt.Figure:
-    host = not (df["memory_kind"].dropna() == "gpu_active").any()
+    # from the table's memory_kind: VRAM only where the peaks were read from the GPU allocator
+    host = not df["memory_kind"].dropna().isin(GPU_KINDS).any()
     ylabel = "peak host RSS, rank 0 [GiB]" if host else "peak VRAM per GPU [GiB]"
     fig, axes = plt.subplots(1, len(METHODS), figsize=(12, 3.8), sharey=True)
     names = series(df)
@@ -43,7 +45,7 @@ def draw(df: pd.DataFrame, meta: dict) -> plt.Figure:
         ax.set_title(m, fontsize=9)
     axes[0].set_ylabel(ylabel)
     common.legend(axes[0], title="GPUs (ranks)", fig=fig)
-    what = "Peak host memory (CPU run: not VRAM)" if host else "Peak VRAM per GPU"
+    what = "Peak host memory, RSS of rank 0 (no GPU: not VRAM)," if host else "Peak VRAM per GPU"
     fig.suptitle(f"{what} by template, method and GPUs\n{common.subtitle(meta)}", fontsize=10)
     fig.tight_layout()
     return fig

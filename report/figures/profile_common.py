@@ -38,6 +38,10 @@ __all__ = [
 ]
 LEGEND_WIDTH = 42  # characters per legend line: the all-API launch label is long
 TOP = "top CPU op: "  # the analysis's label prefix of a run's top CPU ops
+# the autograd engine's call of a backward node: its time holds the node's (MmBackward0, the
+# gradient of a matrix product) and a little bookkeeping, so the two are one series, not two
+WRAPPER = "autograd::engine::evaluate_function: "
+WRAPPED = " (backward node, with its autograd-engine call)"
 # columns that tell runs apart besides the figure's own conditions (shown when they vary, so
 # that two runs never share a group)
 NAMES = {"method": LLM_METHOD_LABELS, "dataset": LLM_TEMPLATE_LABELS}  # as the papers name them
@@ -120,11 +124,22 @@ def _shown(df: pd.DataFrame) -> tuple[pd.DataFrame, bool, dict[str, list[str]]]:
     proxies = [x for x in known if x in have] + sorted(have - set(known))
     by_time = cpu[top].groupby("label")["total_s"].sum().sort_values(ascending=False).index
     tops = [x for x in by_time if everywhere.get(x, False)]
+    # the engine's call of a backward node is named as the node; where it is drawn, the node
+    # itself (inside it, nearly the same time) is not a second series
+    rename = {x: TOP + x.removeprefix(TOP + WRAPPER) + WRAPPED
+              for x in by_time if x.startswith(TOP + WRAPPER)}  # fmt: skip
+    inner = [x for x in by_time if TOP + WRAPPER + x.removeprefix(TOP) in tops]
+    tops = [rename.get(x, x) for x in tops if x not in inner]
+    by_time = [rename.get(x, x) for x in by_time]
+    cpu["label"] = cpu["label"].replace(rename)
     candidates = [*proxies, *tops]
     kept = candidates[: common.MAX_SERIES]
     left_out = {
         f"past {common.MAX_SERIES} series": candidates[common.MAX_SERIES :],
-        "among some runs' top three CPU ops only": [x for x in by_time if x not in tops],
+        "among some runs' top three CPU ops only": [
+            x for x in by_time if x not in tops and x not in inner
+        ],
+        "inside the autograd-engine call drawn for it (which includes it)": inner,
     }
     return _in_order(cpu[cpu["label"].isin(kept)], kept), False, left_out
 
@@ -206,11 +221,18 @@ def metrics_figure(
         if names:
             notes.append(f"Not drawn, {why}: " + ", ".join(x.removeprefix(TOP) for x in names))
     notes.append(not_run_note(not_run, all_conditions(df, conditions)))
+    if "pin_memory" in all_conditions(df, conditions) and (meta.get("gates") or {}).get("gpu"):
+        # pinned host memory speeds copies to a GPU; on CPU ranks there is no such copy
+        notes.append("pin_memory is a no-op without a GPU: pin and nopin groups did the same work, "
+                     "and differ only by run-to-run noise.")  # fmt: skip
     if any(notes):
-        text = "\n".join(textwrap.fill(n, int(width * 14)) for n in notes if n)
+        text = "\n".join(
+            textwrap.fill(n, int(width * 14), break_on_hyphens=False) for n in notes if n
+        )
         fig.text(0.01, 0.0, text, fontsize=7, color="darkred", va="top")
     what = recorded(df) if len(df) else "profiler metrics"
-    title = textwrap.fill(title.format(what=what), int(width * 11))  # within the figure's width
+    # within the figure's width, broken between phrases only
+    title = common.wrap_phrases(title.format(what=what), int(width * 11))
     fig.suptitle(f"{title}\n{subtitle}", fontsize=10)
     fig.tight_layout()
     return fig
