@@ -1,9 +1,10 @@
 """The outcome of one rule on one table, and the noise a comparison must clear.
 
-A comparison is firm when every end of the repeats' spreads gives the medians' answer and, for a
-timed quantity of cells without repeats of their own, its margin is larger than the run-to-run
-noise the same sweep measured (analysis/noise.py; the driver passes it in as the claim's
-`_noise`). `Outcome.settle` then decides on the cells as the claim's `cells` says.
+A comparison is firm when every end of the cells' spreads (repeats, or a steady-state time's
+within-run spread) gives the medians' answer and, for cells without repeats of their own, its
+margin is larger than the run-to-run spread the same results folder measured for the quantity
+(analysis/noise.py; the verdict passes it in as the claim's `_noise`). No margin is a constant of
+the claims file. `Outcome.settle` then decides on the cells as the claim's `cells` says.
 """
 
 from __future__ import annotations
@@ -11,8 +12,6 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from typing import Any
-
-from analysis.claims import spec as cs
 
 
 @dataclass
@@ -29,6 +28,13 @@ class Outcome:
     cell_text: str = ""  # how many cells passed, and how many had to
     runs: set[str] = field(default_factory=set)  # the runs behind the numbers
     quiet: bool = False  # some comparison was inside the run-to-run noise
+    gaps: list[float] = field(default_factory=list)  # each comparison's distance, relative
+
+    def gap(self, x: float, ref: float) -> None:
+        """Record how far a compared value sits from what it is compared with (relative to it):
+        the margin the summary sets against the noise."""
+        if ref and math.isfinite(x) and math.isfinite(ref):
+            self.gaps.append(abs(x - ref) / abs(ref))
 
     def check(self, good: bool, firm: bool) -> None:
         """One comparison: `good` on the medians; `firm` when every end of the repeats' spreads
@@ -70,15 +76,17 @@ class Outcome:
         return self.weak_fail and not self.firm_fail
 
 
-def margin(cl: dict[str, Any], *ns: float) -> float:
-    """The relative margin a comparison of these cells must clear: the claim's stated noise_rel
-    and, for timed quantities, the measured run-to-run spread unless every cell has repeats of
-    its own (their min-max then speaks for them)."""
-    stated = float(cl.get("noise_rel", 0.0))
+def margin(cl: dict[str, Any], *ns: float, ref: float | None = None) -> float:
+    """The relative margin a comparison of these cells must clear: the run-to-run spread measured
+    for the claim's quantity (the verdict's `_noise`; inf where it was not measured), unless every
+    cell has repeats of its own (their min-max then speaks for them). A spread in points
+    (`_noise_points`: accuracy) is taken relative to `ref`, the value compared with."""
     measured = cl.get("_noise")
-    if measured is None or not cs.timing(cl) or all(n > 1 for n in ns):
-        return stated
-    return max(stated, float(measured))
+    if measured is None or all(n > 1 for n in ns):
+        return 0.0
+    if cl.get("_noise_points") and not math.isinf(float(measured)):
+        return float(measured) / abs(ref) if ref else math.inf
+    return float(measured)
 
 
 def within_noise(x: float, ref: float, margin: float) -> bool:
