@@ -149,7 +149,8 @@ def speedups(
     every strategy), so for V1 the baseline is looked up without the strategy column. With
     repeats (REPEATS=n) the baseline is the median of the 1-GPU repeats, so each repeat's
     speed-up is measured against the same time. Where the times have `_lo`/`_hi` columns (the
-    within-run spread of a steady-state time), the speed-up and efficiency get theirs.
+    within-run spread of a steady-state time), the speed-up and efficiency get the range of the
+    run's own time (the 1-GPU time's spread is the margin's, analysis/noise.py).
     """
     df = df.copy()
     base_keys = [k for k in by if k != "strategy"]
@@ -171,8 +172,14 @@ def speedups(
             and spread
             and all(_num(x) for x in (b[cols[1]], b[cols[2]], r[cols[1]], r[cols[2]]))
         )
-        lo.append(b[cols[1]] / r[cols[2]] if ends else None)
-        hi.append(b[cols[2]] / r[cols[1]] if ends else None)
+        if ends and r["gpus"] == 1:  # the baseline against itself: no spread to speak of
+            lo.append(sp[-1])
+            hi.append(sp[-1])
+            continue
+        # the run's own spread only: two speed-ups at one GPU count share the 1-GPU time, and a
+        # speed-up set against a constant has the 1-rank run-to-run spread in its margin
+        lo.append(b[time_col] / r[cols[2]] if ends else None)
+        hi.append(b[time_col] / r[cols[1]] if ends else None)
     df[f"speedup_vs_1gpu{suffix}"] = sp
     df[f"efficiency_pct{suffix}"] = [
         (100.0 * s / g) if s is not None and s == s else None

@@ -27,6 +27,8 @@ VERDICTS = (HOLDS, FAILS, INCONCLUSIVE, UNMEASURED)
 # the quantity exists, but the runs cannot speak for the paper's (a model that did not learn).
 INCONCLUSIVE_GATES = ("learned", "learned_scenario_b")
 NO_GPU = "needs a GPU: these runs used gloo ranks on CPU cores"  # the driver's default gpu gate
+SPREAD_REASON = ("the difference is within the cells' spread (the repeats' min-max, or a "
+                 "steady-state time's within-run spread)")  # fmt: skip
 # A verdict on CPU ranks standing in for GPUs says so in its label, and is tallied apart.
 STAND_IN = "CPU stand-in"
 
@@ -121,7 +123,7 @@ def judge(
     measured = margin is not None
     if verdict == INCONCLUSIVE and not reason:
         reason = (f"the margin is inside the {noise_text or 'run-to-run noise'}"
-                  if mine.quiet and measured else "the difference is within the spread of the repeats")  # fmt: skip
+                  if mine.quiet and measured else SPREAD_REASON)  # fmt: skip
     decided = verdict != UNMEASURED
     out: dict[str, Any] = {
         "id": cl["id"],
