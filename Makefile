@@ -123,7 +123,7 @@ RENDER = $(PY) -m report.build --profile $(PROFILE) $(addprefix --results ,$(REP
 .PHONY: help all vision llm report test test-unit test-faults test-gpu lint format probe venv matrix clean \
         clean-results bench-vision bench-loaders bench-analysis bench-profiler bench-optimize data-mnist assets container \
         container-test container-local sif slurm slurm-deps test-slurm \
-        plan plan-brief check-cuda check-verdicts gpu-check gpu-wheels self-check pdf runs $(ALL_TARGETS)
+        plan plan-brief check-cuda check-verdicts spread-sweeps gpu-check gpu-wheels self-check pdf runs $(ALL_TARGETS)
 
 help: ## show this help
 	@echo "Usage: make <target> [PROFILE=smoke|quick|paper] [PROFILER=auto|torch|nsys|none] [REPEATS=n]"
@@ -133,9 +133,22 @@ help: ## show this help
 	@echo "One target per artifact (experiments/matrix.yaml$(if $(filter-out $(ARTIFACTS),$(ALL_TARGETS)),; not implemented yet: $(filter-out $(ARTIFACTS),$(ALL_TARGETS)))):"
 	@awk -v help=1 -f experiments/targets.awk experiments/matrix.yaml
 
+# Every table's verdicts are judged against the run-to-run spread of the same results, measured
+# between runs of identical work (analysis/noise.py): the noise cells (N1/N2, target table-noise)
+# run before any table is made. In `make all` (and check-verdicts) every sweep runs before the
+# first table, and the noise cells' repeats are spread over them (`spread`): repeat 0 first,
+# repeat 1 between the vision and the LLM experiments, the last with their own sweep at the end.
+NOISE_SWEEPS = $(foreach e,$(exp_table-noise),$(SWEEPS)/$(e).json)
+$(SWEEPS)/.noise-%: $(RUN_SRC) $(PROFILER_STAMP) | $(VENV_STAMP)
+	$(PY) -m run.sweep --profile $(PROFILE) $(addprefix --exp ,$(exp_table-noise)) --only-repeat $*
+	@touch $@
+sweeps_of = $(foreach t,$(1),$(foreach e,$(exp_$(t)),$(SWEEPS)/$(e).json))
+spread = $(SWEEPS)/.noise-0 $(call sweeps_of,$(filter $(VISION),$(1))) $(SWEEPS)/.noise-1 \
+         $(call sweeps_of,$(filter-out table-noise,$(filter $(LLM),$(1)))) $(NOISE_SWEEPS)
+
 # The plan comes first: a serial make builds prerequisites left to right, so what the GPUs will
 # cost is on the terminal (and in a SLURM log) before the first run starts.
-all: check-cuda plan-brief $(call outputs,$(ARTIFACTS)) $(REPORT_MD) ## run every experiment, build every table, figure and the report
+all: check-cuda plan-brief $(call spread,$(ARTIFACTS)) $(call outputs,$(ARTIFACTS)) $(REPORT_MD) ## run every experiment, build every table, figure and the report
 
 vision: check-cuda $(call outputs,$(VISION)) $(REPORT_MD) ## only the vision experiments (V*), then the report
 
@@ -180,9 +193,6 @@ $(SWEEPS)/%.json: $(RUN_SRC) $(PROFILER_STAMP) | $(VENV_STAMP)
 # it exits; they are the record of what ran, so they stay.
 .PRECIOUS: $(SWEEPS)/%.json $(TABLES)/%.csv $(FIGS)/%.png
 
-# Every table's timing verdicts are judged against the run-to-run noise of the same results
-# (analysis/noise.py): the noise cells (N1/N2, target table-noise) run before any table is made.
-NOISE_SWEEPS = $(foreach e,$(exp_table-noise),$(SWEEPS)/$(e).json)
 
 .SECONDEXPANSION:
 $(TABLES)/%.csv: $$(foreach e,$$(exp_$$*),$$(SWEEPS)/$$(e).json) $$(NOISE_SWEEPS) analysis/artifacts/$$(subst -,_,$$*).py $(ANALYSIS_SRC) | $(VENV_STAMP)
@@ -215,9 +225,10 @@ pdf: $(REPORT_MD) ## build report.pdf beside the report from its LaTeX (needs la
 CHECK_TARGETS ?= table-noise fig-strategies fig-imagesize table-precision fig-datasets \
                  fig-templates fig-template-scaling fig-optimized
 CHECK_DIR ?= results/check-verdicts
+spread-sweeps: $(call spread,$(CHECK_TARGETS))
 check-verdicts: | $(VENV_STAMP) ## two independent sweeps of the timing claims' targets; their decided verdicts must agree
 	@for d in a b; do \
-	  $(MAKE) --no-print-directory RESULTS_DIR=$(CHECK_DIR)/$$d \
+	  $(MAKE) --no-print-directory RESULTS_DIR=$(CHECK_DIR)/$$d spread-sweeps \
 	    $(foreach t,$(CHECK_TARGETS),$(CHECK_DIR)/$$d/$(PROFILE)/tables/$(t).csv) || exit $$?; \
 	done
 	$(PY) -m analysis.check_verdicts $(CHECK_DIR)/a $(CHECK_DIR)/b --profile $(PROFILE)
