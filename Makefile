@@ -141,7 +141,7 @@ help: ## show this help
 NOISE_SWEEPS = $(foreach e,$(exp_table-noise),$(SWEEPS)/$(e).json)
 $(SWEEPS)/.noise-%: $(RUN_SRC) $(PROFILER_STAMP) | $(VENV_STAMP)
 	$(PY) -m run.sweep --profile $(PROFILE) $(addprefix --exp ,$(exp_table-noise)) --only-repeat $*
-	@touch $@
+	@mkdir -p $(@D) && touch $@
 sweeps_of = $(foreach t,$(1),$(foreach e,$(exp_$(t)),$(SWEEPS)/$(e).json))
 spread = $(SWEEPS)/.noise-0 $(call sweeps_of,$(filter $(VISION),$(1))) $(SWEEPS)/.noise-1 \
          $(call sweeps_of,$(filter-out table-noise,$(filter $(LLM),$(1)))) $(NOISE_SWEEPS)

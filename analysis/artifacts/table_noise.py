@@ -27,7 +27,7 @@ def table(runs: pd.DataFrame, profile: str) -> pd.DataFrame:
 def compact(t: pd.DataFrame) -> pd.DataFrame:
     """Per workload, quantity and rank count the set with the largest spread: the margin."""
     top = noise.largest(t)
-    cols = ["workload", "measure", "gpus", "spread_pct", "median", "min", "max", "kind",
+    cols = ["workload", "measure", "gpus", "spread_pct", "spread_points", "median", "min", "max", "kind",
             "experiments", "runs"]  # fmt: skip
     return top[cols] if len(top) else pd.DataFrame(columns=cols)
 
