@@ -132,7 +132,7 @@ def _compare(cl: dict[str, Any], t: pd.DataFrame) -> Outcome:
         for v, m in zip(ratios, margins, strict=True):
             quiet = within_noise(v, lo, m) or within_noise(v, hi, m)
             out.quiet |= quiet
-            out.gaps.append(min(abs(v - lo) / abs(lo) if lo else math.inf,
+            out.note(min(abs(v - lo) / abs(lo) if lo else math.inf,
                                 abs(v - hi) / abs(hi) if hi else math.inf))  # fmt: skip
             out.check(lo <= v <= hi, not quiet)
         out.facts.append(f"(criterion: ratio within {num(lo)}-{num(hi)})")
@@ -172,7 +172,7 @@ def _trend(cl: dict[str, Any], t: pd.DataFrame) -> Outcome:
                 dev, lim = abs(n["med"] - meds[0]), tol * abs(meds[0])
                 quiet = m > 0 and (math.isinf(m) or abs(dev - lim) <= m * abs(meds[0]))
                 if meds[0]:
-                    out.gaps.append(abs(dev - lim) / abs(meds[0]))
+                    out.note(abs(dev - lim) / abs(meds[0]))
                 out.quiet |= quiet
                 out.check(bool(dev <= lim), not quiet)
                 continue
@@ -288,7 +288,7 @@ def _within(cl: dict[str, Any], t: pd.DataFrame) -> Outcome:
         quiet = quiet and nz > 0
         out.quiet |= quiet
         if bv:  # how far the difference is from its limit, relative to b
-            out.gaps.append(abs(d + lim if below else abs(d) - lim) / float(bv))
+            out.note(abs(d + lim if below else abs(d) - lim) / float(bv))
         out.check(good, firm and not quiet)
     tol = " + ".join([num(tol_abs)] * bool(tol_abs) + [f"{num(100 * tol_rel)} %"] * bool(tol_rel))
     where = f"at most {tol or '0'} below" if below else f"within {tol or '0'}"
@@ -356,8 +356,7 @@ def _step(cl: dict[str, Any], t: pd.DataFrame) -> Outcome:
     out = Outcome(ok, facts=facts, values=f["med"].tolist(), gpus=q.gpus, runs=q.runs)
     out.quiet = any(within_noise(r["med"], than, margin(cl, r["n"], ref=than))
                     for _, r in f.iterrows())  # fmt: skip
-    for _, r in f.iterrows():
-        out.gap(r["med"], than)
+    out.gaps = [(abs(r["med"] - than) / abs(than), None) for _, r in f.iterrows() if than]
     out.weak_pass, out.weak_fail = ok and out.quiet, not ok and out.quiet
     return out
 

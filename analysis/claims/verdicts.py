@@ -151,7 +151,9 @@ def judge(
         "margin_pct": None if margin is None or not decided or points else 100.0 * margin,
         "margin_points": margin if points and decided else None,
         "margin_of": margin_of if margin is not None and decided else None,
-        "gap_pct": 100.0 * min(mine.gaps) if mine.gaps and decided else None,
+        "gap_pct": _pct(mine.deciding_gap({HOLDS: True, FAILS: False}.get(verdict)))
+        if decided
+        else None,
         "timing": timing if decided else "",
         "stand_in": bool(stand_in),
     }
@@ -169,6 +171,10 @@ def judge(
     if stand_in and verdict != UNMEASURED:
         out["verdict_text"] = f"{out['verdict_text']} ({STAND_IN})"
     return out
+
+
+def _pct(x: float | None) -> float | None:
+    return None if x is None else 100.0 * x
 
 
 def values_text(values: list[float], cl: dict[str, Any]) -> str:
