@@ -85,9 +85,13 @@ def outside_margins(judged: dict[str, dict[str, Any]], sets: dict[str, pd.DataFr
                 size = (f"{r['spread_points']:.1f} points" if points
                         else f"{r['spread_pct']:.1f} %")  # fmt: skip
                 used = f"{m:.1f} points" if points else f"{100 * m:.1f} %"
+                gap, wider = c.get("gap_pct"), r["spread_pct"]
+                # whether the verdict's own distance would have cleared the wider spread too
+                clears = ("" if gap is None or points else
+                          f"; its distance {gap:.1f} % {'clears' if gap > wider else 'does not clear'} it")  # fmt: skip
                 lines.append(f"{cid} ({c['verdict']} on a margin of {used}): {name}'s "
                              f"{r['kind']} of {r['measure']} at {int(r['gpus'])} rank(s) "
-                             f"({r['experiments']}) spread {size}")  # fmt: skip
+                             f"({r['experiments']}) spread {size}{clears}")  # fmt: skip
     return lines
 
 
