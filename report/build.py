@@ -312,7 +312,8 @@ def tally(rows: list[dict[str, Any]], labels: list[str]) -> list[dict[str, Any]]
 BLANK = {"reason": "", "evidence": "", "coverage": "", "paper_verdict": "", "paper_evidence": "",
          "in_paper_range": None, "paper_range": None, "verdict_text": "", "noise": "",
          "cells": "", "runs": [], "ours": "", "paper_value": "", "margin_pct": None,
-         "margin_points": None, "gap_pct": None, "timing": "", "stand_in": False}  # fmt: skip
+         "margin_points": None, "gap_pct": None, "gap_points": None, "timing": "",
+         "stand_in": False}  # fmt: skip
 NEEDS_TEXT = {
     "gpu": "a GPU",
     "gpu_oom": "a GPU that can run out of memory",

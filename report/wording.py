@@ -108,9 +108,11 @@ def margin_text(p: dict[str, Any]) -> str:
     the summary table: "4.9 % vs 20.8 %" (the smallest distance of any comparison, relative to
     what it was compared with; the largest spread of the quantity at its rank counts)."""
     gap, pct, pts = p.get("gap_pct"), p.get("margin_pct"), p.get("margin_points")
-    if gap is None and pct is None and pts is None:
+    gap_pts = p.get("gap_points")
+    if gap is None and gap_pts is None and pct is None and pts is None:
         return ""
-    left = f"{cell(gap)} %" if gap is not None else "-"
+    left = (f"{cell(gap)} %" if gap is not None else
+            f"{cell(gap_pts)} points" if gap_pts is not None else "-")  # fmt: skip
     if pts is not None:
         right = "not measured" if pts == float("inf") else f"{cell(pts)} points"
     elif pct is None:

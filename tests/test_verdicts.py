@@ -96,6 +96,7 @@ def test_accuracy_spreads_in_points(tmp_path, monkeypatch):
     t = frame([(2, "fp64", 90.0), (2, "fp32", 88.0)], "gpus precision inference_accuracy_pct")
     got = cl.judge(CLAIMS["V3c"], t, noise=floor, workload="vision")
     assert got["verdict"] == cl.INCONCLUSIVE and got["margin_points"] == pytest.approx(10.0)
+    assert got["gap_points"] == pytest.approx(0.5) and got["gap_pct"] is None  # 2 - 1.5 points
     assert cl.judge(CLAIMS["V3c"], t, noise=noise.Floor(quiet=True),
                     workload="vision")["verdict"] == cl.FAILS  # fmt: skip
 

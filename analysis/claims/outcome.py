@@ -28,33 +28,36 @@ class Outcome:
     cell_text: str = ""  # how many cells passed, and how many had to
     runs: set[str] = field(default_factory=set)  # the runs behind the numbers
     quiet: bool = False  # some comparison was inside the run-to-run noise
-    # each comparison's distance from what it was compared with (relative) and whether it passed
-    gaps: list[tuple[float, bool | None]] = field(default_factory=list)
-    _pending: float | None = None
+    # each comparison's distance from what it was compared with (relative, and absolute: in
+    # points for accuracy) and whether it passed
+    gaps: list[tuple[float, float, bool | None]] = field(default_factory=list)
+    _pending: tuple[float, float] | None = None
 
     def gap(self, x: float, ref: float) -> None:
         """Record how far the next checked value sits from what it is compared with (relative to
         it): the margin the summary sets against the noise."""
         if ref and math.isfinite(x) and math.isfinite(ref):
-            self.note(abs(x - ref) / abs(ref))
+            self.note(abs(x - ref) / abs(ref), abs(x - ref))
 
-    def note(self, distance: float) -> None:
-        """A relative distance for the next check()."""
-        self._pending = distance
+    def note(self, distance: float, absolute: float = math.nan) -> None:
+        """A relative distance (and the absolute one) for the next check()."""
+        self._pending = (distance, absolute)
 
-    def deciding_gap(self, verdict_ok: bool | None) -> float | None:
-        """The distance that decided: the smallest of the passing comparisons when the claim
-        holds (its closest call), the largest failing one when it does not (the clearest
-        failure), else the smallest of all."""
-        if not self.gaps:
+    def deciding_gap(self, verdict_ok: bool | None, points: bool = False) -> float | None:
+        """The distance that decided (absolute with `points`, else relative): the smallest of
+        the passing comparisons when the claim holds (its closest call), the largest failing
+        one when it does not (the clearest failure), else the smallest of all."""
+        k = 1 if points else 0
+        gaps = [(g[k], ok) for *g, ok in self.gaps if g[k] == g[k]]
+        if not gaps:
             return None
-        passed = [g for g, ok in self.gaps if ok is not False]
-        failed = [g for g, ok in self.gaps if ok is False]
+        passed = [g for g, ok in gaps if ok is not False]
+        failed = [g for g, ok in gaps if ok is False]
         if verdict_ok is False and failed:
             return max(failed)
         if verdict_ok is True and passed:
             return min(passed)
-        return min(g for g, _ in self.gaps)
+        return min(g for g, _ in gaps)
 
     def check(self, good: bool, firm: bool) -> None:
         """One comparison: `good` on the medians; `firm` when every end of the repeats' spreads
@@ -62,7 +65,7 @@ class Outcome:
         self.ok = bool(self.ok and good)
         self.cells.append((good, firm))
         if self._pending is not None:
-            self.gaps.append((self._pending, good))
+            self.gaps.append((*self._pending, good))
             self._pending = None
         if good:
             self.weak_pass |= not firm

@@ -288,7 +288,8 @@ def _within(cl: dict[str, Any], t: pd.DataFrame) -> Outcome:
         quiet = quiet and nz > 0
         out.quiet |= quiet
         if bv:  # how far the difference is from its limit, relative to b
-            out.note(abs(d + lim if below else abs(d) - lim) / float(bv))
+            short = abs(d + lim if below else abs(d) - lim)
+            out.note(short / float(bv), short)
         out.check(good, firm and not quiet)
     tol = " + ".join([num(tol_abs)] * bool(tol_abs) + [f"{num(100 * tol_rel)} %"] * bool(tol_rel))
     where = f"at most {tol or '0'} below" if below else f"within {tol or '0'}"
@@ -356,7 +357,8 @@ def _step(cl: dict[str, Any], t: pd.DataFrame) -> Outcome:
     out = Outcome(ok, facts=facts, values=f["med"].tolist(), gpus=q.gpus, runs=q.runs)
     out.quiet = any(within_noise(r["med"], than, margin(cl, r["n"], ref=than))
                     for _, r in f.iterrows())  # fmt: skip
-    out.gaps = [(abs(r["med"] - than) / abs(than), None) for _, r in f.iterrows() if than]
+    out.gaps = [(abs(r["med"] - than) / abs(than), abs(r["med"] - than), None)
+                for _, r in f.iterrows() if than]  # fmt: skip
     out.weak_pass, out.weak_fail = ok and out.quiet, not ok and out.quiet
     return out
 

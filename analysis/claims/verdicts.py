@@ -125,6 +125,7 @@ def judge(
         reason = (f"the margin is inside the {noise_text or 'run-to-run noise'}"
                   if mine.quiet and measured else SPREAD_REASON)  # fmt: skip
     decided = verdict != UNMEASURED
+    settled = {HOLDS: True, FAILS: False}.get(verdict)
     out: dict[str, Any] = {
         "id": cl["id"],
         "origin": origin(cl),
@@ -151,9 +152,8 @@ def judge(
         "margin_pct": None if margin is None or not decided or points else 100.0 * margin,
         "margin_points": margin if points and decided else None,
         "margin_of": margin_of if margin is not None and decided else None,
-        "gap_pct": _pct(mine.deciding_gap({HOLDS: True, FAILS: False}.get(verdict)))
-        if decided
-        else None,
+        "gap_pct": _pct(mine.deciding_gap(settled)) if decided and not points else None,
+        "gap_points": mine.deciding_gap(settled, True) if decided and points else None,
         "timing": timing if decided else "",
         "stand_in": bool(stand_in),
     }
