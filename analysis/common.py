@@ -543,7 +543,7 @@ def not_real_data(runs: pd.DataFrame) -> str:
     if not synthetic:
         return ""
     return (
-        f"not measured: the runs tuned on data_source {', '.join(synthetic)} (generated "
+        f"the runs tuned on data_source {', '.join(synthetic)} (generated "
         "sets in the paper's formats, whose lengths are the generator's, not the paper's "
         "data sets'); `make assets` and LLAMA3_DIR give the real ones"
     )

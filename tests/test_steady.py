@@ -92,7 +92,7 @@ def test_a_timed_verdict_uses_the_steady_rate_where_warm_up_weighs():
 def test_a_claim_about_the_real_data_sets_is_not_measured_on_generated_ones():
     runs = pd.DataFrame({"status": ["ok", "ok"], "data_source": ["synthetic", "synthetic"]})
     why = c.not_real_data(runs)
-    assert why.startswith("not measured: the runs tuned on data_source synthetic")
+    assert why.startswith("the runs tuned on data_source synthetic")
     assert c.not_real_data(runs.assign(data_source="real")) == ""
     t = frame([(1, "alpaca", 0.2), (1, "grammar", 0.1), (1, "samsum", 0.1), (1, "slimorca", 0.3)],
               "gpus dataset s_per_it")  # fmt: skip
