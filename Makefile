@@ -141,7 +141,7 @@ $(foreach e,$(STALE),$(eval $(SWEEPS)/$(e).json: FORCE))
 .PHONY: help all vision llm report test test-unit test-faults test-gpu lint format probe venv matrix clean \
         clean-results bench-vision bench-loaders bench-analysis bench-profiler bench-optimize data-mnist assets container \
         container-test container-local sif slurm slurm-deps test-slurm \
-        plan plan-brief check-cuda check-verdicts gpu-check gpu-wheels self-check pdf runs $(ALL_TARGETS)
+        plan plan-brief check-cuda check-verdicts spread-sweeps gpu-check gpu-wheels self-check pdf runs $(ALL_TARGETS)
 
 help: ## show this help
 	@echo "Usage: make <target> [PROFILE=smoke|quick|paper] [PROFILER=auto|torch|nsys|none] [REPEATS=n]"
@@ -151,11 +151,26 @@ help: ## show this help
 	@echo "One target per artifact (experiments/matrix.yaml$(if $(filter-out $(ARTIFACTS),$(ALL_TARGETS)),; not implemented yet: $(filter-out $(ARTIFACTS),$(ALL_TARGETS)))):"
 	@awk -v help=1 -f experiments/targets.awk experiments/matrix.yaml
 
+# Every table's verdicts are judged against the run-to-run spread of the same results, measured
+# between runs of identical work (analysis/noise.py): the noise cells (N1/N2, target table-noise)
+# run before any table is made. In `make all` (and check-verdicts) every sweep runs before the
+# first table, and the noise cells' repeats are spread over them (`spread`): repeat 0 first,
+# repeat 1 between the vision and the LLM experiments, the last with their own sweep at the end.
+# A stamp is remade when a noise cell is missing (STALE), so a rerun keeps the spread.
+$(SWEEPS)/.noise-%: $(RUN_SRC) | $(VENV_STAMP)
+	$(PY) -m run.sweep --profile $(PROFILE) $(addprefix --exp ,$(exp_table-noise)) --only-repeat $*
+	@mkdir -p $(@D) && touch $@
+$(if $(filter $(NOISE_EXPS),$(STALE)),$(foreach k,0 1,$(eval $(SWEEPS)/.noise-$(k): FORCE)))
+sweeps_of = $(foreach t,$(1),$(foreach e,$(exp_$(t)),$(SWEEPS)/$(e).json))
+spread = $(SWEEPS)/.noise-0 $(call sweeps_of,$(filter $(VISION),$(1))) $(SWEEPS)/.noise-1 \
+         $(call sweeps_of,$(filter-out table-noise,$(filter $(LLM),$(1)))) $(NOISE_SWEEPS)
+
 # Only when a sweep is left: first the CUDA check (a torch that cannot use the node's GPUs stops
 # here, before any run), then the plan (a serial make builds prerequisites left to right, so what
-# the GPUs will cost is on the terminal, and in a SLURM log, before the first run starts). With
-# nothing left, neither: `make -q all` exits 0 and a finished `make all` returns at once.
-all: $(if $(STALE),check-cuda plan-brief) $(call outputs,$(ARTIFACTS)) $(REPORT_MD) ## run every experiment, build every table, figure and the report
+# the GPUs will cost is on the terminal, and in a SLURM log, before the first run starts), then
+# every sweep in the spread order. With nothing left, none of them: `make -q all` exits 0 and a
+# finished `make all` returns at once.
+all: $(if $(STALE),check-cuda plan-brief $(call spread,$(ARTIFACTS))) $(call outputs,$(ARTIFACTS)) $(REPORT_MD) ## run every experiment, build every table, figure and the report
 
 vision: $(if $(STALE),check-cuda) $(call outputs,$(VISION)) $(REPORT_MD) ## only the vision experiments (V*), then the report
 
@@ -206,8 +221,6 @@ $(SWEEPS)/%.json: $(RUN_SRC) | $(VENV_STAMP)
 $(foreach e,$(call uniq,$(foreach t,$(ARTIFACTS),$(exp_$(t)))),$(SWEEPS)/$(e).json):
 .PRECIOUS: $(SWEEPS)/%.json $(TABLES)/%.csv $(FIGS)/%.png
 
-# Every table's timing verdicts are judged against the run-to-run noise of the same results
-# (analysis/noise.py): the noise cells (N1/N2, target table-noise) run before any table is made.
 NOISE_SWEEPS = $(foreach e,$(NOISE_EXPS),$(SWEEPS)/$(e).json)
 
 .SECONDEXPANSION:
@@ -241,9 +254,10 @@ pdf: $(REPORT_MD) ## build report.pdf beside the report from its LaTeX (needs la
 CHECK_TARGETS ?= table-noise fig-strategies fig-imagesize table-precision fig-datasets \
                  fig-templates fig-template-scaling fig-optimized
 CHECK_DIR ?= results/check-verdicts
+spread-sweeps: $(call spread,$(CHECK_TARGETS))
 check-verdicts: | $(VENV_STAMP) ## two independent sweeps of the timing claims' targets; their decided verdicts must agree
 	@for d in a b; do \
-	  $(MAKE) --no-print-directory RESULTS_DIR=$(CHECK_DIR)/$$d \
+	  $(MAKE) --no-print-directory RESULTS_DIR=$(CHECK_DIR)/$$d spread-sweeps \
 	    $(foreach t,$(CHECK_TARGETS),$(CHECK_DIR)/$$d/$(PROFILE)/tables/$(t).csv) || exit $$?; \
 	done
 	$(PY) -m analysis.check_verdicts $(CHECK_DIR)/a $(CHECK_DIR)/b --profile $(PROFILE)

@@ -5,7 +5,10 @@
 Reads each folder's tables (<folder>/<profile>/tables/*.json, written by `python -m analysis`)
 and prints one line per claim with both verdicts. Two sweeps of the same work on the same machine
 must agree on every claim that neither calls inconclusive: one saying "holds" where the other
-says "does not hold" means a verdict was decided inside the noise, and the exit status is 1.
+says "does not hold" means a verdict was decided inside the noise. And every set of runs that did
+identical work, in either sweep (table-noise.csv), must fall inside the margin each decided
+verdict used for its quantity and rank counts: a larger spread in the other sweep means that
+verdict was decided on a margin the machine does not keep. Either failure: exit status 1.
 `make check-verdicts` runs the timing-heavy targets twice into separate folders and then this.
 """
 
@@ -18,6 +21,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
+
+from analysis import noise
 from analysis.claims import verdicts as cl
 from analysis.noise import TARGET as NOISE_TARGET
 from run import settings
@@ -43,17 +49,50 @@ def verdicts(root: Path, profile: str) -> dict[str, dict[str, Any]]:
 
 
 def noise_of(root: Path, profile: str) -> str:
-    """The noise floor a folder's verdicts were judged against, for the printout."""
-    meta = root / profile / "tables" / f"{NOISE_TARGET}.json"
-    if not meta.is_file():
+    """The largest spreads of a folder's time measures, for the printout."""
+    t = sets_of(root, profile)
+    if t is None:
         return "no noise table"
-    rows = json.loads(meta.read_text()).get("compact") or []
-    parts = [
-        f"{r['workload']} {r['gpus']} rank(s) {r['spread_pct']:.1f} %"
-        for r in rows
-        if r.get("spread_pct") is not None and not math.isnan(r["spread_pct"])
-    ]
+    t = noise.largest(t)
+    t = t[t["measure"].isin(["total_time_s", "total_time_s_steady", "s_per_it"])]
+    parts = [f"{r['workload']} {r['measure']} {r['gpus']} rank(s) {r['spread_pct']:.1f} %"
+             for _, r in t.iterrows() if not math.isnan(r["spread_pct"])]  # fmt: skip
     return ", ".join(parts) or "not measured"
+
+
+def sets_of(root: Path, profile: str) -> pd.DataFrame | None:
+    """A folder's sets of identical runs (table-noise.csv), or None without that table."""
+    path = root / profile / "tables" / f"{NOISE_TARGET}.csv"
+    if not path.is_file():
+        return None
+    return pd.read_csv(path)
+
+
+def outside_margins(judged: dict[str, dict[str, Any]], sets: dict[str, pd.DataFrame]) -> list[str]:
+    """Lines naming each set of identical runs (of any folder in `sets`) whose spread exceeds the
+    margin a decided verdict of `judged` used for that quantity and rank count."""
+    lines = []
+    for cid in sorted(judged, key=_order):
+        c = judged[cid]
+        scope = c.get("margin_of")
+        if c.get("verdict") not in DECIDED or not scope:
+            continue
+        points = c.get("margin_points") is not None
+        m = c["margin_points"] if points else (c.get("margin_pct") or 0.0) / 100.0
+        for name, t in sets.items():
+            for _, r in noise.outside(t, scope["workload"], scope["measures"], scope["gpus"],
+                                      m, points).iterrows():  # fmt: skip
+                size = (f"{r['spread_points']:.1f} points" if points
+                        else f"{r['spread_pct']:.1f} %")  # fmt: skip
+                used = f"{m:.1f} points" if points else f"{100 * m:.1f} %"
+                gap, wider = c.get("gap_pct"), r["spread_pct"]
+                # whether the verdict's own distance would have cleared the wider spread too
+                clears = ("" if gap is None or points else
+                          f"; its distance {gap:.1f} % {'clears' if gap > wider else 'does not clear'} it")  # fmt: skip
+                lines.append(f"{cid} ({c['verdict']} on a margin of {used}): {name}'s "
+                             f"{r['kind']} of {r['measure']} at {int(r['gpus'])} rank(s) "
+                             f"({r['experiments']}) spread {size}{clears}")  # fmt: skip
+    return lines
 
 
 def compare(a: dict[str, dict], b: dict[str, dict]) -> tuple[list[str], list[str]]:
@@ -100,7 +139,22 @@ def main(argv: list[str] | None = None) -> int:
             vb[c]["verdict"] in DECIDED]  # fmt: skip
     print(f"{len(both)} claims decided in both sweeps, {len(conflicts)} with opposite verdicts"
           + (f": {', '.join(conflicts)}" if conflicts else ""))  # fmt: skip
-    return 1 if conflicts else 0
+    sets = {"A": sets_of(args.a, args.profile), "B": sets_of(args.b, args.profile)}
+    missing = [k for k, t in sets.items() if t is None]
+    if missing:
+        print(f"no noise table in {', '.join(missing)}: the margins cannot be checked (make "
+              f"{NOISE_TARGET})")  # fmt: skip
+        return 1
+    have = {k: t for k, t in sets.items() if t is not None}
+    wide = [f"A {x}" for x in outside_margins(va, have)] + [
+        f"B {x}" for x in outside_margins(vb, have)
+    ]
+    n_sets = sum(len(t.drop_duplicates("run")) for t in have.values())
+    print(f"{n_sets} sets of identical runs in the two sweeps, {len(wide)} outside the margin a "
+          "decided verdict used" + (":" if wide else ""))  # fmt: skip
+    for line in wide:
+        print(f"  {line}")
+    return 1 if conflicts or wide else 0
 
 
 if __name__ == "__main__":

@@ -34,11 +34,13 @@ from report.figures.common import figures_dir, report_dir
 from report.tables import cell, heading, intro, side_by_side
 from report.wording import (
     hoisted,
+    margin_text,
     noise_floor,
     run_links,
     sentence,
     short_reason,
     skipped_by_reason,
+    timing_short,
 )
 from run import settings as run_settings
 from run import store
@@ -231,10 +233,14 @@ def context(profile: str, roots: list[Path], out_dir: Path) -> dict[str, Any]:
                 why = (f"not implemented yet: {c['not_implemented']}" if c.get("not_implemented")
                        else sec["why"] or "not built")  # fmt: skip
                 got = {"verdict": cl.UNMEASURED, "reason": why}
-            got = {**BLANK, **got, "machine": labels[i]}
+            # a claim of no table (not built) counts where its machine's verdicts do
+            got = {**BLANK, "stand_in": machines[i]["label"].startswith("CPU"), **got,
+                   "machine": labels[i]}  # fmt: skip
             got["verdict_text"] = got.get("verdict_text") or got["verdict"]
             got["reason"] = short_reason(got["reason"], c, gates[i].get(sec["target"], {}))
             got["run_links"] = run_links(got.get("runs") or [], roots[i], profile, out_dir)
+            got["margin_text"] = margin_text(got)
+            got["timing_short"] = timing_short(got)
             per.append(got)
         row = {"id": c["id"], "origin": cs.origin(c), "statement": c["statement"],
                "criterion": c["criterion"], "claim": c, "experiment": c["experiment"],
@@ -275,6 +281,7 @@ def context(profile: str, roots: list[Path], out_dir: Path) -> dict[str, Any]:
         "built": sum(1 for s in sections if s["built"]),
         "cpu_only": all(m["hardware"] is None or "CPU" in m["label"] for m in machines),
         "gpu_only": cs.GPU_ONLY,
+        "stand_in": cl.STAND_IN,
         "noise": [noise_floor(r, profile) for r in roots],
         "what_ran": ran,
         "cpu_threads": ", ".join(
@@ -287,22 +294,33 @@ def context(profile: str, roots: list[Path], out_dir: Path) -> dict[str, Any]:
 
 
 def tally(rows: list[dict[str, Any]], labels: list[str]) -> list[dict[str, Any]]:
-    """Per machine, how many of `rows` got each verdict."""
-    return [{"machine": label,
-             "counts": {v: sum(1 for r in rows if r["per"][i]["verdict"] == v)
-                        for v in VERDICT_ORDER}}
-            for i, label in enumerate(labels)]  # fmt: skip
+    """Per machine, how many of `rows` got each verdict; verdicts of CPU ranks standing in for
+    GPUs are counted in a row of their own, apart from GPU verdicts (a "does not hold" on a CPU
+    is no refutation of a paper about H100s)."""
+    out = []
+    for i, label in enumerate(labels):
+        for stand_in in (False, True):
+            mine = [r for r in rows if bool(r["per"][i].get("stand_in")) == stand_in]
+            if not mine:
+                continue
+            out.append({"machine": f"{label} ({cl.STAND_IN})" if stand_in else label,
+                        "counts": {v: sum(1 for r in mine if r["per"][i]["verdict"] == v)
+                                   for v in VERDICT_ORDER}})  # fmt: skip
+    return out
 
 
 BLANK = {"reason": "", "evidence": "", "coverage": "", "paper_verdict": "", "paper_evidence": "",
          "in_paper_range": None, "paper_range": None, "verdict_text": "", "noise": "",
-         "cells": "", "runs": []}  # fmt: skip
+         "cells": "", "runs": [], "ours": "", "paper_value": "", "margin_pct": None,
+         "margin_points": None, "gap_pct": None, "gap_points": None, "timing": "",
+         "stand_in": False}  # fmt: skip
 NEEDS_TEXT = {
     "gpu": "a GPU",
     "gpu_oom": "a GPU that can run out of memory",
     "learned": "runs that learn",
     "learned_scenario_b": "Scenario B runs that learn",
     "paper_data": "the paper's MNIST",
+    "real_data": "the paper's LLM data sets (data_source: real)",
     "multi_numa": "two or more NUMA nodes",
     "records_cuda_event_destroy": "a profiler that records cudaEventDestroy (nsys)",
     "htod": "a GPU (bytes copied host-to-device)",

@@ -61,13 +61,68 @@ def skipped_by_reason(skipped: list[dict[str, str]]) -> list[dict[str, Any]]:
     return [{"reason": why, "runs": runs} for why, runs in out.items()]
 
 
-def noise_floor(root: Path, profile: str) -> list[dict[str, str]]:
-    """The run-to-run spread the noise cells measured (table-noise.csv), one entry per workload
-    and rank count; [] before N1/N2 have run."""
+def noise_floor(root: Path, profile: str) -> list[dict[str, Any]]:
+    """The run-to-run spread measured between runs of identical work (table-noise.csv), the
+    largest of each workload, quantity and rank count (the margins the verdicts used), one entry
+    per workload: {workload, ranks, items: [{measure, spread}]}. [] before any such set ran."""
     path = store.tables_dir(profile, root) / f"{NOISE_TARGET}.csv"
     if not path.is_file():
         return []
     with path.open() as f:
         rows = [r for r in csv.DictReader(f) if r.get("spread_pct") not in (None, "", "nan")]
-    return [{"workload": r["workload"], "gpus": r.get("gpus", ""), "runs": r.get("runs", ""),
-             "spread": cell(float(r["spread_pct"]))} for r in rows]  # fmt: skip
+    top: dict[tuple[str, str, str], tuple[float, bool]] = {}
+    for r in rows:
+        measure = r.get("measure") or r.get("quantity") or ""
+        if measure not in SHOWN:
+            continue
+        points = r.get("spread_points") not in (None, "", "nan")
+        size = float(r["spread_points"]) if points else float(r["spread_pct"])
+        key = (r["workload"], measure, r.get("gpus", ""))
+        if key not in top or size > top[key][0]:
+            top[key] = (size, points)
+    out = []
+    for workload in dict.fromkeys(k[0] for k in top):
+        ranks = sorted({k[2] for k in top if k[0] == workload}, key=lambda g: float(g or 0))
+        items = []
+        for measure in [m for m in SHOWN if any(k[:2] == (workload, m) for k in top)]:
+            got = [top.get((workload, measure, g)) for g in ranks]
+            unit = " points" if any(x and x[1] for x in got) else " %"
+            sizes = " / ".join(cell(x[0]) if x else "-" for x in got)
+            items.append({"measure": MEASURE_LABELS.get(measure, measure), "spread": sizes + unit})
+        out.append({"workload": workload, "ranks": " / ".join(ranks), "items": items})
+    return out
+
+
+# the spreads the tally's line names (the table-noise section lists every one)
+SHOWN = ("total_time_s", "total_time_s_steady", "s_per_it", "train_loss", "accuracy",
+         "quantity")  # fmt: skip
+MEASURE_LABELS = {"total_time_s": "total time", "total_time_s_steady": "steady-state time",
+                  "s_per_it": "s/it", "images_per_s": "images/s", "tokens_per_s": "tokens/s",
+                  "train_loss": "training loss", "accuracy": "test accuracy",
+                  "tail_loss": "loss", "optimizer_state_bytes": "optimizer-state bytes",
+                  "quantity": "time"}  # fmt: skip
+
+
+def margin_text(p: dict[str, Any]) -> str:
+    """A verdict's distance from its criterion beside the run-to-run spread it had to clear, for
+    the summary table: "4.9 % vs 20.8 %" (the smallest distance of any comparison, relative to
+    what it was compared with; the largest spread of the quantity at its rank counts)."""
+    gap, pct, pts = p.get("gap_pct"), p.get("margin_pct"), p.get("margin_points")
+    gap_pts = p.get("gap_points")
+    if gap is None and gap_pts is None and pct is None and pts is None:
+        return ""
+    left = (f"{cell(gap)} %" if gap is not None else
+            f"{cell(gap_pts)} points" if gap_pts is not None else "-")  # fmt: skip
+    if pts is not None:
+        right = "not measured" if pts == float("inf") else f"{cell(pts)} points"
+    elif pct is None:
+        right = "no run-to-run noise"
+    else:
+        right = "not measured" if pct == float("inf") else f"{cell(pct)} %"
+    return f"{left} vs {right}"
+
+
+def timing_short(p: dict[str, Any]) -> str:
+    """How a verdict's times were taken, in a word for the summary table."""
+    text = p.get("timing") or ""
+    return "steady-state" if text.startswith("steady") else "total" if text else ""

@@ -66,10 +66,10 @@ def sandbox(tmp_path, monkeypatch):
     return sandbox_env(tmp_path, monkeypatch)
 
 
-def quiet_machine(profile: str, matrix: dict) -> tuple:
+def quiet_machine(profile: str, matrix: dict):
     from analysis import noise
 
-    return noise.table(noise.pd.DataFrame()), {w: 0.0 for w in noise.QUANTITY}
+    return noise.Floor(quiet=True)
 
 
 def sandbox_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:

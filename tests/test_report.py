@@ -255,10 +255,12 @@ def test_two_results_folders_give_one_column_per_machine(built, tmp_path):
     md = next(p for p in written if p.suffix == ".md").read_text()
     mine = build.machine(store.RESULTS_ROOT, "test")["label"]
     assert mine != "4 x NVIDIA H100 (other)"
-    # the tally has a row per machine, and the claims table a verdict column per machine
+    # the tally has a row per machine (these fake runs say they ran on a GPU: no stand-in), and
+    # the claims table our value, the margin against the noise and the verdict per machine
     assert f"| {mine} |" in md and "| 4 x NVIDIA H100 (other) |" in md
     header = next(ln for ln in md.splitlines() if ln.startswith("| claim | paper's statement |"))
-    assert header.count(" | ") == 4 and mine in header and "4 x NVIDIA H100 (other)" in header
+    assert header.count(" | ") == 9 and f"verdict ({mine})" in header
+    assert "verdict (4 x NVIDIA H100 (other))" in header and header.count("margin vs noise") == 2
 
 
 def test_the_appendix_counts_each_shared_run_once_and_paths_can_break(built):

@@ -159,9 +159,9 @@ def test_an_older_table_without_the_new_keys_still_renders(built, tmp_path):
     )
     written = build.render("test", [other], tmp_path / "out")
     md = next(p for p in written if p.suffix == ".md").read_text()
-    assert "**holds**" in md and "None" not in md and "Runs: [" not in md
-    assert "vision 4.10 % at 1 rank(s), llm 20 % at 2 rank(s)" in md
-    assert "Timing verdicts whose margin is inside it are inconclusive." in md
+    assert "**holds" in md and "None" not in md and "Runs: [" not in md
+    assert "vision at 1 rank(s): total time 4.10 %; llm at 2 rank(s): s/it 20 %" in md
+    assert "must clear it, else it is inconclusive" in md
 
 
 def test_pdf_tables_are_cut_to_fit_the_page(built):

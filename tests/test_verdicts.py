@@ -18,23 +18,87 @@ CLAIMS = {c["id"]: c for c in cs.load()}
 
 
 # ---------------------------------------------------------------- the noise floor
-def test_the_noise_table_measures_each_cell_s_spread_and_the_largest_is_the_margin():
-    runs = pd.DataFrame({
-        "workload": ["vision"] * 6 + ["llm"] * 3,
-        "gpus": [1, 1, 1, 2, 2, 2, 1, 1, 1],
-        "total_time_s": [10.0, 10.5, 9.5, 5.0, 5.1, 5.2, None, None, None],
-        "s_per_it": [None] * 6 + [0.50, 0.55, 0.52],
-        "status": "ok", "run": [f"r{i}" for i in range(9)],
-    })  # fmt: skip
-    t = noise.table(runs)
-    assert list(t["workload"]) == ["vision", "vision", "llm"]
-    assert t["spread_pct"].tolist() == pytest.approx([10.0, 100 * 0.2 / 5.1, 100 * 0.05 / 0.52])
-    m = noise.margins(t)
-    assert m["vision"] == pytest.approx(0.10) and m["llm"] == pytest.approx(0.05 / 0.52)
-    # one finished run of a cell: no spread, so no timing verdict can be firm
-    assert math.isinf(noise.margins(noise.table(runs.iloc[[0, 3, 4, 5, 6, 7, 8]]))["vision"])
-    assert "not measured" in noise.describe("vision", math.inf)
-    assert noise.describe("llm", 0.041) == "run-to-run spread 4.1 % (llm, table-noise)"
+def _run(root, name, spec, summary, bound=False, nodes=1):
+    d = root / "t" / "runs" / name
+    d.mkdir(parents=True)
+    (d / "spec.json").write_text(json.dumps(spec))
+    (d / "summary.json").write_text(json.dumps({"status": "ok", **summary}))
+    prov = {
+        "numa": {"bound": bound},
+        "hardware": {"numa_nodes": [{"node": i} for i in range(nodes)]},
+    }
+    (d / "provenance.json").write_text(json.dumps(prov))
+    return {**spec, **summary, "status": "ok", "run": name, "experiments": "X"}
+
+
+def test_every_set_of_identical_work_is_a_measure_of_spread(tmp_path, monkeypatch):
+    from run import store
+
+    monkeypatch.setattr(store, "RESULTS_ROOT", tmp_path)
+    v = {"workload": "vision", "image_size": 32, "precision": "fp32", "pin_memory": False,
+         "numa": "policy", "seed": 0}  # fmt: skip
+    rows = [
+        # seed repeats at 1 rank: 9.5-10.5 s
+        *(_run(tmp_path, f"s{k}", {**v, "gpus": 1, "seed": k}, {"total_time_s": t, "device": "cpu"})
+          for k, t in enumerate([10.0, 10.5, 9.5])),
+        # a pin_memory pair on a CPU (a no-op): 5.0 and 6.5 s, +30 %
+        _run(tmp_path, "p0", {**v, "gpus": 2}, {"total_time_s": 5.0, "device": "cpu"}),
+        _run(tmp_path, "p1", {**v, "gpus": 2, "pin_memory": True},
+             {"total_time_s": 6.5, "device": "cpu"}),
+        # a NUMA pair that bound nothing (one node): identical work too
+        _run(tmp_path, "n0", {**v, "gpus": 2, "image_size": 48, "numa": "off"},
+             {"total_time_s": 8.0, "device": "cpu"}),
+        _run(tmp_path, "n1", {**v, "gpus": 2, "image_size": 48, "numa": "bind"},
+             {"total_time_s": 8.4, "device": "cpu"}),
+        # other work, and a pinned pair on a GPU (pinning acts there): no set
+        _run(tmp_path, "o", {**v, "gpus": 2, "image_size": 64}, {"total_time_s": 9.0, "device": "cpu"}),
+        _run(tmp_path, "g0", {**v, "gpus": 4}, {"total_time_s": 1.0, "device": "H100"}),
+        _run(tmp_path, "g1", {**v, "gpus": 4, "pin_memory": True},
+             {"total_time_s": 2.0, "device": "H100"}),
+    ]  # fmt: skip
+    runs = pd.DataFrame(rows)
+    t = noise.table(runs, "t")
+    t = t[t["measure"] == "total_time_s"]
+    got = {(r["gpus"], r["kind"].split(" ")[0]): r["spread_pct"] for _, r in t.iterrows()}
+    assert got == pytest.approx({(1, "seed"): 10.0, (2, "pin_memory"): 100 * 1.5 / 5.75,
+                                 (2, "NUMA"): 100 * 0.4 / 8.2})  # fmt: skip
+    floor = noise.Floor(noise.table(runs, "t"))
+    # the largest spread of the quantity at the claim's rank counts, named with its set
+    m, text, points = floor.margin("vision", {"total_time_s"}, {2})
+    assert m == pytest.approx(1.5 / 5.75) and not points and "pin_memory pair" in text
+    # a speed-up set against a constant divides by the 1-GPU time: its spread counts too
+    assert floor.margin("vision", {"speedup_vs_1gpu"}, {2}, True)[0] == pytest.approx(1.5 / 5.75)
+    assert floor.margin("vision", {"speedup_vs_1gpu"}, {4}, True)[0] == math.inf
+    # a rank count or a quantity whose spread was not measured: single runs decide nothing
+    m, text, _ = floor.margin("vision", {"total_time_s"}, {4})
+    assert m == math.inf and "not measured (total time at 4 rank(s)" in text
+    assert floor.margin("vision", {"train_loss"}, {1})[0] == math.inf
+    assert floor.margin("vision", {"bytes"}, {1})[0] is None  # a count has no run-to-run noise
+
+
+def test_accuracy_spreads_in_points(tmp_path, monkeypatch):
+    from run import store
+
+    monkeypatch.setattr(store, "RESULTS_ROOT", tmp_path)
+    v = {"workload": "vision", "gpus": 2, "precision": "fp32", "pin_memory": False, "seed": 0}
+    rows = []
+    for k, accs in enumerate([[40.0, 90.0], [50.0, 92.0], [45.0, 93.5]]):
+        rows.append(
+            _run(tmp_path, f"s{k}", {**v, "seed": k}, {"total_time_s": 1.0, "device": "cpu"})
+        )
+        (tmp_path / "t" / "runs" / f"s{k}" / "epochs.jsonl").write_text("".join(
+            json.dumps({"epoch": e + 1, "test_accuracy_pct": a, "train_loss": 1.0}) + "\n"
+            for e, a in enumerate(accs)))  # fmt: skip
+    floor = noise.Floor(noise.table(pd.DataFrame(rows), "t"))
+    m, text, points = floor.margin("vision", {"inference_accuracy_pct"}, {2})
+    assert points and m == pytest.approx(10.0) and "10.0 points" in text  # epoch 1: 40-50
+    # V3c, lower precision 2 points below FP64: a drop the seeds' 10 points could make
+    t = frame([(2, "fp64", 90.0), (2, "fp32", 88.0)], "gpus precision inference_accuracy_pct")
+    got = cl.judge(CLAIMS["V3c"], t, noise=floor, workload="vision")
+    assert got["verdict"] == cl.INCONCLUSIVE and got["margin_points"] == pytest.approx(10.0)
+    assert got["gap_points"] == pytest.approx(0.5) and got["gap_pct"] is None  # 2 - 1.5 points
+    assert cl.judge(CLAIMS["V3c"], t, noise=noise.Floor(quiet=True),
+                    workload="vision")["verdict"] == cl.FAILS  # fmt: skip
 
 
 @pytest.mark.parametrize("margin, verdict", [(0.02, cl.HOLDS), (0.05, cl.INCONCLUSIVE)])
@@ -43,20 +107,24 @@ def test_a_timing_margin_inside_the_noise_is_inconclusive(margin, verdict):
     cmp = claim("compare", a={"value": "total_time_s", "where": {"s": "new"}, "by": ["gpus"]},
                 b={"where": {"s": "old"}}, op="<")  # fmt: skip
     t = frame([(1, "old", 10.0), (1, "new", 9.7)], "gpus s total_time_s")
-    got = cl.judge(cmp, t, noise=margin, noise_text=noise.describe("vision", margin))
+    got = cl.judge(cmp, t, noise=margin, noise_text=f"run-to-run spread {100 * margin:.1f} %")
     assert got["verdict"] == verdict
     if verdict == cl.INCONCLUSIVE:
-        assert (
-            got["reason"]
-            == "the margin is inside the run-to-run spread 5.0 % (vision, table-noise)"
-        )
+        assert got["reason"] == "the margin is inside the run-to-run spread 5.0 %"
     assert got["noise"].startswith("run-to-run spread") and got["runs"] == ["r0", "r1"]
-    # a quantity that is no timing (accuracy) is not judged against the timing noise
+    assert got["gap_pct"] == pytest.approx(3.0) and got["margin_pct"] == pytest.approx(100 * margin)
+    # a bare number is a timing noise: a quantity that is no timing (accuracy) is not held to it
     acc = claim("compare", a={"value": "acc", "where": {"s": "new"}, "by": ["gpus"]},
                 b={"where": {"s": "old"}}, op="<")  # fmt: skip
     assert (
         cl.judge(acc, t.rename(columns={"total_time_s": "acc"}), noise=0.05)["verdict"] == cl.HOLDS
     )
+
+
+def test_no_margin_is_a_constant_of_the_claims_file():
+    assert not any("noise_rel" in c for c in CLAIMS.values())
+    with pytest.raises(cs.ClaimError, match="no margin is a constant"):
+        cs.check({**CLAIMS["V7a"], "noise_rel": 0.02})
 
 
 def test_every_rule_shape_respects_the_noise():
@@ -208,6 +276,7 @@ def test_check_verdicts_flags_opposite_decided_verdicts_only(tmp_path, capsys):
         d.mkdir(parents=True)
         claims = [{"id": k, "verdict": v} for k, v in verdicts.items()]
         (d / "fig-x.json").write_text(json.dumps({"claims": claims}))
+        (d / "table-noise.csv").write_text(",".join(noise.COLUMNS) + "\n")
 
     write(tmp_path / "a", {"V1a": cl.HOLDS, "V1b": cl.INCONCLUSIVE, "L1a": cl.FAILS})
     write(tmp_path / "b", {"V1a": cl.HOLDS, "V1b": cl.FAILS, "L1a": cl.FAILS})
@@ -215,6 +284,7 @@ def test_check_verdicts_flags_opposite_decided_verdicts_only(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "2 claims decided in both sweeps, 0 with opposite verdicts" in out
     (tmp_path / "b" / "smoke" / "tables" / "fig-x.json").unlink()
+    (tmp_path / "b" / "smoke" / "tables" / "table-noise.csv").unlink()
     (tmp_path / "b" / "smoke" / "tables").rmdir()
     (tmp_path / "b" / "smoke").rmdir()
     write(tmp_path / "b", {"V1a": cl.FAILS, "V1b": cl.FAILS, "L1a": cl.FAILS})
@@ -247,8 +317,11 @@ def test_two_independent_sweeps_agree_on_every_decided_verdict(sandbox, monkeypa
     for root, judged in zip(roots, (a, b), strict=True):
         # three finished runs of each noise cell, and every timing verdict names its floor
         t = pd.read_csv(root / "test" / "tables" / "table-noise.csv")
+        t = t[t["measure"] == "total_time_s"]
         assert len(t) == 2 and (t["runs"] == 3).all() and t["spread_pct"].notna().all()
         assert all(c["noise"].startswith("run-to-run spread") for c in judged.values())
+        # the verdicts name the quantity their margin is the spread of, and where it was measured
+        assert all(c["margin_of"]["workload"] == "vision" for c in judged.values())
         # each rank had the same one-thread share of the machine, and its record says so
         summaries = list((root / "test" / "runs").glob("*/summary.json"))
         assert len(summaries) == 8  # V1: 4 runs, N1: 6 of which two are V1's

@@ -37,8 +37,9 @@ def table(runs: pd.DataFrame, profile: str) -> pd.DataFrame:
     for col in COLUMNS:
         if col not in df:
             df[col] = None
+    df = c.llm_steady(df, profile)
     df = df.assign(_o=df["dataset"].map(_rank)).sort_values(["_o", "gpus"], kind="mergesort")
-    return df[COLUMNS].reset_index(drop=True)
+    return df[COLUMNS + c.steady_cols(df, "s_per_it", "epoch_time_s")].reset_index(drop=True)
 
 
 def paper() -> pd.DataFrame:
@@ -111,3 +112,7 @@ def notes(runs: pd.DataFrame, t: pd.DataFrame) -> list[str]:
             f"{int(steps.max())} steps."
         )
     return out
+
+
+def gates(runs: pd.DataFrame, t: pd.DataFrame) -> dict[str, str]:
+    return {"real_data": c.not_real_data(runs)}

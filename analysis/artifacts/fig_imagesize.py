@@ -14,10 +14,13 @@ KEYS = ["image_size"]
 
 
 def table(runs: pd.DataFrame, profile: str) -> pd.DataFrame:
-    df = c.speedups(runs, by=["image_size"]).sort_values(["image_size", "gpus"])
-    return df[
-        ["image_size", "gpus", "total_time_s", "speedup_vs_1gpu", "efficiency_pct", "status", "run"]
-    ]
+    df = c.with_steady(runs, profile, "total_time_s", "total_time_s")
+    df = c.speedups(df, by=["image_size"])
+    df = c.speedups(df, by=["image_size"], time_col="total_time_s_steady", suffix="_steady")
+    df = df.sort_values(["image_size", "gpus"])
+    steady = c.steady_cols(df, "total_time_s", "speedup_vs_1gpu", "efficiency_pct")
+    return df[["image_size", "gpus", "total_time_s", "speedup_vs_1gpu", "efficiency_pct", *steady,
+               "status", "run"]]  # fmt: skip
 
 
 def _gpus(g: float) -> str:
@@ -30,5 +33,9 @@ def compact(t: pd.DataFrame) -> pd.DataFrame:
     names = {
         "total_time_s": lambda g: f"{_gpus(g)} [s]",
         "efficiency_pct": lambda g: f"{_gpus(g)} efficiency [%]" if g > 1 else None,
+        "efficiency_pct_steady": lambda g: (
+            f"{_gpus(g)} steady-state efficiency [%]" if g > 1 else None
+        ),
     }
+    names = {k: v for k, v in names.items() if k in t and t[k].notna().any()}
     return c.wide(t, KEYS, "gpus", names)

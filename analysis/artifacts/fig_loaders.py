@@ -15,8 +15,10 @@ KEYS = ["loader"]
 
 def table(runs: pd.DataFrame, profile: str) -> pd.DataFrame:
     df = runs.assign(loader_label=runs["loader"].map(c.LOADER_LABELS))
+    df = c.with_steady(df, profile, "total_time_s", "total_time_s")
     df = df.sort_values(["loader", "gpus"], ascending=[False, True])
-    return df[["loader", "loader_label", "gpus", "total_time_s", "images_per_s", "status", "run"]]
+    return df[["loader", "loader_label", "gpus", "total_time_s", "images_per_s",
+               *c.steady_cols(df, "total_time_s"), "status", "run"]]  # fmt: skip
 
 
 def compact(t: pd.DataFrame) -> pd.DataFrame:

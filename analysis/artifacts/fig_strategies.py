@@ -21,20 +21,27 @@ def table(runs: pd.DataFrame, profile: str) -> pd.DataFrame:
     rows = [runs[runs["gpus"] > 1]]
     for s in STRATEGIES:
         rows.append(ones.assign(strategy=s))
-    df = pd.concat(rows, ignore_index=True)
+    df = c.with_steady(pd.concat(rows, ignore_index=True), profile, "total_time_s",
+                       "total_time_s")  # fmt: skip
     df = c.speedups(df, by=["strategy"])
+    df = c.speedups(df, by=["strategy"], time_col="total_time_s_steady", suffix="_steady")
     df["strategy_order"] = df["strategy"].map(STRATEGIES.index)
     df = df.sort_values(["strategy_order", "gpus"])
-    return df[
-        ["strategy", "gpus", "total_time_s", "speedup_vs_1gpu", "efficiency_pct", "status", "run"]
-    ]
+    steady = c.steady_cols(df, "total_time_s", "speedup_vs_1gpu", "efficiency_pct")
+    return df[["strategy", "gpus", "total_time_s", "speedup_vs_1gpu", "efficiency_pct", *steady,
+               "status", "run"]]  # fmt: skip
 
 
 def compact(t: pd.DataFrame) -> pd.DataFrame:
     """GPUs as rows; each strategy's total time and speed-up over 1 GPU as columns (Fig.1's two
     panels, one line per strategy)."""
     t = t.assign(strategy=t["strategy"].map(STRATEGY_LABELS))
-    names = {"total_time_s": lambda s: f"{s} [s]", "speedup_vs_1gpu": lambda s: f"{s} speed-up"}
+    names = {
+        "total_time_s": lambda s: f"{s} [s]",
+        "speedup_vs_1gpu": lambda s: f"{s} speed-up",
+        "speedup_vs_1gpu_steady": lambda s: f"{s} steady-state speed-up",
+    }
+    names = {k: v for k, v in names.items() if k in t and t[k].notna().any()}
     return c.wide(t, KEYS, "strategy", names, order=list(STRATEGY_LABELS.values()))
 
 

@@ -31,20 +31,24 @@ def table(runs: pd.DataFrame, profile: str) -> pd.DataFrame:
     df["method_label"] = df["method"].map(c.LLM_METHOD_LABELS)
     df["_t"] = df["dataset"].map(c.LLM_TEMPLATES.index)
     df["_m"] = df["method"].map(METHODS.index)
-    df = df.sort_values(["_t", "_m", "gpus"])
-    df = df.rename(columns={"epoch_time_s": "tuning_time_s"})
-    base = {
-        (r["dataset"], r["method"]): r["tuning_time_s"]
-        for _, r in df.iterrows()
-        if r["gpus"] == 1 and r["status"] == "ok"
-    }
-    df["speedup_vs_1gpu"] = [
-        base[(r["dataset"], r["method"])] / r["tuning_time_s"]
-        if r["status"] == "ok" and base.get((r["dataset"], r["method"])) and r["tuning_time_s"]
-        else None
-        for _, r in df.iterrows()
-    ]
-    return df[COLUMNS]
+    df = c.llm_steady(df, profile).sort_values(["_t", "_m", "gpus"])
+    df = df.rename(columns={f"epoch_time_s{s}": f"tuning_time_s{s}"
+                            for s in ("", "_steady", "_steady_lo", "_steady_hi")})  # fmt: skip
+    for s in ("", "_steady"):
+        base = {
+            (r["dataset"], r["method"]): r[f"tuning_time_s{s}"]
+            for _, r in df.iterrows()
+            if r["gpus"] == 1 and r["status"] == "ok"
+        }
+        df[f"speedup_vs_1gpu{s}"] = [
+            base[(r["dataset"], r["method"])] / r[f"tuning_time_s{s}"]
+            if r["status"] == "ok"
+            and c._num(base.get((r["dataset"], r["method"])))
+            and c._num(r[f"tuning_time_s{s}"])
+            else None
+            for _, r in df.iterrows()
+        ]
+    return df[COLUMNS + c.steady_cols(df, "tuning_time_s", "speedup_vs_1gpu")]
 
 
 def compact(t: pd.DataFrame) -> pd.DataFrame:

@@ -41,7 +41,8 @@ def table(runs: pd.DataFrame, profile: str) -> pd.DataFrame:
     for col in ("steps", "dataset_rows", "dataset_tokens"):
         df[col] = pd.to_numeric(df[col]).astype("Int64")
     df["reason"] = c.reasons(df)
-    return df[COLUMNS]
+    df = c.llm_steady(df, profile)
+    return df[COLUMNS + c.steady_cols(df, "s_per_it")]
 
 
 # ---------------------------------------------------------------- the report's table
@@ -97,3 +98,7 @@ def extra(runs: pd.DataFrame, t: pd.DataFrame) -> dict[str, pd.DataFrame]:
     """The tokens table, written even when empty so that a rebuild never leaves an older run's
     counts behind (its notes column goes to the notes)."""
     return {TOKENS: token_table(runs).drop(columns="note")}
+
+
+def gates(runs: pd.DataFrame, t: pd.DataFrame) -> dict[str, str]:
+    return {"real_data": c.not_real_data(runs)}

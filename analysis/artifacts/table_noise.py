@@ -1,37 +1,46 @@
-"""N1/N2 (ours): run-to-run noise of one vision and one LLM cell, each run three times.
+"""N1/N2 and every other set of identical runs (ours): the run-to-run spread each verdict clears.
 
-Not a figure of the papers: the floor every timing verdict is judged against (analysis/noise.py).
-A margin between two single runs smaller than the largest spread here decides nothing.
+Not a figure of the papers: the floor every verdict is judged against (analysis/noise.py). Its
+table has one row per set of runs in this results folder that did identical work (the noise
+cells' seed repeats, spread over the sweep; on a CPU each pin_memory pair and each NUMA pair that
+bound nothing) and per quantity; the report's table keeps the largest spread of each workload,
+quantity and rank count, the margin a comparison of single runs must clear there.
 """
 
 from __future__ import annotations
 
-import math
-
 import pandas as pd
 
 from analysis import noise
+from run.sweep import matrix as mx
 
-TITLE = "Run-to-run noise (the verdicts' noise floor)"
+TITLE = "Run-to-run spread between runs of identical work (the verdicts' margins)"
 FIGURE = False
-KEYS = ["workload", "gpus"]
+KEYS = ["workload", "measure", "gpus"]
 
 
 def table(runs: pd.DataFrame, profile: str) -> pd.DataFrame:
-    return noise.table(runs)
+    every = noise.all_runs(profile, mx.load_matrix())
+    return noise.table(every, profile) if len(every) else pd.DataFrame(columns=noise.COLUMNS)
 
 
 def compact(t: pd.DataFrame) -> pd.DataFrame:
-    return t.drop(columns=["run"])
+    """Per workload, quantity and rank count the set with the largest spread: the margin."""
+    top = noise.largest(t)
+    cols = ["workload", "measure", "gpus", "spread_pct", "spread_points", "median", "min", "max", "kind",
+            "experiments", "runs"]  # fmt: skip
+    return top[cols] if len(top) else pd.DataFrame(columns=cols)
 
 
 def notes(runs: pd.DataFrame, t: pd.DataFrame) -> list[str]:
-    m = noise.margins(t)
-    said = ", ".join(
-        f"{w} {'not measured' if math.isinf(v) else f'{100 * v:.1f} %'}" for w, v in m.items()
-    )
+    sets = t.drop_duplicates("run") if len(t) else t
+    kinds = sets["kind"].value_counts().to_dict() if len(sets) else {}
+    said = "; ".join(f"{n} {k}" for k, n in kinds.items()) or "none"
     return [
-        "Identical work run three times (seeds 0-2): spread = (max - min) / median of the timed "
-        f"quantity. The margin each workload's timing verdicts must clear: {said}; a difference "
-        "inside it is called inconclusive."
+        f"Sets of runs that did identical work in this results folder: {said}. Spread = (max - "
+        "min) / median of the quantity over a set (per-epoch quantities: the epoch where the "
+        "runs differ most). A verdict's margin is the largest spread of its quantity at its "
+        "rank counts; a quantity without such a set decides only where its cells have repeats. "
+        "The noise cells (N1/N2) run their three seeds at the start, the middle and the end of "
+        "the sweep."
     ]

@@ -15,20 +15,41 @@ ORDER = ["fp64", "fp32", "fp16"]
 
 
 def table(runs: pd.DataFrame, profile: str) -> pd.DataFrame:
-    df = c.speedups(runs, by=["precision"])
-    fp64 = {r["gpus"]: r["total_time_s"] for _, r in df.iterrows() if r["precision"] == "fp64"}
-    df["efficiency_vs_fp64_pct"] = [
-        100.0 * fp64[r["gpus"]] / r["total_time_s"]
-        if r["precision"] != "fp64" and r["status"] == "ok" and fp64.get(r["gpus"])
-        else None
-        for _, r in df.iterrows()
-    ]
-    df = df.assign(
-        efficiency_vs_1gpu_pct=100.0 * df["speedup_vs_1gpu"],
-        _o=df["precision"].map(ORDER.index),
-    ).sort_values(["gpus", "_o"])
+    df = c.with_steady(runs, profile, "total_time_s", "total_time_s")
+    df = c.speedups(df, by=["precision"])
+    df = c.speedups(df, by=["precision"], time_col="total_time_s_steady", suffix="_steady")
+    for s in ("", "_steady"):
+        df = vs_fp64(df, f"total_time_s{s}", f"efficiency_vs_fp64_pct{s}")
+        df[f"efficiency_vs_1gpu_pct{s}"] = 100.0 * pd.to_numeric(df[f"speedup_vs_1gpu{s}"])
+    for end in ("lo", "hi"):
+        df[f"efficiency_vs_1gpu_pct_steady_{end}"] = 100.0 * pd.to_numeric(
+            df[f"speedup_vs_1gpu_steady_{end}"])  # fmt: skip
+    df = df.assign(_o=df["precision"].map(ORDER.index)).sort_values(["gpus", "_o"])
     df = df.rename(columns={"final_test_accuracy_pct": "inference_accuracy_pct"})
-    return df[[*KEYS, "precision_effective", *VALUES, "status", "run"]]
+    steady = c.steady_cols(df, "total_time_s", "efficiency_vs_1gpu_pct", "efficiency_vs_fp64_pct")
+    return df[[*KEYS, "precision_effective", *VALUES, *steady, "status", "run"]]
+
+
+def vs_fp64(df: pd.DataFrame, time_col: str, out: str) -> pd.DataFrame:
+    """Speed relative to FP64 at the same GPU count, 100 x FP64's time / the run's; with the
+    times' within-run ranges (`_lo`/`_hi`) where they have them."""
+    df = df.copy()
+    fp64 = {r["gpus"]: r for _, r in df.iterrows() if r["precision"] == "fp64"}
+    spread = f"{time_col}_lo" in df
+    vals, lo, hi = [], [], []
+    for _, r in df.iterrows():
+        b = fp64.get(r["gpus"])
+        good = (r["precision"] != "fp64" and r["status"] == "ok" and b is not None
+                and c._num(b[time_col]) and c._num(r[time_col]))  # fmt: skip
+        vals.append(100.0 * b[time_col] / r[time_col] if good else None)
+        ends = good and spread and all(c._num(x) for x in (b[f"{time_col}_lo"], b[f"{time_col}_hi"],
+                                                           r[f"{time_col}_lo"], r[f"{time_col}_hi"]))  # fmt: skip
+        lo.append(100.0 * b[f"{time_col}_lo"] / r[f"{time_col}_hi"] if ends else None)
+        hi.append(100.0 * b[f"{time_col}_hi"] / r[f"{time_col}_lo"] if ends else None)
+    df[out] = vals
+    if spread:
+        df[f"{out}_lo"], df[f"{out}_hi"] = lo, hi
+    return df
 
 
 def paper() -> pd.DataFrame:

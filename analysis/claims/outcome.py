@@ -1,9 +1,10 @@
 """The outcome of one rule on one table, and the noise a comparison must clear.
 
-A comparison is firm when every end of the repeats' spreads gives the medians' answer and, for a
-timed quantity of cells without repeats of their own, its margin is larger than the run-to-run
-noise the same sweep measured (analysis/noise.py; the driver passes it in as the claim's
-`_noise`). `Outcome.settle` then decides on the cells as the claim's `cells` says.
+A comparison is firm when every end of the cells' spreads (repeats, or a steady-state time's
+within-run spread) gives the medians' answer and, for cells without repeats of their own, its
+margin is larger than the run-to-run spread the same results folder measured for the quantity
+(analysis/noise.py; the verdict passes it in as the claim's `_noise`). No margin is a constant of
+the claims file. `Outcome.settle` then decides on the cells as the claim's `cells` says.
 """
 
 from __future__ import annotations
@@ -11,8 +12,6 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from typing import Any
-
-from analysis.claims import spec as cs
 
 
 @dataclass
@@ -29,12 +28,45 @@ class Outcome:
     cell_text: str = ""  # how many cells passed, and how many had to
     runs: set[str] = field(default_factory=set)  # the runs behind the numbers
     quiet: bool = False  # some comparison was inside the run-to-run noise
+    # each comparison's distance from what it was compared with (relative, and absolute: in
+    # points for accuracy) and whether it passed
+    gaps: list[tuple[float, float, bool | None]] = field(default_factory=list)
+    _pending: tuple[float, float] | None = None
+
+    def gap(self, x: float, ref: float) -> None:
+        """Record how far the next checked value sits from what it is compared with (relative to
+        it): the margin the summary sets against the noise."""
+        if ref and math.isfinite(x) and math.isfinite(ref):
+            self.note(abs(x - ref) / abs(ref), abs(x - ref))
+
+    def note(self, distance: float, absolute: float = math.nan) -> None:
+        """A relative distance (and the absolute one) for the next check()."""
+        self._pending = (distance, absolute)
+
+    def deciding_gap(self, verdict_ok: bool | None, points: bool = False) -> float | None:
+        """The distance that decided (absolute with `points`, else relative): the smallest of
+        the passing comparisons when the claim holds (its closest call), the largest failing
+        one when it does not (the clearest failure), else the smallest of all."""
+        k = 1 if points else 0
+        gaps = [(g[k], ok) for *g, ok in self.gaps if g[k] == g[k]]
+        if not gaps:
+            return None
+        passed = [g for g, ok in gaps if ok is not False]
+        failed = [g for g, ok in gaps if ok is False]
+        if verdict_ok is False and failed:
+            return max(failed)
+        if verdict_ok is True and passed:
+            return min(passed)
+        return min(g for g, _ in gaps)
 
     def check(self, good: bool, firm: bool) -> None:
         """One comparison: `good` on the medians; `firm` when every end of the repeats' spreads
         (or the stated noise floor) gives the same answer."""
         self.ok = bool(self.ok and good)
         self.cells.append((good, firm))
+        if self._pending is not None:
+            self.gaps.append((*self._pending, good))
+            self._pending = None
         if good:
             self.weak_pass |= not firm
         elif firm:
@@ -70,15 +102,17 @@ class Outcome:
         return self.weak_fail and not self.firm_fail
 
 
-def margin(cl: dict[str, Any], *ns: float) -> float:
-    """The relative margin a comparison of these cells must clear: the claim's stated noise_rel
-    and, for timed quantities, the measured run-to-run spread unless every cell has repeats of
-    its own (their min-max then speaks for them)."""
-    stated = float(cl.get("noise_rel", 0.0))
+def margin(cl: dict[str, Any], *ns: float, ref: float | None = None) -> float:
+    """The relative margin a comparison of these cells must clear: the run-to-run spread measured
+    for the claim's quantity (the verdict's `_noise`; inf where it was not measured), unless every
+    cell has repeats of its own (their min-max then speaks for them). A spread in points
+    (`_noise_points`: accuracy) is taken relative to `ref`, the value compared with."""
     measured = cl.get("_noise")
-    if measured is None or not cs.timing(cl) or all(n > 1 for n in ns):
-        return stated
-    return max(stated, float(measured))
+    if measured is None or all(n > 1 for n in ns):
+        return 0.0
+    if cl.get("_noise_points") and not math.isinf(float(measured)):
+        return float(measured) / abs(ref) if ref else math.inf
+    return float(measured)
 
 
 def within_noise(x: float, ref: float, margin: float) -> bool:

@@ -75,13 +75,18 @@ def select(t: pd.DataFrame, spec: dict[str, Any]) -> Q:
         why = sorted(set(bad.get("note", pd.Series(dtype=str)).dropna().astype(str)))
         rows = rows[rows["measured"] == True]  # noqa: E712
     col, over = spec["value"], list(spec.get("over", []))
+    # a value with a within-run spread of its own (a steady-state time: `<col>_lo`/`<col>_hi`)
+    ends = [f"{col}_lo", f"{col}_hi"] if f"{col}_lo" in rows and f"{col}_hi" in rows else []
     # the GPU counts judged, also where `where` fixed them and no group names them
     gpus = set(rows.dropna(subset=[col])["gpus"].dropna()) if "gpus" in rows else set()
-    rows = rows[[*keys, *over, *(["run"] if "run" in rows else []), col]].dropna(subset=[col])
+    rows = rows[[*keys, *over, *(["run"] if "run" in rows else []), col, *ends]]
+    rows = rows.dropna(subset=[col])
     runs = {
         r.strip() for v in rows.get("run", pd.Series(dtype=str)).dropna() for r in str(v).split(",")
     }
     rows = rows.assign(_v=pd.to_numeric(rows[col], errors="coerce").astype(float))
+    for end, name in zip(ends, ("_lo", "_hi"), strict=False):
+        rows[name] = pd.to_numeric(rows[end], errors="coerce").astype(float).fillna(rows["_v"])
     if spec.get("abs"):
         rows["_v"] = rows["_v"].abs()
     if spec.get("per_run") == "sum":  # e.g. several metrics of one run added up
@@ -91,6 +96,10 @@ def select(t: pd.DataFrame, spec: dict[str, Any]) -> Q:
     rows = rows.assign(_all="all")
     g = rows.groupby(group, dropna=False)["_v"]  # repeats: the runs of one group
     frame = pd.DataFrame({"med": g.median(), "lo": g.min(), "hi": g.max(), "n": g.count()})
+    if ends and not spec.get("abs") and spec.get("per_run") != "sum":
+        gg = rows.groupby(group, dropna=False)
+        frame["lo"] = gg["_lo"].min().combine(frame["lo"], min)
+        frame["hi"] = gg["_hi"].max().combine(frame["hi"], max)
     frame = frame.reset_index()
     if over:  # then one number per `by` group: mean (or max, min) over the `over` columns
         agg = spec.get("over_agg", "mean")
@@ -138,6 +147,7 @@ def group_label(row: pd.Series, keys: list[str]) -> str:
 
 def value_text(row: pd.Series, unit: str = "") -> str:
     s = num(row["med"]) + unit
-    if row["n"] > 1 and row["lo"] != row["hi"]:
+    # the repeats' min-max, or a steady-state time's within-run range
+    if row["lo"] != row["hi"] and row["lo"] == row["lo"]:
         s += f" ({num(row['lo'])}-{num(row['hi'])})"
     return s

@@ -2,7 +2,6 @@
 
     threshold   every group's value  op  than                   (V3a: speed vs FP64 > 100 %)
     compare     a  op  factor x b, or a / b within `ratio`, per matched group of a and b
-                (`noise_rel`: a relative difference below it is inconclusive)
     trend       along a column (GPUs, precision), each step rises / falls / stays within tol
     extreme     among a column's values, the expected one(s) are the lowest / highest
     within      |a - b| <= tol_abs + tol_rel x |b|, per group or on the mean over groups
@@ -14,10 +13,12 @@
     status      runs matching each case ended with the status it names (L8d: OOM cells)
     all         every part, each a rule of its own, holds
 
-A comparison is firm when every end of the repeats' spreads gives the medians' answer and, for a
-timed quantity of cells without repeats, its margin is larger than the run-to-run noise measured
-by the same sweep (analysis/noise.py, passed in as the claim's `_noise`); one that is not is within
-the noise (the verdict then is inconclusive, analysis/claims/verdicts.py). `cells` (claims.yaml)
+A comparison is firm when every end of the cells' spreads (repeats, or a steady-state time's
+within-run spread) gives the medians' answer and, for cells without repeats, its margin is larger
+than the run-to-run spread the same results folder measured for its quantity (analysis/noise.py,
+passed in as the claim's `_noise`); one that is not is within the noise (the verdict then is
+inconclusive, analysis/claims/verdicts.py). Each comparison records its distance (`gaps`), which
+the summary sets beside the noise. `cells` (claims.yaml)
 says which cells must pass: all, a majority, or the aggregate (one number over them).
 """
 
@@ -62,9 +63,10 @@ def _threshold(cl: dict[str, Any], t: pd.DataFrame) -> Outcome:
     points = cs.timing(cl) == "difference"  # a % difference: the margin is in points
     for _, r in q.frame.iterrows():
         good = bool(op(r["med"], than))
-        m = margin(cl, r["n"])
+        m = margin(cl, r["n"], ref=than)
         quiet = (abs(r["med"] - than) <= 100 * m) if points else within_noise(r["med"], than, m)
         out.quiet |= quiet
+        out.gap(r["med"], than)
         out.check(good, op(r["lo"], than) == good == op(r["hi"], than) and not quiet)
         out.facts.append(f"{group_label(r, q.keys)}: {value_text(r, unit)}")
         out.values.append(float(r["med"]))
@@ -101,7 +103,7 @@ def _compare(cl: dict[str, Any], t: pd.DataFrame) -> Outcome:
     ratios, margins = [], []
     for _, r in m.iterrows():
         ratio = r["med_a"] / r["med_b"] if r["med_b"] else math.inf
-        floor = margin(cl, r["n_a"], r["n_b"])
+        floor = margin(cl, r["n_a"], r["n_b"], ref=float(cl.get("factor", 1.0)) * r["med_b"])
         ratios.append(ratio)
         out.facts.append(
             f"{group_label(r, keys)}: {names[0]} {value_text(_side(r, 'a'))} vs {names[1]} "
@@ -117,6 +119,7 @@ def _compare(cl: dict[str, Any], t: pd.DataFrame) -> Outcome:
             # runs differing by less than the noise (stated, or measured) decide nothing
             quiet = within_noise(r["med_a"], f * r["med_b"], floor)
             out.quiet |= quiet
+            out.gap(r["med_a"], f * r["med_b"])
             out.check(good, best == good == worst and not quiet)
         out.values.append(ratio)
         margins.append(floor)
@@ -129,6 +132,8 @@ def _compare(cl: dict[str, Any], t: pd.DataFrame) -> Outcome:
         for v, m in zip(ratios, margins, strict=True):
             quiet = within_noise(v, lo, m) or within_noise(v, hi, m)
             out.quiet |= quiet
+            out.note(min(abs(v - lo) / abs(lo) if lo else math.inf,
+                                abs(v - hi) / abs(hi) if hi else math.inf))  # fmt: skip
             out.check(lo <= v <= hi, not quiet)
         out.facts.append(f"(criterion: ratio within {num(lo)}-{num(hi)})")
     return out
@@ -162,10 +167,12 @@ def _trend(cl: dict[str, Any], t: pd.DataFrame) -> Outcome:
         out.facts.append(f"{label + ': ' if label else ''}{seq}")
         out.values.extend(meds)
         for (_, p), (_, n) in zip(g.iloc[:-1].iterrows(), g.iloc[1:].iterrows(), strict=True):
-            m = margin(cl, p["n"], n["n"], g.iloc[0]["n"])
+            m = margin(cl, p["n"], n["n"], g.iloc[0]["n"], ref=p["med"])
             if direction == "flat":
                 dev, lim = abs(n["med"] - meds[0]), tol * abs(meds[0])
                 quiet = m > 0 and (math.isinf(m) or abs(dev - lim) <= m * abs(meds[0]))
+                if meds[0]:
+                    out.note(abs(dev - lim) / abs(meds[0]))
                 out.quiet |= quiet
                 out.check(bool(dev <= lim), not quiet)
                 continue
@@ -178,6 +185,7 @@ def _trend(cl: dict[str, Any], t: pd.DataFrame) -> Outcome:
                 best, worst = n["hi"] > p["lo"] * k, n["lo"] > p["hi"] * k
             quiet = within_noise(n["med"], p["med"] * k, m)
             out.quiet |= quiet
+            out.gap(n["med"], p["med"] * k)
             out.check(good, best == good == worst and not quiet)
     if not decided:
         have = sorted(f[along].dropna().unique().tolist()) if along in f else []
@@ -218,8 +226,10 @@ def _extreme(cl: dict[str, Any], t: pd.DataFrame) -> Outcome:
         )
         if not rivals.empty:
             rival = rivals.iloc[0]
-            quiet = within_noise(top["med"], rival["med"], margin(cl, top["n"], rival["n"]))
+            quiet = within_noise(top["med"], rival["med"],
+                                 margin(cl, top["n"], rival["n"], ref=rival["med"]))  # fmt: skip
             out.quiet |= quiet
+            out.gap(top["med"], rival["med"])
             firm = firm and not quiet
         out.check(good, bool(firm))
         label = group_label(g.iloc[0], rest) if rest else ""
@@ -246,16 +256,17 @@ def _within(cl: dict[str, Any], t: pd.DataFrame) -> Outcome:
     # the difference on the medians, and its widest reach across the repeats' spreads
     diff, low, high = m["med_a"] - m["med_b"], m["lo_a"] - m["hi_b"], m["hi_a"] - m["lo_b"]
     # the noise in the units of the difference: a relative spread of b's value
-    noise = [margin(cl, na, nb) * abs(bv)
+    noise = [margin(cl, na, nb, ref=bv) * abs(bv)
              for na, nb, bv in zip(m["n_a"], m["n_b"], m["med_b"], strict=True)]  # fmt: skip
     if cl.get("cells") == "aggregate":
         lim = tol_abs + tol_rel * float(m["med_b"].abs().mean())
-        cases = [(float(diff.mean()), float(low.mean()), float(high.mean()), lim, max(noise))]
+        cases = [(float(diff.mean()), float(low.mean()), float(high.mean()), lim, max(noise),
+                  float(m["med_b"].abs().mean()))]  # fmt: skip
         out.facts.append(f"mean difference {num(cases[0][0])}")
         out.values = [cases[0][0]]
     else:
         lims = tol_abs + tol_rel * m["med_b"].abs()
-        cases = list(zip(diff, low, high, lims, noise, strict=True))
+        cases = list(zip(diff, low, high, lims, noise, m["med_b"].abs(), strict=True))
         # one-sided: the shortfall that matters is the most negative difference
         big = (f"smallest difference {num(float(diff.min()))}" if cl.get("side") == "below"
                else f"largest difference {num(float(diff.abs().max()))}")  # fmt: skip
@@ -264,7 +275,7 @@ def _within(cl: dict[str, Any], t: pd.DataFrame) -> Outcome:
         out.facts.append(big)
         out.values = diff.abs().tolist()
     below = cl.get("side", "both") == "below"
-    for d, lo, hi, lim, nz in cases:
+    for d, lo, hi, lim, nz, bv in cases:
         # firm: every pair of spread ends agrees with the medians' answer, and the difference
         # is further from the limit than the noise could move it
         if below:  # only falling short counts: a better `a` is no departure
@@ -276,6 +287,9 @@ def _within(cl: dict[str, Any], t: pd.DataFrame) -> Outcome:
             quiet = math.isinf(nz) or abs(abs(d) - lim) <= nz
         quiet = quiet and nz > 0
         out.quiet |= quiet
+        if bv:  # how far the difference is from its limit, relative to b
+            short = abs(d + lim if below else abs(d) - lim)
+            out.note(short / float(bv), short)
         out.check(good, firm and not quiet)
     tol = " + ".join([num(tol_abs)] * bool(tol_abs) + [f"{num(100 * tol_rel)} %"] * bool(tol_rel))
     where = f"at most {tol or '0'} below" if below else f"within {tol or '0'}"
@@ -341,7 +355,10 @@ def _step(cl: dict[str, Any], t: pd.DataFrame) -> Outcome:
     # a step: some below, then only at or above (never back below)
     ok = above[0] is False and any(above) and above == sorted(above)
     out = Outcome(ok, facts=facts, values=f["med"].tolist(), gpus=q.gpus, runs=q.runs)
-    out.quiet = any(within_noise(r["med"], than, margin(cl, r["n"])) for _, r in f.iterrows())
+    out.quiet = any(within_noise(r["med"], than, margin(cl, r["n"], ref=than))
+                    for _, r in f.iterrows())  # fmt: skip
+    out.gaps = [(abs(r["med"] - than) / abs(than), abs(r["med"] - than), None)
+                for _, r in f.iterrows() if than]  # fmt: skip
     out.weak_pass, out.weak_fail = ok and out.quiet, not ok and out.quiet
     return out
 
@@ -372,7 +389,8 @@ def _all(cl: dict[str, Any], t: pd.DataFrame) -> Outcome:
     repeats makes it inconclusive. The range check reads the first part's numbers."""
     out = Outcome(True)
     for i, part in enumerate(cl["parts"]):
-        o = judge_rule({"_noise": cl.get("_noise"), **part}, t)
+        o = judge_rule({"_noise": cl.get("_noise"), "_noise_points": cl.get("_noise_points"),
+                        **part}, t)  # fmt: skip
         if o.ok is None:
             return Outcome(None, why=f"{part['part']}: {o.why}")
         out.ok = bool(out.ok and o.ok)
@@ -380,6 +398,7 @@ def _all(cl: dict[str, Any], t: pd.DataFrame) -> Outcome:
         out.weak_fail |= not o.ok and o.overlap
         out.firm_fail |= not o.ok and not o.overlap
         out.quiet |= o.quiet
+        out.gaps.extend(o.gaps)
         out.runs |= o.runs
         out.cell_text = "; ".join(x for x in (out.cell_text, o.cell_text and
                                               f"{part['part']}: {o.cell_text}") if x)  # fmt: skip

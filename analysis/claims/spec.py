@@ -32,7 +32,11 @@ TIMING_VALUES = ("total_time_s", "s_per_it", "epoch_time_s", "tuning_time_s", "s
                  "efficiency_pct", "efficiency_vs_1gpu_pct", "efficiency_vs_fp64_pct",
                  "efficiency_vs_unpinned_pct", "images_per_s", "tokens_per_s", "total_s",
                  "relative_improvement_pct")  # fmt: skip
-DIFFERENCE_VALUES = ("relative_improvement_pct",)
+TIMING_VALUES += tuple(f"{v}_steady" for v in TIMING_VALUES)
+DIFFERENCE_VALUES = ("relative_improvement_pct", "relative_improvement_pct_steady")
+# A timed verdict uses the steady-state rate wherever a run's warm-up is more than this share of
+# its timed total (issue 38; analysis/common.py measures it).
+WARMUP_LIMIT_PCT = 10.0
 # quantities that already set a pinned run against an unpinned one (V4's table, L2's)
 RELATIVE_VALUES = ("efficiency_vs_unpinned_pct", "relative_improvement_pct")
 
@@ -87,6 +91,9 @@ def check(cl: dict[str, Any]) -> None:
         return
     if rule not in RULES:
         raise ClaimError(f"claim {cid}: unknown rule '{rule}' (one of {', '.join(RULES)})")
+    if "noise_rel" in cl:
+        raise ClaimError(f"claim {cid}: no margin is a constant of the claims file (noise_rel): "
+                         "the run-to-run spread is measured (analysis/noise.py)")  # fmt: skip
     if rule == "all":  # each part is a rule of its own; `part` names it in the evidence
         if len(cl.get("parts") or []) < 2:
             raise ClaimError(f"claim {cid}: rule all needs two or more 'parts'")
@@ -210,6 +217,39 @@ def timing(cl: dict[str, Any]) -> str:
     if values & set(DIFFERENCE_VALUES):
         return "difference"
     return "ratio" if values & set(TIMING_VALUES) else ""
+
+
+def values(cl: dict[str, Any]) -> set[str]:
+    """The value columns a claim (with its parts) reads."""
+    return {str(q["value"]) for q in _quantities(cl) if q.get("value")}
+
+
+def steady_view(cl: dict[str, Any], columns: list[str], warmup_pct: float | None,
+                limit_pct: float) -> tuple[dict[str, Any], str]:  # fmt: skip
+    """The claim as judged, and how its times were taken (issue 38): where a run of the table
+    spent more than `limit_pct` of its timed total warming up (`warmup_pct`, the largest share)
+    and the table has a steady-state twin (`<value>_steady`) of every timed value the claim
+    reads, the claim reads the twins; else the totals. "" for a claim that reads no time."""
+    timed = {v for v in values(cl) if v in TIMING_VALUES or f"{v}_steady" in columns}
+    if not timed or warmup_pct is None or warmup_pct != warmup_pct:
+        return cl, ""
+    if warmup_pct <= limit_pct or not all(f"{v}_steady" in columns for v in timed):
+        return cl, (f"total times (warm-up at most {warmup_pct:.0f} % of a run's timed total)"
+                    if warmup_pct <= limit_pct else
+                    f"total times: warm-up up to {warmup_pct:.0f} % of a run's timed total, but "
+                    "this table has no steady-state rate")  # fmt: skip
+
+    def swap(q: dict[str, Any]) -> dict[str, Any]:
+        return {**q, "value": f"{q['value']}_steady"} if q.get("value") in timed else q
+
+    def part(p: dict[str, Any]) -> dict[str, Any]:
+        return {**p, **{k: swap(p[k]) for k in ("q", "a", "b") if k in p}}
+
+    out = part(cl)
+    if cl.get("parts"):
+        out["parts"] = [part(p) for p in cl["parts"]]
+    return out, (f"steady-state rate after the warm-up steps (warm-up up to {warmup_pct:.0f} % "
+                 "of a run's timed total)")  # fmt: skip
 
 
 def origin(cl: dict[str, Any]) -> str:

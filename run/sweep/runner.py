@@ -12,6 +12,8 @@ A sweep of a GPU profile with failed runs also writes results/<profile>/bundles/
 (run/node/bundle.py: probe, versions, each failed run's log tail and root cause) to attach to a report.
 With REPEATS=n (run/sweep/matrix.py) every cell runs n times with seeds seed..seed+n-1, each repeat a run
 of its own: the record lists every repeat's run, and a rerun launches only the missing repeats.
+`--only-repeat k` runs repeat k alone and writes no record: the Makefile spreads the noise cells'
+repeats over `make all` that way (start, middle, end), and their own sweep at the end reuses them.
 Sweeps sharing a results folder (SLURM job array, `make -j`) take each run under a lock
 (run/sweep/lock.py): a run another sweep holds is waited for after this sweep's own runs, and run here
 if that sweep died.
@@ -26,6 +28,7 @@ can run, across experiments), and a heartbeat line at least every HEARTBEAT_S se
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import logging
 import os
 import shlex
@@ -267,12 +270,36 @@ def check_device(profile: str, info: dict[str, Any], matrix: dict[str, Any]) -> 
         )
 
 
-def sweep(exp_ids: list[str], profile: str, retry_failed: bool = False) -> int:
+def repeat_index(specs: tuple[dict[str, Any], ...] | list[dict[str, Any]]) -> list[int]:
+    """Each spec's repeat number within its cell (0 for the lowest seed of specs equal but for
+    the seed, 1 for the next, ...), in the order given."""
+    cells: dict[str, list[int]] = {}
+    keys = []
+    for spec in specs:
+        key = repr(sorted((k, repr(v)) for k, v in spec.items() if k != "seed"))
+        keys.append(key)
+        cells.setdefault(key, []).append(int(spec.get("seed", 0)))
+    return [sorted(cells[k]).index(int(s.get("seed", 0))) for k, s in zip(keys, specs, strict=True)]
+
+
+def sweep(
+    exp_ids: list[str], profile: str, retry_failed: bool = False, only_repeat: int | None = None
+) -> int:
+    """Every missing run of the experiments, then each one's record. `only_repeat` k: only the
+    k-th repeat of each cell (seed + k) and no record, a part of the sweep run at its own point
+    of a longer one (the noise cells' repeats spread over `make all`, analysis/noise.py)."""
     info = hw.probe()
     limit = hw.max_ranks(info)
     override = mx.profiler_override()
     matrix = mx.load_matrix()
     expanded = [mx.expand(e, profile, matrix) for e in exp_ids]
+    if only_repeat is not None:
+        expanded = [
+            dataclasses.replace(exp, specs=tuple(
+                s for s, k in zip(exp.specs, repeat_index(exp.specs), strict=True)
+                if k == only_repeat))
+            for exp in expanded
+        ]  # fmt: skip
     numa.plan(1, info)  # NUMA=bind without numactl, or a bad NUMA value: stop before any run
     check_device(profile, info, matrix)
     # The profiler choice is resolved for every spec before anything runs, so PROFILER=nsys
@@ -309,6 +336,12 @@ def sweep(exp_ids: list[str], profile: str, retry_failed: bool = False) -> int:
                 ran[exp.id].append(got)
     for exp_id, spec in taken:
         ran[exp_id].append(wait_for(spec, profile, info, matrix, progress, retry_failed))
+    if only_repeat is not None:  # a part: the whole sweep writes the record, reusing these runs
+        done = sum(1 for e in expanded for r in ran[e.id] if not r["reused"])
+        print(
+            f"[sweep] repeat {only_repeat} of {', '.join(exp_ids)}: {done} new run(s)", flush=True
+        )
+        return 0
     for exp in expanded:
         record: dict[str, Any] = {
             "experiment": exp.id,
@@ -373,6 +406,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--profile", required=True)
     ap.add_argument("--exp", action="append", required=True, help="experiment id, e.g. V3")
     ap.add_argument("--retry-failed", action="store_true", help="run failed runs again")
+    ap.add_argument("--only-repeat", type=int, metavar="K",
+                    help="only repeat K (seed + K) of each cell, and write no sweep record")  # fmt: skip
     args = ap.parse_args(argv)
     # Preflight imports torchtune, whose torchao prints a notice about its C++ extensions; the
     # runs' own logs keep it, the sweep's one-line errors should not be buried under it.
@@ -382,6 +417,6 @@ def main(argv: list[str] | None = None) -> int:
     stop_on_sigterm()
     try:
         settings.check_all()
-        return sweep(args.exp, args.profile, args.retry_failed)
+        return sweep(args.exp, args.profile, args.retry_failed, args.only_repeat)
     except BaseException as exc:
         return exit_status(exc, "nothing half-written is left; the same command resumes")
