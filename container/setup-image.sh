@@ -15,10 +15,14 @@ mkdir -p "$STATUS"
 
 apt-get update
 # numactl binds ranks to NUMA nodes; hwloc prints the topology; git stamps provenance when the
-# code is a clone; curl and gnupg fetch NVIDIA's repository key
+# code is a clone; curl and gnupg fetch NVIDIA's repository key. torch.compile (the optimised
+# ladders O1-O4) builds kernels: on a CPU inductor compiles C++ against Python.h, on a GPU Triton
+# compiles its launcher with the C compiler; without them every compiled step is `unsupported`
+# (run/node/toolchain.py). g++ brings gcc (cc), -dev brings Python.h; the base's release fixes
+# their versions (Debian 12: GCC 12).
 apt-get install -y --no-install-recommends \
-    "python${PYTHON_VERSION}" "python${PYTHON_VERSION}-venv" make git numactl hwloc-nox \
-    ca-certificates curl gnupg
+    "python${PYTHON_VERSION}" "python${PYTHON_VERSION}-venv" "python${PYTHON_VERSION}-dev" \
+    g++ make git numactl hwloc-nox ca-certificates curl gnupg
 
 # The paper's profiler. A build that cannot reach NVIDIA's repository goes on without it and
 # records why: run.node.probe prints the line, and the runs fall back to torch.profiler.
@@ -49,3 +53,17 @@ if [[ -n "${WHEELS:-}" ]]; then
 fi
 PYTHON="python${PYTHON_VERSION}" bash container/install-python.sh /opt/venv
 /opt/venv/bin/python -c "import torch, torchtune, nvidia.dali; print('[image] torch', torch.__version__)"
+# what torch.compile will look for (run/node/toolchain.py asks the same): a build without it
+# stops here, not at the first compiled run
+/opt/venv/bin/python - <<'PY'
+import sysconfig
+from pathlib import Path
+
+from torch._inductor.cpp_builder import get_cpp_compiler
+
+header = Path(sysconfig.get_path("include")) / "Python.h"
+assert header.is_file(), f"no {header}: torch.compile cannot build its kernels"
+print("[image] torch.compile builds with", get_cpp_compiler(), "and", header)
+PY
+compiler=$(c++ --version)
+echo "${compiler%%$'\n'*}" > "$STATUS/compiler"

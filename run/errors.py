@@ -23,11 +23,17 @@ class Stopped(BaseException):
     `finally` stops its processes and removes its half-written files."""
 
 
-def stop_on_sigterm() -> None:
+def unwind_on_signals() -> None:
+    """SIGTERM raises Stopped, and Ctrl-C raises KeyboardInterrupt even where SIGINT came in
+    ignored (a background job of a script, some CI runners): Python then leaves it ignored, and a
+    Ctrl-C reaching the process group killed torchrun (which installs its own handler) while the
+    sweep went on and recorded the stopped run as failed, exiting 0."""
+
     def _raise(*_: object) -> None:
         raise Stopped
 
     signal.signal(signal.SIGTERM, _raise)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 # Results that cannot be written because of where they are, not because of the run: bad input.

@@ -97,11 +97,20 @@ class Cluster:
         got = self.run("sinfo", "-h", "-n", self.node, "-o", "%t", check=False)
         return got.stdout.strip()
 
-    def settled(self, job_id: str, timeout: float = 60) -> None:
-        """Wait until the node has finished with a job's last attempt: no slurmstepd of it left
-        and the node out of its completing state. A requeued job released before that (SLURM
-        itself holds one about two minutes) is launched on a node still cleaning up its previous
-        attempt under the same id, and fails at once without running its script."""
+    def settled(self, job_id: str, timeout: float = 120) -> None:
+        """Wait until a requeued job can start again at once: the node has finished with its last
+        attempt, and a credential issued now is newer than the one SLURM revoked to stop it.
+
+        - A job released while a slurmstepd of its last attempt is left, or the node is still
+          completing it, is refused by slurmd ("already running").
+        - When SLURM stops an attempt it revokes the job's credentials issued up to that second,
+          and slurmd takes a later credential for a new attempt only if it was made in a later
+          second (credential times are whole seconds). A job released and scheduled within the
+          second of the revocation is refused ("Job N already killed, do not launch batch job")
+          and ends FAILED 1:0 without running its script. The revocation came before the node
+          finished with the attempt, so it is over once the clock has left the second in which
+          the node was seen settled. (SLURM's own hold of a requeued job, about 120 s, is what
+          normally keeps the two apart.)"""
         deadline = time.monotonic() + timeout
         step = re.compile(rf"slurmstepd: \[{re.escape(job_id)}\.")
         while time.monotonic() < deadline:
@@ -114,6 +123,9 @@ class Cluster:
             if not any(step.search(c) for c in cmdlines) and not state.startswith(
                 ("comp", "mix", "alloc")
             ):
+                second = int(time.time())
+                while int(time.time()) <= second:
+                    time.sleep(0.01)
                 return
             time.sleep(0.2)
         raise AssertionError(
@@ -124,7 +136,17 @@ class Cluster:
         path = self.root / "log" / name
         return path.read_text(errors="replace") if path.exists() else ""
 
-    def cancel_all(self, timeout: float = 60) -> None:
+    def trail(self, job_id: str) -> str:
+        """What slurmctld and slurmd logged about a job: for a failed test's message."""
+        pat = re.compile(rf"(JobId=|job |Job |StepId=|\[){re.escape(job_id)}\b")
+        return "\n".join(
+            f"{name}: {line}"
+            for name in ("slurmctld.log", "slurmd.log")
+            for line in self.log(name).splitlines()
+            if pat.search(line)
+        )
+
+    def cancel_all(self, timeout: float = 180) -> None:
         """Cancel every job and wait until none runs: a job's processes belong to its slurmstepd,
         which outlives slurmd, so stopping the daemons alone would leave them running."""
         self.run("scancel", f"--partition={PARTITION}", check=False)

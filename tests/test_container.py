@@ -59,6 +59,52 @@ def test_the_pins_are_one_set_that_every_recipe_declares():
         assert "${" + key in setup, key
 
 
+def _apt_installs(script: str) -> list[str]:
+    """The packages of every `apt-get install` in a shell script (continuation lines joined)."""
+    joined = script.replace("\\\n", " ")
+    return [
+        word.strip('"')
+        for line in re.findall(r"apt-get install ([^\n;&|]*)", joined)
+        for word in line.split()
+        if not word.startswith("-")
+    ]
+
+
+def test_both_recipes_install_the_compiler_torch_compile_builds_with():
+    """torch.compile (the optimised ladders O1-O4) builds C++ kernels against Python.h on a CPU,
+    and Triton's launcher with the C compiler on a GPU: the image has both, by the one set-up
+    script both recipes run, so that the recipes cannot drift apart."""
+    setup = (REPO / "container" / "setup-image.sh").read_text()
+    packages = _apt_installs(setup)
+    assert "g++" in packages  # Debian's g++ depends on gcc: cc and c++ both
+    assert "python${PYTHON_VERSION}-dev" in packages  # Python.h of the venv's interpreter
+    assert "python${PYTHON_VERSION}-venv" in packages
+    # and the build asks torch itself, as run/node/toolchain.py does, before it is done
+    assert "get_cpp_compiler()" in setup and "Python.h" in setup
+    for recipe in ("Containerfile", "apptainer.def"):
+        text = (REPO / recipe).read_text()
+        assert "bash /artifact/container/setup-image.sh" in text, recipe
+        assert "apt-get" not in text, f"{recipe} installs packages of its own"
+
+
+def test_the_selftest_trains_one_compiled_step_in_both_images():
+    selftest = (REPO / "container" / "selftest.sh").read_text()
+    (node,) = re.findall(r"^COMPILED_STEP=(\S+)$", selftest, re.M)
+    assert '-m pytest -q -p no:cacheprovider "$COMPILED_STEP"' in selftest
+    path, name = node.split("::")
+    source = (REPO / path).read_text()
+    body = source.split(f"def {name}(", 1)[1].split("\ndef ", 1)[0]
+    head = source.split(f"def {name}(", 1)[0].rsplit("\n\n\n", 1)[-1]
+    # an integration test (the unit selection before it leaves it out) that cannot skip, whose
+    # run compiles (compile=True) and shows it did (compile_s > 0)
+    assert "@pytest.mark.integration" in head and "skip" not in head + body
+    assert "compile=True" in body and '0 < summary["compile_s"]' in body
+    # apptainer's %test and the OCI image's test (container/build.sh test) both run it
+    definition = (REPO / "apptainer.def").read_text()
+    assert re.search(r"^%test\n\s+bash /artifact/container/selftest.sh$", definition, re.M)
+    assert BUILD.read_text().count("/artifact/container/selftest.sh") == 2  # chroot, podman run
+
+
 def test_the_base_is_plain_debian_with_the_pinned_python_and_no_cuda():
     p = pins()
     assert re.fullmatch(r"docker\.io/library/debian:bookworm-slim", p["BASE_IMAGE"])

@@ -59,9 +59,15 @@ def _sweep(env: dict[str, str], exp: str = EXP, **kw) -> subprocess.Popen:
     )
 
 
+# Bounds on waits for a state (a sweep done, a run in flight, no process left): they fail a test
+# that hangs and are never waited out, so they are generous enough for a loaded 2-core machine.
+SWEEP_S = 900
+STOP_S = 120
+
+
 def _finish(env: dict[str, str], exp: str = EXP) -> subprocess.CompletedProcess:
     proc = _sweep(env, exp)
-    out, err = proc.communicate(timeout=300)
+    out, err = proc.communicate(timeout=SWEEP_S)
     return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
 
 
@@ -69,7 +75,7 @@ def _runs(env: dict[str, str]) -> Path:
     return store.runs_dir(PROFILE, Path(env["RESULTS_DIR"]))
 
 
-def _in_flight(env: dict[str, str], timeout: float = 120) -> Path:
+def _in_flight(env: dict[str, str], timeout: float = SWEEP_S) -> Path:
     """Wait until a 2-rank run has trained an epoch in staging: its ranks are alive then."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -80,7 +86,9 @@ def _in_flight(env: dict[str, str], timeout: float = 120) -> Path:
     raise AssertionError("no 2-rank run reached its first epoch")
 
 
-def _no_attempt_left(env: dict[str, str], within_s: float = 10) -> None:
+def _no_attempt_left(env: dict[str, str], within_s: float = STOP_S) -> None:
+    """Wait until no process of any attempt is left (ranks die through their parent-death signal
+    and DataLoader workers through torch's watchdog: seconds, more under load)."""
     prefix = f"{_runs(env).resolve()}/"
     deadline = time.monotonic() + within_s
     while lifeline.members(prefix) and time.monotonic() < deadline:
@@ -133,18 +141,26 @@ def test_a_sweep_killed_outright_leaves_no_process_and_a_rerun_completes(tier):
     _clean(tier)
 
 
+def _sigint_ignored() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
 @pytest.mark.parametrize(("sig", "code", "word"), [(signal.SIGINT, 130, "Ctrl-C"),
                                                   (signal.SIGTERM, 143, "SIGTERM")])  # fmt: skip
 def test_an_interrupted_sweep_says_one_line_and_leaves_nothing(tier, sig, code, word):
-    proc = _sweep(tier, start_new_session=True)
+    # The sweep starts with SIGINT ignored, as a script's background job (and a CI's make test)
+    # starts it: Python then leaves SIGINT ignored unless the sweep takes it back. It used to
+    # stay ignored: Ctrl-C killed torchrun alone, and the sweep recorded the run failed and
+    # exited 0. With SIGINT at its default the sweep takes the same path.
+    proc = _sweep(tier, start_new_session=True, preexec_fn=_sigint_ignored)
     _in_flight(tier)
     # Ctrl-C reaches the terminal's whole process group; SIGTERM (SLURM, kill) the sweep alone.
     if sig == signal.SIGINT:
         os.killpg(proc.pid, sig)
     else:
         proc.send_signal(sig)
-    _, err = proc.communicate(timeout=60)
-    assert proc.returncode == code
+    _, err = proc.communicate(timeout=STOP_S)
+    assert proc.returncode == code, err
     assert word in _one_line(err)
     _no_attempt_left(tier, within_s=1)
     _clean(tier)
@@ -247,9 +263,16 @@ def test_every_bad_setting_stops_the_sweep_before_any_work(tier):
 
 
 def test_a_timed_out_run_is_failed_and_leaves_no_process(tier):
+    # A run that lasts far longer than the limit on any machine (400 epochs), so that it is the
+    # limit, not the machine's speed, that ends it.
+    matrix = Path(tier["MATRIX_FILE"])
+    m = yaml.safe_load(matrix.read_text())
+    m["experiments"][ONE]["fixed"] = {**m["experiments"][ONE]["fixed"], "epochs": 400}
+    matrix.write_text(yaml.safe_dump(m))
     done = subprocess.run(
         [sys.executable, "-m", "run.sweep", "--profile", PROFILE, "--exp", ONE],
         cwd=REPO, env={**tier, "RUN_TIMEOUT_S": "3"}, capture_output=True, text=True, check=False,
+        timeout=SWEEP_S,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     _no_attempt_left(tier, within_s=1)

@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from run import settings, store
-from run.errors import UserError, exit_status, stop_on_sigterm
+from run.errors import UserError, exit_status, unwind_on_signals
 from run.node import bundle, lifeline, numa, profiling, provenance
 from run.node import probe as hw
 from run.sweep import left, lock
@@ -414,7 +414,7 @@ def main(argv: list[str] | None = None) -> int:
     logging.getLogger("torchao").setLevel(logging.ERROR)
     # SIGTERM (SLURM's requeue, a killed make) unwinds like Ctrl-C: the run in flight is stopped
     # with all its processes, its staging folder removed and its lock released at once.
-    stop_on_sigterm()
+    unwind_on_signals()
     try:
         settings.check_all()
         return sweep(args.exp, args.profile, args.retry_failed, args.only_repeat)
