@@ -10,6 +10,10 @@ while the later half is held back for events still to come. Memory is a few MB w
 trace's size. An event that starts before something already folded (disorder deeper than half a
 flush) makes the fold impossible: `in_order` turns False and the caller reads the trace again
 with keep_all, which keeps every interval (16 bytes each) and sorts them once at the end.
+
+A trace whose intervals never filled a flush and number fewer than SMALL is folded at the end in
+plain Python (intervals.small_unions), without numpy: importing numpy costs more than a small
+trace's whole reading. The same integer ns and the same unions, one interval at a time.
 """
 
 from __future__ import annotations
@@ -17,11 +21,12 @@ from __future__ import annotations
 import math
 from array import array
 from collections.abc import Callable
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from . import intervals
-from .breakdown_nsys import fold_rows, gpu_unions, totals
+
+if TYPE_CHECKING:
+    import numpy as np
 
 FLUSH_EVENTS = 1 << 17
 # cat -> kind code (kernel: 0/1), with torch 1.8-1.10's capitalised names (kineto_fold)
@@ -29,7 +34,8 @@ KINETO_GPU = {"kernel": None, "gpu_memcpy": 2, "gpu_memset": 3, "Kernel": None, 
               "Memset": 3}  # fmt: skip
 KINETO_HOST = frozenset({"cuda_runtime", "cuda_driver", "Runtime"})
 _HOST = -(1 << 62)  # the host calls' place among the devices while folding
-_NOTHING = np.iinfo(np.int64).min
+_NOTHING = -(1 << 63)  # below any end (an int64's least)
+SMALL = 1 << 15  # intervals folded without numpy at most (module docstring)
 
 
 class KinetoIntervals:
@@ -55,6 +61,8 @@ class KinetoIntervals:
         self.span = (math.inf, -math.inf, 0.0, 0.0)
         self.last_end = _NOTHING
         self.in_order = True
+        self.flushed = False  # whether a flush folded anything (then no small fold at the end)
+        self.small: dict | None = None  # finish's small fold: (found, last end)
 
     def spans(self, lo: float, hi: float, hi_ts: float, hi_dur: float) -> None:
         """torch_trace.Feed: the first ts and latest end of the CUDA events (the activity)."""
@@ -76,6 +84,9 @@ class KinetoIntervals:
         """torch_trace.Feed: fold what came so far, holding back the later half (module doc)."""
         if self.keep_all:
             return
+        import numpy as np
+
+        self.flushed = True
         parts: dict[int, list[np.ndarray]] = {}
         for (dev, code), pair in self.groups.items():
             if self.in_order:
@@ -92,7 +103,7 @@ class KinetoIntervals:
             rows = rows[np.argsort(rows[:, 0], kind="stable")]
             cut = len(rows) if final else len(rows) // 2
             try:
-                fold_rows(self.acc, rows[:cut])
+                intervals.fold_rows(self.acc, rows[:cut])
             except intervals.Unsorted:
                 self.in_order, self.held, self.acc = False, {}, {}
                 return
@@ -102,7 +113,10 @@ class KinetoIntervals:
     def finish(self) -> bool:
         """torch_trace.Feed: the last fold; False where the events came out of time order beyond
         the flush window (read again with keep_all)."""
-        if not self.keep_all:
+        count = sum(len(ts) for ts, _ in self.groups.values())
+        if not self.flushed and count <= SMALL:
+            self.small = intervals.small_unions(self._ns_rows())
+        elif not self.keep_all:
             self.flush(final=True)
         return self.in_order
 
@@ -110,13 +124,17 @@ class KinetoIntervals:
         """(per device (busy, compute, comm, kernels) in ns and the (kernels, copies, memsets)
         counted, host blocked, activity [lo, hi) in ns or None); ValueError if the events came
         out of order (read again with keep_all)."""
-        if self.keep_all:
+        if self.small is not None:
+            found, last_end = self.small
+            found = dict(found)
+            self.last_end = max(self.last_end, last_end)
+        elif self.keep_all:
             found = _sorted_at_end(self.groups)
             self.last_end = max(self.last_end, found.pop("last_end"))
         else:
             if not self.in_order:
                 raise ValueError("events out of time order beyond the flush window")
-            found = totals(self.acc)
+            found = intervals.totals(self.acc)
         host = found.pop(_HOST, (0, 0, 0, 0))[0]
         lo, hi, hi_ts, hi_dur = self.span
         if lo > hi:
@@ -125,9 +143,20 @@ class KinetoIntervals:
         start = intervals.us_ns(hi_ts)
         return found, host, (intervals.us_ns(lo), max(start + round(hi_dur * 1000), self.last_end))
 
+    def _ns_rows(self) -> list[tuple[int, int, int, int]]:
+        """(start, end, device, code) in ns of every interval kept, rounded as _rows does."""
+        us_ns = intervals.us_ns
+        return [
+            (start, start + round(d * 1000), dev, code)
+            for (dev, code), (ts, dur) in self.groups.items()
+            for start, d in zip(map(us_ns, ts), dur, strict=True)
+        ]
+
 
 def _rows(pair: tuple[array, array], dev: int, code: int) -> np.ndarray:
     """(start, end, device, code) int64 rows of float-us (ts, dur) arrays, rounded as kineto_ns."""
+    import numpy as np
+
     ts, dur = np.frombuffer(pair[0], np.float64), np.frombuffer(pair[1], np.float64)
     rows = np.empty((len(ts), 4), dtype=np.int64)
     rows[:, 0] = intervals.us_to_ns(ts)
@@ -145,7 +174,7 @@ def _sorted_at_end(groups: dict[tuple[int, int], tuple[array, array]]) -> dict:
         rows = [_rows(groups.pop((dev, c)), dev, c) for c in codes]
         found["last_end"] = max([found["last_end"], *(int(r[:, 1].max()) for r in rows if len(r))])
         try:
-            found[dev] = gpu_unions(intervals.merged([iter([r]) for r in rows]))[dev]
+            found[dev] = intervals.gpu_unions(intervals.merged([iter([r]) for r in rows]))[dev]
             continue
         except intervals.Unsorted:
             pass

@@ -12,19 +12,24 @@ and the autograd thread), so they are folded as the time breakdown's GPU interva
 was held back, the earlier half folded into one running union per op (intervals.SortedUnion) and
 the later half held back. A call that starts before one already folded for its op makes the fold
 impossible: result() raises ValueError and the trace is read again with keep_all, which keeps
-every call (24 bytes each) and sorts them once at the end.
+every call (24 bytes each) and sorts them once at the end. Calls that never filled a flush, and
+number no more than breakdown_kineto.SMALL, are folded at the end in plain Python, without numpy
+(intervals.small_unions, one op at a time as if each op were a device).
 """
 
 from __future__ import annotations
 
 from array import array
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
-import numpy as np
+from .intervals import SortedUnion, Unsorted, small_unions, us_ns, us_to_ns
 
-from .intervals import SortedUnion, Unsorted, us_to_ns
+if TYPE_CHECKING:
+    import numpy as np
 
 FLUSH_EVENTS = 1 << 17
+SMALL = 1 << 15  # as breakdown_kineto.SMALL
 
 
 class CpuUnions:
@@ -37,8 +42,9 @@ class CpuUnions:
         self.ts, self.dur, self.op = array("d"), array("d"), array("q")
         self.ops: dict[str, int] = {}  # the op's name (key applied) -> its index
         self.unions: dict[int, SortedUnion] = {}
-        self.held = np.empty((0, 3), dtype=np.int64)
+        self.held: np.ndarray | None = None  # the later half of the last flush (numpy's)
         self.in_order = True
+        self.flushed = False
 
     def index(self, name: object) -> int:
         """The index of the op a call of this name belongs to (one per name after `key`)."""
@@ -48,6 +54,9 @@ class CpuUnions:
         """Fold what came so far, holding back the later half (module docstring)."""
         if self.keep_all and not final:
             return
+        import numpy as np
+
+        self.flushed = True
         rows = np.empty((len(self.ts), 3), dtype=np.int64)
         rows[:, 0] = us_to_ns(np.frombuffer(self.ts, np.float64))
         dur = np.rint(np.frombuffer(self.dur, np.float64) * 1000).astype(np.int64)
@@ -56,18 +65,20 @@ class CpuUnions:
         del self.ts[:], self.dur[:], self.op[:]
         if not self.in_order:
             return
-        rows = np.concatenate([self.held, rows])
+        rows = rows if self.held is None else np.concatenate([self.held, rows])
         rows = rows[np.argsort(rows[:, 0], kind="stable")]
         cut = len(rows) if final else len(rows) // 2
         try:
             self._fold(rows[:cut])
         except Unsorted:
-            self.in_order, self.unions, self.held = False, {}, np.empty((0, 3), dtype=np.int64)
+            self.in_order, self.unions, self.held = False, {}, None
             return
         self.held = rows[cut:].copy()
 
     def _fold(self, rows: np.ndarray) -> None:
         """Fold rows sorted by start into each op's union (grouped by op, start order kept)."""
+        import numpy as np
+
         if not len(rows):
             return
         rows = rows[np.argsort(rows[:, 2], kind="stable")]
@@ -80,6 +91,11 @@ class CpuUnions:
     def result(self) -> dict[str, int]:
         """Each op's union in ns, by name; ValueError where the calls came out of time order
         beyond the flush window (read the trace again with keep_all)."""
+        if not self.flushed and len(self.ts) <= SMALL:
+            rows = [(start, start + round(d * 1000), op, 0)
+                    for start, d, op in zip(map(us_ns, self.ts), self.dur, self.op, strict=True)]  # fmt: skip
+            found = small_unions(rows)[0]
+            return {name: found[i][0] for name, i in self.ops.items() if i in found}
         self.flush(final=True)
         if not self.in_order:
             raise ValueError("CPU ops out of time order beyond the flush window")
