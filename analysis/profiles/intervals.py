@@ -19,6 +19,7 @@ is read without it (its import is a third of a small file's start-up; breakdown_
 from __future__ import annotations
 
 import math
+import sys
 from collections.abc import Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING
 
@@ -26,6 +27,8 @@ if TYPE_CHECKING:
     import numpy as np
 
 _FAR_PAST = -(1 << 62)  # below any start, and far from overflowing an int64
+# At most this many intervals are folded by small_unions rather than numpy (fold_small).
+SMALL = 1 << 13
 _SWEEP_CHUNK = 1 << 16  # values per searchsorted call: bounds the sweep's temporaries
 # Kineto's microseconds are scaled to ns in two parts, the whole multiples of this and the rest
 # (us_to_ns): epoch-based timestamps (1.7e15 us, torch 1.8-1.9) times 1000 are past 2**53, where
@@ -269,6 +272,12 @@ def union_ns(intervals: Iterable[tuple[int, int]]) -> int:
     for start, end in intervals:
         acc.add(start, end)
     return acc.length()
+
+
+def fold_small(count: int) -> bool:
+    """Whether `count` intervals are folded in plain Python (small_unions): where they are few
+    and numpy is not imported yet, since its import costs more than folding a few thousand."""
+    return count <= SMALL and "numpy" not in sys.modules
 
 
 def small_unions(rows: list[tuple[int, int, int, int]]) -> tuple[dict[int, tuple[int, ...]], int]:

@@ -37,6 +37,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, Protocol, TextIO
 
+from . import kineto_fast
 from .intervals import us_ns
 from .kineto_cpu import CpuUnions
 from .kineto_fold import KINDS, Folded, fold
@@ -160,6 +161,10 @@ class _JsonStream:
         self.buf, self.pos, self.consumed, self.eof = "", 0, 0, False
         self.decoder = json.JSONDecoder()
         self.batch_from = 0  # no batch before this buffer index (a cut there failed)
+        # Whether batches may be decoded by kineto_fast (from the second on: a small trace is
+        # read without importing it), given then as its Records; not where json's dicts are read.
+        self.fast = False
+        self.batches = 0
 
     def _fill(self) -> bool:
         if self.eof:
@@ -241,12 +246,20 @@ class _JsonStream:
             cut = buf.rfind("}", pos, cut)
         else:
             return None
+        text = "".join(("[", buf[pos : cut + 1], "]"))
         # The cyclic collector would walk the whole batch several times while it is built
         # (a fifth of the read time); decoded JSON holds no cycles, so it is paused meanwhile.
         collect = gc.isenabled()
         gc.disable()
         try:
-            objs = self.decoder.raw_decode("".join(("[", buf[pos : cut + 1], "]")))[0]
+            self.batches += 1
+            decode = kineto_fast.decoder() if self.fast and self.batches > 1 else None
+            if decode is not None:
+                events = decode(text)
+                if events is not None:  # else json decodes it: the same values, or its error
+                    self.pos = m.end()
+                    return kineto_fast.records(events)
+            objs = self.decoder.raw_decode(text)[0]
         except json.JSONDecodeError:
             self.batch_from = cut + 1
             return None
@@ -337,6 +350,7 @@ def _aggregate(
     out of time order (read again with keep_all)."""
     meta: dict[str, Any] = {}
     found = Folded()
+    stream.fast = events is None  # the steps' clipping reads json's dicts
     try:
         batches = _walk(stream, meta)
         fold(events(batches) if events else batches, cpu_ops, feed, found, cpu)
@@ -348,14 +362,14 @@ def _aggregate(
     if not meta.get("has_events"):
         raise ProfileError(path, "JSON without a traceEvents array (not a Chrome trace)")
     unknown = unknown_gpu(path, found.cats)
+    try:  # the CPU ops first: where they need numpy, the feed's unions use it too (fold_small)
+        op_time = cpu.result() if cpu is not None else {}
+    except ValueError:
+        return None
     if feed is not None:
         feed.spans(*found.fed)
         if not feed.finish():
             return None
-    try:
-        op_time = cpu.result() if cpu is not None else {}
-    except ValueError:
-        return None
     acc = {k: v for k, v in found.acc.items() if k[0] in KINDS}  # the metrics' keys only
     kind = device_kind(meta, acc, found.cats)
     lo, hi = found.lo, found.hi
