@@ -41,8 +41,17 @@ def us_to_ns(us: np.ndarray) -> np.ndarray:
     whole multiples of 2**20 us scale in integers, the rest (exact in a float) in floats."""
     import numpy as np
 
-    base = np.floor(us / _SPLIT_US) * _SPLIT_US
-    return base.astype(np.int64) * 1000 + np.rint((us - base) * 1000).astype(np.int64)
+    base = us / _SPLIT_US  # in place from here: a large flush's peak memory is its temporaries
+    np.floor(base, out=base)
+    base *= _SPLIT_US
+    rest = us - base
+    rest *= 1000
+    np.rint(rest, out=rest)
+    ns = base.astype(np.int64)
+    del base
+    ns *= 1000
+    ns += rest.astype(np.int64)
+    return ns
 
 
 def us_ns(us: float) -> int:

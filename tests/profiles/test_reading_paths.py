@@ -94,8 +94,10 @@ def test_msgspec_reads_made_traces_as_json_does(tmp_path: Path, monkeypatch) -> 
     weird = write_trace(tmp_path / "odd.json.gz", odd)
     fast, slow, decoded = _both(weird, monkeypatch)
     assert fast == slow and decoded > 3
-    # a bad batch (args not an object): json's error line, at its place, either way
-    bad = write_trace(tmp_path / "bad.json", [*events[:3000], {**events[0], "args": [1]}])
+    # a bad batch (a kernel's args not an object): json's error line, either way
+    bad = write_trace(
+        tmp_path / "bad.json", [*events[:3000], {**events[3], "args": [1]}]
+    )  # a kernel
     fast, slow, _ = _both(bad, monkeypatch)
     assert fast == slow and fast[0] == "error" and "malformed trace event" in fast[1]
     broken = tmp_path / "broken.json"
