@@ -1,5 +1,5 @@
 """The time breakdown's intervals of a Kineto trace, collected while torch_trace reads its events
-for the metrics (breakdown.read_torch): a torch_trace.Feed.
+for the metrics (breakdown.read_torch): a kineto_fold.Feed.
 
 Kineto does not write events in time order, but nearly: each device's GPU work and the host calls
 come mostly in order, a little shuffled between streams and threads. So the intervals are kept
@@ -40,13 +40,13 @@ _NOTHING = -(1 << 63)  # below any end (an int64's least)
 
 
 class KinetoIntervals:
-    """torch_trace.Feed: a trace's GPU intervals by device and its blocking host calls.
+    """kineto_fold.Feed: a trace's GPU intervals by device and its blocking host calls.
 
     is_blocking and is_comm tell, by name, a host call that waits for the GPU and an NCCL kernel.
     """
 
     cats = frozenset(KINETO_GPU) | KINETO_HOST
-    every: float  # torch_trace.Feed: flush after this many kept events
+    every: float  # kineto_fold.Feed: flush after this many kept events
 
     def __init__(
         self,
@@ -66,11 +66,11 @@ class KinetoIntervals:
         self.small: dict | None = None  # finish's small fold: (found, last end)
 
     def spans(self, lo: float, hi: float, hi_ts: float, hi_dur: float) -> None:
-        """torch_trace.Feed: the first ts and latest end of the CUDA events (the activity)."""
+        """kineto_fold.Feed: the first ts and latest end of the CUDA events (the activity)."""
         self.span = (lo, hi, hi_ts, hi_dur)
 
     def keep(self, cat: str, name: object) -> Callable[[object], tuple[array, array]] | None:
-        """torch_trace.Feed: where one (category, name)'s events go; None: nowhere."""
+        """kineto_fold.Feed: where one (category, name)'s events go; None: nowhere."""
         groups = self.groups
         if cat in KINETO_HOST:
             if not self.is_blocking(str(name or "")):
@@ -82,7 +82,7 @@ class KinetoIntervals:
         return lambda dev: groups.setdefault((int(dev), code), (array("d"), array("d")))
 
     def flush(self, final: bool = False) -> None:
-        """torch_trace.Feed: fold what came so far, holding back the later half (module doc)."""
+        """kineto_fold.Feed: fold what came so far, holding back the later half (module doc)."""
         if self.keep_all:
             return
         import numpy as np
@@ -112,7 +112,7 @@ class KinetoIntervals:
                 self.held[dev] = rows[cut:].copy()
 
     def finish(self) -> bool:
-        """torch_trace.Feed: the last fold; False where the events came out of time order beyond
+        """kineto_fold.Feed: the last fold; False where the events came out of time order beyond
         the flush window (read again with keep_all)."""
         count = sum(len(ts) for ts, _ in self.groups.values())
         if not self.flushed and intervals.fold_small(count):

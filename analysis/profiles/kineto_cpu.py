@@ -41,7 +41,7 @@ class CpuUnions:
     def __init__(self, key: Callable[[str], str], keep_all: bool = False) -> None:
         self.key, self.keep_all = key, keep_all
         self.every = float("inf") if keep_all else FLUSH_EVENTS
-        self.ts, self.dur, self.op = array("d"), array("d"), array("q")
+        self.ts, self.dur, self.op = array("d"), array("d"), array("i")  # op: an index
         self.ops: dict[str, int] = {}  # the op's name (key applied) -> its index
         self.unions: dict[int, SortedUnion] = {}
         self.held: tuple | None = None  # (starts, ends, ops) held back at the last flush
@@ -64,7 +64,7 @@ class CpuUnions:
         starts = us_to_ns(np.frombuffer(self.ts, np.float64))
         ends = np.rint(np.frombuffer(self.dur, np.float64) * 1000).astype(np.int64)
         ends += starts  # in integers: a float sum at 1.7e18 ns is off by 128
-        ops = np.array(self.op, dtype=np.int64)
+        ops = np.array(self.op, dtype=np.int32)
         del self.ts[:], self.dur[:], self.op[:]
         if not self.in_order:
             return

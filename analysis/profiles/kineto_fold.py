@@ -1,7 +1,9 @@
 """The per-event loop of the Kineto reader (torch_trace._aggregate): complete ("X") events counted
-by (kind, name), their span, and the CUDA ones handed to a torch_trace.Feed.
+by (kind, name), their span, and the CUDA ones handed to a Feed (the time breakdown's).
 
-Events come as the lists torch_trace's stream decodes in one call. Each category is looked up
+Events come as the lists torch_trace's stream decodes in one call: json's dicts, or the records
+of msgspec's structs (kineto_fast), read through one (ts, dur, cat, name, source) loop, the
+source asked for its args only where they are read. Each category is looked up
 once per event (its kind, whether the feed takes it, whether it is a host call), each name once
 in its category's table, and a fed name's arrays are appended to through bound methods kept per
 device. The cyclic collector is paused for the loop: decoded JSON holds no cycles, and it would
@@ -11,8 +13,9 @@ otherwise walk every batch of events once more after it is decoded.
 from __future__ import annotations
 
 import gc
-from collections.abc import Iterable
-from typing import Any
+from array import array
+from collections.abc import Callable, Iterable
+from typing import Any, Protocol
 
 from . import kineto_fast
 from .kineto_fast import Records, as_dict
@@ -44,6 +47,32 @@ OTHER_CATS = frozenset(
      "ac2g", "async", "fwdbwd", "Python", "glow_runtime"}
 )  # fmt: skip
 _NEW = object()  # a category not seen yet
+
+
+class Feed(Protocol):
+    """What fold (read_torch_trace) hands the CUDA events to as it reads them (the time breakdown).
+
+    For each (category, name) of `cats` first seen, keep(cat, name) says where its events go:
+    None for nowhere, else a function giving, for a device (None for host calls), the two
+    arrays that get each event's ts and dur (events with dur < 0 are left out); flush() after
+    every `every` events kept (the arrays stay the same objects). spans(...) gets, at the end,
+    (first ts, latest ts + dur, that event's ts and dur) over all of `cats`.
+    """
+
+    cats: frozenset[str]
+
+    def keep(self, cat: str, name: object) -> Callable[[object], tuple[array, array]] | None: ...
+
+    def spans(self, lo: float, hi: float, hi_ts: float, hi_dur: float) -> None: ...
+
+    every: float  # flush() is called after every this many events kept
+
+    def flush(self) -> None: ...
+
+    def finish(self) -> bool:
+        """Called once the trace is read: False where its events came out of time order beyond
+        what the feed folds (the trace is then read again, with a feed made for keep_all)."""
+        ...
 
 
 class Folded:

@@ -1,8 +1,9 @@
 """Read a torch.profiler / kineto Chrome trace (*.pt.trace.json[.gz]) into aggregated metric rows.
 
-The trace is parsed incrementally: the file is read in chunks and each element of the
-"traceEvents" array is decoded on its own with json.JSONDecoder.raw_decode, so memory holds one
-chunk plus one row per distinct event name, whatever the file size (multi-GB traces are common).
+The trace is parsed incrementally: the file is read in chunks and the elements of the
+"traceEvents" array are decoded a batch at a time (json; the optional msgspec from the second
+batch on, kineto_fast), so memory holds one chunk plus one row per distinct event name, whatever
+the file size (multi-GB traces are common).
 
 Event categories used (kineto names; times are microseconds):
     cuda_runtime / cuda_driver   host API calls: cudaLaunchKernel, cudaStreamSynchronize, ...
@@ -32,15 +33,14 @@ import json
 import os
 import re
 import zlib
-from array import array
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, Protocol, TextIO
+from typing import Any, TextIO
 
 from . import kineto_fast
 from .intervals import us_ns
 from .kineto_cpu import CpuUnions
-from .kineto_fold import KINDS, Folded, fold
+from .kineto_fold import KINDS, Feed, Folded, fold
 from .kineto_gzip import GzipText
 from .kineto_kinds import HIP, device_kind, hip_metric, unknown_gpu
 from .metrics import (
@@ -69,32 +69,6 @@ KINETO_COVERED = ("1",)
 
 # The wall time of a trace: from its first complete event's start to its last one's end.
 SPAN_TRACE = "trace span"
-
-
-class Feed(Protocol):
-    """What read_torch_trace hands the CUDA events to as it reads them (the time breakdown).
-
-    For each (category, name) of `cats` first seen, keep(cat, name) says where its events go:
-    None for nowhere, else a function giving, for a device (None for host calls), the two
-    arrays that get each event's ts and dur (events with dur < 0 are left out); flush() after
-    every `every` events kept (the arrays stay the same objects). spans(...) gets, at the end,
-    (first ts, latest ts + dur, that event's ts and dur) over all of `cats`.
-    """
-
-    cats: frozenset[str]
-
-    def keep(self, cat: str, name: object) -> Callable[[object], tuple[array, array]] | None: ...
-
-    def spans(self, lo: float, hi: float, hi_ts: float, hi_dur: float) -> None: ...
-
-    every: float  # flush() is called after every this many events kept
-
-    def flush(self) -> None: ...
-
-    def finish(self) -> bool:
-        """Called once the trace is read: False where its events came out of time order beyond
-        what the feed folds (the trace is then read again, with a feed made for keep_all)."""
-        ...
 
 
 def read_torch_trace(
