@@ -23,7 +23,7 @@ import threading
 import zlib
 
 RAW_BYTES = 1 << 17  # compressed bytes read at a time (gzip's own read size)
-PIECE = 1 << 20  # inflated bytes handed over at a time
+PIECE = 1 << 18  # inflated bytes handed over at a time (as torch_trace._CHUNK_CHARS)
 AHEAD = 2  # pieces inflated ahead of the reader at most
 _GZIP_WBITS = 16 + zlib.MAX_WBITS  # a gzip header and trailer around the deflate stream
 _CUT = "Compressed file ended before the end-of-stream marker was reached"
