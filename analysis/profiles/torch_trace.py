@@ -55,7 +55,9 @@ from .metrics import (
 )
 
 GZIP_MAGIC = b"\x1f\x8b"
-_CHUNK_CHARS = 1 << 18  # per read: 1 << 20 was no faster, and a long trace's heap grew (flat memory)
+_CHUNK_CHARS = (
+    1 << 18
+)  # per read: 1 << 20 was no faster, and a long trace's heap grew (flat memory)
 _MAX_PENDING = 16 << 20  # one JSON element larger than this is treated as corrupt input
 _BATCH_CHARS = 1 << 16  # text decoded by one C call (a Python step per element: +25%)
 _WS = re.compile(r"[ \t\n\r]*")
