@@ -25,9 +25,9 @@ copy of its batch).
 Two forms of the same table. The reading path (the CLI, `cli diff`, the sweep's collect step)
 works on plain rows (rows.py), so that reading a profile imports no pandas: its import alone
 costs more memory and start-up time than reading a small profile (the README's installable
-reader). The artifact's tables read the CSV the sweep wrote into pandas frames here
-(`read_metrics_csv`, `concat_frames`, `by_metric`, `add_launch_all`); pandas is imported inside
-them only.
+reader). The artifact's tables turn those rows into pandas frames here (`metrics_frame`,
+`by_metric`, `add_launch_all`; `read_metrics_csv` reads a CSV straight into one); pandas is
+imported inside them only.
 """
 
 from __future__ import annotations
@@ -323,17 +323,11 @@ def atomic_write(path: str | os.PathLike[str], write: Callable[[TextIO], None]) 
 # --- the same table as pandas frames, for the artifact's tables -----------------------------
 
 
-def concat_frames(frames: Iterable[pd.DataFrame]) -> pd.DataFrame:
-    """Stack per-rank frames into one table with stable dtypes (also when there are none)."""
+def metrics_frame(rows: Iterable[TidyRow]) -> pd.DataFrame:
+    """Tidy rows (rows.read_metrics_rows') as one frame with the table's dtypes."""
     import pandas as pd
 
-    frames = [f for f in frames if len(f)]
-    if not frames:
-        return _typed(pd.DataFrame(columns=COLUMNS))
-    out = pd.concat(frames, ignore_index=True)
-    keys = ["run", "rank", "source", "total_s", "metric", "raw_name"]
-    out = out.sort_values(keys, ascending=[1, 1, 1, 0, 1, 1], kind="mergesort")
-    return _typed(out)
+    return _typed(pd.DataFrame.from_records(list(rows), columns=COLUMNS + WALL_COLUMNS))
 
 
 def by_metric(df: pd.DataFrame) -> pd.DataFrame:
