@@ -145,11 +145,12 @@ def test_the_time_limit_signal_stops_make_and_requeues_the_job(fake_slurm):
     env, calls = fake_slurm
     proc = subprocess.Popen(["bash", str(SBATCH), "runs"], env={**env, "FAKE_MAKE_SLEEP": "60"},
                             stdout=subprocess.PIPE, text=True)  # fmt: skip
-    deadline = time.time() + 20
+    deadline = time.time() + 120  # a state wait: make has started (the deadline only bounds it)
     while time.time() < deadline and "make runs" not in (
         calls.read_text() if calls.exists() else ""
     ):
         time.sleep(0.1)
+    assert "make runs" in calls.read_text()
     t0 = time.time()
     proc.send_signal(signal.SIGUSR1)
     out, _ = proc.communicate(timeout=20)
