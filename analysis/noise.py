@@ -250,7 +250,7 @@ class Floor:
                               f"runs of identical {workload} work)"), points  # fmt: skip
         assert best is not None
         value = MARGIN_FACTOR * (float(best[key]) if points else float(best[key]) / 100.0)
-        return value, f"{MARGIN_FACTOR:g} x the {describe_set(best)}", points
+        return value, f"{describe_set(best)}, taken {MARGIN_FACTOR:g} times", points
 
     def rows(self) -> list[dict[str, Any]]:
         return [] if self.sets is None else self.sets.to_dict("records")

@@ -66,7 +66,7 @@ def test_every_set_of_identical_work_is_a_measure_of_spread(tmp_path, monkeypatc
     # twice the largest spread of the quantity at the claim's rank counts, named with its set
     m, text, points = floor.margin("vision", {"total_time_s"}, {2})
     assert m == pytest.approx(2 * 1.5 / 5.75) and not points and "pin_memory pair" in text
-    assert text.startswith("2 x the run-to-run spread 26.1 %")
+    assert text.startswith("run-to-run spread 26.1 %") and text.endswith(", taken 2 times")
     # a speed-up set against a constant divides by the 1-GPU time: its spread counts too
     assert floor.margin("vision", {"speedup_vs_1gpu"}, {2}, True)[0] == pytest.approx(3 / 5.75)
     assert floor.margin("vision", {"speedup_vs_1gpu"}, {4}, True)[0] == math.inf
