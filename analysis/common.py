@@ -16,12 +16,13 @@ import pandas as pd
 from analysis import repeats
 from analysis.claims import spec as cs
 from run import store
+from run.errors import UserError
 from run.sweep import matrix as mx
 
 REFERENCE_DIR = store.REFERENCE_DIR
 
 
-class AnalysisError(RuntimeError):
+class AnalysisError(UserError):
     """Something an artifact needs is missing; the message says what to run."""
 
 

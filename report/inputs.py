@@ -8,10 +8,11 @@ import sys
 from pathlib import Path
 
 from run import store
+from run.errors import UserError
 from run.sweep import matrix as mx
 
 
-class ReportError(Exception):
+class ReportError(UserError):
     """What stops the report before anything is written: one line for the user."""
 
 

@@ -48,6 +48,7 @@ DOORS = {
 READ_FROM_RUN = {
     "run.store",
     "run.errors",
+    "run.program",
     "run.settings",
     "run.yamlfile",
     "run.node.profiling",

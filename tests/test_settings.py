@@ -3,7 +3,6 @@ bad value is one line naming the variable and what it accepts, exit status 2, no
 
 from __future__ import annotations
 
-import ast
 import math
 import os
 import subprocess
@@ -170,94 +169,6 @@ def test_the_readme_table_is_the_declared_one():
     table = text.split(begin, 1)[1].split(end, 1)[0]
     assert table == settings.markdown_table(), "paste `python -m run.settings --markdown` there"
     assert table.count("\n| `") == len(SETTINGS)
-
-
-# ---------------------------------------------------------------- every program checks first
-def module_file(module: str) -> Path | None:
-    base = REPO / Path(*module.split("."))
-    for path in (base.with_suffix(".py"), base / "__init__.py"):
-        if path.is_file():
-            return path
-    return None
-
-
-def is_main_guard(test: ast.expr) -> bool:
-    return (
-        isinstance(test, ast.Compare)
-        and isinstance(test.left, ast.Name)
-        and test.left.id == "__name__"
-        and any(isinstance(c, ast.Constant) and c.value == "__main__" for c in test.comparators)
-    )
-
-
-def entry_points() -> set[tuple[Path, str]]:
-    """(file, function) of every function a program of run/, analysis/ and report/ starts in: the
-    `main` a __main__.py imports, or what a module's `if __name__ == "__main__":` calls (a local
-    function, or a function of a module it imported). The old names' doors (runpy) forward."""
-    found: set[tuple[Path, str]] = set()
-    for path in sorted(
-        p for pkg in ("run", "analysis", "report") for p in (REPO / pkg).rglob("*.py")
-    ):
-        tree = ast.parse(path.read_text())
-        aliases: dict[str, Path] = {}
-        for node in ast.walk(tree):
-            if isinstance(node, ast.ImportFrom) and node.module and not node.level:
-                for a in node.names:
-                    target = module_file(f"{node.module}.{a.name}") or module_file(node.module)
-                    if target is not None:
-                        aliases[a.asname or a.name] = target
-        if path.name == "__main__.py":
-            found |= {(aliases["main"], "main")} if "main" in aliases else set()
-            continue
-        for guard in (n for n in tree.body if isinstance(n, ast.If) and is_main_guard(n.test)):
-            for call in (c for c in ast.walk(guard) if isinstance(c, ast.Call)):
-                f = call.func
-                if isinstance(f, ast.Name) and f.id == "main":
-                    found.add((path, "main"))
-                elif isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name):
-                    if f.value.id in aliases and aliases[f.value.id].suffix == ".py":
-                        found.add((aliases[f.value.id], f.attr))
-    return found
-
-
-def calls_check_all(path: Path, function: str) -> bool:
-    """Whether the function calls run.settings.check_all (or check_all_or_say, which calls it),
-    under whatever name the file imported it (report/build.py has a settings module of its own)."""
-    tree = ast.parse(path.read_text())
-    modules, functions = set(), {"check_all"} if path == REPO / "run" / "settings.py" else set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.ImportFrom) and node.module == "run":
-            modules |= {a.asname or a.name for a in node.names if a.name == "settings"}
-        elif isinstance(node, ast.ImportFrom) and node.module == "run.settings":
-            functions |= {a.asname or a.name for a in node.names
-                          if a.name in ("check_all", "check_all_or_say")}  # fmt: skip
-        elif isinstance(node, ast.Import):
-            modules |= {a.asname for a in node.names if a.name == "run.settings" and a.asname}
-
-    def is_check_all(f: ast.expr) -> bool:
-        if isinstance(f, ast.Name):
-            return f.id in functions
-        return (
-            isinstance(f, ast.Attribute)
-            and f.attr in ("check_all", "check_all_or_say")
-            and isinstance(f.value, ast.Name)
-            and f.value.id in modules
-        )
-
-    for node in ast.walk(tree):
-        if isinstance(node, ast.FunctionDef) and node.name == function:
-            return any(isinstance(c, ast.Call) and is_check_all(c.func) for c in ast.walk(node))
-    raise AssertionError(f"{path}: no function {function}")
-
-
-def test_every_program_checks_the_settings_first():
-    found = entry_points()
-    names = {f"{p.relative_to(REPO)}:{f}" for p, f in found}
-    assert "report/figures/common.py:main_for" in names  # every figure's program
-    assert "run/vision/train.py:main" in names and "run/llm/tune.py:main" in names  # the ranks
-    missing = sorted(f"{p.relative_to(REPO)}:{f}" for p, f in found if not calls_check_all(p, f))
-    assert missing == []
-    assert len(found) == 25, sorted(names)
 
 
 def test_a_plan_with_a_bad_setting_is_one_line_and_creates_nothing(tmp_path):

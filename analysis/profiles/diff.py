@@ -30,6 +30,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from run.errors import UserError
 from run.node import profiling
 
 from . import detect_source, load_steps, load_with_breakdown, steps
@@ -77,7 +78,7 @@ examples:
 """
 
 
-class UnrelatedError(Exception):
+class UnrelatedError(UserError):
     """Two sides that should not be compared; the message is one line naming both."""
 
 
@@ -245,33 +246,17 @@ def both_figures(
     return agg_a, agg_b, missing
 
 
-def main(argv: Sequence[str] | None = None, prog: str | None = None) -> int:
-    """Entry point of `cli diff`; returns the exit status."""
+def diff_command(argv: Sequence[str], prog: str | None = None) -> int:
+    """`cli diff`; returns the exit status. ProfileError (exit 1), StepError and UnrelatedError
+    (2) end it through the program's wrapper (run/program.py)."""
     parser = build_parser(prog) if prog else build_parser()
     args = parser.parse_args(argv)
     if args.metric and args.fail_if is None:
         parser.error("--metric only chooses what --fail-if checks; give --fail-if too")
     choice = steps.choice_of(args, parser)
-    try:
-        from run import settings
-    except ImportError:  # the reader installed on its own reads none of the artifact's settings
-        settings = None
-    if settings is not None and not settings.check_all_or_say():
-        return 2
-    try:
-        side_a = read_side(args.a, not args.no_cpu_ops, choice=choice)
-        side_b = read_side(args.b, not args.no_cpu_ops, choice=choice)
-    except ProfileError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
-    except StepError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    try:
-        agg_a, agg_b, missing = both_figures(side_a, side_b, (args.a, args.b), args.allow_mixed)
-    except UnrelatedError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+    side_a = read_side(args.a, not args.no_cpu_ops, choice=choice)
+    side_b = read_side(args.b, not args.no_cpu_ops, choice=choice)
+    agg_a, agg_b, missing = both_figures(side_a, side_b, (args.a, args.b), args.allow_mixed)
     slower: list[str] = []
     if args.fail_if is not None:
         chosen = [m for m in args.metric or () if m.startswith(split.PREFIX)]

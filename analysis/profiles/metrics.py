@@ -40,6 +40,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple, TextIO
 
+from run.errors import UserError
+
 if TYPE_CHECKING:
     import pandas as pd
 
@@ -133,8 +135,10 @@ _BROADCAST = re.compile(r"^nccl(?:Dev)?Kernel_Broadcast(?:$|_)")
 _NCCL = re.compile(r"^nccl(?:Dev)?Kernel_")
 
 
-class ProfileError(Exception):
+class ProfileError(UserError):
     """A profile file that cannot be read; the message is one line naming file and problem."""
+
+    status = 1  # the reader's exit status for a file it cannot read (README, "Profiling")
 
     def __init__(self, path: str | os.PathLike[str], problem: str) -> None:
         self.path = str(path)

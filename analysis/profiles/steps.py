@@ -32,6 +32,8 @@ from contextlib import closing
 from pathlib import Path
 from typing import Any
 
+from run.errors import UserError
+
 from .breakdown import Breakdown, for_wall, read_nsys, read_torch
 from .intervals import us_ns
 from .kineto_fold import GPU_WORK_CATS
@@ -45,7 +47,7 @@ NVTX_TABLE = "NVTX_EVENTS"
 _NS_PER_S = 1e9
 
 
-class StepError(ValueError):
+class StepError(UserError):
     """Steps asked for that a file does not hold; the message is one line naming the file."""
 
 

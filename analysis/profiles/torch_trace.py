@@ -340,8 +340,8 @@ def _aggregate(
     try:
         batches = _walk(stream, meta)
         fold(events(batches) if events else batches, cpu_ops, feed, found, cpu)
-    except UnicodeDecodeError:
-        raise  # a ValueError too, but read_torch_trace names it: binary, not a malformed event
+    except (UnicodeDecodeError, ProfileError):
+        raise  # ValueErrors too, but named already (read_torch_trace names a binary file)
     except (TypeError, ValueError, AttributeError) as exc:
         # e.g. "ts": "abc" or "args": [] -- a JSON file, but not a Chrome trace we can trust
         raise stream._fail(f"malformed trace event ({exc})") from None

@@ -18,8 +18,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from run import settings, store
-from run.errors import exit_status  # noqa: E402
+from run import store  # noqa: E402
+from run.program import program  # noqa: E402
 
 OUT_DIR = Path(__file__).resolve().parents[1] / "out"
 # tab10 without its grey: nine colours a reader tells apart, grey left for OTHER
@@ -240,16 +240,14 @@ def subtitle(meta: dict) -> str:
 
 
 def main_for(draw: Callable[[pd.DataFrame, dict], plt.Figure], target: str) -> None:
-    ap = argparse.ArgumentParser(description=f"Draw {target} from its CSV.")
-    ap.add_argument("--profile", required=True)
-    args = ap.parse_args()
-    try:
-        settings.check_all()
-    except settings.SettingError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        sys.exit(2)
-    try:
-        df, meta = load(target, args.profile)
-        print(f"wrote {save(draw(df, meta), target, args.profile)}")
-    except (KeyboardInterrupt, OSError) as exc:  # a missing table, a full disk, Ctrl-C
-        sys.exit(exit_status(exc))
+    """A figure module's program: `python -m report.figures.<module> --profile P`."""
+
+    @program()
+    def main(argv: list[str]) -> int:
+        ap = argparse.ArgumentParser(description=f"Draw {target} from its CSV.")
+        ap.add_argument("--profile", required=True)
+        profile = ap.parse_args(argv).profile
+        print(f"wrote {save(draw(*load(target, profile)), target, profile)}")
+        return 0
+
+    sys.exit(main())

@@ -38,11 +38,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from run import settings
 from run.errors import UserError
 from run.llm.assets import AssetError, data_root, real_checkpointer, real_tokenizer
 from run.llm.catalog import DATASETS
 from run.llm.data.readers import check_row, iter_jsonl, write_jsonl
+from run.program import program
 
 MODEL_REPO = "meta-llama/Meta-Llama-3-8B-Instruct"
 MODEL_IGNORE = "original/consolidated.00.pth"
@@ -361,7 +361,8 @@ def fetch(only: list[str]) -> list[Got]:
     return got
 
 
-def main(argv: list[str] | None = None) -> int:
+@program()
+def main(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(
         prog="python -m run.assets",
         description=__doc__,
@@ -369,12 +370,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--only", action="append", choices=ASSETS, help="fetch only these (repeatable)")
     args = ap.parse_args(argv)
-    try:
-        settings.check_all()
-        got = fetch(args.only or list(ASSETS))
-    except UserError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+    got = fetch(args.only or list(ASSETS))
     total = 0
     for g in got:
         size = g.size()

@@ -39,8 +39,7 @@ from typing import Any
 
 import yaml
 
-from run import settings, store
-from run.errors import UserError
+from run import store
 from run.llm import compat
 from run.llm import spec as llm_spec
 from run.llm.config import PAGED_ADAMW8BIT, SpecError, prepare
@@ -48,6 +47,7 @@ from run.llm.metrics import host_peak_rss_bytes
 from run.llm.recipes import extended, recipe_name
 from run.node import lifeline
 from run.node import threads as cpu_threads
+from run.program import program
 from run.store import TORCHTUNE_CONFIG
 
 OOM_MARKERS = ("CUDA out of memory", "CUBLAS_STATUS_ALLOC_FAILED", "out of memory")
@@ -293,7 +293,8 @@ def _run(
     return 3 if status == "oom" else 0
 
 
-def main(argv: list[str] | None = None) -> int:
+@program()
+def main(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--run-dir", required=True, type=Path, help="run folder holding spec.json")
     ap.add_argument("--spec", type=Path, help="spec file (default: RUN_DIR/spec.json)")
@@ -305,24 +306,19 @@ def main(argv: list[str] | None = None) -> int:
     world = int(os.environ.get("WORLD_SIZE", "1"))
     run_dir: Path = args.run_dir.resolve()
     spec_path = args.spec or run_dir / store.SPEC
+    # a setting, SpecError, AssetError, CudaUnusable: one line from rank 0, exit 2 (program)
+    if not spec_path.is_file():
+        raise SpecError(f"no spec file at {spec_path}")
     try:
-        settings.check_all()
-        if not spec_path.is_file():
-            raise SpecError(f"no spec file at {spec_path}")
-        try:
-            spec = json.loads(spec_path.read_text())
-        except json.JSONDecodeError as exc:
-            raise SpecError(f"spec file {spec_path} is not valid JSON: {exc.msg}") from exc
-        import torch
+        spec = json.loads(spec_path.read_text())
+    except json.JSONDecodeError as exc:
+        raise SpecError(f"spec file {spec_path} is not valid JSON: {exc.msg}") from exc
+    import torch
 
-        cuda = torch.cuda.is_available()
-        cfg, facts = prepare(spec, run_dir, cuda)
-        spec = llm_spec.canonical(spec)
-        device_check(spec, world, cuda)
-    except UserError as exc:  # a setting, SpecError, AssetError, CudaUnusable: one line, exit 2
-        if rank == 0:
-            print(f"error: {exc}", file=sys.stderr, flush=True)
-        return 2
+    cuda = torch.cuda.is_available()
+    cfg, facts = prepare(spec, run_dir, cuda)
+    spec = llm_spec.canonical(spec)
+    device_check(spec, world, cuda)
     if rank == 0:
         store.write_text_atomic(run_dir / TORCHTUNE_CONFIG, yaml.safe_dump(cfg, sort_keys=False))
         launched = shlex.join(getattr(sys, "orig_argv", sys.argv))

@@ -22,9 +22,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from run import settings
 from run.errors import UserError
 from run.node.numa import gpu_node
+from run.program import program
 
 # Which torch 2.13 build a driver runs, by the driver's major version (Linux x86-64). NVIDIA's
 # CUDA Toolkit release notes ("CUDA Toolkit and Corresponding Driver Versions") and its CUDA
@@ -337,22 +337,15 @@ def describe(info: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def main(argv: list[str] | None = None) -> int:
+@program()
+def main(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(description="Print what hardware the experiments can use.")
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--check-cuda", action="store_true", help="exit 2 if torch cannot use the GPUs")
     args = ap.parse_args(argv)
-    try:
-        settings.check_all()
-    except UserError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
     info = probe()
     if args.check_cuda:
-        problem = cuda_problem(info)
-        if problem:
-            print(f"error: {problem}", file=sys.stderr)
-            return 2
+        check_cuda(info)
         return 0
     print(json.dumps(info, indent=2) if args.json else describe(info))
     problem = cuda_problem(info) if not args.json else None

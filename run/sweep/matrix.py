@@ -31,6 +31,7 @@ from typing import Any
 
 from run import settings, yamlfile
 from run.errors import UserError
+from run.program import program
 from run.sweep import schema
 from run.sweep.schema import FROM_PROFILE
 from run.sweep.workloads import WORKLOADS
@@ -362,28 +363,24 @@ def check_all(matrix: dict[str, Any] | None = None) -> tuple[int, int]:
     return entries, specs_checked
 
 
-def main(argv: list[str] | None = None) -> int:
+@program()
+def main(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--profile", default="smoke")
     ap.add_argument("--exp", action="append", help="experiment id (repeatable); default all")
     ap.add_argument("--check", action="store_true")
     args = ap.parse_args(argv)
-    try:
-        settings.check_all()
-        if args.check:
-            entries, n = check_all()
-            print(f"matrix OK: {entries} experiment entries, {n} run specs checked")
-            return 0
-        matrix = load_matrix()
-        for exp_id in args.exp or list(matrix["experiments"]):
-            exp = expand(exp_id, args.profile, matrix)
-            times = f" ({exp.repeats} repeats per cell)" if exp.repeats > 1 else ""
-            print(f"{exp.id} [{exp.target}] {exp.title}: {len(exp.specs)} runs{times}")
-            for name in exp.run_names:
-                print(f"  {name}")
-    except UserError as exc:  # MatrixError, or a setting (settings.SettingError)
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+    if args.check:
+        entries, n = check_all()
+        print(f"matrix OK: {entries} experiment entries, {n} run specs checked")
+        return 0
+    matrix = load_matrix()
+    for exp_id in args.exp or list(matrix["experiments"]):
+        exp = expand(exp_id, args.profile, matrix)
+        times = f" ({exp.repeats} repeats per cell)" if exp.repeats > 1 else ""
+        print(f"{exp.id} [{exp.target}] {exp.title}: {len(exp.specs)} runs{times}")
+        for name in exp.run_names:
+            print(f"  {name}")
     return 0
 
 

@@ -39,8 +39,8 @@ from analysis.profiles.rows import metric_totals, read_metrics_rows, with_launch
 RT = [("cudaLaunchKernel_v7000", 0, 1_000), ("cudaStreamSynchronize_v3020", 1_000, 9_000)]
 KERNELS = [("gemm", 500, 4_000), ("ncclDevKernel_AllReduce_Sum_f32_RING_LL", 3_000, 6_000)]
 # What the wheel holds besides analysis/profiles/*.py: the run-folder constants and their imports.
-RUN_MODULES = {"run/__init__.py", "run/errors.py", "run/store.py", "run/node/__init__.py",
-               "run/node/profiling.py"}  # fmt: skip
+RUN_MODULES = {"run/__init__.py", "run/errors.py", "run/program.py", "run/store.py",
+               "run/node/__init__.py", "run/node/profiling.py"}  # fmt: skip
 
 
 def _files(tmp_path: Path) -> dict[str, Path]:
