@@ -49,7 +49,6 @@ from run.sweep import matrix as mx
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 ASSUMPTIONS = ROOT / "experiments" / "assumptions.yaml"
-VERDICT_ORDER = (cl.HOLDS, cl.FAILS, cl.INCONCLUSIVE, cl.UNMEASURED)
 TEX_ESCAPES = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#",
                "_": r"\_", "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}",
                "^": r"\textasciicircum{}"}  # fmt: skip
@@ -269,7 +268,7 @@ def context(profile: str, roots: list[Path], out_dir: Path) -> dict[str, Any]:
         "machines": machines,
         "labels": labels,
         "tally": tally(paper_rows, labels),
-        "verdicts": VERDICT_ORDER,
+        "verdicts": cl.VERDICTS,
         "n_claims": len(paper_rows),
         "claims": paper_rows,
         "our_tally": tally(our_rows, labels),
@@ -304,7 +303,7 @@ def tally(rows: list[dict[str, Any]], labels: list[str]) -> list[dict[str, Any]]
                 continue
             out.append({"machine": f"{label} ({cl.STAND_IN})" if stand_in else label,
                         "counts": {v: sum(1 for r in mine if r["per"][i]["verdict"] == v)
-                                   for v in VERDICT_ORDER}})  # fmt: skip
+                                   for v in cl.VERDICTS}})  # fmt: skip
     return out
 
 

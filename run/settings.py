@@ -50,6 +50,8 @@ class Setting(NamedTuple):
 
 
 SECONDS = "a number > 0 (seconds)"
+# The profilers a run can name (its spec's `profiler`, run/*/spec.py), and PROFILER's choices.
+PROFILERS = ("none", "auto", "torch", "nsys")
 FOLDER = "a folder (made when missing)"
 SETTINGS: tuple[Setting, ...] = (
     # what runs
@@ -61,7 +63,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("PROFILER", "choice", None, "one of auto, torch, nsys, none",
             "Overrides the profiler of every run: auto = nsys when on the PATH, else "
             "torch.profiler; part of each run's name.",
-            choices=("auto", "torch", "nsys", "none"), shown="each experiment's own"),
+            choices=(*PROFILERS[1:], *PROFILERS[:1]), shown="each experiment's own"),
     Setting("REPEATS", "whole", 1, "a whole number >= 1",
             "Each run spec runs n times with seeds seed, seed+1, ...; tables show medians "
             "and min-max.", low=1),

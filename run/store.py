@@ -54,6 +54,11 @@ STAGING = ".staging"
 
 # Run outcomes. "unsupported" marks cells the paper itself could not run (e.g. QLoRA distributed).
 STATUSES = ("ok", "failed", "oom", "unsupported")
+# summary.json's memory_kind: where a run's peak memory was read. Only the first two are VRAM.
+GPU_ACTIVE = "gpu_active"  # torch.cuda's active bytes (the LLM recipes' memory stats)
+GPU_MAX_ALLOCATED = "gpu_max_allocated"  # torch.cuda.max_memory_allocated (the vision loop)
+HOST_PEAK_RSS = "host_peak_rss"  # rank 0's peak resident set size: a CPU run's host memory
+GPU_MEMORY = frozenset({GPU_ACTIVE, GPU_MAX_ALLOCATED})
 
 
 def profile_dir(profile: str, root: Path | None = None) -> Path:

@@ -39,6 +39,10 @@ READ_FROM_RUN = {
     "run.yamlfile",
     "run.node.profiling",
     "run.sweep.matrix",
+    # the vocabulary: templates, methods, data sets, strategies, loaders and their labels
+    "run.llm.catalog",
+    "run.llm.spec",
+    "run.vision.spec",
 }
 
 

@@ -316,11 +316,11 @@ def l5_sandbox(sandbox):
 def fake_l5(tokens: dict[str, int], rows: int, tokenizer: str) -> None:
     """LoRA and DPO runs of the three templates on 1 GPU, with the counts a recipe would write."""
     listed = []
-    for d in c.LLM_TEMPLATES:
+    for d in llm_spec.TEMPLATE_DATASETS:
         for m in ("lora", "dpo"):
             spec = {**llm_spec.DEFAULTS, "dataset": d, "method": m, "template_rows": rows}
             name = llm_spec.run_name(spec)
-            n = tokens[c.LLM_TEMPLATE_LABELS[d]] * (2 if m == "dpo" else 1)
+            n = tokens[catalog.TEMPLATE_LABELS[d]] * (2 if m == "dpo" else 1)
             summary = {
                 "status": "ok",
                 "device": "cpu",

@@ -18,6 +18,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
+from analysis.common import gpus_label  # noqa: E402, F401 (the figures read it here)
 from run import store  # noqa: E402
 from run.program import program  # noqa: E402
 
@@ -82,10 +83,6 @@ def fold(series: Sequence[str], limit: int = MAX_SERIES) -> tuple[list[str], lis
     if len(series) <= limit:
         return series, []
     return [*series[: limit - 1], OTHER], series[limit - 1 :]
-
-
-def gpus_label(g: object) -> str:
-    return f"{int(g)} GPU{'s' if int(g) > 1 else ''}"
 
 
 def bars(

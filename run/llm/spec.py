@@ -47,12 +47,15 @@ import math
 import os
 from typing import Any
 
+from run import settings
+from run.llm import catalog
 from run.llm.catalog import SYNTHETIC_ROWS
-from run.node import profiling, toolchain
+from run.node import toolchain
 
 METHODS = ("lora", "qlora", "dpo", "qat")
-DATASETS = ("alpaca", "grammar", "samsum", "slimorca", "instruct", "summary", "error-correction")
-TEMPLATE_DATASETS = ("instruct", "summary", "error-correction")
+METHOD_LABELS = {"lora": "LoRA", "qlora": "QLoRA", "dpo": "DPO", "qat": "QAT"}  # as the papers say
+DATASETS = (*catalog.DATASETS, *catalog.TEMPLATES)
+TEMPLATE_DATASETS = tuple(catalog.TEMPLATES)  # in the papers' order
 MODELS = ("tiny", "llama3_8b")
 WEIGHTS = ("auto", "tiny", "real", "random")
 TOKENIZERS = ("auto", "bytes", "llama3")
@@ -116,7 +119,7 @@ CHOICES: dict[str, tuple[Any, ...]] = {
     "dtype": ("fp32", "bf16"),
     "activation_checkpointing": (False, True),
     "shuffle": (False, True),
-    "profiler": profiling.PROFILERS,
+    "profiler": settings.PROFILERS,
     "tokenizer": TOKENIZERS,
     "recipe": RECIPES,
     "data_source": DATA_SOURCES,

@@ -208,13 +208,13 @@ def memory_facts(numbers: dict[str, Any], cuda: bool) -> dict[str, Any]:
         # L8 reads the last step's peak, as the paper read its logs; the maximum over steps
         # (often the first step) is kept beside it
         return {
-            "memory_kind": "gpu_active",
+            "memory_kind": store.GPU_ACTIVE,
             "peak_memory_bytes": numbers.get("peak_memory_active_last_bytes"),
             "peak_memory_max_bytes": numbers.get("peak_memory_active_bytes"),
         }
     peak = host_peak_rss_bytes()
     return {
-        "memory_kind": "host_peak_rss",
+        "memory_kind": store.HOST_PEAK_RSS,
         "peak_memory_bytes": peak,
         "peak_memory_max_bytes": peak,
     }

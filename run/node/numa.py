@@ -26,8 +26,6 @@ from run import settings
 from run.errors import UserError
 from run.program import program
 
-POLICIES = ("auto", "bind", "off")  # run/settings.py's NUMA accepts these (tests/test_settings.py)
-
 
 def policy(spec_numa: str | None = None) -> str:
     """The policy of a run: the spec's override (V11), else NUMA from the environment."""
