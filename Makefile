@@ -285,7 +285,7 @@ export CONTAINER_ENGINE
 container: ## build the OCI image mgpu-artifact with podman or docker (pins: container/pins.env)
 	bash container/build.sh oci TORCH_INDEX=$(TORCH_INDEX)
 
-container-test: ## the OCI image's self-test: make probe and the CPU unit tests inside it
+container-test: ## the OCI image's self-test: make probe, the CPU unit tests and one torch.compile'd training step inside it
 	bash container/build.sh test
 
 sif: ## build the Apptainer image artifact.sif from apptainer.def (same pins, same set-up script)

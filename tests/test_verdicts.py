@@ -63,11 +63,12 @@ def test_every_set_of_identical_work_is_a_measure_of_spread(tmp_path, monkeypatc
     assert got == pytest.approx({(1, "seed"): 10.0, (2, "pin_memory"): 100 * 1.5 / 5.75,
                                  (2, "NUMA"): 100 * 0.4 / 8.2})  # fmt: skip
     floor = noise.Floor(noise.table(runs, "t"))
-    # the largest spread of the quantity at the claim's rank counts, named with its set
+    # twice the largest spread of the quantity at the claim's rank counts, named with its set
     m, text, points = floor.margin("vision", {"total_time_s"}, {2})
-    assert m == pytest.approx(1.5 / 5.75) and not points and "pin_memory pair" in text
+    assert m == pytest.approx(2 * 1.5 / 5.75) and not points and "pin_memory pair" in text
+    assert text.startswith("2 x the run-to-run spread 26.1 %")
     # a speed-up set against a constant divides by the 1-GPU time: its spread counts too
-    assert floor.margin("vision", {"speedup_vs_1gpu"}, {2}, True)[0] == pytest.approx(1.5 / 5.75)
+    assert floor.margin("vision", {"speedup_vs_1gpu"}, {2}, True)[0] == pytest.approx(3 / 5.75)
     assert floor.margin("vision", {"speedup_vs_1gpu"}, {4}, True)[0] == math.inf
     # a rank count or a quantity whose spread was not measured: single runs decide nothing
     m, text, _ = floor.margin("vision", {"total_time_s"}, {4})
@@ -91,11 +92,11 @@ def test_accuracy_spreads_in_points(tmp_path, monkeypatch):
             for e, a in enumerate(accs)))  # fmt: skip
     floor = noise.Floor(noise.table(pd.DataFrame(rows), "t"))
     m, text, points = floor.margin("vision", {"inference_accuracy_pct"}, {2})
-    assert points and m == pytest.approx(10.0) and "10.0 points" in text  # epoch 1: 40-50
+    assert points and m == pytest.approx(20.0) and "10.0 points" in text  # epoch 1: 40-50
     # V3c, lower precision 2 points below FP64: a drop the seeds' 10 points could make
     t = frame([(2, "fp64", 90.0), (2, "fp32", 88.0)], "gpus precision inference_accuracy_pct")
     got = cl.judge(CLAIMS["V3c"], t, noise=floor, workload="vision")
-    assert got["verdict"] == cl.INCONCLUSIVE and got["margin_points"] == pytest.approx(10.0)
+    assert got["verdict"] == cl.INCONCLUSIVE and got["margin_points"] == pytest.approx(20.0)
     assert got["gap_points"] == pytest.approx(0.5) and got["gap_pct"] is None  # 2 - 1.5 points
     assert cl.judge(CLAIMS["V3c"], t, noise=noise.Floor(quiet=True),
                     workload="vision")["verdict"] == cl.FAILS  # fmt: skip

@@ -18,11 +18,9 @@ import textwrap
 from collections.abc import Sequence
 from pathlib import Path
 
-from run.program import program
-
 from . import breakdown as bdown
 from . import coverage as cov
-from . import load_steps, load_with_breakdown, steps
+from . import load_steps, load_with_breakdown, run_names, steps
 from .kineto_kinds import HIP, HIP_METRICS
 from .metrics import (
     COLUMNS,
@@ -32,6 +30,7 @@ from .metrics import (
     LAUNCH_METRICS,
     METRICS,
     WALL_COLUMNS,
+    ProfileError,
     RankProfile,
     TidyRow,
     profile_rows,
@@ -219,15 +218,22 @@ def _write(tables: Sequence[tuple[str, Sequence[str], list]]) -> bool:
 def read(args: argparse.Namespace, command: str | None, choice: steps.Choice | None) -> int:
     """Run `summary` (command None: the command-less form) or `breakdown` on parsed arguments,
     over the chosen steps where there are (steps.py)."""
-    # Every file read once, metrics and breakdown together, before anything is written, so that
-    # a file failing (ProfileError, exit 1; StepError, 2) leaves no CSV.
-    if choice is None:
-        both = load_with_breakdown(args.files, cpu_ops=not args.no_cpu_ops)
-        each: dict[int, list] = {}
-    else:
-        got = load_steps(args.files, choice, cpu_ops=not args.no_cpu_ops)
-        both = [(rank, prof, sr.breakdown) for rank, prof, sr in got]
-        each = {i: sr.each for i, (_, _, sr) in enumerate(got)}
+    try:
+        # Every file read once, metrics and breakdown together, before anything is written, so
+        # that a file failing leaves no CSV.
+        if choice is None:
+            both = load_with_breakdown(args.files, cpu_ops=not args.no_cpu_ops)
+            each: dict[int, list] = {}
+        else:
+            got = load_steps(args.files, choice, cpu_ops=not args.no_cpu_ops)
+            both = [(rank, prof, sr.breakdown) for rank, prof, sr in got]
+            each = {i: sr.each for i, (_, _, sr) in enumerate(got)}
+    except ProfileError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    except steps.StepError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     run = _run_name(args)
     splits = [(rank, split) for rank, _, split in both]
     split_rows = [row for rank, split in splits for row in bdown.breakdown_rows(run, rank, split)]
@@ -258,22 +264,25 @@ def read(args: argparse.Namespace, command: str | None, choice: steps.Choice | N
     return 0
 
 
-@program()
-def main(argv: list[str], prog: str = PROG) -> int:
+def main(argv: Sequence[str] | None = None, prog: str = PROG) -> int:
     """Entry point; returns the exit status. `diff A B ...` runs analysis.profiles.diff."""
+    if run_names.settings_refused():
+        return 2
+    argv = sys.argv[1:] if argv is None else list(argv)
     command = argv[0] if argv[:1] and argv[0] in COMMANDS else None
     if command == "diff":
         # imported here so the plain CLI does not load the diff module (nor the reverse import)
         from . import diff
 
-        return diff.diff_command(argv[1:], prog=f"{prog} diff")
+        return diff.main(argv[1:], prog=f"{prog} diff")
     parser = build_parser(command, prog)
     if not argv:
         print(f"{parser.format_usage()}\n{_COMMANDS_TEXT}\n\n`{prog} --help`: inputs, outputs,"
               " exit status", file=sys.stderr)  # fmt: skip
         return 2
     args = parser.parse_args(argv[1:] if command else argv)
-    return read(args, command, steps.choice_of(args, parser))
+    choice = steps.choice_of(args, parser)
+    return read(args, command, choice)
 
 
 def console() -> int:

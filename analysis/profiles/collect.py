@@ -108,7 +108,11 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--run", required=True, help="run name written in the `run` column")
     parser.add_argument("--profiler", required=True, choices=("torch", "nsys"))
     args = parser.parse_args(argv)
-    print(collect_metrics(args.run, args.run_dir, args.profiler))
+    try:
+        print(collect_metrics(args.run, args.run_dir, args.profiler))
+    except ProfileError as exc:  # the reader's own error: the installed reader has no run.errors
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
     return 0
 
 

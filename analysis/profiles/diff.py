@@ -5,7 +5,8 @@ A side is one path, or several joined by commas (one file per rank):
   - a metrics CSV (the CLI's --out, or a run folder's profile_metrics.csv);
   - a run folder: its profile_metrics.csv if present, else its traces under the folder names
     run/node/profiling.py defines (nsys/*.sqlite, torch_traces/*.pt.trace.json*). nsys reports
-    are not exported here: a diff only reads, it never writes into a run folder.
+    are not exported here: a diff only reads, it never writes into a run folder. The reader
+    installed on its own has no run/: it refuses a folder in one line (run_names.py).
 
 Ranks are added up per metric: calls, total_s and bytes are sums over the side's ranks, share is
 the mean over its ranks (a rank without the metric counts 0), so two jobs with different rank
@@ -30,10 +31,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from run.errors import UserError
-from run.node import profiling
-
-from . import detect_source, load_steps, load_with_breakdown, steps
+from . import detect_source, load_steps, load_with_breakdown, run_names, steps
 from . import diff_breakdown as split
 from .breakdown import for_wall
 from .diff_table import (  # PAPER_TOTAL and WALL: the artifact imports them from here
@@ -50,7 +48,6 @@ from .diff_table import (  # PAPER_TOTAL and WALL: the artifact imports them fro
     render,
 )
 from .metrics import ProfileError, TidyRow, profile_rows
-from .nsys_sqlite import with_capture
 from .rows import read_metrics_rows, write_rows_atomic
 from .steps import Choice, StepError
 
@@ -78,7 +75,7 @@ examples:
 """
 
 
-class UnrelatedError(UserError):
+class UnrelatedError(Exception):
     """Two sides that should not be compared; the message is one line naming both."""
 
 
@@ -144,6 +141,8 @@ def _files(
     rows, parts = [], []
     for rank, prof, bd in read:
         if capture is not None and choice is None:
+            from .nsys_sqlite import with_capture  # a run's nsys capture mode: an nsys export
+
             prof = with_capture(prof, capture)
             bd = for_wall(bd, prof)
         rows += profile_rows(run, rank, prof)
@@ -152,6 +151,7 @@ def _files(
 
 
 def _run_folder(folder: Path, cpu_ops: bool, traces: bool, choice: Choice | None) -> Part:
+    profiling = run_names.needed(folder)
     csv = folder / profiling.PROFILE_METRICS
     files = sorted((folder / profiling.NSYS_DIR).glob("*.sqlite"))
     files += sorted((folder / profiling.TORCH_TRACE_DIR).rglob(profiling.TORCH_TRACE_GLOB))
@@ -246,17 +246,27 @@ def both_figures(
     return agg_a, agg_b, missing
 
 
-def diff_command(argv: Sequence[str], prog: str | None = None) -> int:
-    """`cli diff`; returns the exit status. ProfileError (exit 1), StepError and UnrelatedError
-    (2) end it through the program's wrapper (run/program.py)."""
+def main(argv: Sequence[str] | None = None, prog: str | None = None) -> int:
+    """Entry point of `cli diff` (cli.main has checked the settings); returns the exit status."""
     parser = build_parser(prog) if prog else build_parser()
     args = parser.parse_args(argv)
     if args.metric and args.fail_if is None:
         parser.error("--metric only chooses what --fail-if checks; give --fail-if too")
     choice = steps.choice_of(args, parser)
-    side_a = read_side(args.a, not args.no_cpu_ops, choice=choice)
-    side_b = read_side(args.b, not args.no_cpu_ops, choice=choice)
-    agg_a, agg_b, missing = both_figures(side_a, side_b, (args.a, args.b), args.allow_mixed)
+    try:
+        side_a = read_side(args.a, not args.no_cpu_ops, choice=choice)
+        side_b = read_side(args.b, not args.no_cpu_ops, choice=choice)
+    except ProfileError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    except StepError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    try:
+        agg_a, agg_b, missing = both_figures(side_a, side_b, (args.a, args.b), args.allow_mixed)
+    except UnrelatedError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     slower: list[str] = []
     if args.fail_if is not None:
         chosen = [m for m in args.metric or () if m.startswith(split.PREFIX)]
