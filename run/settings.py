@@ -140,6 +140,12 @@ SETTINGS: tuple[Setting, ...] = (
             "`make container-local`: the folder holding the CPU torch wheel."),
     Setting("HOST_CA", "path", Path("/etc/ssl/certs/ca-certificates.crt"), "a file",
             "`make container-local`: the CA bundle pip uses in the build."),
+    # benchmarks
+    Setting("HTA_PYTHON", "text", None, "a command",
+            "`make bench-analysis`: the Python of a separate venv with HolisticTraceAnalysis, to "
+            "time the reader beside HTA."),
+    Setting("HTA_TRACE", "path", None, "a file",
+            "`make bench-analysis`: HTA's own test trace, the one both read."),
     # make itself
     Setting("PYTHON", "text", "python3", "a command",
             "The Python that makes the venv."),
@@ -273,8 +279,9 @@ def value(name: str) -> Any:
 
 
 def path(name: str) -> Path | None:
-    """The path a path or file setting names, as given, the file system not asked: for module
-    constants read at import time, where a check could only fail as a traceback."""
+    """The path a path or file setting names, as given, the file system not asked: for readers
+    that must not fail on their own (store.results_root, matrix.matrix_file), whose programs
+    have checked the settings first."""
     s = BY_NAME[name]
     if s.kind not in ("path", "file"):
         raise KeyError(f"{name} is not a path setting")

@@ -92,13 +92,13 @@ def test_every_setting_refuses_each_bad_value_in_one_line_naming_it(unset, tmp_p
     free = {s.name for s in SETTINGS if not bad_values(s)}
     assert {settings.BY_NAME[n].kind for n in free} <= {"path", "text", "secret"}
     # a new setting: say here which kind it is (SBATCH_OPTS is free text)
-    assert (refusing, len(free)) == (13, 21)
+    assert (refusing, len(free)) == (13, 23)
 
 
 def test_check_all_counts_every_declared_setting(unset, tmp_path):
     for s in SETTINGS:
         unset.setenv(s.name, good_value(s, tmp_path)[0])
-    unset.setenv("MATRIX_FILE", str(mx.MATRIX_FILE))  # PROFILE=smoke is checked against it
+    unset.setenv("MATRIX_FILE", str(mx.matrix_file()))  # PROFILE=smoke is checked against it
     assert settings.check_all() == len(SETTINGS) > 30
     assert settings.check_all(["NUMA", "REPEATS"]) == 2
     with pytest.raises(KeyError):
@@ -183,9 +183,48 @@ def test_a_plan_with_a_bad_setting_is_one_line_and_creates_nothing(tmp_path):
 def test_no_module_reads_a_setting_when_imported():
     bad = {name: "abc" for name in ("RUN_TIMEOUT_S", "HEARTBEAT_S", "LOCK_STALE_S", "LOCK_POLL_S",
                                     "NUMA", "REPEATS", "CPU_THREADS_PER_RANK", "PROFILER")}  # fmt: skip
-    code = "import run.sweep.runner, run.sweep.lock, run.sweep.plan, run.node.threads"
+    bad |= {"MATRIX_FILE": "/nonexistent/matrix.yaml", "RESULTS_DIR": "/nonexistent/results"}
+    code = ("import run.sweep.runner, run.sweep.lock, run.sweep.plan, run.node.threads, "
+            "run.store, run.sweep.matrix")  # fmt: skip
     proc = subprocess.run(
         [sys.executable, "-c", code], cwd=REPO, env=clean_env(**bad), capture_output=True,
         text=True,
     )  # fmt: skip
     assert (proc.returncode, proc.stderr) == (0, "")
+
+
+def test_the_results_folder_and_the_matrix_are_read_when_asked(monkeypatch, tmp_path):
+    from run import store
+
+    monkeypatch.setenv("RESULTS_DIR", str(tmp_path / "a"))
+    assert store.runs_dir("smoke") == tmp_path / "a" / "smoke" / "runs"
+    monkeypatch.setenv("RESULTS_DIR", str(tmp_path / "b"))
+    assert store.runs_dir("smoke") == tmp_path / "b" / "smoke" / "runs"
+    monkeypatch.setenv("MATRIX_FILE", str(tmp_path / "m.yaml"))
+    assert mx.matrix_file() == tmp_path / "m.yaml"
+
+
+def test_only_run_settings_reads_the_environment():
+    """A setting (or a value the launcher, the scheduler or the image gives) is read through
+    run/settings.py alone; writes, and copies of the environment for a child, are free."""
+    import ast
+
+    names = {s.name for s in SETTINGS} | set(settings.HOST_GIVEN)
+    found = []
+    for path in sorted(
+        p for pkg in ("run", "analysis", "report") for p in (REPO / pkg).rglob("*.py")
+    ):
+        if path == REPO / "run" / "settings.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            key = None
+            if isinstance(node, ast.Call) and node.args:
+                f = ast.unparse(node.func)
+                if f in ("os.environ.get", "environ.get", "os.getenv", "getenv"):
+                    key = node.args[0]
+            elif isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Load):
+                if ast.unparse(node.value) in ("os.environ", "environ"):
+                    key = node.slice
+            if isinstance(key, ast.Constant) and key.value in names:
+                found.append(f"{path.relative_to(REPO)}:{node.lineno} {key.value}")
+    assert found == []

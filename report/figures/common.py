@@ -36,7 +36,7 @@ def report_dir(profile: str) -> Path:
     own results/, else <RESULTS_DIR>/<profile>/report, beside the results it is made from, so
     that results elsewhere never overwrite this checkout's report. The Makefile's REPORT_OUT is
     the same rule (tests/test_make_uptodate.py checks that they agree)."""
-    if os.path.abspath(store.RESULTS_ROOT) == os.path.abspath(store.REPO / "results"):
+    if os.path.abspath(store.results_root()) == os.path.abspath(store.REPO / "results"):
         return OUT_DIR / profile
     return store.profile_dir(profile) / "report"
 

@@ -41,7 +41,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from run import store
+from run import settings, store
 from run.checks import cases
 from run.checks.cases import Check, Seen, skip_reason, spec_of
 from run.errors import UserError
@@ -221,7 +221,7 @@ def main(argv: list[str]) -> int:
         lines.append(line)
         print(line, flush=True)
 
-    if not os.environ.get("RUN_TIMEOUT_S"):
+    if not settings.given("RUN_TIMEOUT_S"):
         # a hung check becomes that check's failure ("timed out") and the next one runs
         os.environ["RUN_TIMEOUT_S"] = str(CHECK_TIMEOUT_S)
     # SLURM's scancel / time limit sends SIGTERM: end like Ctrl-C, bundling what finished

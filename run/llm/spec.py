@@ -44,7 +44,6 @@ from __future__ import annotations
 import csv
 import functools
 import math
-import os
 from typing import Any
 
 from run import settings
@@ -196,7 +195,7 @@ def resolve_weights(spec: dict[str, Any]) -> str:
         return "tiny"
     if spec["weights"] != "auto":
         return spec["weights"]
-    return "real" if os.environ.get("LLAMA3_DIR") else "random"
+    return "real" if settings.given("LLAMA3_DIR") else "random"
 
 
 def resolve_tokenizer(spec: dict[str, Any]) -> str:
@@ -206,9 +205,8 @@ def resolve_tokenizer(spec: dict[str, Any]) -> str:
         return spec["tokenizer"]
     if resolve_weights(spec) == "real":
         return "llama3"
-    return (
-        "llama3" if os.environ.get("LLAMA3_TOKENIZER") or os.environ.get("LLAMA3_DIR") else "bytes"
-    )
+    given = settings.given("LLAMA3_TOKENIZER") or settings.given("LLAMA3_DIR")
+    return "llama3" if given else "bytes"
 
 
 def resolve_data_source(spec: dict[str, Any]) -> str:

@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shlex
 import sys
 import time
@@ -39,7 +38,7 @@ from typing import Any
 
 import yaml
 
-from run import store
+from run import settings, store
 from run.llm import compat
 from run.llm import spec as llm_spec
 from run.llm.config import PAGED_ADAMW8BIT, SpecError, prepare
@@ -130,7 +129,7 @@ def run_recipe(
     import torch
 
     t_wall = time.perf_counter()
-    rank = int(os.environ.get("RANK", "0"))
+    rank = settings.rank()
     shims = compat.apply(cuda)
     if shims and rank == 0:
         print(f"[llm_tune] CPU shims active: {', '.join(shims)}", flush=True)
@@ -141,7 +140,7 @@ def run_recipe(
         # the device is bound before NCCL starts, so each rank's communicator is on its own GPU
         device = None
         if cuda:
-            device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
+            device = torch.device("cuda", settings.local_rank())
             torch.cuda.set_device(device)
         torch.distributed.init_process_group(
             backend=compat.process_group_backend(cuda), device_id=device
@@ -259,7 +258,7 @@ def _run(
     t_wall: float,
 ) -> int:
     """Run the recipe; rank 0 (or a rank that ran out of memory) writes the summary, once."""
-    rank = int(os.environ.get("RANK", "0"))
+    rank = settings.rank()
     name = recipe_name(spec["method"], llm_spec.distributed(spec))
     recipe, status, error, t_train0 = train(name, cfg_dict, rank)
     if rank != 0 and status == "ok":
@@ -271,7 +270,7 @@ def _run(
         "status": status,
         "error": error,
         "recipe": name,
-        "world_size": int(os.environ.get("WORLD_SIZE", "1")),
+        "world_size": settings.world_size(),
         "device": "cuda" if cuda else "cpu",
         "weights": spec["weights"],
         "tokenizer": facts.get("tokenizer"),
@@ -302,8 +301,8 @@ def main(argv: list[str]) -> int:
     # torchrun starts ranks in sessions of their own: a rank ends with its launcher, however
     # that died (run/node/lifeline.py), instead of writing on into a staging folder.
     lifeline.tie_to_parent()
-    rank = int(os.environ.get("RANK", "0"))
-    world = int(os.environ.get("WORLD_SIZE", "1"))
+    rank = settings.rank()
+    world = settings.world_size()
     run_dir: Path = args.run_dir.resolve()
     spec_path = args.spec or run_dir / store.SPEC
     # a setting, SpecError, AssetError, CudaUnusable: one line from rank 0, exit 2 (program)

@@ -120,7 +120,7 @@ def main(argv: list[str]) -> int:
         return 2
     nodes = [int(x) for x in argv[1].split("=", 1)[1].split(",")]
     prog = argv[argv.index("--") + 1 :]
-    rank = int(os.environ.get("LOCAL_RANK", "0"))
+    rank = settings.local_rank()
     cmd = [*bind_args(nodes[rank % len(nodes)]), *prog]
     line = f"[numa] local_rank={rank} node={nodes[rank % len(nodes)]} {' '.join(cmd[:3])}\n"
     os.write(1, line.encode())  # one write: the ranks' lines do not interleave in the log

@@ -22,6 +22,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from run import settings
 from run.errors import UserError
 from run.node.numa import gpu_node
 from run.program import program
@@ -270,8 +271,8 @@ def probe() -> dict[str, Any]:
         "affinity_cpus": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
         "numa_nodes": numa_nodes(),
         **gpu,
-        "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
-        "slurm_gpus_on_node": os.environ.get("SLURM_GPUS_ON_NODE"),
+        "cuda_visible_devices": settings.given_by_host("CUDA_VISIBLE_DEVICES"),
+        "slurm_gpus_on_node": settings.given_by_host("SLURM_GPUS_ON_NODE"),
         "gpu_topology": _cmd(["nvidia-smi", "topo", "-m"]) if gpu_list else None,
         "numactl": shutil.which("numactl"),
         # the NUMA distance matrix and memory per node, as numactl itself reports them
@@ -279,7 +280,7 @@ def probe() -> dict[str, Any]:
         "nsys": shutil.which("nsys"),
         "nsys_version": _cmd(["nsys", "--version"]),
         "image_nsys": _read(IMAGE_NSYS),
-        "slurm_job_id": os.environ.get("SLURM_JOB_ID"),
+        "slurm_job_id": settings.given_by_host("SLURM_JOB_ID"),
     }
 
 

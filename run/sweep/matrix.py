@@ -36,10 +36,6 @@ from run.sweep import schema
 from run.sweep.schema import FROM_PROFILE
 from run.sweep.workloads import WORKLOADS
 
-# Tests point MATRIX_FILE at a small matrix of their own; everyone else uses the real one. Read
-# unchecked here (importing must not fail): a missing file is settings.check_all's one line at
-# every entry point, and load_matrix's.
-MATRIX_FILE: Path = settings.path("MATRIX_FILE")
 REPEATS_ENV = "REPEATS"
 STEP = "step"  # a ladder step's label: not a spec key
 
@@ -64,10 +60,17 @@ class Experiment:
         return [run_name(s) for s in self.specs]
 
 
+def matrix_file() -> Path:
+    """MATRIX_FILE, read when asked: tests point it at a small matrix of their own; everyone else
+    uses the real one. Unchecked here: a missing file is settings.check_all's one line at every
+    entry point, and load_matrix's."""
+    return settings.path("MATRIX_FILE")
+
+
 def load_matrix(path: Path | None = None) -> dict[str, Any]:
     """The matrix, read strictly (a repeated key or a YAML error is one line naming the file and
     the line) and with every key checked."""
-    matrix = yamlfile.load(path or MATRIX_FILE, MatrixError)
+    matrix = yamlfile.load(path or matrix_file(), MatrixError)
     check_keys(matrix)
     return matrix
 

@@ -49,7 +49,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import time
 from pathlib import Path
 from typing import Any
@@ -58,7 +57,7 @@ import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel as DDP
 
-from run import store
+from run import settings, store
 from run.errors import UserError
 from run.node import lifeline, probe, profilers, provenance, threads
 from run.program import program
@@ -81,7 +80,7 @@ def check_inputs(spec_path: Path) -> dict[str, Any]:
     if spec["loader"] == "dali" and (spec["scenario"] != "B" or spec["strategy"] != "ddp_ds"):
         raise ValueError("loader=dali reads the Scenario B files sharded by rank: it needs "
                          "scenario B and strategy ddp_ds")  # fmt: skip
-    world = int(os.environ.get("WORLD_SIZE", 1))
+    world = settings.world_size()
     if spec["gpus"] != world:
         raise ValueError(
             f"the spec asks for {spec['gpus']} rank(s) but {world} were started "
@@ -115,7 +114,7 @@ def main(argv: list[str]) -> int:
     except ValueError as exc:
         raise UserError(str(exc)) from exc
     cuda = torch.cuda.is_available()
-    local_rank = int(os.environ.get("LOCAL_RANK", 0))
+    local_rank = settings.local_rank()
     if cuda:
         # bound before anything touches CUDA (unsupported_reason asks about bf16 and Triton):
         # else every rank opens a context on GPU 0, memory its peak and NCCL would then share
@@ -124,7 +123,7 @@ def main(argv: list[str]) -> int:
     if reason:
         # What this machine cannot run is a result, not an error: recorded, nothing trained (the
         # sweep records it the same way without launching; this covers a run started by hand).
-        if int(os.environ.get("RANK", 0)) == 0:
+        if settings.rank() == 0:
             name = vision_spec.run_name(spec)
             store.write_json_atomic(
                 args.run_dir / store.SUMMARY,
