@@ -192,14 +192,6 @@ def oom_recorded(s: Seen) -> list[str]:
     return [] if "out of memory" in err.lower() else [f"error does not say out of memory: {err}"]
 
 
-def error_says(text: str) -> Assertion:
-    def check(s: Seen) -> list[str]:
-        err = str(s.summary.get("error") or "")
-        return [] if text in err else [f"error {err!r} does not name {text!r}"]
-
-    return check
-
-
 # --- the check list -------------------------------------------------------------------------------
 
 CHECKS: list[Check] = [
