@@ -11,7 +11,8 @@ A fault ends in its one `error: ...` line and exit status (run.errors.fault: a U
 status, 2 unless its class says otherwise; Ctrl-C 130, SIGTERM 143, a full disk 1), printed by
 rank 0 only where torchrun started the program on every rank. A real bug keeps its traceback,
 and argparse's own exit passes through. The profile reader installed on its own (`profread`,
-pyproject.toml) ships without run/settings.py: it checks nothing and prints every line.
+pyproject.toml) holds no run/: its programs check the settings where run/ is beside them
+(analysis/profiles/run_names.py) and print their own lines.
 """
 
 from __future__ import annotations
@@ -21,12 +22,8 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from run import settings
 from run.errors import exit_status
-
-try:
-    from run import settings
-except ImportError:  # the installed profile reader: none of the artifact's settings
-    settings = None  # type: ignore[assignment]
 
 
 def program(resume: str = "") -> Callable[[Callable[..., int]], Callable[..., int]]:
@@ -37,11 +34,10 @@ def program(resume: str = "") -> Callable[[Callable[..., int]], Callable[..., in
         @functools.wraps(body)
         def main(argv: Sequence[str] | None = None, **kw: Any) -> int:
             try:
-                if settings is not None:
-                    settings.check_all()
+                settings.check_all()
                 return body(list(sys.argv[1:] if argv is None else argv), **kw)
             except BaseException as exc:
-                quiet = settings is not None and settings.rank() != 0
+                quiet = settings.rank() != 0
                 return exit_status(exc, resume, quiet=quiet)
 
         return main
