@@ -14,8 +14,8 @@ papers have no such numbers: no paper() table, no self-check; the claims are our
 
 Where a ladder's faithful and optimised (last) steps were both profiled (the matrix profiles no
 O-run; PROFILER=torch|nsys on the sweep does), the extra table `profile-diff` holds the change
-between their profiles (analysis/profiles/step_diff.py: `cli diff` in a few metrics), one line of
-it in the notes. Also beyond the paper, which profiled no such pair.
+between their profiles (analysis/profiles/diff.py run_diff: `cli diff` in a few metrics), one
+line of it in the notes. Also beyond the paper, which profiled no such pair.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ import pandas as pd
 
 from analysis import common as c
 from analysis import repeats
-from analysis.profiles import ProfileError, step_diff
+from analysis.profiles import ProfileError, diff
 from analysis.profiles.diff import PAPER_TOTAL, UnrelatedError
 from run import store
 from run.sweep import matrix as mx
@@ -211,7 +211,7 @@ def compact(t: pd.DataFrame) -> pd.DataFrame:
 # ---------------------------------------------------------------- profiled steps compared
 PROFILE_DIFF = "profile-diff"
 DIFF_COLUMNS = ["experiment", "gpus", "faithful_run", "optimised_step", "optimised_run",
-                *step_diff.COLUMNS]  # fmt: skip
+                *diff.CSV_COLUMNS]  # fmt: skip
 
 
 def profiled_pairs(t: pd.DataFrame, profile: str | None) -> list[tuple[str, Any, str, str, str]]:
@@ -226,7 +226,7 @@ def profiled_pairs(t: pd.DataFrame, profile: str | None) -> list[tuple[str, Any,
         ends = []
         for step in (0, last[exp]):
             names = [r for r in g.loc[g["step"] == step, "run"]
-                     if step_diff.profiled(store.run_dir(profile, r))]  # fmt: skip
+                     if diff.profiled(store.run_dir(profile, r))]  # fmt: skip
             ends.append(names[0] if names else None)
         if last[exp] > 0 and None not in ends:
             label = g.loc[g["run"] == ends[1], "step_label"].iloc[0]
@@ -240,7 +240,7 @@ def profile_diff(t: pd.DataFrame, profile: str | None) -> tuple[pd.DataFrame, li
     for exp, gpus, label, a, b in profiled_pairs(t, profile):
         where = f"{exp} at {gpus:g} GPU(s), faithful -> {label}"
         try:
-            rows, missing = step_diff.run_diff(store.run_dir(profile, a), store.run_dir(profile, b))
+            rows, missing = diff.run_diff(store.run_dir(profile, a), store.run_dir(profile, b))
         except (ProfileError, UnrelatedError) as exc:
             lines.append(f"Profiles of {where} not compared: {exc}")
             continue

@@ -1,14 +1,9 @@
 """Profile readers (nsys SQLite exports, torch.profiler Chrome traces) and the tidy metrics table.
 
-Typical use:
-
-    from analysis.profiles import metrics_table, by_metric, METRICS
-    df = metrics_table("llm-fsdp-2gpu", ["rank0.sqlite", "rank1.sqlite"])
-    by_metric(df)  # one row per (run, rank, source, metric)
-    add_launch_all(by_metric(df))  # + kernel_launch_all: every launch API in LAUNCH_APIS
-
-The frames above need pandas; reading a profile does not (metrics.py: the same rows as plain
-tuples, which the CLI uses, so that the reader installs and runs without pandas).
+A file is read with `read_profile_breakdown` (its RankProfile, whose rows are the tidy table's,
+and its time breakdown), several ranks' files with `load_with_breakdown`; the CLI (cli.py) writes
+the table as CSV. Reading needs no pandas; the artifact's frames do (`read_metrics_csv`,
+`by_metric`, `add_launch_all`).
 """
 
 from __future__ import annotations
@@ -18,7 +13,6 @@ import re
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from . import steps
 from .breakdown import Breakdown, read_nsys, read_torch
@@ -32,15 +26,9 @@ from .metrics import (
     RankProfile,
     add_launch_all,
     by_metric,
-    concat_frames,
-    profile_frame,
     read_metrics_csv,
-    write_csv_atomic,
 )
 from .torch_trace import GZIP_MAGIC, read_torch_trace
-
-if TYPE_CHECKING:
-    import pandas as pd
 
 __all__ = [
     "COLUMNS",
@@ -53,17 +41,13 @@ __all__ = [
     "add_launch_all",
     "by_metric",
     "detect_source",
-    "load_profiles",
     "load_steps",
     "load_with_breakdown",
-    "metrics_table",
     "rank_from_path",
     "read_metrics_csv",
     "read_nsys_sqlite",
-    "read_profile",
     "read_profile_breakdown",
     "read_torch_trace",
-    "write_csv_atomic",
 ]
 
 _RANK = re.compile(r"(?<![a-z])rank[_-]?(\d+)", re.IGNORECASE)
@@ -103,19 +87,11 @@ def detect_source(path: str | os.PathLike[str]) -> str:
     raise ProfileError(path, "unknown format: neither an nsys SQLite export nor a JSON trace")
 
 
-def read_profile(path: str | os.PathLike[str], cpu_ops: bool = True) -> RankProfile:
-    """Read one profile file of either kind; raises ProfileError on bad input."""
-    if detect_source(path) == "nsys":
-        from .nsys_sqlite import read_nsys_sqlite
-
-        return read_nsys_sqlite(path)
-    return read_torch_trace(path, cpu_ops=cpu_ops)
-
-
 def read_profile_breakdown(
     path: str | os.PathLike[str], cpu_ops: bool = True
 ) -> tuple[RankProfile, Breakdown]:
-    """read_profile and the file's time breakdown (breakdown.py) from one reading of it."""
+    """One profile file of either kind, read once: its RankProfile and its time breakdown
+    (breakdown.py). ProfileError on bad input."""
     if detect_source(path) == "nsys":
         return read_nsys(path)
     return read_torch(path, cpu_ops=cpu_ops)
@@ -131,23 +107,15 @@ def rank_from_path(path: str | os.PathLike[str]) -> int | None:
     return None
 
 
-def load_profiles(
+def load_with_breakdown(
     paths: Sequence[str | os.PathLike[str]], cpu_ops: bool = True
-) -> list[tuple[int, RankProfile]]:
-    """Read files and give each a rank: recorded in the trace, else in its path, else by order.
+) -> list[tuple[int, RankProfile, Breakdown]]:
+    """Read files (each once: its profile and its time breakdown) and give each a rank: recorded
+    in the trace, else in its path, else by order.
 
     Two files of the same source claiming one rank raise ProfileError (it would double count).
     A file of a format version newer than the tested ones gets one warning line on stderr.
     """
-    return [
-        (rank, prof) for rank, prof, _ in _load(paths, lambda p: (read_profile(p, cpu_ops), None))
-    ]
-
-
-def load_with_breakdown(
-    paths: Sequence[str | os.PathLike[str]], cpu_ops: bool = True
-) -> list[tuple[int, RankProfile, Breakdown]]:
-    """load_profiles, each file's time breakdown beside its profile, every file read once."""
     return _load(paths, lambda p: read_profile_breakdown(p, cpu_ops))
 
 
@@ -185,10 +153,3 @@ def _load(paths: Sequence[str | os.PathLike[str]], read: Callable) -> list[tuple
         if prof.version_note:
             print(f"warning: {prof.path}: {prof.version_note}", file=sys.stderr)
     return [(r, p, b) for r, (p, b) in zip(ranks, read_both, strict=True)]
-
-
-def metrics_table(
-    run: str, paths: Sequence[str | os.PathLike[str]], cpu_ops: bool = True
-) -> pd.DataFrame:
-    """The tidy metrics table (COLUMNS) for one run, one profile file per rank."""
-    return concat_frames(profile_frame(run, r, p) for r, p in load_profiles(paths, cpu_ops))

@@ -40,9 +40,9 @@ from .metrics import (
     METRICS,
     add_launch_all,
     by_metric,
-    concat_frames,
-    read_metrics_csv,
+    metrics_frame,
 )
+from .rows import read_metrics_rows, sort_rows
 
 PAPER, EXTRA, CPU = "paper metric", "extra metric", "cpu op"
 # Sort rank of each kind: paper and extra rows share one rank so that a stable sort keeps
@@ -71,12 +71,12 @@ COLUMNS = [
 
 def run_metrics(runs: pd.DataFrame, profile: str) -> pd.DataFrame:
     """The tidy metrics (analysis/profiles COLUMNS) of every ok run that wrote them."""
-    frames = []
+    rows = []
     for _, r in c.ok_runs(runs).iterrows():
         path = store.run_dir(profile, r["run"]) / profiling.PROFILE_METRICS
         if path.is_file():
-            frames.append(read_metrics_csv(path))
-    return concat_frames(frames)
+            rows += read_metrics_rows(path)
+    return metrics_frame(sort_rows(rows))
 
 
 def with_launch_all(metrics: Sequence[str]) -> list[str]:

@@ -40,16 +40,12 @@ import re
 from collections.abc import Callable, Iterable
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from . import run_names
 from .breakdown_kineto import KinetoIntervals
 from .intervals import StreamUnion, merge_sorted, union_ns, us_ns
 from .metrics import SPAN_ACTIVITY, SPAN_WALL, ProfileError, RankProfile, nccl_metric
 from .torch_trace import SPAN_TRACE, read_torch_trace
-
-if TYPE_CHECKING:
-    import pandas as pd
 
 __all__ = ["merge_sorted", "union_ns"]  # re-exported: the one-interval-at-a-time union
 
@@ -92,7 +88,6 @@ BLOCKING_CALLS = frozenset(
 )
 _SUFFIX = re.compile(r"(?:_v\d+)?(?:_ptsz|_ptds)?(?:_v\d+)?$")
 _NS_PER_S = 1e9
-_KINDS = (COMPUTE, COMM, COPY, MEMSET)  # the codes GPU intervals carry in arrays
 
 
 def is_blocking(api: str) -> bool:
@@ -181,13 +176,6 @@ def compute(
     }
     blocked = union_ns((max(s, lo), min(e, hi)) for s, e in host)
     return Breakdown(source, window, window_from, devices, blocked)
-
-
-def breakdown_frame(run: str, rank: int, bd: Breakdown) -> pd.DataFrame:
-    """breakdown_rows as a frame (pandas only here: the CLI writes the rows themselves)."""
-    import pandas as pd
-
-    return pd.DataFrame.from_records(breakdown_rows(run, rank, bd), columns=COLUMNS)
 
 
 def breakdown_rows(run: str, rank: int, bd: Breakdown) -> list[tuple]:
@@ -283,16 +271,6 @@ def read_breakdown(path: str | os.PathLike[str], source: str) -> Breakdown:
     """The breakdown of one profile file ("nsys" or "torch") over the wall its own metrics choose
     (the file's capture settings, else nsys's default); ProfileError on bad input."""
     return (read_nsys(path) if source == "nsys" else read_torch(path))[1]
-
-
-def nsys_breakdown(path: str | os.PathLike[str]) -> Breakdown:
-    """Breakdown of an nsys SQLite export (read_breakdown's)."""
-    return read_nsys(path)[1]
-
-
-def torch_breakdown(path: str | os.PathLike[str]) -> Breakdown:
-    """Breakdown of a Kineto trace over its trace span (read_breakdown's)."""
-    return read_torch(path)[1]
 
 
 # --- nsys -----------------------------------------------------------------------------------

@@ -20,7 +20,7 @@ where each side's comes from). A side without one gets one line saying so, not a
 Every other metric row the profiles give is compared, whatever its name; a further derived row
 needs only its function appended to diff_table.DERIVERS (each takes and returns metric totals,
 rows.metric_totals' rows). Plain rows throughout, no pandas: the diff is part of the installable
-reader (step_diff.py builds the artifact's frame from them).
+reader. Only `run_diff`, the artifact's few rows of `cli diff` on two run folders, makes a frame.
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ import math
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from . import detect_source, load_steps, load_with_breakdown, run_names, steps
 from . import diff_breakdown as split
@@ -39,6 +40,7 @@ from .diff_table import (  # PAPER_TOTAL and WALL: the artifact imports them fro
     DEFAULT_FAIL_METRICS,
     PAPER_TOTAL,
     WALL,
+    DiffRow,
     Figures,
     aggregate,
     compare,
@@ -50,6 +52,11 @@ from .diff_table import (  # PAPER_TOTAL and WALL: the artifact imports them fro
 from .metrics import ProfileError, TidyRow, profile_rows
 from .rows import read_metrics_rows, write_rows_atomic
 from .steps import Choice, StepError
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+TOP = 5  # run_diff's movers kept beside the derived rows
 
 _EPILOG = f"""\
 A and B: a profile file, a metrics CSV, a run folder, or several files joined by commas
@@ -246,6 +253,51 @@ def both_figures(
     return agg_a, agg_b, missing
 
 
+def profiled(run_dir: Path) -> bool:
+    """Whether the run left the metrics the sweep collects after a profiled run."""
+    return (run_dir / run_names.needed(run_dir).PROFILE_METRICS).is_file()
+
+
+def _moved(row: DiffRow) -> float:
+    # a metric on one side only moved by all of its time
+    if not math.isnan(row.change):
+        return abs(row.change)
+    return abs(row.b if math.isnan(row.a) else row.a)
+
+
+def chosen(diff_rows: Sequence[DiffRow], top: int = TOP) -> list[str]:
+    """The metrics run_diff keeps: derived totals and breakdown first, then the `top` metrics
+    whose time moved most."""
+    names = {r.metric for r in diff_rows}
+    fixed = [m for m in (PAPER_TOTAL, WALL, *split.ROWS) if m in names]
+    moved: dict[str, float] = {}
+    for r in diff_rows:
+        if r.field == "total_s" and r.metric not in fixed and r.metric not in moved:
+            moved[r.metric] = _moved(r)
+    movers = sorted((m for m, v in moved.items() if not math.isnan(v) and v > 0),
+                    key=lambda m: -moved[m])  # fmt: skip
+    return fixed + movers[:top]
+
+
+def run_diff(a: Path, b: Path, top: int = TOP) -> tuple[pd.DataFrame, str]:
+    """`cli diff A B` of two run folders for an artifact's table: the rows (every CSV_COLUMNS
+    field) of the `chosen` metrics, and the line saying a breakdown was not compared (or "").
+
+    No trace is read for the breakdown (a table build must not parse an nsys export of
+    gigabytes): it comes only from the breakdown CSV beside each profile_metrics.csv. ProfileError
+    on an unreadable side, UnrelatedError on sides that cannot be compared.
+    """
+    import pandas as pd  # the artifact's frame: the reader itself needs no pandas
+
+    side_a = read_side(str(a), traces=False)
+    side_b = read_side(str(b), traces=False)
+    agg_a, agg_b, missing = both_figures(side_a, side_b, (str(a), str(b)))
+    rows = compare(agg_a, agg_b)
+    order = {m: i for i, m in enumerate(chosen(rows, top))}
+    kept = sorted((r for r in rows if r.metric in order), key=lambda r: order[r.metric])
+    return pd.DataFrame.from_records(kept, columns=CSV_COLUMNS), missing or ""
+
+
 def main(argv: Sequence[str] | None = None, prog: str | None = None) -> int:
     """Entry point of `cli diff` (cli.main has checked the settings); returns the exit status."""
     parser = build_parser(prog) if prog else build_parser()
@@ -269,10 +321,10 @@ def main(argv: Sequence[str] | None = None, prog: str | None = None) -> int:
         return 2
     slower: list[str] = []
     if args.fail_if is not None:
-        chosen = [m for m in args.metric or () if m.startswith(split.PREFIX)]
-        if chosen and missing is not None:
+        asked = [m for m in args.metric or () if m.startswith(split.PREFIX)]
+        if asked and missing is not None:
             # counting a missing breakdown as 0 would let any regression pass
-            print(f"error: --metric {chosen[0]}: {missing}", file=sys.stderr)
+            print(f"error: --metric {asked[0]}: {missing}", file=sys.stderr)
             return 2
         try:
             slower = regressions(agg_a, agg_b, args.metric or DEFAULT_FAIL_METRICS, args.fail_if)

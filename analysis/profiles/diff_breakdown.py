@@ -48,7 +48,8 @@ def from_files(run: str, files: Sequence[str | os.PathLike[str]]) -> list[Part]:
     """Breakdown Parts of profile files; ProfileError on bad input.
 
     Ranks come from the file names, else the order: the diff only sums over ranks, so the rank a
-    trace records inside (which load_profiles would read the whole metrics for) changes nothing.
+    trace records inside (which load_with_breakdown would read the whole metrics for) changes
+    nothing.
     """
     out = []
     for i, path in enumerate(files):

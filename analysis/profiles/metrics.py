@@ -25,8 +25,9 @@ copy of its batch).
 Two forms of the same table. The reading path (the CLI, `cli diff`, the sweep's collect step)
 works on plain rows (rows.py), so that reading a profile imports no pandas: its import alone
 costs more memory and start-up time than reading a small profile (the README's installable
-reader). The artifact's tables use the pandas frames here (`profile_frame`, `concat_frames`,
-`by_metric`, `add_launch_all`, `read_metrics_csv`); pandas is imported inside them only.
+reader). The artifact's tables turn those rows into pandas frames here (`metrics_frame`,
+`by_metric`, `add_launch_all`; `read_metrics_csv` reads a CSV straight into one); pandas is
+imported inside them only.
 """
 
 from __future__ import annotations
@@ -180,7 +181,7 @@ class RankProfile:
     # breakdown's window is the one wall_s came from: breakdown.for_wall).
     span_ns: dict[str, tuple[int, int]] = field(default_factory=dict)
     # One line when the file records a format version newer than any the tests cover (or one
-    # that does not parse): the file is still read, and load_profiles prints the line once.
+    # that does not parse): the file is still read, and load_with_breakdown prints the line once.
     version_note: str = ""
     # The CUDA records of an nsys export that lie outside its session (ANALYSIS_DETAILS), by kind
     # ("kernels", "calls", ...): nsys_sqlite.with_capture widens the wall to hold them and names
@@ -301,12 +302,6 @@ def nccl_metric(kernel_name: str) -> str | None:
     return None
 
 
-def write_csv_atomic(df: pd.DataFrame, path: str | os.PathLike[str]) -> Path:
-    """Write a frame as CSV through a temp file in the same folder, then os.replace: never half
-    a file."""
-    return atomic_write(path, lambda fh: df.to_csv(fh, index=False))
-
-
 def atomic_write(path: str | os.PathLike[str], write: Callable[[TextIO], None]) -> Path:
     """Call write(fh) on a temp file in path's folder, then os.replace: never half a file."""
     dest = Path(path)
@@ -328,25 +323,11 @@ def atomic_write(path: str | os.PathLike[str], write: Callable[[TextIO], None]) 
 # --- the same table as pandas frames, for the artifact's tables -----------------------------
 
 
-def profile_frame(run: str, rank: int, profile: RankProfile) -> pd.DataFrame:
-    """The tidy rows of one rank's profile as a frame (`profile_rows`)."""
+def metrics_frame(rows: Iterable[TidyRow]) -> pd.DataFrame:
+    """Tidy rows (rows.read_metrics_rows') as one frame with the table's dtypes."""
     import pandas as pd
 
-    rows = profile_rows(run, rank, profile)
-    return _typed(pd.DataFrame.from_records(rows, columns=COLUMNS + WALL_COLUMNS))
-
-
-def concat_frames(frames: Iterable[pd.DataFrame]) -> pd.DataFrame:
-    """Stack per-rank frames into one table with stable dtypes (also when there are none)."""
-    import pandas as pd
-
-    frames = [f for f in frames if len(f)]
-    if not frames:
-        return _typed(pd.DataFrame(columns=COLUMNS))
-    out = pd.concat(frames, ignore_index=True)
-    keys = ["run", "rank", "source", "total_s", "metric", "raw_name"]
-    out = out.sort_values(keys, ascending=[1, 1, 1, 0, 1, 1], kind="mergesort")
-    return _typed(out)
+    return _typed(pd.DataFrame.from_records(list(rows), columns=COLUMNS + WALL_COLUMNS))
 
 
 def by_metric(df: pd.DataFrame) -> pd.DataFrame:
@@ -392,7 +373,7 @@ def add_launch_all(grouped: pd.DataFrame) -> pd.DataFrame:
 
 
 def read_metrics_csv(path: str | os.PathLike[str]) -> pd.DataFrame:
-    """Load a metrics CSV written by `write_csv_atomic` with the table's dtypes."""
+    """Load a metrics CSV (rows.write_rows_atomic's) with the table's dtypes."""
     import pandas as pd
 
     return _typed(pd.read_csv(path))

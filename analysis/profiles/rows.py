@@ -2,8 +2,9 @@
 
 metrics.py defines the table (COLUMNS, what a metric is, a row: TidyRow, profile_rows); these
 are its operations without pandas, for the reading path (the CLI, `cli diff`, the sweep's collect
-step), so that the reader installs and runs on numpy alone. `metric_totals` and `with_launch_all` are `by_metric` and `add_launch_all`
-on rows; `write_rows_atomic` writes the very bytes pandas' to_csv would (tests hold them equal).
+step), so that the reader installs and runs on numpy alone. `metric_totals` and `with_launch_all`
+are `by_metric` and `add_launch_all` on rows; `write_rows_atomic` writes what pandas reads back as
+the same values (tests hold them equal).
 """
 
 from __future__ import annotations
@@ -81,7 +82,7 @@ def with_launch_all(totals: Sequence[MetricTotal]) -> list[MetricTotal]:
 
 
 def read_metrics_rows(path: str | os.PathLike[str]) -> list[TidyRow]:
-    """The rows of a metrics CSV (written by `write_rows_atomic` or `write_csv_atomic`).
+    """The rows of a metrics CSV (written by `write_rows_atomic`).
 
     OSError as open() raises it; ValueError (one line) for a file that is not a metrics CSV. A CSV
     without WALL_COLUMNS (a table built by hand) reads them as unknown (NaN, "").
@@ -140,8 +141,8 @@ _PARSE: dict[str, Callable[[str], object]] = {
 def write_rows_atomic(
     path: str | os.PathLike[str], columns: Sequence[str], rows: Iterable[Sequence]
 ) -> Path:
-    """Write rows as CSV, atomically (`write_csv_atomic`), in the very format pandas' to_csv
-    writes: floats as repr, NaN and None empty, "\\n" line ends (a test holds the two equal)."""
+    """Write rows as CSV through a temp file, then os.replace (never half a file), as pandas'
+    to_csv would: floats as repr, NaN and None empty, "\\n" line ends."""
 
     def write(fh: TextIO) -> None:
         out = csv.writer(fh, lineterminator="\n")

@@ -83,7 +83,6 @@ NSYS_SCHEMAS: dict[str, str] = {
 }
 NSYS_VERSIONS = tuple(NSYS_SCHEMAS)
 NSYS_LATEST = NSYS_VERSIONS[-1]
-NSYS_SCHEMA = NSYS_SCHEMAS[NSYS_LATEST]
 
 # ENUM_CUDA_MEMCPY_OPER as newer nsys writes it, and the short labels of older versions.
 MEMCPY_OPER = [

@@ -10,8 +10,16 @@ import json
 import sqlite3
 import subprocess
 import sys
+import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 
+import pandas as pd
+import pytest
+from corpus_reading import kineto_figures, nsys_figures
+
+from analysis.profiles import read_metrics_csv
+from analysis.profiles.cli import main
 from analysis.profiles.synth import (
     BACKTRACE_CLASS,
     DRIVER_CLASS,
@@ -30,8 +38,6 @@ from analysis.profiles.synth import (
 )
 
 REPO = Path(__file__).resolve().parents[2]
-
-GOLDEN = Path(__file__).parent / "golden"
 TID = 281474993487889  # globalTid of the one traced thread (pid and tid packed, as nsys does)
 
 
@@ -201,3 +207,45 @@ def add_memsets(path: Path, spans: list[tuple[int, int]]) -> Path:
         )
     con.close()
     return path
+
+
+def cli_table(run: str, files: Sequence[Path]) -> pd.DataFrame:
+    """The metrics table through the public path: `cli --run RUN --out CSV FILES`, the CSV read
+    back as the artifact reads a run's profile_metrics.csv (read_metrics_csv)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "metrics.csv"
+        assert main(["--run", run, "--out", str(out), *map(str, files)]) == 0
+        return read_metrics_csv(out)
+
+
+def assert_independent(table: pd.DataFrame, files: dict[int, Path]) -> None:
+    """Each rank's rows of `table` give what corpus_reading's independent reading (stdlib only, no
+    analysis/ import) gives for its file: calls, seconds and bytes per metric, each CPU op's calls
+    and time, the wall and where it came from, nsys's CUDA activity span, every share."""
+    assert set(table["rank"]) == set(files)
+    for rank, path in files.items():
+        indep = nsys_figures(path) if path.suffix == ".sqlite" else kineto_figures(path)
+        mine = table[table["rank"] == rank]
+        gpu = mine[~mine["metric"].str.startswith("cpu:")]
+        got = gpu.groupby("metric").agg(calls=("calls", "sum"), total_s=("total_s", "sum"),
+                                        bytes=("bytes", "sum"))  # fmt: skip
+        want = {m: v for m, v in indep["metrics"].items() if v[0]}
+        assert set(got.index) == set(want), (path.name, sorted(got.index))
+        for metric, (calls, ns, nbytes) in want.items():
+            row = got.loc[metric]
+            assert (row["calls"], row["bytes"]) == (calls, nbytes), (path.name, metric)
+            assert row["total_s"] == pytest.approx(ns / 1e9, rel=1e-9, abs=1e-15), metric
+        ops = mine[mine["metric"].str.startswith("cpu:")].set_index("raw_name")
+        assert set(ops.index) == set(indep.get("cpu_ops", {})), path.name
+        for name, (calls, ns) in indep.get("cpu_ops", {}).items():
+            assert ops.loc[name, "calls"] == calls, name
+            assert ops.loc[name, "total_s"] == pytest.approx(ns / 1e9, abs=1e-15), name
+        lo, hi = indep["wall"]
+        assert mine["wall_s"].tolist() == pytest.approx([(hi - lo) / 1e9] * len(mine), abs=1e-15)
+        assert all(w.startswith(indep["wall_from"]) for w in mine["wall_from"]), path.name
+        shares = (mine["total_s"] / mine["wall_s"]).tolist()
+        assert mine["share"].tolist() == pytest.approx(shares, rel=1e-12), path.name
+        if "activity" in indep:
+            span = (indep["activity"][1] - indep["activity"][0]) / 1e9
+            assert mine["activity_s"].tolist() == pytest.approx([span] * len(mine), abs=1e-15)
+        assert set(mine["device_kind"]) == {indep.get("device_kind", "CUDA")}, path.name

@@ -10,12 +10,17 @@ from pathlib import Path
 import pytest
 from profile_builders import cli_fails, make_nsys, write_trace
 
-from analysis.profiles import ProfileError, load_profiles, read_nsys_sqlite, read_profile
+from analysis.profiles import (
+    ProfileError,
+    load_with_breakdown,
+    read_nsys_sqlite,
+    read_profile_breakdown,
+)
 
 
 def _one_line_error(path: Path, needle: str) -> ProfileError:
     with pytest.raises(ProfileError) as info:
-        read_profile(path)
+        read_profile_breakdown(path)
     msg = str(info.value)
     assert str(path) in msg and "\n" not in msg
     assert needle in msg, msg
@@ -118,7 +123,7 @@ def test_duplicate_rank(tmp_path: Path) -> None:
     a = make_nsys(tmp_path / "a_rank0.sqlite", [("cudaLaunchKernel_v7000", 0, 10)])
     b = make_nsys(tmp_path / "b_rank0.sqlite", [("cudaLaunchKernel_v7000", 0, 10)])
     with pytest.raises(ProfileError, match="rank 0 .* already given by"):
-        load_profiles([a, b])
+        load_with_breakdown([a, b])
 
 
 # Through the CLI (profile_builders.cli_fails): exit 1, one stderr line naming the file, the older
@@ -153,7 +158,7 @@ def test_kineto_trace_without_a_rank(tmp_path: Path) -> None:
     named = write_trace(tmp_path / "job_rank3.pt.trace.json", [])
     first = write_trace(tmp_path / "a.pt.trace.json", [])
     second = write_trace(tmp_path / "b.pt.trace.json", [])
-    got = {Path(p.path).name: rank for rank, p in load_profiles([first, named, second])}
+    got = {Path(p.path).name: rank for rank, p, _ in load_with_breakdown([first, named, second])}
     assert got == {"a.pt.trace.json": 0, "job_rank3.pt.trace.json": 3, "b.pt.trace.json": 1}
     for p in (named, first, second):
         p.unlink()
@@ -177,4 +182,4 @@ def test_cli_capture_table_that_contradicts_itself(tmp_path: Path) -> None:
     with sqlite3.connect(bad) as con:
         con.execute("UPDATE META_DATA_CAPTURE SET value = 'Immediate'")
     con.close()
-    assert read_profile(bad).file_capture is not None
+    assert read_profile_breakdown(bad)[0].file_capture is not None

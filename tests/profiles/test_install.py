@@ -25,16 +25,8 @@ from profile_builders import REPO, gpu_trace_events, kineto_event, make_nsys, wr
 from analysis.profiles import breakdown as bd
 from analysis.profiles import load_with_breakdown
 from analysis.profiles.cli import main
-from analysis.profiles.metrics import (
-    add_launch_all,
-    by_metric,
-    concat_frames,
-    profile_frame,
-    profile_rows,
-    read_metrics_csv,
-    write_csv_atomic,
-)
-from analysis.profiles.rows import metric_totals, read_metrics_rows, with_launch_all
+from analysis.profiles.metrics import add_launch_all, by_metric, profile_rows, read_metrics_csv
+from analysis.profiles.rows import metric_totals, read_metrics_rows, sort_rows, with_launch_all
 
 RT = [("cudaLaunchKernel_v7000", 0, 1_000), ("cudaStreamSynchronize_v3020", 1_000, 9_000)]
 KERNELS = [("gemm", 500, 4_000), ("ncclDevKernel_AllReduce_Sum_f32_RING_LL", 3_000, 6_000)]
@@ -53,18 +45,6 @@ def _files(tmp_path: Path) -> dict[str, Path]:
     return out
 
 
-def _pandas_csvs(files: list[Path], run: str, tmp_path: Path) -> tuple[bytes, bytes]:
-    """The metrics and breakdown CSVs as the frames (pandas) write them."""
-    both = load_with_breakdown(files)
-    metrics = concat_frames(profile_frame(run, r, p) for r, p, _ in both)
-    split = pd.concat([bd.breakdown_frame(run, r, b) for r, _, b in both])
-    out = []
-    for name, table in (("m.csv", metrics), ("b.csv", split)):
-        write_csv_atomic(table, tmp_path / name)
-        out.append((tmp_path / name).read_bytes())
-    return out[0], out[1]
-
-
 def _plain(frame: pd.DataFrame) -> list[tuple]:
     """A frame's rows as tuples, its NA and NaN as None."""
     rows = frame.astype(object).itertuples(index=False, name=None)
@@ -72,25 +52,30 @@ def _plain(frame: pd.DataFrame) -> list[tuple]:
 
 
 @pytest.mark.parametrize("which", [("nsys0", "nsys1"), ("kineto",), ("cpu",), ("nsys0", "kineto")])
-def test_rows_write_the_bytes_pandas_writes(tmp_path: Path, which: tuple[str, ...]) -> None:
+def test_the_csvs_read_back_by_pandas_are_the_rows(tmp_path: Path, which: tuple[str, ...]) -> None:
+    """The CLI's two CSVs, read by pandas as the artifact reads them, hold the reader's rows."""
     made = _files(tmp_path)
     files = [made[w] for w in which]
     out = tmp_path / "out" / "metrics.csv"
     assert main(["--run", "job", "--out", str(out), *map(str, files)]) == 0
-    want_metrics, want_split = _pandas_csvs(files, "job", tmp_path)
-    assert out.read_bytes() == want_metrics
-    assert (tmp_path / "out" / "metrics.breakdown.csv").read_bytes() == want_split
-    # and read back, the rows are the frame
+    both = load_with_breakdown(files)
+    rows = sort_rows(row for r, p, _ in both for row in profile_rows("job", r, p))
     # (pandas reads an empty text as NA: a CPU-only trace's device_kind "")
-    nan_free = [tuple(None if v != v or v == "" else v for v in r) for r in read_metrics_rows(out)]
-    assert nan_free == _plain(read_metrics_csv(out))
+    assert _plain(read_metrics_csv(out)) == [
+        tuple(None if v is None or v != v or v == "" else v for v in r) for r in rows
+    ]
+    split = [row for r, _, b in both for row in bd.breakdown_rows("job", r, b)]
+    table = pd.read_csv(out.parent / "metrics.breakdown.csv", dtype={"device": str})
+    assert _plain(table) == [tuple(None if v != v else v for v in r) for r in split]
 
 
 def test_metric_totals_are_by_metric(tmp_path: Path) -> None:
-    both = load_with_breakdown(list(_files(tmp_path).values()))
-    frame = add_launch_all(by_metric(concat_frames(profile_frame("j", r, p) for r, p, _ in both)))
-    rows = [row for r, p, _ in both for row in profile_rows("j", r, p)]
-    got = [tuple(None if v != v else v for v in t) for t in with_launch_all(metric_totals(rows))]
+    """The reader's sums (rows.py) and the artifact's (pandas) over the CSV the CLI wrote."""
+    out = tmp_path / "m.csv"
+    assert main(["--run", "j", "--out", str(out), *map(str, _files(tmp_path).values())]) == 0
+    frame = add_launch_all(by_metric(read_metrics_csv(out)))
+    rows = with_launch_all(metric_totals(read_metrics_rows(out)))
+    got = [tuple(None if v != v else v for v in t) for t in rows]
     want = _plain(frame)
     assert len(got) == len(want) > 20
     for g, w in zip(got, want, strict=True):

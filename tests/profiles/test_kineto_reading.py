@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from analysis.profiles import ProfileError, read_profile, read_profile_breakdown, read_torch_trace
+from analysis.profiles import ProfileError, read_profile_breakdown, read_torch_trace
 from analysis.profiles.kineto_gzip import GzipText
 
 TEXT = '{"traceEvents": [' + ", ".join(['{"name": "é漢\U0001f600 x"}'] * 400) + "]}"
@@ -53,7 +53,7 @@ def test_gzip_text_bad_streams(tmp_path: Path) -> None:
         _read_all(tail, 1 << 20)
     for path in (cut, crc, tail):
         with pytest.raises(ProfileError, match="gzip"):
-            read_profile(path)
+            read_profile_breakdown(path)
 
 
 def test_odd_events_as_before(tmp_path: Path) -> None:

@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 from profile_builders import make_nsys
 
-from analysis.profiles import load_profiles, rank_from_path
+from analysis.profiles import load_with_breakdown, rank_from_path
 from analysis.profiles.metrics import (
     COLUMNS,
     DERIVED_METRICS,
@@ -129,7 +129,7 @@ def test_ranks_by_name_then_order(tmp_path: Path) -> None:
     named = make_nsys(tmp_path / "x_rank1.sqlite", rt)
     plain_a = make_nsys(tmp_path / "a.sqlite", rt)
     plain_b = make_nsys(tmp_path / "b.sqlite", rt)
-    ranks = [r for r, _ in load_profiles([plain_a, named, plain_b])]
+    ranks = [r for r, _, _ in load_with_breakdown([plain_a, named, plain_b])]
     assert ranks == [0, 1, 2]
 
 

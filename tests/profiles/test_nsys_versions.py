@@ -2,7 +2,8 @@
 counted per copy, unified-memory copies as a metric of their own.
 
 Inputs are built by profile_builders.make_nsys with each version's schema (synth.NSYS_SCHEMAS);
-the expected table is checked in (golden/nsys_versions.csv) and its key numbers asserted here.
+their table is checked against the independent reading (corpus_reading.py) and its key numbers
+asserted here.
 """
 
 from __future__ import annotations
@@ -10,11 +11,10 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
-import pandas as pd
 import pytest
-from profile_builders import GOLDEN, make_nsys
+from profile_builders import assert_independent, cli_table, make_nsys
 
-from analysis.profiles import by_metric, metrics_table, read_metrics_csv, read_nsys_sqlite
+from analysis.profiles import by_metric, read_nsys_sqlite
 from analysis.profiles.metrics import add_launch_all
 from analysis.profiles.synth import MEMCPY_OPER, NSYS_VERSIONS, write_nsys_sqlite
 
@@ -77,20 +77,20 @@ def test_an_enum_without_the_backtrace_class_still_counts_each_call_once(
             "DELETE FROM ENUM_NSYS_EVENT_CLASS WHERE name = 'TRACE_PROCESS_EVENT_CUDABACKTRACE'"
         ).rowcount
     assert gone == 1
-    got = add_launch_all(by_metric(metrics_table("renamed", [path]))).set_index("metric")
+    got = add_launch_all(by_metric(cli_table("renamed", [path]))).set_index("metric")
     for metric, (calls, _) in EXPECT.items():
         assert got.loc[metric, "calls"] == calls, metric
 
 
 @pytest.mark.parametrize("version", NSYS_VERSIONS)
 def test_each_call_counted_once(exports: dict[str, Path], version: str) -> None:
-    df = add_launch_all(by_metric(metrics_table(version, [exports[version]])))
+    df = add_launch_all(by_metric(cli_table(version, [exports[version]])))
     got = df.set_index("metric")
     for metric, (calls, total_ns) in EXPECT.items():
         assert got.loc[metric, "calls"] == calls, (version, metric)
         assert got.loc[metric, "total_s"] == pytest.approx(total_ns * 1e-9), (version, metric)
     # the backtrace rows' names (no _v suffix) never reach the table
-    raw = set(metrics_table(version, [exports[version]])["raw_name"])
+    raw = set(cli_table(version, [exports[version]])["raw_name"])
     assert "cudaLaunchKernel" not in raw and "cudaLaunchKernel_v7000" in raw
 
 
@@ -133,10 +133,9 @@ def test_unified_short_labels(tmp_path: Path) -> None:
     assert metrics["CUDA memcpy HtoD"] == "memcpy_htod"
 
 
-def test_golden_versions(exports: dict[str, Path]) -> None:
-    df = pd.concat([metrics_table(v, [p]) for v, p in exports.items()], ignore_index=True)
-    golden = read_metrics_csv(GOLDEN / "nsys_versions.csv")
-    pd.testing.assert_frame_equal(df, golden, check_exact=False, rtol=1e-12)
+@pytest.mark.parametrize("version", NSYS_VERSIONS)
+def test_each_version_as_the_independent_reading(exports: dict[str, Path], version: str) -> None:
+    assert_independent(cli_table(version, [exports[version]]), {0: exports[version]})
 
 
 def test_2022_pairs_only_same_thread_and_correlation_id(tmp_path: Path) -> None:

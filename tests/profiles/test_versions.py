@@ -17,7 +17,7 @@ import pandas as pd
 import pytest
 from profile_builders import REPO, make_nsys, set_release, write_trace
 
-from analysis.profiles import read_profile
+from analysis.profiles import read_profile_breakdown
 from analysis.profiles.nsys_sqlite import NSYS_COVERED
 from analysis.profiles.synth import NSYS_VERSIONS
 from analysis.profiles.torch_trace import KINETO_COVERED
@@ -91,7 +91,7 @@ def test_covered_and_patch_releases_read_silently(tmp_path: Path, version: str) 
     """A release the corpus covers is built in the newest synthetic layout, naming it."""
     layout = version if version in NSYS_VERSIONS else NSYS_VERSIONS[-1]
     nsys = set_release(make_nsys(tmp_path / "rank0.sqlite", RT, version=layout), version)
-    assert read_profile(nsys).version_note == ""
+    assert read_profile_breakdown(nsys)[0].version_note == ""
     set_release(nsys, f"{version}.1.90")  # a patch release of the same generation
     torch = write_trace(tmp_path / "rank1.pt.trace.json", EVENTS)
     proc = run_cli(tmp_path, nsys, torch)
@@ -106,13 +106,15 @@ def test_release_in_the_table_before_2023_3(tmp_path: Path) -> None:
         con.execute("ALTER TABLE META_DATA_EXPORT RENAME TO EXPORT_META_DATA")
         con.execute("UPDATE EXPORT_META_DATA SET value = '2026.4.1'")
     con.close()
-    assert "2026.4.1 is newer than the newest tested" in read_profile(path).version_note
+    assert (
+        "2026.4.1 is newer than the newest tested" in read_profile_breakdown(path)[0].version_note
+    )
 
 
 def test_file_without_a_version_reads_silently(tmp_path: Path) -> None:
     bare = tmp_path / "rank0.pt.trace.json"
     bare.write_text(json.dumps(EVENTS))  # a bare Chrome-trace array records no schemaVersion
-    assert read_profile(bare).version_note == ""
+    assert read_profile_breakdown(bare)[0].version_note == ""
 
 
 @pytest.mark.parametrize(
