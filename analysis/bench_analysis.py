@@ -53,7 +53,7 @@ from analysis.bench_hta import (
     versus_hta,
 )
 from analysis.profiles import kineto_fast
-from run import settings
+from run.program import program
 
 REPO = Path(__file__).resolve().parents[1]
 KINDS = ("nsys", "kineto", "kineto.gz")
@@ -235,7 +235,8 @@ def _load() -> str:
     return f"{os.getloadavg()[0]:.1f}"
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+@program()
+def main(argv: list[str]) -> int:
     """Entry point; returns the exit status (1 if a parse disagrees with the generator)."""
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -243,8 +244,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error("--sizes must be positive")
     if args.pairs < 1:
         parser.error("--pairs must be >= 1")
-    if not settings.check_all_or_say():
-        return 2
     if args.child:
         _child(*args.child)
         return 0

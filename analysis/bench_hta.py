@@ -30,6 +30,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from analysis.profiles import kineto_fast
+from run import settings
 
 REPO = Path(__file__).resolve().parents[1]
 HTA_ENV = "HTA_PYTHON"
@@ -248,7 +249,7 @@ def _json_only_lines(runs: Sequence[dict]) -> list[str]:
 
 def find_hta(given: str | None) -> tuple[str | None, str]:
     """(python that imports hta, "") or (None, the line saying why HTA is left out)."""
-    python = given or os.environ.get(HTA_ENV)
+    python = given or settings.value(HTA_ENV)
     how = (
         f"set {HTA_ENV}=/path/to/venv/bin/python or pass --hta-python, naming a separate venv "
         "with `pip install HolisticTraceAnalysis`"
@@ -267,7 +268,7 @@ def find_hta(given: str | None) -> tuple[str | None, str]:
 
 def find_hta_trace(given: Path | None) -> tuple[Path | None, str]:
     """(HTA's trace, "") or (None, the line saying where to get it)."""
-    path = given or (Path(os.environ[HTA_TRACE_ENV]) if os.environ.get(HTA_TRACE_ENV) else None)
+    path = given or settings.value(HTA_TRACE_ENV)
     repo, commit, where = HTA_TRACE_SOURCE
     how = (
         f"set {HTA_TRACE_ENV}=/path/to/{Path(where).name} or pass --hta-trace: HTA's own trace,"

@@ -26,7 +26,7 @@ import pandas as pd
 from analysis import noise
 from analysis.claims import verdicts as cl
 from analysis.noise import TARGET as NOISE_TARGET
-from run import settings
+from run.program import program
 
 DECIDED = (cl.HOLDS, cl.FAILS)
 
@@ -116,20 +116,15 @@ def _order(cid: str) -> tuple[str, int, str]:
     return cid[0], int(digits or 0), cid
 
 
-def main(argv: list[str] | None = None) -> int:
+@program()
+def main(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(prog="python -m analysis.check_verdicts", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
     ap.add_argument("a", type=Path, help="first results folder")
     ap.add_argument("b", type=Path, help="second results folder")
     ap.add_argument("--profile", default="smoke")
     args = ap.parse_args(argv)
-    if not settings.check_all_or_say():
-        return 2
-    try:
-        va, vb = verdicts(args.a, args.profile), verdicts(args.b, args.profile)
-    except FileNotFoundError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+    va, vb = verdicts(args.a, args.profile), verdicts(args.b, args.profile)
     lines, conflicts = compare(va, vb)
     print(f"claim {'A: ' + str(args.a):14} {'B: ' + str(args.b):14}")
     print("\n".join(lines))

@@ -14,12 +14,13 @@ import pandas as pd
 
 from analysis import repeats
 from run import store
+from run.errors import UserError
 from run.sweep import matrix as mx
 
 REFERENCE_DIR = store.REFERENCE_DIR
 
 
-class AnalysisError(RuntimeError):
+class AnalysisError(UserError):
     """Something an artifact needs is missing; the message says what to run."""
 
 
@@ -194,16 +195,6 @@ def _num(v: Any) -> bool:
 
 
 # ---------------------------------------------------------------- LLM artifacts (L*)
-LLM_METHODS = ["lora", "qlora", "dpo", "qat"]
-LLM_METHOD_LABELS = {"lora": "LoRA", "qlora": "QLoRA", "dpo": "DPO", "qat": "QAT"}
-LLM_TEMPLATES = ["instruct", "summary", "error-correction"]
-LLM_TEMPLATE_LABELS = {
-    "instruct": "Instruct",
-    "summary": "Summary",
-    "error-correction": "Error Correction",
-}
-
-
 def llm_cpu_notes(df: pd.DataFrame) -> list[str]:
     """What differs from the paper when LLM runs ran without a GPU, from the runs' own fields."""
     if on_gpu(df) or not len(df):
@@ -306,20 +297,43 @@ def not_paper_data(runs: pd.DataFrame) -> str:
 
 
 # ---------------------------------------------------------------- compact tables shared by artifacts
-def wide(
+def pivot(
     t: pd.DataFrame,
-    index: Sequence[str],
+    keys: Sequence[str],
     column: str,
     values: dict[str, Callable[[Any], str | None]],
     order: Sequence[Any] | None = None,
+    rows: dict[str, list[Any]] | None = None,
+    fill_status: bool = False,
 ) -> pd.DataFrame:
-    """The medians over repeats (common.compact) of `t`'s finished runs, `index` as rows and one
-    column per value of `column` (in `order`, else sorted) for each of `values` (value -> the
-    column's name for a value of `column`, or None to leave it out), with `_min`/`_max` beside
-    when there are repeats. Shared by V1 and V2."""
-    index = list(index)
-    long = compact(t, [*index, column], list(values))
-    out = long[index].drop_duplicates().reset_index(drop=True)
+    """The one pivot of the compact tables: `keys` as rows and one column per value of `column`
+    (in `order`, else sorted) for each of `values` (value -> the column's name for a value of
+    `column`, or None to leave it out), each the median over repeats of the finished runs
+    (common.compact), with `_min`/`_max` beside and `repeats` when a cell had several.
+    `fill_status` keeps every cell of `t`: where none of a cell's runs finished it holds their
+    status (oom, unsupported, failed), as the paper's panels and bar groups do (L5, L6, L8).
+    `rows` orders the rows by their keys' values (key -> its values in order)."""
+    keys = list(keys)
+    cell = [*keys, column]
+    if not fill_status:
+        long = compact(t, cell, list(values))
+    elif t.empty or column not in t:
+        return pd.DataFrame(columns=keys)
+    else:
+        status = (
+            t.groupby(cell, dropna=False)["status"]
+            .agg(lambda s: "/".join(sorted(set(s.dropna().astype(str)) - {"ok"})) or None)
+            .rename("_status")
+            .reset_index()
+        )
+        long = status.merge(compact(t.dropna(subset=list(values)), cell, list(values)), on=cell,
+                            how="left")  # fmt: skip
+        for v in values:
+            long[v] = long[v].astype(object).where(long[v].notna(), long["_status"])
+            for s in (f"{v}_min", f"{v}_max"):
+                if s in long:  # object like the value beside them
+                    long[s] = long[s].astype(object)
+    out = long[keys].drop_duplicates().reset_index(drop=True)
     if long.empty:
         return out
     have = list(long[column].unique())
@@ -331,14 +345,20 @@ def wide(
                 continue
             part = long[long[column] == x]
             stats = [s for s in (f"{v}_min", f"{v}_max") if s in part]
-            part = part[[*index, v, *stats]].rename(
+            part = part[[*keys, v, *stats]].rename(
                 columns={v: col, **{s: col + s[len(v) :] for s in stats}}
             )
-            out = out.merge(part, on=index, how="left")
+            out = out.merge(part, on=keys, how="left")
     if "repeats" in long:
-        n = long.groupby(index, dropna=False)["repeats"].max().reset_index()
-        out = out.merge(n, on=index, how="left")
-    return out
+        n = long.groupby(keys, dropna=False)["repeats"].max().reset_index()
+        out = out.merge(n, on=keys, how="left")
+    if rows:
+        rank = [out[k].map(lambda v, k=k: _order_of(v, rows[k])) if k in rows else out[k]
+                for k in keys]  # fmt: skip
+        out = out.iloc[
+            pd.DataFrame(dict(enumerate(rank))).sort_values(list(range(len(keys)))).index
+        ]
+    return out.reset_index(drop=True)
 
 
 def reasons(df: pd.DataFrame) -> list[str | None]:
@@ -349,47 +369,8 @@ def reasons(df: pd.DataFrame) -> list[str | None]:
     ]
 
 
-def by_gpus(
-    t: pd.DataFrame, keys: list[str], value: str, unit: str, order: dict[str, list[Any]]
-) -> pd.DataFrame:
-    """`keys` as rows and one column per GPU count (as the paper's panels and bar groups): the
-    median over repeats of the finished runs, or where no run of a cell finished, its runs'
-    status (oom, unsupported, failed). Shared by L5, L6 and L8."""
-    if t.empty or "gpus" not in t:
-        return pd.DataFrame(columns=keys)
-    cell = [*keys, "gpus"]
-    status = (
-        t.groupby(cell, dropna=False)["status"]
-        .agg(lambda s: "/".join(sorted(set(s.dropna().astype(str)) - {"ok"})) or None)
-        .rename("_status")
-        .reset_index()
-    )
-    med = compact(t.dropna(subset=[value]), cell, [value])
-    long = status.merge(med, on=cell, how="left")
-    long[value] = long[value].astype(object).where(long[value].notna(), long["_status"])
-    stats = [s for s in (f"{value}_min", f"{value}_max") if s in long]
-    wide = long.pivot(index=keys, columns="gpus", values=[value, *stats])
-    out = wide.index.to_frame(index=False)
-    for g in sorted(long["gpus"].unique()):
-        name = f"{gpus_label(g)} [{unit}]"
-        out[name] = wide[(value, g)].to_numpy()
-        for s in stats:
-            out[name + s[len(value) :]] = wide[(s, g)].to_numpy()
-    if "repeats" in long:
-        out["repeats"] = long.groupby(keys)["repeats"].max().reindex(wide.index).to_numpy()
-    rank = [
-        out[k].map(lambda v, k=k: _order_of(v, order[k])) if k in order else out[k] for k in keys
-    ]
-    out = out.iloc[pd.DataFrame(dict(enumerate(rank))).sort_values(list(range(len(keys)))).index]
-    return out.reset_index(drop=True)
-
-
 def _order_of(v: Any, vals: list[Any]) -> int:
     return vals.index(v) if v in vals else len(vals)
-
-
-# ---------------------------------------------------------------- Scenario B artifacts (V8-V11)
-LOADER_LABELS = {"torch": "DataLoader", "dali": "DALI"}
 
 
 def gpus_label(g: float) -> str:

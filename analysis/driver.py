@@ -26,7 +26,6 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import importlib
-import sys
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -37,8 +36,8 @@ from analysis import common as c
 from analysis import noise
 from analysis.claims import spec as cs
 from analysis.claims import verdicts as cl
-from run import settings, store
-from run.errors import exit_status
+from run import store
+from run.program import program
 from run.sweep import matrix as mx
 
 ARTIFACTS_DIR = Path(__file__).parent / "artifacts"
@@ -190,29 +189,23 @@ def self_check() -> list[dict[str, Any]]:
     return out
 
 
-def main(argv: list[str] | None = None) -> int:
+@program("the table is written whole or not at all")
+def main(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(prog="python -m analysis", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
     ap.add_argument("target", help="a make target of experiments/matrix.yaml, e.g. fig-vram")
     ap.add_argument("--profile", help="required but for self-check")
     args = ap.parse_args(argv)
-    try:
-        settings.check_all()
-        if args.target == "self-check":
-            res = self_check()
-            decided = [r for r in res if r["verdict"] in (cl.HOLDS, cl.FAILS, cl.INCONCLUSIVE)]
-            for r in decided:
-                print(f"{r['id']:5} {r['verdict']:14} {r['evidence'][:110]}")
-            print(f"{len(decided)} of {len(res)} claims decided by the paper's own numbers")
-            return 0
-        if not args.profile:
-            raise c.AnalysisError("--profile is required")
-        if args.target not in targets():
-            raise c.AnalysisError(f"unknown target '{args.target}': one of {', '.join(targets())}")
-        print(f"wrote {build(args.target, args.profile)}")
-    except (c.AnalysisError, cs.ClaimError, settings.SettingError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    except (KeyboardInterrupt, OSError) as exc:  # a full disk, read-only results, Ctrl-C
-        return exit_status(exc, "the table is written whole or not at all")
+    if args.target == "self-check":
+        res = self_check()
+        decided = [r for r in res if r["verdict"] in (cl.HOLDS, cl.FAILS, cl.INCONCLUSIVE)]
+        for r in decided:
+            print(f"{r['id']:5} {r['verdict']:14} {r['evidence'][:110]}")
+        print(f"{len(decided)} of {len(res)} claims decided by the paper's own numbers")
+        return 0
+    if not args.profile:
+        raise c.AnalysisError("--profile is required")
+    if args.target not in targets():
+        raise c.AnalysisError(f"unknown target '{args.target}': one of {', '.join(targets())}")
+    print(f"wrote {build(args.target, args.profile)}")
     return 0

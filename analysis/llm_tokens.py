@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import pandas as pd
 
-from analysis.common import LLM_TEMPLATE_LABELS, LLM_TEMPLATES, ok_runs, paper_table
+from analysis.common import ok_runs, paper_table
+from run.llm.catalog import TEMPLATE_LABELS
+from run.llm.spec import TEMPLATE_DATASETS
 
 TOKENS_WITHIN_PCT = 15.0  # "comparable to the paper's template subsets": within 15 % in tokens
 TOKENIZER_NOTES = {"bytes": "one token per byte"}
@@ -22,7 +24,7 @@ def llm_subset_tokens(df: pd.DataFrame) -> pd.DataFrame:
     ok = ok_runs(df)
     if not len(ok) or "dataset_tokens" not in ok:
         return pd.DataFrame(columns=cols)
-    ok = ok[ok["method"].isin(LLM_SFT_METHODS) & ok["dataset"].isin(LLM_TEMPLATES)]
+    ok = ok[ok["method"].isin(LLM_SFT_METHODS) & ok["dataset"].isin(TEMPLATE_DATASETS)]
     ok = ok[ok["dataset_tokens"].notna()].copy()
     if "tokenizer" not in ok:
         ok["tokenizer"] = None
@@ -30,12 +32,12 @@ def llm_subset_tokens(df: pd.DataFrame) -> pd.DataFrame:
     ok["rows"] = rows_col.fillna(ok.get("template_rows", pd.Series(index=ok.index)))
     ok = ok[ok["rows"].notna()]
     ok["_m"] = ok["method"].map(LLM_SFT_METHODS.index)
-    ok["_t"] = ok["dataset"].map(LLM_TEMPLATES.index)
+    ok["_t"] = ok["dataset"].map(TEMPLATE_DATASETS.index)
     ok["tokenizer"] = ok["tokenizer"].fillna("?")
     first = ok.sort_values(["_t", "_m"]).drop_duplicates(["dataset", "tokenizer"])
     return pd.DataFrame(
         {
-            "template": first["dataset"].map(LLM_TEMPLATE_LABELS).to_numpy(),
+            "template": first["dataset"].map(TEMPLATE_LABELS).to_numpy(),
             "tokenizer": first["tokenizer"].to_numpy(),
             "rows": first["rows"].astype(int).to_numpy(),
             "tokens": first["dataset_tokens"].astype(int).to_numpy(),

@@ -42,15 +42,13 @@ from report.wording import (
     skipped_by_reason,
     timing_short,
 )
-from run import settings as run_settings
 from run import store
-from run.errors import exit_status
+from run.program import program
 from run.sweep import matrix as mx
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 ASSUMPTIONS = ROOT / "experiments" / "assumptions.yaml"
-VERDICT_ORDER = (cl.HOLDS, cl.FAILS, cl.INCONCLUSIVE, cl.UNMEASURED)
 TEX_ESCAPES = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#",
                "_": r"\_", "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}",
                "^": r"\textasciicircum{}"}  # fmt: skip
@@ -270,7 +268,7 @@ def context(profile: str, roots: list[Path], out_dir: Path) -> dict[str, Any]:
         "machines": machines,
         "labels": labels,
         "tally": tally(paper_rows, labels),
-        "verdicts": VERDICT_ORDER,
+        "verdicts": cl.VERDICTS,
         "n_claims": len(paper_rows),
         "claims": paper_rows,
         "our_tally": tally(our_rows, labels),
@@ -305,7 +303,7 @@ def tally(rows: list[dict[str, Any]], labels: list[str]) -> list[dict[str, Any]]
                 continue
             out.append({"machine": f"{label} ({cl.STAND_IN})" if stand_in else label,
                         "counts": {v: sum(1 for r in mine if r["per"][i]["verdict"] == v)
-                                   for v in VERDICT_ORDER}})  # fmt: skip
+                                   for v in cl.VERDICTS}})  # fmt: skip
     return out
 
 
@@ -375,23 +373,15 @@ def render(profile: str, roots: list[Path], out_dir: Path | None = None) -> list
     return written
 
 
-def main(argv: list[str] | None = None) -> int:
+@program("each file is written whole or not at all")
+def main(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--profile", required=True)
     ap.add_argument("--results", action="append", type=Path,
                     help="a results folder (repeat for several machines); default: RESULTS_DIR")  # fmt: skip
     args = ap.parse_args(argv)
-    try:
-        run_settings.check_all()
-        roots = inputs.checked_roots(args.profile, args.results)
-    except (inputs.ReportError, run_settings.SettingError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    try:
-        for path in render(args.profile, roots):
-            print(f"wrote {path}")
-    except (KeyboardInterrupt, OSError) as exc:  # a full disk, a read-only folder, Ctrl-C
-        return exit_status(exc, "each file is written whole or not at all")
+    for path in render(args.profile, inputs.checked_roots(args.profile, args.results)):
+        print(f"wrote {path}")
     return 0
 
 

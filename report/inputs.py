@@ -8,10 +8,11 @@ import sys
 from pathlib import Path
 
 from run import store
+from run.errors import UserError
 from run.sweep import matrix as mx
 
 
-class ReportError(Exception):
+class ReportError(UserError):
     """What stops the report before anything is written: one line for the user."""
 
 
@@ -47,7 +48,7 @@ def checked_roots(profile: str, results: list[Path] | None) -> list[Path]:
     """The results folders to report on, each checked; raises ReportError."""
     if profile not in mx.profiles():
         raise ReportError(f"unknown profile '{profile}'")
-    roots = results or [store.RESULTS_ROOT]
+    roots = results or [store.results_root()]
     for r in roots:
         if not store.profile_dir(profile, r).is_dir():
             raise ReportError(f"{store.profile_dir(profile, r)} has no results: run "

@@ -2,9 +2,9 @@
 
 Every check that runs before a launch (the matrix, a profiler choice, a missing model folder or
 data set, a spec that cannot run, a GPU the installed torch cannot use) raises a subclass of
-UserError with a message of one line. Entry points catch UserError alone and print
-`error: <message>` with exit status 2, so bad input never ends in a traceback while real bugs
-still do.
+UserError with a message of one line. Every program (run/program.py) prints it as
+`error: <message>` with the error's exit status (2 unless the subclass says otherwise), so bad
+input never ends in a traceback while real bugs still do.
 """
 
 from __future__ import annotations
@@ -16,6 +16,8 @@ import sys
 
 class UserError(ValueError):
     """Bad input found before any run; the message is one line that says what to do."""
+
+    status = 2  # the exit status of a program that ends on it
 
 
 class Stopped(BaseException):
@@ -49,7 +51,7 @@ def fault(exc: BaseException, resume: str = "") -> tuple[str, int] | None:
     if isinstance(exc, Stopped):
         return f"stopped by SIGTERM{tail}", 143
     if isinstance(exc, UserError):
-        return str(exc), 2
+        return str(exc), exc.status
     if isinstance(exc, OSError):
         where = exc.filename or ""
         why = exc.strerror or str(exc)
@@ -64,11 +66,13 @@ def fault(exc: BaseException, resume: str = "") -> tuple[str, int] | None:
     return None
 
 
-def exit_status(exc: BaseException, resume: str = "") -> int:
-    """For an entry point's `except BaseException`: print a fault's one line and return its exit
+def exit_status(exc: BaseException, resume: str = "", quiet: bool = False) -> int:
+    """For an entry point's `except BaseException`: print a fault's one line (not when `quiet`:
+    a rank but the first of a torchrun launch, whose line rank 0 prints) and return its exit
     status; anything else (a real bug, SystemExit) is raised again with its traceback."""
     got = fault(exc, resume)
     if got is None:
         raise exc
-    print(f"error: {got[0]}", file=sys.stderr)
+    if not quiet:
+        print(f"error: {got[0]}", file=sys.stderr, flush=True)
     return got[1]

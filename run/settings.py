@@ -3,9 +3,9 @@
 A setting is an environment variable or a make variable: make hands the variables of its command
 line to every recipe's environment, so `make plan NUMA=maybe` reaches the programs as NUMA. Each
 entry below says what the setting accepts, its default and what it changes; the README's table of
-settings is `markdown_table()` (tests/test_settings.py holds the two equal). Every entry point
-calls `check_all()` first, so a bad value is one line naming the variable and what it accepts,
-exit status 2, before anything is probed, created or run; code reads a setting with `value()` when
+settings is `markdown_table()` (tests/test_settings.py holds the two equal). Every program
+calls `check_all()` first (run/program.py), so a bad value is one line naming the variable and
+what it accepts, exit status 2, before anything is probed, created or run; code reads a setting with `value()` when
 it needs it, never at import time, so importing a module never fails on a bad value. Unset and
 empty (`make X=`) both mean the default.
 
@@ -26,7 +26,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from run.errors import UserError
+from run.errors import UserError, exit_status
 
 REPO = Path(__file__).resolve().parent.parent
 URL = re.compile(r"https?://\S+$")
@@ -50,6 +50,8 @@ class Setting(NamedTuple):
 
 
 SECONDS = "a number > 0 (seconds)"
+# The profilers a run can name (its spec's `profiler`, run/*/spec.py), and PROFILER's choices.
+PROFILERS = ("none", "auto", "torch", "nsys")
 FOLDER = "a folder (made when missing)"
 SETTINGS: tuple[Setting, ...] = (
     # what runs
@@ -61,7 +63,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("PROFILER", "choice", None, "one of auto, torch, nsys, none",
             "Overrides the profiler of every run: auto = nsys when on the PATH, else "
             "torch.profiler; part of each run's name.",
-            choices=("auto", "torch", "nsys", "none"), shown="each experiment's own"),
+            choices=(*PROFILERS[1:], *PROFILERS[:1]), shown="each experiment's own"),
     Setting("REPEATS", "whole", 1, "a whole number >= 1",
             "Each run spec runs n times with seeds seed, seed+1, ...; tables show medians "
             "and min-max.", low=1),
@@ -138,6 +140,12 @@ SETTINGS: tuple[Setting, ...] = (
             "`make container-local`: the folder holding the CPU torch wheel."),
     Setting("HOST_CA", "path", Path("/etc/ssl/certs/ca-certificates.crt"), "a file",
             "`make container-local`: the CA bundle pip uses in the build."),
+    # benchmarks
+    Setting("HTA_PYTHON", "text", None, "a command",
+            "`make bench-analysis`: the Python of a separate venv with HolisticTraceAnalysis, to "
+            "time the reader beside HTA."),
+    Setting("HTA_TRACE", "path", None, "a file",
+            "`make bench-analysis`: HTA's own test trace, the one both read."),
     # make itself
     Setting("PYTHON", "text", "python3", "a command",
             "The Python that makes the venv."),
@@ -271,8 +279,9 @@ def value(name: str) -> Any:
 
 
 def path(name: str) -> Path | None:
-    """The path a path or file setting names, as given, the file system not asked: for module
-    constants read at import time, where a check could only fail as a traceback."""
+    """The path a path or file setting names, as given, the file system not asked: for readers
+    that must not fail on their own (store.results_root, matrix.matrix_file), whose programs
+    have checked the settings first."""
     s = BY_NAME[name]
     if s.kind not in ("path", "file"):
         raise KeyError(f"{name} is not a path setting")
@@ -292,6 +301,11 @@ def bad_values() -> dict[str, str | None]:
     return {s.name: BAD.get(s.kind) for s in SETTINGS}
 
 
+def given(name: str) -> bool:
+    """Whether a setting is set at all (not empty): where its default means something else."""
+    return bool(os.environ.get(BY_NAME[name].name, "").strip())
+
+
 def check_all(names: Iterable[str] | None = None) -> int:
     """Check every declared setting (or those named) that is set; SettingError on the first bad
     one. Returns how many settings were checked (an unset one passes as its default)."""
@@ -301,15 +315,33 @@ def check_all(names: Iterable[str] | None = None) -> int:
     return len(chosen)
 
 
-def check_all_or_say() -> bool:
-    """check_all() for a program's main: False after printing the one error line of the first
-    bad value to stderr (the caller exits 2), True when every setting is usable."""
-    try:
-        check_all()
-    except SettingError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return False
-    return True
+# Given by the launcher (torchrun), the scheduler (SLURM) or the image, not by the user: no entry
+# of the table and nothing to check, but read here too, at call time, so that this module is the
+# one reader of the environment.
+HOST_GIVEN = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "CUDA_VISIBLE_DEVICES", "SLURM_GPUS_ON_NODE",
+              "SLURM_JOB_ID", "ARTIFACT_GIT_SHA")  # fmt: skip
+
+
+def given_by_host(name: str) -> str | None:
+    """The raw value of a HOST_GIVEN variable, None when unset."""
+    if name not in HOST_GIVEN:
+        raise KeyError(f"{name} is not given by the host")
+    return os.environ.get(name)
+
+
+def rank() -> int:
+    """This process's rank in a torchrun launch (0 outside one)."""
+    return int(os.environ.get("RANK") or 0)
+
+
+def local_rank() -> int:
+    """This process's rank on its node (its GPU), 0 outside a torchrun launch."""
+    return int(os.environ.get("LOCAL_RANK") or 0)
+
+
+def world_size() -> int:
+    """How many ranks a torchrun launch started (1 outside one)."""
+    return int(os.environ.get("WORLD_SIZE") or 1)
 
 
 def shown_default(s: Setting) -> str:
@@ -340,9 +372,15 @@ def markdown_table() -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Not run/program.py's wrapper (which imports this module to check the settings): the same
+    check and the same one line, by hand."""
     argv = sys.argv[1:] if argv is None else argv
+    try:
+        check_all()
+    except SettingError as exc:
+        return exit_status(exc)
     if argv == ["--check"]:  # make runs this on every call: argparse (and re's load) is its cost
-        return 0 if check_all_or_say() else 2
+        return 0
     import argparse
 
     ap = argparse.ArgumentParser(
@@ -352,15 +390,8 @@ def main(argv: list[str] | None = None) -> int:
     what = ap.add_mutually_exclusive_group(required=True)
     what.add_argument("--check", action="store_true", help="check every setting that is set")
     what.add_argument("--markdown", action="store_true", help="print the README's table")
-    args = ap.parse_args(argv)
-    if args.markdown:
+    if ap.parse_args(argv).markdown:
         print(markdown_table(), end="")
-        return 0
-    try:
-        check_all()
-    except UserError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
     return 0
 
 

@@ -33,7 +33,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-RESULTS_ROOT = Path(os.environ.get("RESULTS_DIR", "results"))
+from run import settings
+
 # The paper's published numbers (read-only; the only place they live).
 # The checkout: run/ sits in it, so every module finds configs, experiments and reference here.
 REPO = Path(__file__).resolve().parent.parent
@@ -54,10 +55,21 @@ STAGING = ".staging"
 
 # Run outcomes. "unsupported" marks cells the paper itself could not run (e.g. QLoRA distributed).
 STATUSES = ("ok", "failed", "oom", "unsupported")
+# summary.json's memory_kind: where a run's peak memory was read. Only the first two are VRAM.
+GPU_ACTIVE = "gpu_active"  # torch.cuda's active bytes (the LLM recipes' memory stats)
+GPU_MAX_ALLOCATED = "gpu_max_allocated"  # torch.cuda.max_memory_allocated (the vision loop)
+HOST_PEAK_RSS = "host_peak_rss"  # rank 0's peak resident set size: a CPU run's host memory
+GPU_MEMORY = frozenset({GPU_ACTIVE, GPU_MAX_ALLOCATED})
+
+
+def results_root() -> Path:
+    """RESULTS_DIR, read when asked (run/settings.py), never at import: tests and `make report`
+    point it elsewhere."""
+    return settings.path("RESULTS_DIR")
 
 
 def profile_dir(profile: str, root: Path | None = None) -> Path:
-    return (root or RESULTS_ROOT) / profile
+    return (root or results_root()) / profile
 
 
 def runs_dir(profile: str, root: Path | None = None) -> Path:

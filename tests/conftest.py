@@ -12,7 +12,6 @@ import yaml
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from run import store  # noqa: E402
 from run.sweep import matrix as mx  # noqa: E402
 from run.vision import launch as vision_launch  # noqa: E402
 
@@ -31,7 +30,7 @@ TINY_VISION = {
 
 
 def tiny_matrix() -> dict:
-    real = mx.load_matrix(mx.MATRIX_FILE)
+    real = mx.load_matrix(mx.matrix_file())
     vision = {k: v for k, v in real["experiments"].items() if v["workload"] == "vision"}
     return {
         "profiles": {
@@ -90,8 +89,6 @@ def sandbox_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
         if "image_size" in e["vary"]:
             e["vary"]["image_size"] = [32, 40]
     matrix_file.write_text(yaml.safe_dump(m))
-    monkeypatch.setattr(mx, "MATRIX_FILE", matrix_file)
-    monkeypatch.setattr(store, "RESULTS_ROOT", tmp_path / "results")
     monkeypatch.setenv("MATRIX_FILE", str(matrix_file))
     monkeypatch.setenv("RESULTS_DIR", str(tmp_path / "results"))
     monkeypatch.setenv("DIGITS_DIR", str(REPO / "data" / "digits"))

@@ -4,6 +4,7 @@ experiments leaves on this machine (names and skipped cells from run/sweep/left.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +19,8 @@ def fabricate(
 ) -> list[Path]:
     """Write the records and runs under root (a RESULTS_DIR) as a sweep on `info` (default: this
     machine, as make's own call of left.py sees it) leaves them; returns the records' paths."""
-    before, store.RESULTS_ROOT = store.RESULTS_ROOT, root
+    before = os.environ.get("RESULTS_DIR")
+    os.environ["RESULTS_DIR"] = str(root)
     try:
         info, matrix = info or hw.probe(), mx.load_matrix()
         records = []
@@ -37,4 +39,7 @@ def fabricate(
             records.append(record)
         return records
     finally:
-        store.RESULTS_ROOT = before
+        if before is None:
+            os.environ.pop("RESULTS_DIR", None)
+        else:
+            os.environ["RESULTS_DIR"] = before

@@ -27,6 +27,7 @@ from analysis.artifacts import fig_vision_metrics as a_vm
 from analysis.artifacts import fig_vram as a_vram
 from analysis.profiles.metrics import COLUMNS as TIDY_COLUMNS
 from report.figures import common
+from run import store
 
 matplotlib.use("Agg")
 META = {"source": "J Fig.0", "profile": "figtest", "gates": {}}
@@ -257,7 +258,7 @@ def test_templates_and_vram_name_a_missing_cell(tmp_path):
     assert "host RSS" in text and "Peak VRAM" not in text and "VRAM per GPU" not in text
 
 
-@pytest.mark.parametrize("kind", a_vram.GPU_KINDS)
+@pytest.mark.parametrize("kind", sorted(store.GPU_MEMORY))
 def test_vram_on_a_gpu_says_vram(tmp_path, kind):
     """Either GPU reading (torchtune's active peak, or torch's max allocated) is VRAM."""
     df = llm_cells(["LoRA", "QLoRA", "DPO", "QAT"], "peak_memory_gib").assign(memory_kind=kind)

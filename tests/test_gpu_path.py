@@ -235,7 +235,7 @@ def test_a_sweep_on_a_gpu_node_with_a_cpu_torch_stops_before_any_run(sandbox, mo
 
 def test_a_gpu_profile_never_trains_on_a_cpu(monkeypatch, tmp_path, capsys):
     monkeypatch.setattr(hw, "probe", _cpu_info)
-    monkeypatch.setattr(store, "RESULTS_ROOT", tmp_path)
+    monkeypatch.setenv("RESULTS_DIR", str(tmp_path))
     for profile in ("quick", "paper"):
         assert sweep.main(["--profile", profile, "--exp", "V3"]) == 2
         err = capsys.readouterr().err.strip().splitlines()

@@ -154,7 +154,7 @@ def test_the_matrix_check_refuses_an_unknown_key_or_impossible_combination_in_on
         m["experiments"]["X1"]["ladder"].append(step)
         path = tmp_path / "m.yaml"
         path.write_text(yaml.safe_dump(m))
-        monkeypatch.setattr(mx, "MATRIX_FILE", path)
+        monkeypatch.setenv("MATRIX_FILE", str(path))
         assert mx.main(["--check"]) == 2
         cap = capsys.readouterr()
         err = cap.err.strip().splitlines()

@@ -15,8 +15,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 REPO = Path(__file__).resolve().parent.parent
 PACKAGES = ("run", "analysis", "report")
 # The floor of each part of run/: a module may import only from its own part or a lower floor.
@@ -31,27 +29,20 @@ FLOORS = {
     "bench": 4,
     "assets": 4,
 }
-# The old `python -m` names, kept as doors for one release: each forwards to its new module.
-DOORS = {
-    "llm_tune": "run.llm.tune",
-    "numa": "run.node.numa",
-    "matrix": "run.sweep.matrix",
-    "plan": "run.sweep.plan",
-    "probe": "run.node.probe",
-    "scenario_b": "run.vision.scenario_b",
-    "digits": "run.vision.digits",
-    "fetch_assets": "run.assets",
-    "gpu_check": "run.checks",
-}
 # What analysis/ and report/ may import from run/: modules that load no torch, so tables and the
 # report build from results alone.
 READ_FROM_RUN = {
     "run.store",
     "run.errors",
+    "run.program",
     "run.settings",
     "run.yamlfile",
     "run.node.profiling",
     "run.sweep.matrix",
+    # the vocabulary: templates, methods, data sets, strategies, loaders and their labels
+    "run.llm.catalog",
+    "run.llm.spec",
+    "run.vision.spec",
 }
 
 
@@ -148,7 +139,7 @@ def test_no_import_circle_anywhere() -> None:
 def test_run_imports_go_down_the_floors() -> None:
     graph = import_graph()
     parts = {part(m) for m in graph if m.startswith("run.")} - {""}
-    assert parts - set(FLOORS) - set(DOORS) == set(), "a new part of run/ needs its floor here"
+    assert parts - set(FLOORS) == set(), "a new part of run/ needs its floor here"
     against = [
         f"{a} -> {b}"
         for a, targets in sorted(graph.items())
@@ -223,26 +214,6 @@ def test_the_scan_sees_function_level_imports(tmp_path: Path) -> None:
     assert imports_of(module, set(), here="run.m") == {"analysis.profiles"}
     module.write_text("def f():\n    from run.vision import spec\n    import run.store\n")
     assert imports_of(module, {"run.vision.spec"}, here="run.m") == {"run.vision.spec", "run.store"}
-
-
-@pytest.mark.parametrize("old, new", sorted(DOORS.items()))
-def test_each_old_name_is_a_door_to_its_new_module(old: str, new: str) -> None:
-    import importlib.util
-
-    path = REPO / "run" / f"{old}.py"
-    tree = ast.parse(path.read_text())
-    imported = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
-    assert imported == {"runpy"}, "a door defines nothing to import"
-    assert f'"{new}"' in path.read_text()
-    assert importlib.util.find_spec(new) is not None
-
-
-def test_an_old_name_still_runs() -> None:
-    out = subprocess.run(
-        [sys.executable, "-m", "run.matrix", "--check"],
-        cwd=REPO, capture_output=True, text=True, check=True,
-    ).stdout  # fmt: skip
-    assert out.startswith("matrix OK:")
 
 
 def test_no_module_of_run_or_analysis_is_over_about_400_lines() -> None:

@@ -26,8 +26,7 @@ NO_NUMACTL = "numactl is not installed"
 @pytest.fixture
 def real(tmp_path, monkeypatch):
     """The repository's matrix, an empty results folder, the default settings, no numactl."""
-    monkeypatch.setattr(store, "RESULTS_ROOT", tmp_path / "results")
-    monkeypatch.setattr(mx, "MATRIX_FILE", REAL_MATRIX)
+    monkeypatch.setenv("RESULTS_DIR", str(tmp_path / "results"))
     for var in ("PROFILER", "REPEATS", "LLAMA3_DIR", "LLAMA3_TOKENIZER", "MATRIX_FILE"):
         monkeypatch.delenv(var, raising=False)
     monkeypatch.setattr(vision_launch.shutil, "which", lambda cmd: None)

@@ -372,8 +372,8 @@ MEM = {"lora": 20.0, "qlora": 8.0, "dpo": 30.0, "qat": 60.0}
 def template_rows(device: str = "cpu", gpus=(1, 2), sit=None, mem=None, qat_status=None):
     sit = sit or SIT
     rows = []
-    for d in c.LLM_TEMPLATES:
-        for m in c.LLM_METHODS:
+    for d in llm_spec.TEMPLATE_DATASETS:
+        for m in llm_spec.METHODS:
             for g in gpus:
                 row = {"dataset": d, "method": m, "gpus": g, "max_steps": 0, "device": device}
                 reason = llm_spec.unsupported_reason(row | {"model": "tiny"})
@@ -572,7 +572,7 @@ def test_l6_rules_on_a_gpu_table():
 def qat_table(status: dict[int, str]) -> c.pd.DataFrame:
     return c.pd.DataFrame(
         [{"dataset": d, "method": "qat", "gpus": g, "status": s, "run": f"{d}-{g}"}
-         for d in c.LLM_TEMPLATES for g, s in status.items()]
+         for d in llm_spec.TEMPLATE_DATASETS for g, s in status.items()]
     )  # fmt: skip
 
 

@@ -233,14 +233,14 @@ def test_whole_set_pairs_stream(tmp_path, monkeypatch):
         assert grammar_row(i)["input"] in p["chosen"][0]["content"]
 
 
-def test_streamed_pairs_match_the_list_version():
+def test_streamed_pairs_match_the_pairs_of_a_list():
     rows = [grammar_row(i) for i in range(5)]
-    assert llm_subsets.preference_pairs("grammar", rows) == list(
+    assert list(llm_subsets.iter_preference_pairs("grammar", rows)) == list(
         llm_subsets.iter_preference_pairs("grammar", iter(rows))
     )
-    one = llm_subsets.preference_pairs("grammar", rows[:1])
+    one = list(llm_subsets.iter_preference_pairs("grammar", rows[:1]))
     assert one[0]["chosen"] == one[0]["rejected"]  # a single row is its own "next" row
-    assert llm_subsets.preference_pairs("grammar", []) == []
+    assert list(llm_subsets.iter_preference_pairs("grammar", [])) == []
 
 
 # ---------------------------------------------------------------- token counts vs the paper's
@@ -316,11 +316,11 @@ def l5_sandbox(sandbox):
 def fake_l5(tokens: dict[str, int], rows: int, tokenizer: str) -> None:
     """LoRA and DPO runs of the three templates on 1 GPU, with the counts a recipe would write."""
     listed = []
-    for d in c.LLM_TEMPLATES:
+    for d in llm_spec.TEMPLATE_DATASETS:
         for m in ("lora", "dpo"):
             spec = {**llm_spec.DEFAULTS, "dataset": d, "method": m, "template_rows": rows}
             name = llm_spec.run_name(spec)
-            n = tokens[c.LLM_TEMPLATE_LABELS[d]] * (2 if m == "dpo" else 1)
+            n = tokens[catalog.TEMPLATE_LABELS[d]] * (2 if m == "dpo" else 1)
             summary = {
                 "status": "ok",
                 "device": "cpu",

@@ -35,7 +35,7 @@ def data_root(tmp_path, monkeypatch):
 # ---------------------------------------------------------------- matrix
 def test_every_llm_entry_of_every_profile_validates(monkeypatch):
     monkeypatch.delenv("LLAMA3_DIR", raising=False)
-    real = mx.load_matrix(mx.MATRIX_FILE)
+    real = mx.load_matrix(mx.matrix_file())
     # the LLM experiments of the paper and ours; N2 (the noise cells) is L1's alpaca cell repeated
     assert [e for e in real["experiments"] if real["experiments"][e]["workload"] == "llm"] == (
         [*LLM_EXPS, "N2"]
@@ -58,7 +58,7 @@ def test_every_llm_entry_of_every_profile_validates(monkeypatch):
 
 
 def test_template_runs_are_shared_between_l5_l6_l8():
-    real = mx.load_matrix(mx.MATRIX_FILE)
+    real = mx.load_matrix(mx.matrix_file())
     l5 = set(mx.expand("L5", "smoke", real).run_names)
     assert set(mx.expand("L6", "smoke", real).run_names) <= l5
     assert set(mx.expand("L8", "smoke", real).run_names) == l5
@@ -78,7 +78,7 @@ def test_template_runs_are_shared_between_l5_l6_l8():
     ],
 )
 def test_bad_llm_entries_are_refused(key, value, message):
-    m = copy.deepcopy(mx.load_matrix(mx.MATRIX_FILE))
+    m = copy.deepcopy(mx.load_matrix(mx.matrix_file()))
     m["experiments"]["L2"]["vary"][key] = [value]
     with pytest.raises(mx.MatrixError, match=message):
         mx.expand("L2", "smoke", m)
@@ -125,7 +125,7 @@ def test_template_subsets_are_deterministic(data_root, tmp_path, monkeypatch):
 
 def test_preference_pairs_take_the_next_rows_answer():
     rows = [{"input": f"bad {i}", "output": f"good {i}"} for i in range(3)]
-    pairs = subsets.preference_pairs("grammar", rows)
+    pairs = list(subsets.iter_preference_pairs("grammar", rows))
     assert len(pairs) == 3
     for i, p in enumerate(pairs):
         assert p["chosen"][:-1] == p["rejected"][:-1]  # same prompt
@@ -373,7 +373,7 @@ def test_impossible_optimisation_combinations_are_refused(over, message):
 
 
 def test_matrix_check_refuses_a_packed_dpo_cell():
-    m = copy.deepcopy(mx.load_matrix(mx.MATRIX_FILE))
+    m = copy.deepcopy(mx.load_matrix(mx.matrix_file()))
     m["experiments"]["L2"]["vary"]["method"] = ["dpo"]
     m["experiments"]["L2"]["vary"]["packed"] = [True]
     with pytest.raises(mx.MatrixError, match="packed=true does not apply to dpo"):

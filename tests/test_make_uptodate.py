@@ -194,7 +194,7 @@ def test_make_n_and_a_bad_profile_create_nothing(tmp_path):
 def test_the_makefile_and_python_put_the_report_in_the_same_place(tmp_path, monkeypatch, results):
     results = results.replace("REPO", str(REPO)).replace("TMP", str(tmp_path))
     monkeypatch.chdir(REPO)
-    monkeypatch.setattr(store, "RESULTS_ROOT", Path(results))
+    monkeypatch.setenv("RESULTS_DIR", str(Path(results)))
     got = {n: REPO / variable(tmp_path, n, "PROFILE=quick", results=results)
            for n in ("REPORT_OUT", "FIGS")}  # fmt: skip
     assert got["REPORT_OUT"] == (REPO / figcommon.report_dir("quick")).resolve()

@@ -15,7 +15,7 @@ from run.vision import spec as vision_spec
 
 
 def test_every_entry_of_every_profile_validates():
-    real = mx.load_matrix(mx.MATRIX_FILE)
+    real = mx.load_matrix(mx.matrix_file())
     entries, specs = mx.check_all(real)
     n_exp, n_prof = len(real["experiments"]), len(real["profiles"])
     # V1..V11 and L1..L9 of EXPERIMENTS.md, O1..O4 beyond the papers, N1/N2 the noise floor
@@ -29,7 +29,7 @@ def test_every_entry_of_every_profile_validates():
 
 
 def test_experiment_ids_match_the_paper_list_and_ours_are_labelled_apart():
-    exps = mx.load_matrix(mx.MATRIX_FILE)["experiments"]
+    exps = mx.load_matrix(mx.matrix_file())["experiments"]
     paper = {f"V{i}" for i in range(1, 12)} | {f"L{i}" for i in range(1, 10)}
     ours = {f"O{i}" for i in range(1, 5)}
     noise = {"N1", "N2"}  # the verdicts' noise floor (issue 26): one table, no claims
@@ -43,7 +43,7 @@ def test_experiment_ids_match_the_paper_list_and_ours_are_labelled_apart():
 
 
 def test_paper_profile_has_the_papers_parameters():
-    real = mx.load_matrix(mx.MATRIX_FILE)
+    real = mx.load_matrix(mx.matrix_file())
     v3 = mx.expand("V3", "paper", real)
     assert {s["precision"] for s in v3.specs} == {"fp64", "fp32", "fp16"}
     assert {s["gpus"] for s in v3.specs} == {1, 2, 3, 4}
@@ -54,7 +54,7 @@ def test_paper_profile_has_the_papers_parameters():
 
 
 def test_identical_specs_are_shared_between_experiments():
-    real = mx.load_matrix(mx.MATRIX_FILE)
+    real = mx.load_matrix(mx.matrix_file())
     v3 = set(mx.expand("V3", "smoke", real).run_names)
     v4 = set(mx.expand("V4", "smoke", real).run_names)
     v7 = set(mx.expand("V7", "smoke", real).run_names)
@@ -66,7 +66,7 @@ def test_only_the_smoke_precision_runs_are_narrowed_to_learn_in_minutes():
     smoke ladder on the same setup (its accuracy is compared step by step); Scenario B's smoke
     runs (V8-V11, O2) too, so that they learn (issue 26); every other run, and every quick or
     paper run, is the full-width model with a plain run name."""
-    real = mx.load_matrix(mx.MATRIX_FILE)
+    real = mx.load_matrix(mx.matrix_file())
     for profile in real["profiles"]:
         for exp in real["experiments"]:
             e = mx.expand(exp, profile, real)
@@ -86,7 +86,7 @@ def test_only_the_smoke_precision_runs_are_narrowed_to_learn_in_minutes():
 
 
 def test_one_rank_strategies_collapse_to_one_run():
-    real = mx.load_matrix(mx.MATRIX_FILE)
+    real = mx.load_matrix(mx.matrix_file())
     names = mx.expand("V1", "smoke", real).run_names
     assert sum("-1gpu-" in n for n in names) == 1
 
@@ -102,14 +102,14 @@ def test_one_rank_strategies_collapse_to_one_run():
     ],
 )
 def test_bad_entries_are_refused(section, key, value, message):
-    m = copy.deepcopy(mx.load_matrix(mx.MATRIX_FILE))
+    m = copy.deepcopy(mx.load_matrix(mx.matrix_file()))
     m["experiments"]["V3"][section][key] = value
     with pytest.raises(mx.MatrixError, match=message):
         mx.expand("V3", "smoke", m)
 
 
 def _with(edit):  # noqa: ANN001, ANN202 - a copy of the real matrix with one edit
-    m = copy.deepcopy(mx.load_matrix(mx.MATRIX_FILE))
+    m = copy.deepcopy(mx.load_matrix(mx.matrix_file()))
     edit(m)
     return m
 

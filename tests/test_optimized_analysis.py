@@ -221,13 +221,13 @@ def test_the_report_shows_the_section_and_counts_our_claims_apart(sandbox, monke
     from run import store
     from run.sweep import matrix as mx
 
-    m = yaml.safe_load(mx.MATRIX_FILE.read_text())
+    m = yaml.safe_load(mx.matrix_file().read_text())
     m["experiments"] = {"V3": m["experiments"]["V3"]} | {
         e: {"title": f"{e} ladder", "source": "ours (beyond the paper)", "target": fo.TARGET,
             "workload": "llm" if e in ("O3", "O4") else "vision"}
         for e in ("O1", "O2", "O3", "O4")
     }  # fmt: skip
-    mx.MATRIX_FILE.write_text(yaml.safe_dump(m))
+    mx.matrix_file().write_text(yaml.safe_dump(m))
     # the runs as the sweep would list them, already on their steps (the ladder's own test is
     # test_runs_of_the_matrix_land_on_their_ladder_steps)
     monkeypatch.setattr(driver, "runs_of", lambda exps, profile: (gpu_set(), []))
@@ -239,7 +239,7 @@ def test_the_report_shows_the_section_and_counts_our_claims_apart(sandbox, monke
     png = figcommon.save(fig.draw(df, meta), fo.TARGET, "test")
     assert png.stat().st_size > 10_000 and png.with_suffix(".pdf").is_file()
     assert meta["paper_compact"] is None and meta["gates"] == {}
-    written = build.render("test", [store.RESULTS_ROOT], sandbox / "out" / "test")
+    written = build.render("test", [store.results_root()], sandbox / "out" / "test")
     md = next(p for p in written if p.suffix == ".md").read_text()
     tex = next(p for p in written if p.suffix == ".tex").read_text()
     assert "draw 3 claims from their experiments" in md  # V3's, not ours

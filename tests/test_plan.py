@@ -28,7 +28,7 @@ H100X4 = {**CPU2, "gpu_count": 4, "gpu_model": "NVIDIA H100 80GB HBM3", "cpu_cou
 @pytest.fixture
 def real(tmp_path, monkeypatch):
     """The repository's matrix, an empty results folder, the default environment."""
-    monkeypatch.setattr(store, "RESULTS_ROOT", tmp_path / "results")
+    monkeypatch.setenv("RESULTS_DIR", str(tmp_path / "results"))
     for var in ("PROFILER", "LLAMA3_DIR", "LLAMA3_TOKENIZER"):
         monkeypatch.delenv(var, raising=False)
     return mx.load_matrix(REAL_MATRIX)

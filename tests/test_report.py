@@ -65,7 +65,7 @@ def make_report(module_sandbox) -> tuple:
             fig = importlib.import_module(f"report.figures.{target.replace('-', '_')}")
             df, meta = figcommon.load(target, "test")
             figcommon.save(fig.draw(df, meta), target, "test")
-    written = build.render("test", [store.RESULTS_ROOT])
+    written = build.render("test", [store.results_root()])
     tables = {p.stem: json.loads(p.read_text()) for p in store.tables_dir("test").glob("*.json")}
     csvs = {p.stem: pd.read_csv(p) for p in store.tables_dir("test").glob("*.csv")}
     return {p.suffix: p.read_text() for p in written}, figcommon.report_dir("test"), tables, csvs
@@ -251,9 +251,9 @@ def test_two_results_folders_give_one_column_per_machine(built, tmp_path):
         p = store.read_json(prov)
         p["hardware"] = {**p["hardware"], "gpu_count": 4, "gpu_model": "NVIDIA H100 (other)"}
         prov.write_text(json.dumps(p))
-    written = build.render("test", [store.RESULTS_ROOT, other], tmp_path / "out")
+    written = build.render("test", [store.results_root(), other], tmp_path / "out")
     md = next(p for p in written if p.suffix == ".md").read_text()
-    mine = build.machine(store.RESULTS_ROOT, "test")["label"]
+    mine = build.machine(store.results_root(), "test")["label"]
     assert mine != "4 x NVIDIA H100 (other)"
     # the tally has a row per machine (these fake runs say they ran on a GPU: no stand-in), and
     # the claims table our value, the margin against the noise and the verdict per machine

@@ -17,7 +17,7 @@ from run import store
 @pytest.fixture
 def results(tmp_path, monkeypatch) -> Path:
     root = tmp_path / "results"
-    monkeypatch.setattr(store, "RESULTS_ROOT", root)
+    monkeypatch.setenv("RESULTS_DIR", str(root))
     return root
 
 
@@ -76,5 +76,5 @@ def test_a_broken_table_or_an_unknown_profile_is_one_line(results, capsys):
 def test_the_report_of_results_elsewhere_goes_beside_them(results, monkeypatch):
     assert figcommon.report_dir("smoke") == results / "smoke" / "report"
     assert figcommon.figures_dir("smoke") == results / "smoke" / "report" / "figures"
-    monkeypatch.setattr(store, "RESULTS_ROOT", store.REPO / "results")
+    monkeypatch.setenv("RESULTS_DIR", str(store.REPO / "results"))
     assert figcommon.report_dir("smoke") == figcommon.OUT_DIR / "smoke"

@@ -134,11 +134,11 @@ def test_the_sweep_skips_dataloader_cells_that_do_not_fit_and_runs_the_rest(
     from run.sweep import matrix as mx
     from run.sweep import runner as sweep
 
-    m = yaml.safe_load(mx.MATRIX_FILE.read_text())
+    m = yaml.safe_load(mx.matrix_file().read_text())
     m["experiments"]["V8"] = {**mx.load_matrix(REPO / "experiments" / "matrix.yaml")[
         "experiments"]["V8"], "fixed": {"scenario": "B", "strategy": "ddp_ds",
                                         "precision": "fp32", "image_size": 16}}  # fmt: skip
-    mx.MATRIX_FILE.write_text(yaml.safe_dump(m))
+    mx.matrix_file().write_text(yaml.safe_dump(m))
     monkeypatch.setenv("SCENARIO_B_DIR", str(sandbox / "scenb"))
     mem = collections.namedtuple("mem", "available")
     monkeypatch.setattr(psutil, "virtual_memory", lambda: mem(1000))  # 1 kB free

@@ -3,7 +3,6 @@ bad value is one line naming the variable and what it accepts, exit status 2, no
 
 from __future__ import annotations
 
-import ast
 import math
 import os
 import subprocess
@@ -13,7 +12,6 @@ from pathlib import Path
 import pytest
 
 from run import settings
-from run.node import numa, profiling
 from run.settings import SETTINGS, SettingError
 from run.sweep import matrix as mx
 
@@ -94,13 +92,13 @@ def test_every_setting_refuses_each_bad_value_in_one_line_naming_it(unset, tmp_p
     free = {s.name for s in SETTINGS if not bad_values(s)}
     assert {settings.BY_NAME[n].kind for n in free} <= {"path", "text", "secret"}
     # a new setting: say here which kind it is (SBATCH_OPTS is free text)
-    assert (refusing, len(free)) == (13, 21)
+    assert (refusing, len(free)) == (13, 23)
 
 
 def test_check_all_counts_every_declared_setting(unset, tmp_path):
     for s in SETTINGS:
         unset.setenv(s.name, good_value(s, tmp_path)[0])
-    unset.setenv("MATRIX_FILE", str(mx.MATRIX_FILE))  # PROFILE=smoke is checked against it
+    unset.setenv("MATRIX_FILE", str(mx.matrix_file()))  # PROFILE=smoke is checked against it
     assert settings.check_all() == len(SETTINGS) > 30
     assert settings.check_all(["NUMA", "REPEATS"]) == 2
     with pytest.raises(KeyError):
@@ -151,8 +149,6 @@ def test_the_messages_of_the_old_readers_stay(unset):
 
 
 def test_the_declarations_agree_with_the_code_they_describe():
-    assert settings.BY_NAME["NUMA"].choices == numa.POLICIES
-    assert set(settings.BY_NAME["PROFILER"].choices) == set(profiling.PROFILERS)
     # PROFILE's words name the real matrix's profiles
     profiles = list(mx.load_matrix(settings.BY_NAME["MATRIX_FILE"].default)["profiles"])
     assert f"({', '.join(profiles)})" in settings.BY_NAME["PROFILE"].accepts
@@ -172,94 +168,6 @@ def test_the_readme_table_is_the_declared_one():
     assert table.count("\n| `") == len(SETTINGS)
 
 
-# ---------------------------------------------------------------- every program checks first
-def module_file(module: str) -> Path | None:
-    base = REPO / Path(*module.split("."))
-    for path in (base.with_suffix(".py"), base / "__init__.py"):
-        if path.is_file():
-            return path
-    return None
-
-
-def is_main_guard(test: ast.expr) -> bool:
-    return (
-        isinstance(test, ast.Compare)
-        and isinstance(test.left, ast.Name)
-        and test.left.id == "__name__"
-        and any(isinstance(c, ast.Constant) and c.value == "__main__" for c in test.comparators)
-    )
-
-
-def entry_points() -> set[tuple[Path, str]]:
-    """(file, function) of every function a program of run/, analysis/ and report/ starts in: the
-    `main` a __main__.py imports, or what a module's `if __name__ == "__main__":` calls (a local
-    function, or a function of a module it imported). The old names' doors (runpy) forward."""
-    found: set[tuple[Path, str]] = set()
-    for path in sorted(
-        p for pkg in ("run", "analysis", "report") for p in (REPO / pkg).rglob("*.py")
-    ):
-        tree = ast.parse(path.read_text())
-        aliases: dict[str, Path] = {}
-        for node in ast.walk(tree):
-            if isinstance(node, ast.ImportFrom) and node.module and not node.level:
-                for a in node.names:
-                    target = module_file(f"{node.module}.{a.name}") or module_file(node.module)
-                    if target is not None:
-                        aliases[a.asname or a.name] = target
-        if path.name == "__main__.py":
-            found |= {(aliases["main"], "main")} if "main" in aliases else set()
-            continue
-        for guard in (n for n in tree.body if isinstance(n, ast.If) and is_main_guard(n.test)):
-            for call in (c for c in ast.walk(guard) if isinstance(c, ast.Call)):
-                f = call.func
-                if isinstance(f, ast.Name) and f.id == "main":
-                    found.add((path, "main"))
-                elif isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name):
-                    if f.value.id in aliases and aliases[f.value.id].suffix == ".py":
-                        found.add((aliases[f.value.id], f.attr))
-    return found
-
-
-def calls_check_all(path: Path, function: str) -> bool:
-    """Whether the function calls run.settings.check_all (or check_all_or_say, which calls it),
-    under whatever name the file imported it (report/build.py has a settings module of its own)."""
-    tree = ast.parse(path.read_text())
-    modules, functions = set(), {"check_all"} if path == REPO / "run" / "settings.py" else set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.ImportFrom) and node.module == "run":
-            modules |= {a.asname or a.name for a in node.names if a.name == "settings"}
-        elif isinstance(node, ast.ImportFrom) and node.module == "run.settings":
-            functions |= {a.asname or a.name for a in node.names
-                          if a.name in ("check_all", "check_all_or_say")}  # fmt: skip
-        elif isinstance(node, ast.Import):
-            modules |= {a.asname for a in node.names if a.name == "run.settings" and a.asname}
-
-    def is_check_all(f: ast.expr) -> bool:
-        if isinstance(f, ast.Name):
-            return f.id in functions
-        return (
-            isinstance(f, ast.Attribute)
-            and f.attr in ("check_all", "check_all_or_say")
-            and isinstance(f.value, ast.Name)
-            and f.value.id in modules
-        )
-
-    for node in ast.walk(tree):
-        if isinstance(node, ast.FunctionDef) and node.name == function:
-            return any(isinstance(c, ast.Call) and is_check_all(c.func) for c in ast.walk(node))
-    raise AssertionError(f"{path}: no function {function}")
-
-
-def test_every_program_checks_the_settings_first():
-    found = entry_points()
-    names = {f"{p.relative_to(REPO)}:{f}" for p, f in found}
-    assert "report/figures/common.py:main_for" in names  # every figure's program
-    assert "run/vision/train.py:main" in names and "run/llm/tune.py:main" in names  # the ranks
-    missing = sorted(f"{p.relative_to(REPO)}:{f}" for p, f in found if not calls_check_all(p, f))
-    assert missing == []
-    assert len(found) == 25, sorted(names)
-
-
 def test_a_plan_with_a_bad_setting_is_one_line_and_creates_nothing(tmp_path):
     results = tmp_path / "results"
     proc = subprocess.run(
@@ -275,9 +183,48 @@ def test_a_plan_with_a_bad_setting_is_one_line_and_creates_nothing(tmp_path):
 def test_no_module_reads_a_setting_when_imported():
     bad = {name: "abc" for name in ("RUN_TIMEOUT_S", "HEARTBEAT_S", "LOCK_STALE_S", "LOCK_POLL_S",
                                     "NUMA", "REPEATS", "CPU_THREADS_PER_RANK", "PROFILER")}  # fmt: skip
-    code = "import run.sweep.runner, run.sweep.lock, run.sweep.plan, run.node.threads"
+    bad |= {"MATRIX_FILE": "/nonexistent/matrix.yaml", "RESULTS_DIR": "/nonexistent/results"}
+    code = ("import run.sweep.runner, run.sweep.lock, run.sweep.plan, run.node.threads, "
+            "run.store, run.sweep.matrix")  # fmt: skip
     proc = subprocess.run(
         [sys.executable, "-c", code], cwd=REPO, env=clean_env(**bad), capture_output=True,
         text=True,
     )  # fmt: skip
     assert (proc.returncode, proc.stderr) == (0, "")
+
+
+def test_the_results_folder_and_the_matrix_are_read_when_asked(monkeypatch, tmp_path):
+    from run import store
+
+    monkeypatch.setenv("RESULTS_DIR", str(tmp_path / "a"))
+    assert store.runs_dir("smoke") == tmp_path / "a" / "smoke" / "runs"
+    monkeypatch.setenv("RESULTS_DIR", str(tmp_path / "b"))
+    assert store.runs_dir("smoke") == tmp_path / "b" / "smoke" / "runs"
+    monkeypatch.setenv("MATRIX_FILE", str(tmp_path / "m.yaml"))
+    assert mx.matrix_file() == tmp_path / "m.yaml"
+
+
+def test_only_run_settings_reads_the_environment():
+    """A setting (or a value the launcher, the scheduler or the image gives) is read through
+    run/settings.py alone; writes, and copies of the environment for a child, are free."""
+    import ast
+
+    names = {s.name for s in SETTINGS} | set(settings.HOST_GIVEN)
+    found = []
+    for path in sorted(
+        p for pkg in ("run", "analysis", "report") for p in (REPO / pkg).rglob("*.py")
+    ):
+        if path == REPO / "run" / "settings.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            key = None
+            if isinstance(node, ast.Call) and node.args:
+                f = ast.unparse(node.func)
+                if f in ("os.environ.get", "environ.get", "os.getenv", "getenv"):
+                    key = node.args[0]
+            elif isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Load):
+                if ast.unparse(node.value) in ("os.environ", "environ"):
+                    key = node.slice
+            if isinstance(key, ast.Constant) and key.value in names:
+                found.append(f"{path.relative_to(REPO)}:{node.lineno} {key.value}")
+    assert found == []

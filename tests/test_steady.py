@@ -41,7 +41,7 @@ def test_the_steady_rate_leaves_the_named_warm_up_out_with_its_within_run_spread
 
 
 def test_step_times_read_the_llm_steps_and_the_vision_batches(tmp_path, monkeypatch):
-    monkeypatch.setattr(store, "RESULTS_ROOT", tmp_path)
+    monkeypatch.setenv("RESULTS_DIR", str(tmp_path))
     llm = store.run_dir("t", "l")
     llm.mkdir(parents=True)
     (llm / store.STEPS).write_text("".join(json.dumps({"step": i, "time_s": t}) + "\n"

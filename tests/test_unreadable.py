@@ -102,7 +102,7 @@ def test_the_analysis_leaves_unreadable_runs_out(tree, capsys):
 def test_the_report_settings_leave_unreadable_runs_out(tree, capsys):
     good, bad = tree
     order = list(mx.load_matrix()["experiments"])
-    root = store.RESULTS_ROOT
+    root = store.results_root()
     ran = settings.ran(root, PROFILE, order)
     assert ran["runs"] == 5 and sorted(ran["unreadable"]) == sorted(bad.values())
     assert ran["experiments"] == ["V1", "V2"] and ran["status"] == {"ok": 5}
@@ -127,7 +127,7 @@ def test_an_unreadable_sweep_record_fails_its_artifact_in_one_line(tree, capsys,
     # the other artifacts still build
     assert driver.main(["fig-strategies", "--profile", PROFILE]) == 0
     # and the report names the record and goes on
-    ran = settings.ran(store.RESULTS_ROOT, PROFILE, list(mx.load_matrix()["experiments"]))
+    ran = settings.ran(store.results_root(), PROFILE, list(mx.load_matrix()["experiments"]))
     assert ran["experiments"] == ["V1"]
     assert any(
         f"{path}: not a readable sweep record" in w for w in warnings(capsys.readouterr().err)

@@ -32,9 +32,8 @@ def _run(root, name, spec, summary, bound=False, nodes=1):
 
 
 def test_every_set_of_identical_work_is_a_measure_of_spread(tmp_path, monkeypatch):
-    from run import store
 
-    monkeypatch.setattr(store, "RESULTS_ROOT", tmp_path)
+    monkeypatch.setenv("RESULTS_DIR", str(tmp_path))
     v = {"workload": "vision", "image_size": 32, "precision": "fp32", "pin_memory": False,
          "numa": "policy", "seed": 0}  # fmt: skip
     rows = [
@@ -78,9 +77,8 @@ def test_every_set_of_identical_work_is_a_measure_of_spread(tmp_path, monkeypatc
 
 
 def test_accuracy_spreads_in_points(tmp_path, monkeypatch):
-    from run import store
 
-    monkeypatch.setattr(store, "RESULTS_ROOT", tmp_path)
+    monkeypatch.setenv("RESULTS_DIR", str(tmp_path))
     v = {"workload": "vision", "gpus": 2, "precision": "fp32", "pin_memory": False, "seed": 0}
     rows = []
     for k, accs in enumerate([[40.0, 90.0], [50.0, 92.0], [45.0, 93.5]]):
@@ -299,14 +297,13 @@ def test_two_independent_sweeps_agree_on_every_decided_verdict(sandbox, monkeypa
     """`make check-verdicts` small and fast: V1 and its noise cells (N1) swept twice with real
     gloo ranks into two results folders, each judged against the noise it measured itself."""
     from analysis import driver
-    from run import store
     from run.sweep import runner
 
     monkeypatch.setattr(noise, "measure", noise.measure_runs)
     roots = []
     for d in ("a", "b"):
         root = sandbox / "check" / d
-        monkeypatch.setattr(store, "RESULTS_ROOT", root)
+        monkeypatch.setenv("RESULTS_DIR", str(root))
         monkeypatch.setenv("RESULTS_DIR", str(root))
         assert runner.sweep(["V1", "N1"], "test") == 0
         for target in ("fig-strategies", "table-noise"):

@@ -12,11 +12,23 @@ from run.node import toolchain
 from run.vision import digits
 from run.vision import launch as vision_launch
 from run.vision import spec as vision_spec
-from run.vision.inputs import rank_batches, scenario_a_transform
+from run.vision.inputs import keeps_batch, make_sampler, scenario_a_transform, set_epoch
 from run.vision.loop import precision_setup
 from run.vision.tvcompat import import_torchvision
 
 N, BS = 100, 8
+
+
+def rank_batches(
+    strategy: str, n: int, batch_size: int, world: int, rank: int, epoch: int = 0, seed: int = 0
+) -> list[list[int]]:
+    """The sample indices rank `rank` trains on in one epoch, batch by batch, from the loader's
+    own sampler and batch filter."""
+    sampler = make_sampler(strategy, n, world, rank, seed)
+    set_epoch(sampler, epoch, seed)
+    order = list(sampler)
+    batches = [order[i : i + batch_size] for i in range(0, len(order), batch_size)]
+    return [b for i, b in enumerate(batches) if keeps_batch(strategy, i, world, rank)]
 
 
 def flat(batches):

@@ -137,7 +137,7 @@ def test_a_third_workload_is_one_folder_and_one_registry_line(sandbox, tmp_path,
     }
     matrix_file = tmp_path / "toy-matrix.yaml"
     matrix_file.write_text(yaml.safe_dump(matrix))
-    monkeypatch.setattr(mx, "MATRIX_FILE", matrix_file)
+    monkeypatch.setenv("MATRIX_FILE", str(matrix_file))
 
     names = mx.expand("T1", "test").run_names
     assert names == ["toy-2steps-1gpu", "toy-5steps-1gpu"]

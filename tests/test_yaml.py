@@ -91,7 +91,7 @@ def test_the_real_files_load_as_before():
     import yaml
 
     for path in [
-        mx.MATRIX_FILE,
+        mx.matrix_file(),
         cs.CLAIMS_FILE,
         *sorted((REPO / "configs" / "llm").glob("*.yaml")),
     ]:

@@ -9,14 +9,12 @@ from __future__ import annotations
 
 import pandas as pd
 
-from analysis import common as c
 from analysis.profiles import artifact as pa
 from analysis.profiles import run_breakdown
+from run.llm.spec import METHODS, TEMPLATE_DATASETS
 
 FIGURE = True
 KEYS = ["method", "template"]
-TEMPLATES = c.LLM_TEMPLATES
-METHODS = c.LLM_METHODS
 METRICS = ["cudaLaunchKernel", "cudaStreamSynchronize", "memcpy_htod", "cudaEventSynchronize",
            "nccl_allgather_ring_ll"]  # fmt: skip
 # the report's columns: the paper's names in its figure, share of the profiled time in percent
@@ -29,7 +27,7 @@ def build_table(runs: pd.DataFrame, tidy: pd.DataFrame) -> pd.DataFrame:
     """The table from the runs and their tidy profiler metrics (table() reads those from disk)."""
     # + kernel_launch_all beside cudaLaunchKernel; the claims' sums use METRICS, never it
     t = pa.table(runs, tidy, ["dataset", "method", "gpus"], METRICS)
-    t = t.assign(o1=t["method"].map(METHODS.index), o2=t["dataset"].map(TEMPLATES.index),
+    t = t.assign(o1=t["method"].map(METHODS.index), o2=t["dataset"].map(TEMPLATE_DATASETS.index),
                  k=pa.kind_order(t))  # fmt: skip
     return t.sort_values(["o1", "o2", "k"], kind="mergesort").drop(columns=["o1", "o2", "k"])
 

@@ -16,11 +16,12 @@ import pandas as pd
 from analysis import common as c
 from analysis import steady as st
 from analysis.artifacts import table_llm_pinmem as l2
+from run.llm import catalog
 
 PAPER_CSV = l2.PAPER_CSV
 FIGURE = True
 KEYS = ["dataset", "quantity"]
-DATASETS = ["alpaca", "grammar", "samsum", "slimorca"]
+DATASETS = list(catalog.DATASETS)  # the parent sets, in the papers' order
 COLUMNS = ["dataset", "gpus", "s_per_it", "epoch_time_s", "epoch_time_projected", "steps",
            "steps_per_epoch", "tokens_per_s", "status", "run"]  # fmt: skip
 # the report's rows per dataset: column of the table -> its label (with the unit)
@@ -62,10 +63,6 @@ def paper() -> pd.DataFrame:
     )
 
 
-def _gpu_label(g: Any) -> str:
-    return f"{int(g)} GPU{'s' if int(g) > 1 else ''}"
-
-
 def compact(t: pd.DataFrame) -> pd.DataFrame:
     """Dataset x quantity (s/it, epoch time) as rows, one column per GPU count (the paper's bar
     groups): the median over repeats of the finished runs (with their min-max when repeats ran);
@@ -84,7 +81,7 @@ def compact(t: pd.DataFrame) -> pd.DataFrame:
                 vals = pd.to_numeric(
                     ok.loc[(ok["dataset"] == d) & (ok["gpus"] == g), col], errors="coerce"
                 ).dropna()
-                name = _gpu_label(g)
+                name = c.gpus_label(g)
                 if len(vals):
                     row[name] = float(vals.median())
                     if len(vals) > 1:
@@ -97,7 +94,7 @@ def compact(t: pd.DataFrame) -> pd.DataFrame:
             rows.append(row)
     cols = [*KEYS]
     for g in gpus:
-        name = _gpu_label(g)
+        name = c.gpus_label(g)
         cols += [name] + [s for s in (f"{name}_min", f"{name}_max") if any(s in r for r in rows)]
     if any("repeats" in r for r in rows):
         cols.append("repeats")

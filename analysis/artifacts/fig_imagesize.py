@@ -24,19 +24,15 @@ def table(runs: pd.DataFrame, profile: str) -> pd.DataFrame:
                "status", "run"]]  # fmt: skip
 
 
-def _gpus(g: float) -> str:
-    return f"{int(g)} GPU{'s' if int(g) > 1 else ''}"
-
-
 def compact(t: pd.DataFrame) -> pd.DataFrame:
     """Image size as rows; the execution time per GPU count, then the efficiency (speed-up /
     GPUs) per GPU count above 1, as columns (Fig.2's two panels, one line per GPU count)."""
     names = {
-        "total_time_s": lambda g: f"{_gpus(g)} [s]",
-        "efficiency_pct": lambda g: f"{_gpus(g)} efficiency [%]" if g > 1 else None,
+        "total_time_s": lambda g: f"{c.gpus_label(g)} [s]",
+        "efficiency_pct": lambda g: f"{c.gpus_label(g)} efficiency [%]" if g > 1 else None,
         "efficiency_pct_steady": lambda g: (
-            f"{_gpus(g)} steady-state efficiency [%]" if g > 1 else None
+            f"{c.gpus_label(g)} steady-state efficiency [%]" if g > 1 else None
         ),
     }
     names = {k: v for k, v in names.items() if k in t and t[k].notna().any()}
-    return c.wide(t, KEYS, "gpus", names)
+    return c.pivot(t, KEYS, "gpus", names)

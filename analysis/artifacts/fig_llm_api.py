@@ -11,10 +11,11 @@ from __future__ import annotations
 import pandas as pd
 
 from analysis.profiles import artifact as pa
+from run.llm import catalog
 
 FIGURE = True
 KEYS = ["dataset"]
-DATASETS = ["alpaca", "grammar", "samsum", "slimorca"]
+DATASETS = list(catalog.DATASETS)  # the parent sets, in the papers' order
 METRICS = ["cudaLaunchKernel", "cudaStreamSynchronize", "memcpy_htod"]
 # the report's columns: the paper's three metrics in seconds (its Fig.5), the shares L3a and L3d
 # judge, and s/it (L3b): column -> (metrics summed, "total_s" or "share_pct")

@@ -9,13 +9,14 @@ import pandas as pd
 
 from analysis import common as c
 from analysis import steady as st
+from run.vision.spec import LOADER_LABELS
 
 FIGURE = True
 KEYS = ["loader"]
 
 
 def table(runs: pd.DataFrame, profile: str) -> pd.DataFrame:
-    df = runs.assign(loader_label=runs["loader"].map(c.LOADER_LABELS))
+    df = runs.assign(loader_label=runs["loader"].map(LOADER_LABELS))
     df = st.with_steady(df, profile, "total_time_s", "total_time_s")
     df = df.sort_values(["loader", "gpus"], ascending=[False, True])
     return df[["loader", "loader_label", "gpus", "total_time_s", "images_per_s",
@@ -24,7 +25,7 @@ def table(runs: pd.DataFrame, profile: str) -> pd.DataFrame:
 
 def compact(t: pd.DataFrame) -> pd.DataFrame:
     """Loader as rows, total time per GPU count as columns (the figure's bars)."""
-    return c.wide(t, KEYS, "gpus", {"total_time_s": lambda g: f"{c.gpus_label(g)} [s]"})
+    return c.pivot(t, KEYS, "gpus", {"total_time_s": lambda g: f"{c.gpus_label(g)} [s]"})
 
 
 def notes(runs: pd.DataFrame, t: pd.DataFrame) -> list[str]:

@@ -10,6 +10,7 @@ import pandas as pd
 
 from analysis import common as c
 from analysis import steady as st
+from run.vision.spec import LOADER_LABELS
 
 FIGURE = True
 KEYS = ["setup"]
@@ -17,7 +18,7 @@ KEYS = ["setup"]
 
 def table(runs: pd.DataFrame, profile: str) -> pd.DataFrame:
     layout = runs["channels_last"].map({True: "NHWC", False: "NCHW"})
-    df = runs.assign(setup=runs["loader"].map(c.LOADER_LABELS) + " " + layout)
+    df = runs.assign(setup=runs["loader"].map(LOADER_LABELS) + " " + layout)
     df = st.with_steady(df, profile, "total_time_s", "total_time_s")
     df = df.sort_values(["loader", "channels_last", "gpus"], ascending=[False, True, True])
     return df[["setup", "loader", "channels_last", "gpus", "total_time_s", "images_per_s",
@@ -26,6 +27,6 @@ def table(runs: pd.DataFrame, profile: str) -> pd.DataFrame:
 
 def compact(t: pd.DataFrame) -> pd.DataFrame:
     order = ["DataLoader NCHW", "DataLoader NHWC", "DALI NCHW", "DALI NHWC"]
-    out = c.wide(t, KEYS, "gpus", {"total_time_s": lambda g: f"{c.gpus_label(g)} [s]"})
+    out = c.pivot(t, KEYS, "gpus", {"total_time_s": lambda g: f"{c.gpus_label(g)} [s]"})
     rank = out["setup"].map(lambda s: order.index(s) if s in order else len(order))
     return out.iloc[rank.argsort(kind="stable")].reset_index(drop=True)

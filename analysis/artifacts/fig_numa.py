@@ -42,7 +42,7 @@ def table(runs: pd.DataFrame, profile: str) -> pd.DataFrame:
 
 def compact(t: pd.DataFrame) -> pd.DataFrame:
     """Binding as rows, total time per GPU count as columns."""
-    return c.wide(t, ["binding"], "gpus", {"total_time_s": lambda g: f"{c.gpus_label(g)} [s]"})
+    return c.pivot(t, ["binding"], "gpus", {"total_time_s": lambda g: f"{c.gpus_label(g)} [s]"})
 
 
 def notes(runs: pd.DataFrame, t: pd.DataFrame) -> list[str]:

@@ -9,11 +9,10 @@ import pandas as pd
 
 from analysis import common as c
 from analysis import steady as st
+from run.vision.spec import STRATEGIES, STRATEGY_LABELS
 
 FIGURE = True
 KEYS = ["gpus"]
-STRATEGIES = ["ddp", "ddp_rr", "ddp_ds"]
-STRATEGY_LABELS = {"ddp": "DDP", "ddp_rr": "DDP-RR", "ddp_ds": "DDP-DS"}
 
 
 def table(runs: pd.DataFrame, profile: str) -> pd.DataFrame:
@@ -43,7 +42,7 @@ def compact(t: pd.DataFrame) -> pd.DataFrame:
         "speedup_vs_1gpu_steady": lambda s: f"{s} steady-state speed-up",
     }
     names = {k: v for k, v in names.items() if k in t and t[k].notna().any()}
-    return c.wide(t, KEYS, "strategy", names, order=list(STRATEGY_LABELS.values()))
+    return c.pivot(t, KEYS, "strategy", names, order=list(STRATEGY_LABELS.values()))
 
 
 def notes(runs: pd.DataFrame, t: pd.DataFrame) -> list[str]:

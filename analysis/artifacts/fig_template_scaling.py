@@ -12,10 +12,12 @@ import pandas as pd
 
 from analysis import common as c
 from analysis import steady as st
+from run.llm.catalog import TEMPLATE_LABELS
+from run.llm.spec import METHOD_LABELS, TEMPLATE_DATASETS
 
 FIGURE = True
 KEYS = ["template", "method"]
-METHODS = ["lora", "dpo"]
+METHODS = ["lora", "dpo"]  # of the four
 COLUMNS = ["template", "dataset", "method", "method_label", "gpus", "tuning_time_s",
            "epoch_time_projected", "speedup_vs_1gpu", "steps", "steps_per_epoch", "status",
            "run"]  # fmt: skip
@@ -28,9 +30,9 @@ def table(runs: pd.DataFrame, profile: str) -> pd.DataFrame:
             df[col] = None
     if df.empty:
         return pd.DataFrame(columns=COLUMNS)
-    df["template"] = df["dataset"].map(c.LLM_TEMPLATE_LABELS)
-    df["method_label"] = df["method"].map(c.LLM_METHOD_LABELS)
-    df["_t"] = df["dataset"].map(c.LLM_TEMPLATES.index)
+    df["template"] = df["dataset"].map(TEMPLATE_LABELS)
+    df["method_label"] = df["method"].map(METHOD_LABELS)
+    df["_t"] = df["dataset"].map(TEMPLATE_DATASETS.index)
     df["_m"] = df["method"].map(METHODS.index)
     df = st.llm_steady(df, profile).sort_values(["_t", "_m", "gpus"])
     df = df.rename(columns={f"epoch_time_s{s}": f"tuning_time_s{s}"
@@ -55,9 +57,10 @@ def table(runs: pd.DataFrame, profile: str) -> pd.DataFrame:
 def compact(t: pd.DataFrame) -> pd.DataFrame:
     """Template x method as rows, the tuning time per GPU count as columns (the paper's lines)."""
     t = t.assign(method=t["method_label"]) if "method_label" in t else t
-    order = {"template": list(c.LLM_TEMPLATE_LABELS.values()),
-             "method": [c.LLM_METHOD_LABELS[m] for m in METHODS]}  # fmt: skip
-    return c.by_gpus(t, KEYS, "tuning_time_s", "s", order)
+    order = {"template": list(TEMPLATE_LABELS.values()),
+             "method": [METHOD_LABELS[m] for m in METHODS]}  # fmt: skip
+    name = {"tuning_time_s": lambda g: f"{c.gpus_label(g)} [s]"}
+    return c.pivot(t, KEYS, "gpus", name, rows=order, fill_status=True)
 
 
 def notes(runs: pd.DataFrame, t: pd.DataFrame) -> list[str]:

@@ -17,6 +17,8 @@ import pandas as pd
 from analysis import common as c
 from analysis import llm_tokens
 from analysis import steady as st
+from run.llm.catalog import TEMPLATE_LABELS
+from run.llm.spec import METHOD_LABELS, METHODS, TEMPLATE_DATASETS
 
 PAPER_CSV = "template_subsets.csv"  # the subsets' sizes: set beside ours in the tokens table
 FIGURE = True
@@ -34,10 +36,10 @@ def table(runs: pd.DataFrame, profile: str) -> pd.DataFrame:
             df[col] = None
     if df.empty:
         return pd.DataFrame(columns=COLUMNS)
-    df["template"] = df["dataset"].map(c.LLM_TEMPLATE_LABELS)
-    df["method_label"] = df["method"].map(c.LLM_METHOD_LABELS)
-    df["_t"] = df["dataset"].map(c.LLM_TEMPLATES.index)
-    df["_m"] = df["method"].map(c.LLM_METHODS.index)
+    df["template"] = df["dataset"].map(TEMPLATE_LABELS)
+    df["method_label"] = df["method"].map(METHOD_LABELS)
+    df["_t"] = df["dataset"].map(TEMPLATE_DATASETS.index)
+    df["_m"] = df["method"].map(METHODS.index)
     df = df.sort_values(["gpus", "_m", "_t"])
     for col in ("steps", "dataset_rows", "dataset_tokens"):
         df[col] = pd.to_numeric(df[col]).astype("Int64")
@@ -52,9 +54,10 @@ def table(runs: pd.DataFrame, profile: str) -> pd.DataFrame:
 def compact(t: pd.DataFrame) -> pd.DataFrame:
     """Template x method as rows, s/it per GPU count as columns (the paper's panels)."""
     t = t.assign(method=t["method_label"]) if "method_label" in t else t
-    order = {"template": list(c.LLM_TEMPLATE_LABELS.values()),
-             "method": list(c.LLM_METHOD_LABELS.values())}  # fmt: skip
-    return c.by_gpus(t, KEYS, "s_per_it", "s/it", order)
+    order = {"template": list(TEMPLATE_LABELS.values()),
+             "method": list(METHOD_LABELS.values())}  # fmt: skip
+    name = {"s_per_it": lambda g: f"{c.gpus_label(g)} [s/it]"}
+    return c.pivot(t, KEYS, "gpus", name, rows=order, fill_status=True)
 
 
 # ---------------------------------------------------------------- the subsets' token counts

@@ -9,14 +9,12 @@ from __future__ import annotations
 
 import pandas as pd
 
-from analysis import common as c
 from analysis.profiles import artifact as pa
 from analysis.profiles.metrics import MEMCPY_METRICS
+from run.llm.spec import METHODS, TEMPLATE_DATASETS
 
 FIGURE = True
 KEYS = ["method", "template"]
-TEMPLATES = c.LLM_TEMPLATES
-METHODS = c.LLM_METHODS
 DIRECTIONS = ["memcpy_htod", "memcpy_dtod", "memcpy_dtoh"]  # the paper's order
 NAMES = {"memcpy_htod": "HtoD [MB]", "memcpy_dtod": "DtoD [MB]", "memcpy_dtoh": "DtoH [MB]"}
 MB = 1e6
@@ -25,7 +23,7 @@ MB = 1e6
 def build_table(runs: pd.DataFrame, tidy: pd.DataFrame) -> pd.DataFrame:
     """The table from the runs and their tidy profiler metrics (table() reads those from disk)."""
     t = pa.table(runs, tidy, ["dataset", "method", "gpus"], list(MEMCPY_METRICS), cpu=True)
-    t = t.assign(o1=t["method"].map(METHODS.index), o2=t["dataset"].map(TEMPLATES.index))
+    t = t.assign(o1=t["method"].map(METHODS.index), o2=t["dataset"].map(TEMPLATE_DATASETS.index))
     return t.sort_values(["o1", "o2", "kind"], kind="mergesort").drop(columns=["o1", "o2"])
 
 

@@ -16,11 +16,13 @@ from __future__ import annotations
 import pandas as pd
 
 from analysis import common as c
+from run import store
+from run.llm.catalog import TEMPLATE_LABELS
+from run.llm.spec import METHOD_LABELS, METHODS, TEMPLATE_DATASETS
 
 FIGURE = True
 KEYS = ["method", "template"]
 GIB = 1024**3
-GPU_KINDS = ("gpu_active", "gpu_max_allocated")  # memory_kind of a peak read from the GPU
 COLUMNS = ["template", "dataset", "method", "method_label", "gpus", "peak_memory_gib",
            "peak_memory_max_gib", "peak_memory_all_gpus_gib", "memory_kind", "status", "reason",
            "run"]  # fmt: skip
@@ -42,8 +44,8 @@ def table(runs: pd.DataFrame, profile: str) -> pd.DataFrame:
             df[col] = None
     if df.empty:
         return pd.DataFrame(columns=COLUMNS)
-    df["template"] = df["dataset"].map(c.LLM_TEMPLATE_LABELS)
-    df["method_label"] = df["method"].map(c.LLM_METHOD_LABELS)
+    df["template"] = df["dataset"].map(TEMPLATE_LABELS)
+    df["method_label"] = df["method"].map(METHOD_LABELS)
     for src, dst in (
         ("peak_memory_bytes", "peak_memory_gib"),
         ("peak_memory_max_bytes", "peak_memory_max_gib"),
@@ -54,8 +56,8 @@ def table(runs: pd.DataFrame, profile: str) -> pd.DataFrame:
         ]
     df["peak_memory_all_gpus_gib"] = pd.to_numeric(df["peak_memory_gib"]) * df["gpus"]
     df["reason"] = c.reasons(df)
-    df["_t"] = df["dataset"].map(c.LLM_TEMPLATES.index)
-    df["_m"] = df["method"].map(c.LLM_METHODS.index)
+    df["_t"] = df["dataset"].map(TEMPLATE_DATASETS.index)
+    df["_m"] = df["method"].map(METHODS.index)
     df = df.sort_values(["_m", "_t", "gpus"])
     return df[COLUMNS]
 
@@ -64,22 +66,23 @@ def compact(t: pd.DataFrame) -> pd.DataFrame:
     """Method x template as rows (the paper's panels, then bar groups), the peak per GPU for
     each GPU count as columns; a cell that did not finish shows its status (oom, unsupported)."""
     t = t.assign(method=t["method_label"]) if "method_label" in t else t
-    order = {"method": list(c.LLM_METHOD_LABELS.values()),
-             "template": list(c.LLM_TEMPLATE_LABELS.values())}  # fmt: skip
-    return c.by_gpus(t, KEYS, "peak_memory_gib", "GiB", order)
+    order = {"method": list(METHOD_LABELS.values()),
+             "template": list(TEMPLATE_LABELS.values())}  # fmt: skip
+    name = {"peak_memory_gib": lambda g: f"{c.gpus_label(g)} [GiB]"}
+    return c.pivot(t, KEYS, "gpus", name, rows=order, fill_status=True)
 
 
 def on_gpu_memory(runs: pd.DataFrame, t: pd.DataFrame) -> bool:
     """Whether the peaks are GPU memory: GPU runs whose summaries read the GPU allocator."""
     kinds = set(t["memory_kind"].dropna()) if len(t) else set()
-    return c.on_gpu(runs) and (not kinds or bool(kinds & set(GPU_KINDS)))
+    return c.on_gpu(runs) and (not kinds or bool(kinds & store.GPU_MEMORY))
 
 
 def title(runs: pd.DataFrame, t: pd.DataFrame) -> str:
     """The section's title: VRAM only where the peaks were read from the GPU allocator (the
     table's memory_kind), else what a CPU run measured."""
     kinds = set(t["memory_kind"].dropna()) if len(t) else set()
-    if kinds & set(GPU_KINDS):
+    if kinds & store.GPU_MEMORY:
         return "Peak VRAM per GPU by template, method and GPUs"
     return "Peak host memory (RSS of rank 0, no GPU: not VRAM) by template, method and ranks"
 

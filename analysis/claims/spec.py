@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from run import store, yamlfile
+from run.errors import UserError
 
 CLAIMS_FILE = store.REFERENCE_DIR / "claims.yaml"
 OPS = {">": operator.gt, ">=": operator.ge, "<": operator.lt, "<=": operator.le}
@@ -60,7 +61,7 @@ CUDA_METRICS = ("cudaLaunchKernel", "cudaStreamSynchronize", "cudaMemcpyAsync", 
                 "nccl_allgather_ring_ll", "nccl_broadcast", "nccl_other")  # fmt: skip
 
 
-class ClaimError(ValueError):
+class ClaimError(UserError):
     """claims.yaml is malformed: the message names the claim and the field."""
 
 

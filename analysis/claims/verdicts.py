@@ -22,7 +22,7 @@ from analysis.claims.spec import OURS, origin
 from analysis.noise import scope
 
 HOLDS, FAILS, INCONCLUSIVE, UNMEASURED = "holds", "does not hold", "inconclusive", "not measured"
-VERDICTS = (HOLDS, FAILS, INCONCLUSIVE, UNMEASURED)
+VERDICTS = (HOLDS, FAILS, INCONCLUSIVE, UNMEASURED)  # in the report's order
 # A gate that fails makes a claim "not measured", except these, which make it "inconclusive":
 # the quantity exists, but the runs cannot speak for the paper's (a model that did not learn).
 INCONCLUSIVE_GATES = ("learned", "learned_scenario_b")

@@ -26,6 +26,8 @@ import pandas as pd
 
 from analysis import common as c
 from run import store
+from run.llm.catalog import TEMPLATE_LABELS
+from run.llm.spec import METHOD_LABELS
 from run.node import profiling
 
 from . import coverage as cov
@@ -333,8 +335,8 @@ def by_method_template(t: pd.DataFrame, metrics: list[str], value: str, names: d
     keys = ["method", "template"]
     if t.empty:
         return pd.DataFrame(columns=[*keys, *names.values()])
-    t = t.assign(method=t["method"].map(c.LLM_METHOD_LABELS),
-                 template=t["dataset"].map(c.LLM_TEMPLATE_LABELS))  # fmt: skip
+    t = t.assign(method=t["method"].map(METHOD_LABELS),
+                 template=t["dataset"].map(TEMPLATE_LABELS))  # fmt: skip
     ok = t[(t["status"] == "ok") & (t["measured"] == True) & t["metric"].isin(metrics)]  # noqa: E712
     wide = ok.assign(v=pd.to_numeric(ok[value], errors="coerce") * scale).pivot_table(
         index=[*keys, "run"], columns="metric", values="v", aggfunc="sum"
@@ -351,8 +353,8 @@ def by_method_template(t: pd.DataFrame, metrics: list[str], value: str, names: d
     for col in names.values():
         cells = out[col].astype(object) if col in out else pd.Series(None, out.index, object)
         out[col] = cells.where(failed.isna(), failed)
-    rank = out["method"].map(_label_rank(c.LLM_METHOD_LABELS)) * 10 + out["template"].map(
-        _label_rank(c.LLM_TEMPLATE_LABELS)
+    rank = out["method"].map(_label_rank(METHOD_LABELS)) * 10 + out["template"].map(
+        _label_rank(TEMPLATE_LABELS)
     )
     return out.iloc[rank.argsort(kind="stable")].reset_index(drop=True)
 

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from . import breakdown as bdown
 from . import coverage as cov
-from . import load_steps, load_with_breakdown, steps
+from . import load_steps, load_with_breakdown, run_names, steps
 from .kineto_kinds import HIP, HIP_METRICS
 from .metrics import (
     COLUMNS,
@@ -266,6 +266,8 @@ def read(args: argparse.Namespace, command: str | None, choice: steps.Choice | N
 
 def main(argv: Sequence[str] | None = None, prog: str = PROG) -> int:
     """Entry point; returns the exit status. `diff A B ...` runs analysis.profiles.diff."""
+    if run_names.settings_refused():
+        return 2
     argv = sys.argv[1:] if argv is None else list(argv)
     command = argv[0] if argv[:1] and argv[0] in COMMANDS else None
     if command == "diff":
@@ -280,12 +282,6 @@ def main(argv: Sequence[str] | None = None, prog: str = PROG) -> int:
         return 2
     args = parser.parse_args(argv[1:] if command else argv)
     choice = steps.choice_of(args, parser)
-    try:
-        from run import settings
-    except ImportError:  # the reader installed on its own reads none of the artifact's settings
-        settings = None
-    if settings is not None and not settings.check_all_or_say():
-        return 2
     return read(args, command, choice)
 
 

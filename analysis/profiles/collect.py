@@ -18,11 +18,11 @@ import argparse
 import shutil
 import subprocess
 import sys
-from collections.abc import Sequence
 from pathlib import Path
 
-from run import settings, store
+from run import store
 from run.node import profiling
+from run.program import program
 
 from . import ProfileError, load_with_breakdown
 from . import breakdown as bdown
@@ -97,7 +97,9 @@ def collect_metrics(run: str, run_dir: Path, profiler: str) -> Path:
     return out
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+@program()
+def main(argv: list[str]) -> int:
+    """Exit 0 and the CSV's path, or 1 and one line (ProfileError): the sweep calls this."""
     parser = argparse.ArgumentParser(
         prog="python -m analysis.profiles.collect",
         description="Turn a finished run's traces into RUN_DIR/profile_metrics.csv.",
@@ -106,14 +108,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--run", required=True, help="run name written in the `run` column")
     parser.add_argument("--profiler", required=True, choices=("torch", "nsys"))
     args = parser.parse_args(argv)
-    if not settings.check_all_or_say():
-        return 2
     try:
-        out = collect_metrics(args.run, args.run_dir, args.profiler)
-    except ProfileError as exc:
-        print(exc, file=sys.stderr)
+        print(collect_metrics(args.run, args.run_dir, args.profiler))
+    except ProfileError as exc:  # the reader's own error: the installed reader has no run.errors
+        print(f"error: {exc}", file=sys.stderr)
         return 1
-    print(out)
     return 0
 
 

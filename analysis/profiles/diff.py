@@ -299,18 +299,12 @@ def run_diff(a: Path, b: Path, top: int = TOP) -> tuple[pd.DataFrame, str]:
 
 
 def main(argv: Sequence[str] | None = None, prog: str | None = None) -> int:
-    """Entry point of `cli diff`; returns the exit status."""
+    """Entry point of `cli diff` (cli.main has checked the settings); returns the exit status."""
     parser = build_parser(prog) if prog else build_parser()
     args = parser.parse_args(argv)
     if args.metric and args.fail_if is None:
         parser.error("--metric only chooses what --fail-if checks; give --fail-if too")
     choice = steps.choice_of(args, parser)
-    try:
-        from run import settings
-    except ImportError:  # the reader installed on its own reads none of the artifact's settings
-        settings = None
-    if settings is not None and not settings.check_all_or_say():
-        return 2
     try:
         side_a = read_side(args.a, not args.no_cpu_ops, choice=choice)
         side_b = read_side(args.b, not args.no_cpu_ops, choice=choice)

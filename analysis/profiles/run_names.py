@@ -9,6 +9,7 @@ only when a run folder is read, never to read a profile file.
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from types import ModuleType
 
@@ -27,6 +28,22 @@ def profiling() -> ModuleType | None:
             module = None
         _loaded[0] = module
     return _loaded[0]
+
+
+def settings_refused() -> bool:
+    """The artifact's settings checked first, as every program of the checkout does
+    (run/program.py): True after printing the one line of the first bad value. The reader
+    installed on its own has no settings to check."""
+    try:
+        from run import settings
+    except ImportError:
+        return False
+    try:
+        settings.check_all()
+    except settings.SettingError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return True
+    return False
 
 
 def needed(folder: Path) -> ModuleType:

@@ -18,8 +18,9 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from run import settings, store
-from run.errors import exit_status  # noqa: E402
+from analysis.common import gpus_label  # noqa: E402, F401 (the figures read it here)
+from run import store  # noqa: E402
+from run.program import program  # noqa: E402
 
 OUT_DIR = Path(__file__).resolve().parents[1] / "out"
 # tab10 without its grey: nine colours a reader tells apart, grey left for OTHER
@@ -35,7 +36,7 @@ def report_dir(profile: str) -> Path:
     own results/, else <RESULTS_DIR>/<profile>/report, beside the results it is made from, so
     that results elsewhere never overwrite this checkout's report. The Makefile's REPORT_OUT is
     the same rule (tests/test_make_uptodate.py checks that they agree)."""
-    if os.path.abspath(store.RESULTS_ROOT) == os.path.abspath(store.REPO / "results"):
+    if os.path.abspath(store.results_root()) == os.path.abspath(store.REPO / "results"):
         return OUT_DIR / profile
     return store.profile_dir(profile) / "report"
 
@@ -82,10 +83,6 @@ def fold(series: Sequence[str], limit: int = MAX_SERIES) -> tuple[list[str], lis
     if len(series) <= limit:
         return series, []
     return [*series[: limit - 1], OTHER], series[limit - 1 :]
-
-
-def gpus_label(g: object) -> str:
-    return f"{int(g)} GPU{'s' if int(g) > 1 else ''}"
 
 
 def bars(
@@ -240,16 +237,14 @@ def subtitle(meta: dict) -> str:
 
 
 def main_for(draw: Callable[[pd.DataFrame, dict], plt.Figure], target: str) -> None:
-    ap = argparse.ArgumentParser(description=f"Draw {target} from its CSV.")
-    ap.add_argument("--profile", required=True)
-    args = ap.parse_args()
-    try:
-        settings.check_all()
-    except settings.SettingError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        sys.exit(2)
-    try:
-        df, meta = load(target, args.profile)
-        print(f"wrote {save(draw(df, meta), target, args.profile)}")
-    except (KeyboardInterrupt, OSError) as exc:  # a missing table, a full disk, Ctrl-C
-        sys.exit(exit_status(exc))
+    """A figure module's program: `python -m report.figures.<module> --profile P`."""
+
+    @program()
+    def main(argv: list[str]) -> int:
+        ap = argparse.ArgumentParser(description=f"Draw {target} from its CSV.")
+        ap.add_argument("--profile", required=True)
+        profile = ap.parse_args(argv).profile
+        print(f"wrote {save(draw(*load(target, profile)), target, profile)}")
+        return 0
+
+    sys.exit(main())

@@ -6,9 +6,10 @@ import matplotlib.pyplot as plt
 import pandas as pd
 
 from report.figures import common
+from run.llm import catalog
 
 TARGET = "fig-datasets"
-DATASETS = ["alpaca", "grammar", "samsum", "slimorca"]
+DATASETS = list(catalog.DATASETS)
 
 
 def series(df: pd.DataFrame) -> list[str]:

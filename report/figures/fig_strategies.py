@@ -10,9 +10,9 @@ import matplotlib.pyplot as plt
 import pandas as pd
 
 from report.figures import common
+from run.vision.spec import STRATEGY_LABELS as LABELS
 
 TARGET = "fig-strategies"
-LABELS = {"ddp": "DDP", "ddp_rr": "DDP-RR", "ddp_ds": "DDP-DS"}
 SHARED = "one run for all (1 rank: same work)"  # a GPU count whose strategies share one run
 SHARED_COLOUR = "tab:gray"
 

@@ -6,10 +6,12 @@ import matplotlib.pyplot as plt
 import pandas as pd
 
 from report.figures import common
+from run.llm.catalog import TEMPLATE_LABELS
+from run.llm.spec import METHOD_LABELS
 
 TARGET = "fig-template-scaling"
-TEMPLATES = ["Instruct", "Summary", "Error Correction"]
-METHODS = ["LoRA", "DPO"]
+TEMPLATES = list(TEMPLATE_LABELS.values())
+METHODS = [METHOD_LABELS[m] for m in ("lora", "dpo")]
 
 
 def series(df: pd.DataFrame) -> list[str]:

@@ -9,10 +9,12 @@ import pandas as pd
 
 from report.figures import common
 from run import store
+from run.llm.catalog import TEMPLATE_LABELS
+from run.llm.spec import METHOD_LABELS
 
 TARGET = "fig-templates"
-TEMPLATES = ["Instruct", "Summary", "Error Correction"]
-METHODS = ["LoRA", "QLoRA", "DPO", "QAT"]
+TEMPLATES = list(TEMPLATE_LABELS.values())
+METHODS = list(METHOD_LABELS.values())
 
 
 def _on_cpu(meta: dict) -> bool:

@@ -9,6 +9,7 @@ import pandas as pd
 from matplotlib.lines import Line2D
 
 from report.figures import common
+from run.vision.spec import LOADER_LABELS
 
 TARGET = "fig-timeline"
 SERIES = {"training step": "tab:green", "evaluation step": "tab:blue",
@@ -61,7 +62,7 @@ def draw(df: pd.DataFrame, meta: dict) -> plt.Figure:
         if pd.notna(r.get("pauses")) and pd.notna(r.get("threshold_s")):
             ax.set_title(f"{int(r['pauses'])} pause(s) above {r['threshold_s']:.2f} s",
                          fontsize=7, loc="right")  # fmt: skip
-        label = "DataLoader" if r["loader"] == "torch" else "DALI"
+        label = LOADER_LABELS[r["loader"]]
         ax.set_ylabel(f"{label}\n{common.gpus_label(r['gpus'])}", fontsize=8)
         ax.set_yticks(range(int(r["gpus"])))
         ax.set_yticklabels([f"rank {i}" for i in range(int(r["gpus"]))], fontsize=7)

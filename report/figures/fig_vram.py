@@ -9,13 +9,15 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 import pandas as pd
 
-from analysis.artifacts.fig_vram import GPU_KINDS
 from report.figures import common
+from run import store
+from run.llm.catalog import TEMPLATE_LABELS
+from run.llm.spec import METHOD_LABELS
 
 TARGET = "fig-vram"
-TEMPLATES = ["Instruct", "Summary", "Error Correction"]
+TEMPLATES = list(TEMPLATE_LABELS.values())
 SHORT = {"Instruct": "Instruct", "Summary": "Summary", "Error Correction": "Error\nCorrection"}
-METHODS = ["LoRA", "QLoRA", "DPO", "QAT"]
+METHODS = list(METHOD_LABELS.values())
 
 
 def series(df: pd.DataFrame) -> list[str]:
@@ -25,7 +27,7 @@ def series(df: pd.DataFrame) -> list[str]:
 
 def draw(df: pd.DataFrame, meta: dict) -> plt.Figure:
     # from the table's memory_kind: VRAM only where the peaks were read from the GPU allocator
-    host = not df["memory_kind"].dropna().isin(GPU_KINDS).any()
+    host = not df["memory_kind"].dropna().isin(store.GPU_MEMORY).any()
     ylabel = "peak host RSS, rank 0 [GiB]" if host else "peak VRAM per GPU [GiB]"
     fig, axes = plt.subplots(1, len(METHODS), figsize=(12, 3.8), sharey=True)
     names = series(df)

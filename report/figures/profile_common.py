@@ -22,11 +22,12 @@ import textwrap
 import matplotlib.pyplot as plt
 import pandas as pd
 
-from analysis.common import LLM_METHOD_LABELS, LLM_TEMPLATE_LABELS
 from analysis.profiles.artifact import CPU, CPU_PROXIES, EXTRA, PAPER
 from analysis.profiles.coverage import NOT_MEASURED, PROFILER_NAMES
 from analysis.profiles.metrics import CPU_PREFIX, MEMCPY_METRICS, NCCL_METRICS
 from report.figures import common
+from run.llm.catalog import TEMPLATE_LABELS
+from run.llm.spec import METHOD_LABELS
 
 __all__ = [
     "NOT_MEASURED",
@@ -44,7 +45,7 @@ WRAPPER = "autograd::engine::evaluate_function: "
 WRAPPED = " (backward node, with its autograd-engine call)"
 # columns that tell runs apart besides the figure's own conditions (shown when they vary, so
 # that two runs never share a group)
-NAMES = {"method": LLM_METHOD_LABELS, "dataset": LLM_TEMPLATE_LABELS}  # as the papers name them
+NAMES = {"method": METHOD_LABELS, "dataset": TEMPLATE_LABELS}  # as the papers name them
 OTHER_CONDITIONS = ["gpus", "pin_memory", "image_size", "precision", "method", "dataset"]
 
 

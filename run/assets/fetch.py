@@ -43,6 +43,7 @@ from run.errors import UserError
 from run.llm.assets import AssetError, data_root, real_checkpointer, real_tokenizer
 from run.llm.catalog import DATASETS
 from run.llm.data.readers import check_row, iter_jsonl, write_jsonl
+from run.program import program
 
 MODEL_REPO = "meta-llama/Meta-Llama-3-8B-Instruct"
 MODEL_IGNORE = "original/consolidated.00.pth"
@@ -178,8 +179,8 @@ def fetch_mnist(root: Path) -> Got:
 
 # ---------------------------------------------------------------- the model
 def model_dir() -> Path:
-    value = os.environ.get("LLAMA3_DIR")
-    return Path(value).expanduser() if value else data_root() / "Meta-Llama-3-8B-Instruct"
+    value = settings.value("LLAMA3_DIR")
+    return value.expanduser() if value else data_root() / "Meta-Llama-3-8B-Instruct"
 
 
 def model_complete(folder: Path) -> bool:
@@ -195,7 +196,7 @@ def hf_token() -> str:
     """HF_TOKEN, else the token `hf auth login` cached; one line if there is neither."""
     from huggingface_hub import get_token
 
-    token = os.environ.get("HF_TOKEN") or get_token()
+    token = settings.value("HF_TOKEN") or get_token()
     if not token:
         raise FetchError(
             f"no Hugging Face token: {MODEL_REPO} is gated; run `make assets HF_TOKEN=hf_...` "
@@ -247,8 +248,8 @@ def fetch_model(folder: Path, token: str) -> Got:
 
 # ---------------------------------------------------------------- data sets
 def datasets_dir() -> Path:
-    value = os.environ.get("LLM_DATASETS_DIR")
-    return Path(value).expanduser() if value else data_root() / "datasets"
+    value = settings.value("LLM_DATASETS_DIR")
+    return value.expanduser() if value else data_root() / "datasets"
 
 
 def train_files(paths: list[str]) -> list[str]:
@@ -355,13 +356,14 @@ def fetch(only: list[str]) -> list[Got]:
             else Got("Llama3-8B-Instruct", folder, "already there")
         )
     if "datasets" in only:
-        public = token or os.environ.get("HF_TOKEN") or None
+        public = token or settings.value("HF_TOKEN") or None
         for name in DATASETS:
             got.append(fetch_dataset(name, datasets_dir(), public))
     return got
 
 
-def main(argv: list[str] | None = None) -> int:
+@program()
+def main(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(
         prog="python -m run.assets",
         description=__doc__,
@@ -369,12 +371,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--only", action="append", choices=ASSETS, help="fetch only these (repeatable)")
     args = ap.parse_args(argv)
-    try:
-        settings.check_all()
-        got = fetch(args.only or list(ASSETS))
-    except UserError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+    got = fetch(args.only or list(ASSETS))
     total = 0
     for g in got:
         size = g.size()
@@ -382,9 +379,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{g.name:<42} {human(size):>10}  {g.path}  ({g.note})")
     print(f"{'total':<42} {human(total):>10}")
     exports = []
-    if any(g.name.startswith("Llama3") for g in got) and not os.environ.get("LLAMA3_DIR"):
+    if any(g.name.startswith("Llama3") for g in got) and not settings.given("LLAMA3_DIR"):
         exports.append(f"LLAMA3_DIR={model_dir()}")
-    if any(g.path.suffix == ".jsonl" for g in got) and not os.environ.get("LLM_DATASETS_DIR"):
+    if any(g.path.suffix == ".jsonl" for g in got) and not settings.given("LLM_DATASETS_DIR"):
         exports.append(f"LLM_DATASETS_DIR={datasets_dir()}")
     if exports:
         print(f"runs use them with: export {' '.join(exports)}")

@@ -20,9 +20,9 @@ import sys
 import torch
 from torch.utils.data import DataLoader
 
-from run import settings
 from run.bench.vision import WARMUP, timed_loop
 from run.errors import UserError
+from run.program import program
 from run.vision import launch as vision_launch
 from run.vision import scenario_b
 from run.vision.tvcompat import import_torchvision
@@ -34,7 +34,8 @@ def endless(make):  # noqa: ANN001, ANN201
         yield from make()
 
 
-def main(argv: list[str] | None = None) -> int:
+@program()
+def main(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--size", type=int, default=None, help="default: 32 (CPU), 300 (GPU)")
     ap.add_argument("--steps", type=int, default=30)
@@ -42,12 +43,6 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--num-workers", type=int, default=None, help="default: 0 (CPU), 4 (GPU)")
     args = ap.parse_args(argv)
-    try:
-        settings.check_all()
-    except UserError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-
     cuda = torch.cuda.is_available()
     device = torch.device("cuda" if cuda else "cpu")
     size = args.size or (300 if cuda else 32)
@@ -57,9 +52,8 @@ def main(argv: list[str] | None = None) -> int:
             "train_images": n, "test_images": 1}  # fmt: skip
     try:
         vision_launch.preflight([spec])
-    except (FileNotFoundError, ValueError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+    except ValueError as exc:  # bad input, not a bug of ours
+        raise UserError(str(exc)) from exc
     path = scenario_b.for_spec(spec)
     unpacked = scenario_b.Unpacked(path, "train", torch.float32)
     loader = DataLoader(unpacked, batch_size=args.batch_size, shuffle=True, drop_last=True,

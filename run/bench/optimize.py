@@ -34,11 +34,11 @@ from typing import Any
 
 import torch
 
-from run import settings, store
+from run import store
 from run.bench.loaders import endless
 from run.bench.vision import WARMUP, _sync
-from run.errors import UserError
 from run.llm import spec as llm_spec
+from run.program import program
 from run.sweep import matrix as mx
 from run.vision import launch as vision_launch
 from run.vision import spec as vision_spec
@@ -120,7 +120,8 @@ def llm_rate(spec: dict[str, Any], workdir: Path) -> tuple[float, float]:
     return float(result["tokens_per_s"]), wall
 
 
-def main(argv: list[str] | None = None) -> int:
+@program()
+def main(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--steps", type=int, default=10, help="timed vision steps per repeat")
     ap.add_argument("--repeats", type=int, default=2, help="alternating repeats; best one kept")
@@ -130,11 +131,6 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--llm-steps", type=int, default=8, help="optimizer steps per LLM run")
     ap.add_argument("--skip-llm", action="store_true")
     args = ap.parse_args(argv)
-    try:
-        settings.check_all()
-    except UserError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
     if min(args.steps, args.repeats, args.llm_steps) < 1:
         print("error: --steps, --repeats and --llm-steps must be at least 1", file=sys.stderr)
         return 2
@@ -153,11 +149,7 @@ def main(argv: list[str] | None = None) -> int:
         over["num_workers"] = ends_in("O1", "paper")["num_workers"]
     sides = {"faithful": {**faithful, **over}, "optimised": {**optimised, **over}}
     reasons = {k: vision_spec.unsupported_reason(s) for k, s in sides.items()}
-    try:
-        vision_launch.preflight(list(sides.values()))
-    except FileNotFoundError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+    vision_launch.preflight(list(sides.values()))
     print(f"bench-optimize on {device} ({torch.get_num_threads()} CPU threads): vision "
           f"MobileNetV2 x{width:g} at {size}px, batch {faithful['batch_size']}, {args.steps} "
           f"timed steps after {WARMUP} warm-up; best of {args.repeats} alternating repeats")  # fmt: skip

@@ -30,9 +30,8 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from run import settings
-from run.errors import UserError
 from run.node import profilers, profiling
+from run.program import program
 from run.vision.tvcompat import import_torchvision
 
 WARMUP = 3
@@ -87,7 +86,8 @@ def child(kind: str, args: argparse.Namespace, nsys: bool) -> float:
         return json.loads(out.strip().splitlines()[-1])["step_s"]
 
 
-def main(argv: list[str] | None = None) -> int:
+@program()
+def main(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument(
         "--size", type=int, default=None, help="image size; default 32 (CPU), 224 (GPU)"
@@ -97,11 +97,6 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--child", choices=["none", "nsys"], help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
-    try:
-        settings.check_all()
-    except UserError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
     cuda = torch.cuda.is_available()
     args.size = args.size or (224 if cuda else 32)
     if args.child:

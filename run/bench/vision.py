@@ -21,8 +21,7 @@ import torch
 import torch.nn.functional as F
 from torch.utils.data import DataLoader, Subset
 
-from run import settings
-from run.errors import UserError
+from run.program import program
 from run.vision import launch as vision_launch
 from run.vision.digits import data_root
 from run.vision.inputs import scenario_a_transform
@@ -56,7 +55,8 @@ def timed_loop(model, opt, batches, device: torch.device, steps: int) -> float: 
     return images / (time.perf_counter() - t0)
 
 
-def main(argv: list[str] | None = None) -> int:
+@program()
+def main(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument(
         "--sizes", type=int, nargs="+", default=None, help="default: 32 64 (CPU), 100 500 (GPU)"
@@ -67,12 +67,6 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--num-workers", type=int, default=None, help="default: 0 (CPU), 4 (GPU)")
     ap.add_argument("--dataset", choices=["digits", "mnist"], default=None)
     args = ap.parse_args(argv)
-    try:
-        settings.check_all()
-    except UserError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-
     cuda = torch.cuda.is_available()
     device = torch.device("cuda" if cuda else "cpu")
     sizes = args.sizes or ([100, 500] if cuda else [32, 64])
@@ -80,11 +74,7 @@ def main(argv: list[str] | None = None) -> int:
     dataset = args.dataset or ("mnist" if cuda else "digits")
     n_images = args.batch_size * (args.steps + WARMUP)
     spec = {"dataset": dataset, "train_images": n_images, "test_images": 1}
-    try:
-        vision_launch.preflight([spec])
-    except FileNotFoundError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+    vision_launch.preflight([spec])
     tv = import_torchvision()
     root = str(data_root(dataset))
     print(

@@ -99,9 +99,11 @@ def _eq(key: str, cuda: Any, cpu: Any = None) -> Assertion:
 
 def gpu_memory(s: Seen) -> list[str]:
     if not s.cuda:
-        return [] if s.summary.get("memory_kind") == "host_peak_rss" else ["memory_kind not host"]
+        return (
+            [] if s.summary.get("memory_kind") == store.HOST_PEAK_RSS else ["memory_kind not host"]
+        )
     kind, peak = s.summary.get("memory_kind"), s.summary.get("peak_memory_bytes") or 0
-    if kind not in ("gpu_max_allocated", "gpu_active") or peak <= 0:
+    if kind not in store.GPU_MEMORY or peak <= 0:
         return [f"peak memory from the GPU allocator missing ({kind}, {peak})"]
     return []
 
@@ -188,14 +190,6 @@ def torchtune_memory(s: Seen) -> list[str]:
 def oom_recorded(s: Seen) -> list[str]:
     err = str(s.summary.get("error") or "")
     return [] if "out of memory" in err.lower() else [f"error does not say out of memory: {err}"]
-
-
-def error_says(text: str) -> Assertion:
-    def check(s: Seen) -> list[str]:
-        err = str(s.summary.get("error") or "")
-        return [] if text in err else [f"error {err!r} does not name {text!r}"]
-
-    return check
 
 
 # --- the check list -------------------------------------------------------------------------------

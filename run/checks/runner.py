@@ -46,6 +46,7 @@ from run.checks import cases
 from run.checks.cases import Check, Seen, skip_reason, spec_of
 from run.errors import UserError
 from run.node import bundle, probe
+from run.program import program
 from run.sweep import matrix as mx
 from run.sweep import runner as sweep
 from run.sweep.failure import root_cause
@@ -183,7 +184,8 @@ def _bundle(records: list[dict[str, Any]], info: dict[str, Any], lines: list, re
     print(f"gpu-check: attach {path} to a report (README: 'Checking a GPU node')", flush=True)
 
 
-def main(argv: list[str] | None = None) -> int:
+@program()
+def main(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(
         prog="python -m run.checks",
         description=__doc__,
@@ -192,11 +194,6 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--only", action="append", help="run only this check (repeatable)")
     ap.add_argument("--list", action="store_true", help="list the checks and exit")
     args = ap.parse_args(argv)
-    try:
-        settings.check_all()
-    except UserError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
     if args.list:
         for c in cases.CHECKS:
             print(f"{c.name:30s} [{c.needs}] {c.what}")
@@ -224,7 +221,7 @@ def main(argv: list[str] | None = None) -> int:
         lines.append(line)
         print(line, flush=True)
 
-    if not os.environ.get("RUN_TIMEOUT_S"):
+    if not settings.given("RUN_TIMEOUT_S"):
         # a hung check becomes that check's failure ("timed out") and the next one runs
         os.environ["RUN_TIMEOUT_S"] = str(CHECK_TIMEOUT_S)
     # SLURM's scancel / time limit sends SIGTERM: end like Ctrl-C, bundling what finished
@@ -232,9 +229,6 @@ def main(argv: list[str] | None = None) -> int:
     records: list[dict[str, Any]] = []
     try:
         run_checks(args.only, info, cuda=True, echo=echo, records=records)
-    except UserError as exc:  # an unknown check name: bad input, nothing ran
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
     except KeyboardInterrupt:
         summary = counts(records, time.monotonic() - t0) + " (interrupted: the rest did not run)"
         _bundle(records, info, lines, summary)

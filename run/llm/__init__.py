@@ -15,6 +15,6 @@
     compat.py    shims for torchtune's distributed recipes on CPU (no effect where CUDA exists)
 
 Imports go one way: tune -> config -> data/, catalog, assets, tiny, recipes, metrics, spec;
-launch -> config, spec; spec -> catalog. Nothing imports tune or launch but the doors (and the
-sweep's registry, run/sweep/workloads.py, for launch). Run-folder file names live in run/store.py.
+launch -> config, spec; spec -> catalog. Nothing imports tune, and only the sweep's registry
+(run/sweep/workloads.py) imports launch. Run-folder file names live in run/store.py.
 """

@@ -20,7 +20,6 @@ from __future__ import annotations
 import base64
 import contextlib
 import fcntl
-import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -88,8 +87,8 @@ def byte_tokenizer_files(folder: Path) -> tuple[Path, Path]:
 
 # ---------------------------------------------------------------- real model
 def llama3_dir() -> Path | None:
-    value = os.environ.get("LLAMA3_DIR")
-    return Path(value).expanduser() if value else None
+    value = settings.value("LLAMA3_DIR")
+    return value.expanduser() if value else None
 
 
 def real_checkpointer(folder: Path) -> dict[str, Any]:
@@ -131,9 +130,9 @@ def real_tokenizer(folder: Path) -> Path:
 
 def llama3_tokenizer_file() -> Path:
     """Meta's Llama3 tokenizer.model: LLAMA3_TOKENIZER, else inside LLAMA3_DIR."""
-    value = os.environ.get("LLAMA3_TOKENIZER")
+    value = settings.value("LLAMA3_TOKENIZER")
     if value:
-        path = Path(value).expanduser()
+        path = value.expanduser()
         if not path.is_file():
             raise AssetError(f"LLAMA3_TOKENIZER={path} is not a file")
         return path

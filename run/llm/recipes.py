@@ -27,11 +27,11 @@ adds only what the experiments need:
 from __future__ import annotations
 
 import importlib.util
-import os
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from run import settings
 from run.llm.data.counting import count_tokens
 
 # (method, distributed) -> torchtune recipe file
@@ -127,7 +127,7 @@ class ProjectRecipeMixin:
         keys = ("wait_steps", "warmup_steps", "active_steps")
         asked = {k: int(prof_cfg.get(k, 0)) for k in keys}
         fitted, why = profiling.fit_window(asked, steps, "torch")
-        if int(os.environ.get("RANK", "0")) == 0 and self._run_dir is not None:
+        if settings.rank() == 0 and self._run_dir is not None:
             requested = profiling.read_window(self._run_dir)
             profiling.record_fit(self._run_dir, requested, {**requested, **fitted}, why, steps)
         out = OmegaConf.create(OmegaConf.to_container(prof_cfg, resolve=True))

@@ -44,15 +44,17 @@ from __future__ import annotations
 import csv
 import functools
 import math
-import os
 from typing import Any
 
+from run import settings
+from run.llm import catalog
 from run.llm.catalog import SYNTHETIC_ROWS
-from run.node import profiling, toolchain
+from run.node import toolchain
 
 METHODS = ("lora", "qlora", "dpo", "qat")
-DATASETS = ("alpaca", "grammar", "samsum", "slimorca", "instruct", "summary", "error-correction")
-TEMPLATE_DATASETS = ("instruct", "summary", "error-correction")
+METHOD_LABELS = {"lora": "LoRA", "qlora": "QLoRA", "dpo": "DPO", "qat": "QAT"}  # as the papers say
+DATASETS = (*catalog.DATASETS, *catalog.TEMPLATES)
+TEMPLATE_DATASETS = tuple(catalog.TEMPLATES)  # in the papers' order
 MODELS = ("tiny", "llama3_8b")
 WEIGHTS = ("auto", "tiny", "real", "random")
 TOKENIZERS = ("auto", "bytes", "llama3")
@@ -116,7 +118,7 @@ CHOICES: dict[str, tuple[Any, ...]] = {
     "dtype": ("fp32", "bf16"),
     "activation_checkpointing": (False, True),
     "shuffle": (False, True),
-    "profiler": profiling.PROFILERS,
+    "profiler": settings.PROFILERS,
     "tokenizer": TOKENIZERS,
     "recipe": RECIPES,
     "data_source": DATA_SOURCES,
@@ -193,7 +195,7 @@ def resolve_weights(spec: dict[str, Any]) -> str:
         return "tiny"
     if spec["weights"] != "auto":
         return spec["weights"]
-    return "real" if os.environ.get("LLAMA3_DIR") else "random"
+    return "real" if settings.given("LLAMA3_DIR") else "random"
 
 
 def resolve_tokenizer(spec: dict[str, Any]) -> str:
@@ -203,9 +205,8 @@ def resolve_tokenizer(spec: dict[str, Any]) -> str:
         return spec["tokenizer"]
     if resolve_weights(spec) == "real":
         return "llama3"
-    return (
-        "llama3" if os.environ.get("LLAMA3_TOKENIZER") or os.environ.get("LLAMA3_DIR") else "bytes"
-    )
+    given = settings.given("LLAMA3_TOKENIZER") or settings.given("LLAMA3_DIR")
+    return "llama3" if given else "bytes"
 
 
 def resolve_data_source(spec: dict[str, Any]) -> str:

@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shlex
 import sys
 import time
@@ -40,7 +39,6 @@ from typing import Any
 import yaml
 
 from run import settings, store
-from run.errors import UserError
 from run.llm import compat
 from run.llm import spec as llm_spec
 from run.llm.config import PAGED_ADAMW8BIT, SpecError, prepare
@@ -48,6 +46,7 @@ from run.llm.metrics import host_peak_rss_bytes
 from run.llm.recipes import extended, recipe_name
 from run.node import lifeline
 from run.node import threads as cpu_threads
+from run.program import program
 from run.store import TORCHTUNE_CONFIG
 
 OOM_MARKERS = ("CUDA out of memory", "CUBLAS_STATUS_ALLOC_FAILED", "out of memory")
@@ -130,7 +129,7 @@ def run_recipe(
     import torch
 
     t_wall = time.perf_counter()
-    rank = int(os.environ.get("RANK", "0"))
+    rank = settings.rank()
     shims = compat.apply(cuda)
     if shims and rank == 0:
         print(f"[llm_tune] CPU shims active: {', '.join(shims)}", flush=True)
@@ -141,7 +140,7 @@ def run_recipe(
         # the device is bound before NCCL starts, so each rank's communicator is on its own GPU
         device = None
         if cuda:
-            device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
+            device = torch.device("cuda", settings.local_rank())
             torch.cuda.set_device(device)
         torch.distributed.init_process_group(
             backend=compat.process_group_backend(cuda), device_id=device
@@ -208,13 +207,13 @@ def memory_facts(numbers: dict[str, Any], cuda: bool) -> dict[str, Any]:
         # L8 reads the last step's peak, as the paper read its logs; the maximum over steps
         # (often the first step) is kept beside it
         return {
-            "memory_kind": "gpu_active",
+            "memory_kind": store.GPU_ACTIVE,
             "peak_memory_bytes": numbers.get("peak_memory_active_last_bytes"),
             "peak_memory_max_bytes": numbers.get("peak_memory_active_bytes"),
         }
     peak = host_peak_rss_bytes()
     return {
-        "memory_kind": "host_peak_rss",
+        "memory_kind": store.HOST_PEAK_RSS,
         "peak_memory_bytes": peak,
         "peak_memory_max_bytes": peak,
     }
@@ -259,7 +258,7 @@ def _run(
     t_wall: float,
 ) -> int:
     """Run the recipe; rank 0 (or a rank that ran out of memory) writes the summary, once."""
-    rank = int(os.environ.get("RANK", "0"))
+    rank = settings.rank()
     name = recipe_name(spec["method"], llm_spec.distributed(spec))
     recipe, status, error, t_train0 = train(name, cfg_dict, rank)
     if rank != 0 and status == "ok":
@@ -271,7 +270,7 @@ def _run(
         "status": status,
         "error": error,
         "recipe": name,
-        "world_size": int(os.environ.get("WORLD_SIZE", "1")),
+        "world_size": settings.world_size(),
         "device": "cuda" if cuda else "cpu",
         "weights": spec["weights"],
         "tokenizer": facts.get("tokenizer"),
@@ -293,7 +292,8 @@ def _run(
     return 3 if status == "oom" else 0
 
 
-def main(argv: list[str] | None = None) -> int:
+@program()
+def main(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--run-dir", required=True, type=Path, help="run folder holding spec.json")
     ap.add_argument("--spec", type=Path, help="spec file (default: RUN_DIR/spec.json)")
@@ -301,28 +301,23 @@ def main(argv: list[str] | None = None) -> int:
     # torchrun starts ranks in sessions of their own: a rank ends with its launcher, however
     # that died (run/node/lifeline.py), instead of writing on into a staging folder.
     lifeline.tie_to_parent()
-    rank = int(os.environ.get("RANK", "0"))
-    world = int(os.environ.get("WORLD_SIZE", "1"))
+    rank = settings.rank()
+    world = settings.world_size()
     run_dir: Path = args.run_dir.resolve()
     spec_path = args.spec or run_dir / store.SPEC
+    # a setting, SpecError, AssetError, CudaUnusable: one line from rank 0, exit 2 (program)
+    if not spec_path.is_file():
+        raise SpecError(f"no spec file at {spec_path}")
     try:
-        settings.check_all()
-        if not spec_path.is_file():
-            raise SpecError(f"no spec file at {spec_path}")
-        try:
-            spec = json.loads(spec_path.read_text())
-        except json.JSONDecodeError as exc:
-            raise SpecError(f"spec file {spec_path} is not valid JSON: {exc.msg}") from exc
-        import torch
+        spec = json.loads(spec_path.read_text())
+    except json.JSONDecodeError as exc:
+        raise SpecError(f"spec file {spec_path} is not valid JSON: {exc.msg}") from exc
+    import torch
 
-        cuda = torch.cuda.is_available()
-        cfg, facts = prepare(spec, run_dir, cuda)
-        spec = llm_spec.canonical(spec)
-        device_check(spec, world, cuda)
-    except UserError as exc:  # a setting, SpecError, AssetError, CudaUnusable: one line, exit 2
-        if rank == 0:
-            print(f"error: {exc}", file=sys.stderr, flush=True)
-        return 2
+    cuda = torch.cuda.is_available()
+    cfg, facts = prepare(spec, run_dir, cuda)
+    spec = llm_spec.canonical(spec)
+    device_check(spec, world, cuda)
     if rank == 0:
         store.write_text_atomic(run_dir / TORCHTUNE_CONFIG, yaml.safe_dump(cfg, sort_keys=False))
         launched = shlex.join(getattr(sys, "orig_argv", sys.argv))

@@ -18,7 +18,6 @@ depend on the device's generator: the same on every GPU run, other numbers than 
 
 from __future__ import annotations
 
-import os
 import zlib
 from collections.abc import Iterator, MutableMapping
 from typing import Any
@@ -26,11 +25,13 @@ from typing import Any
 import torch
 from torchtune.config._utils import _get_component_from_path
 
+from run import settings
+
 
 def weights_device() -> torch.device:
     """This rank's GPU when there is one (see the module docstring), else the CPU."""
     if torch.cuda.is_available():
-        return torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
+        return torch.device("cuda", settings.local_rank())
     return torch.device("cpu")
 
 

@@ -24,8 +24,7 @@ from typing import Any
 
 from run import settings
 from run.errors import UserError
-
-POLICIES = ("auto", "bind", "off")  # run/settings.py's NUMA accepts these (tests/test_settings.py)
+from run.program import program
 
 
 def policy(spec_numa: str | None = None) -> str:
@@ -109,7 +108,8 @@ def wrap(cmd: list[str], p: dict[str, Any]) -> list[str]:
     return [*bind_args(p["ranks"][0]["node"]), *cmd]  # one process, no torchrun
 
 
-def main(argv: list[str] | None = None) -> int:
+@program()
+def main(argv: list[str]) -> int:
     """`python -m run.node.numa exec --nodes 0,0,1,1 -- prog ...`: exec prog under numactl on the
     node of this rank (LOCAL_RANK)."""
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -118,14 +118,9 @@ def main(argv: list[str] | None = None) -> int:
             "usage: python -m run.node.numa exec --nodes=N0,N1,... -- program args", file=sys.stderr
         )
         return 2
-    try:
-        settings.check_all()
-    except UserError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
     nodes = [int(x) for x in argv[1].split("=", 1)[1].split(",")]
     prog = argv[argv.index("--") + 1 :]
-    rank = int(os.environ.get("LOCAL_RANK", "0"))
+    rank = settings.local_rank()
     cmd = [*bind_args(nodes[rank % len(nodes)]), *prog]
     line = f"[numa] local_rank={rank} node={nodes[rank % len(nodes)]} {' '.join(cmd[:3])}\n"
     os.write(1, line.encode())  # one write: the ranks' lines do not interleave in the log

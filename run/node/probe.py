@@ -25,6 +25,7 @@ from typing import Any
 from run import settings
 from run.errors import UserError
 from run.node.numa import gpu_node
+from run.program import program
 
 # Which torch 2.13 build a driver runs, by the driver's major version (Linux x86-64). NVIDIA's
 # CUDA Toolkit release notes ("CUDA Toolkit and Corresponding Driver Versions") and its CUDA
@@ -270,8 +271,8 @@ def probe() -> dict[str, Any]:
         "affinity_cpus": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
         "numa_nodes": numa_nodes(),
         **gpu,
-        "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
-        "slurm_gpus_on_node": os.environ.get("SLURM_GPUS_ON_NODE"),
+        "cuda_visible_devices": settings.given_by_host("CUDA_VISIBLE_DEVICES"),
+        "slurm_gpus_on_node": settings.given_by_host("SLURM_GPUS_ON_NODE"),
         "gpu_topology": _cmd(["nvidia-smi", "topo", "-m"]) if gpu_list else None,
         "numactl": shutil.which("numactl"),
         # the NUMA distance matrix and memory per node, as numactl itself reports them
@@ -279,7 +280,7 @@ def probe() -> dict[str, Any]:
         "nsys": shutil.which("nsys"),
         "nsys_version": _cmd(["nsys", "--version"]),
         "image_nsys": _read(IMAGE_NSYS),
-        "slurm_job_id": os.environ.get("SLURM_JOB_ID"),
+        "slurm_job_id": settings.given_by_host("SLURM_JOB_ID"),
     }
 
 
@@ -337,22 +338,15 @@ def describe(info: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def main(argv: list[str] | None = None) -> int:
+@program()
+def main(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(description="Print what hardware the experiments can use.")
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--check-cuda", action="store_true", help="exit 2 if torch cannot use the GPUs")
     args = ap.parse_args(argv)
-    try:
-        settings.check_all()
-    except UserError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
     info = probe()
     if args.check_cuda:
-        problem = cuda_problem(info)
-        if problem:
-            print(f"error: {problem}", file=sys.stderr)
-            return 2
+        check_cuda(info)
         return 0
     print(json.dumps(info, indent=2) if args.json else describe(info))
     problem = cuda_problem(info) if not args.json else None

@@ -75,7 +75,6 @@ PROFILE_METRICS = "profile_metrics.csv"
 PROFILE_BREAKDOWN = "profile_breakdown.csv"
 TORCH_TRACE_GLOB = "*.pt.trace.json*"
 NSYS_TRACES = "cuda,nvtx,osrt,cudnn,cublas"
-PROFILERS = ("none", "auto", "torch", "nsys")
 
 # Used when a run folder has no profiling.json (a run started by hand).
 DEFAULT_WINDOW: dict[str, int | float] = {

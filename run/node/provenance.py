@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import datetime as dt
-import os
 import subprocess
 from importlib import metadata
 from typing import Any
 
-from run import store
+from run import settings, store
 
 REPO = store.REPO  # tests point it at a copy without .git
 IMAGE_SHA_ENV = "ARTIFACT_GIT_SHA"  # set by the container images (Containerfile, apptainer.def)
@@ -37,9 +36,10 @@ def git_state() -> dict[str, Any]:
         return out.stdout.strip() if out.returncode == 0 else None
 
     sha = git("rev-parse", "HEAD")
-    if sha is None and os.environ.get(IMAGE_SHA_ENV):
+    image = settings.given_by_host(IMAGE_SHA_ENV)
+    if sha is None and image:
         # code copied out of the image (container/run-make.sh): no .git, the image's build SHA
-        return {"sha": os.environ[IMAGE_SHA_ENV], "dirty": None, "from": "container image"}
+        return {"sha": image, "dirty": None, "from": "container image"}
     dirty = git("status", "--porcelain", "--untracked-files=no")
     return {"sha": sha, "dirty": bool(dirty) if dirty is not None else None}
 

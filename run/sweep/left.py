@@ -21,9 +21,9 @@ import argparse
 import sys
 from typing import Any
 
-from run import settings, store
-from run.errors import UserError
+from run import store
 from run.node import probe as hw
+from run.program import program
 from run.sweep import matrix as mx
 from run.sweep.workloads import WORKLOADS
 
@@ -82,18 +82,14 @@ def stale(
     return [e for e in exp_ids if is_stale(e, profile, info, matrix)]
 
 
-def main(argv: list[str] | None = None) -> int:
+@program()
+def main(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(prog="python -m run.sweep.left", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
     ap.add_argument("--profile", required=True)
     ap.add_argument("--exp", action="append", default=[], help="experiment id (repeatable)")
     args = ap.parse_args(argv)
-    try:
-        settings.check_all()
-        print("stale:", *stale(args.profile, args.exp, hw.probe()))
-    except UserError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+    print("stale:", *stale(args.profile, args.exp, hw.probe()))
     return 0
 
 

@@ -113,7 +113,7 @@ def _create(path: Path) -> bool:
     me = {
         "host": socket.gethostname(),
         "pid": os.getpid(),
-        "job": os.environ.get("SLURM_JOB_ID"),
+        "job": settings.given_by_host("SLURM_JOB_ID"),
         "since": time.strftime("%Y-%m-%dT%H:%M:%S"),
     }
     try:

@@ -31,14 +31,11 @@ from typing import Any
 
 from run import settings, yamlfile
 from run.errors import UserError
+from run.program import program
 from run.sweep import schema
 from run.sweep.schema import FROM_PROFILE
 from run.sweep.workloads import WORKLOADS
 
-# Tests point MATRIX_FILE at a small matrix of their own; everyone else uses the real one. Read
-# unchecked here (importing must not fail): a missing file is settings.check_all's one line at
-# every entry point, and load_matrix's.
-MATRIX_FILE: Path = settings.path("MATRIX_FILE")
 REPEATS_ENV = "REPEATS"
 STEP = "step"  # a ladder step's label: not a spec key
 
@@ -63,10 +60,17 @@ class Experiment:
         return [run_name(s) for s in self.specs]
 
 
+def matrix_file() -> Path:
+    """MATRIX_FILE, read when asked: tests point it at a small matrix of their own; everyone else
+    uses the real one. Unchecked here: a missing file is settings.check_all's one line at every
+    entry point, and load_matrix's."""
+    return settings.path("MATRIX_FILE")
+
+
 def load_matrix(path: Path | None = None) -> dict[str, Any]:
     """The matrix, read strictly (a repeated key or a YAML error is one line naming the file and
     the line) and with every key checked."""
-    matrix = yamlfile.load(path or MATRIX_FILE, MatrixError)
+    matrix = yamlfile.load(path or matrix_file(), MatrixError)
     check_keys(matrix)
     return matrix
 
@@ -362,28 +366,24 @@ def check_all(matrix: dict[str, Any] | None = None) -> tuple[int, int]:
     return entries, specs_checked
 
 
-def main(argv: list[str] | None = None) -> int:
+@program()
+def main(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--profile", default="smoke")
     ap.add_argument("--exp", action="append", help="experiment id (repeatable); default all")
     ap.add_argument("--check", action="store_true")
     args = ap.parse_args(argv)
-    try:
-        settings.check_all()
-        if args.check:
-            entries, n = check_all()
-            print(f"matrix OK: {entries} experiment entries, {n} run specs checked")
-            return 0
-        matrix = load_matrix()
-        for exp_id in args.exp or list(matrix["experiments"]):
-            exp = expand(exp_id, args.profile, matrix)
-            times = f" ({exp.repeats} repeats per cell)" if exp.repeats > 1 else ""
-            print(f"{exp.id} [{exp.target}] {exp.title}: {len(exp.specs)} runs{times}")
-            for name in exp.run_names:
-                print(f"  {name}")
-    except UserError as exc:  # MatrixError, or a setting (settings.SettingError)
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+    if args.check:
+        entries, n = check_all()
+        print(f"matrix OK: {entries} experiment entries, {n} run specs checked")
+        return 0
+    matrix = load_matrix()
+    for exp_id in args.exp or list(matrix["experiments"]):
+        exp = expand(exp_id, args.profile, matrix)
+        times = f" ({exp.repeats} repeats per cell)" if exp.repeats > 1 else ""
+        print(f"{exp.id} [{exp.target}] {exp.title}: {len(exp.specs)} runs{times}")
+        for name in exp.run_names:
+            print(f"  {name}")
     return 0
 
 

@@ -32,10 +32,11 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any
 
-from run import settings, store
+from run import store
 from run.errors import UserError
 from run.node import probe as hw
 from run.node import profiling
+from run.program import program
 from run.sweep import left
 from run.sweep import matrix as mx
 from run.sweep.calibration import calibration, calibration_detail
@@ -357,7 +358,8 @@ def _model(info: dict[str, Any]) -> str:
     return "a crude CPU model fitted to the smoke make all on 2 cores (run/sweep/cost.py)"
 
 
-def main(argv: list[str] | None = None) -> int:
+@program()
+def main(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--profile", help="smoke, quick, paper (default: what `make all` picks)")
     ap.add_argument(
@@ -367,30 +369,21 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--brief", action="store_true", help="subtotals and totals only")
     ap.add_argument("--json", action="store_true", help="the totals as one JSON object")
     args = ap.parse_args(argv)
-    try:
-        settings.check_all()
-        info = hw.probe()
-        profile = args.profile or hw.default_profile(info)
-        matrix = mx.load_matrix()
-        node, note = plan_node(profile, info, matrix, args.gpus)
-        rows = build(profile, args.exp, info, matrix, args.gpus)
-        calib = calibration_detail(profile, node, matrix)
-        if args.json:  # what the report's "next on a GPU node" reads (report/nextgpu.py)
-            where = (f"{node['gpu_count']} x {node['gpu_model']}".removesuffix(
-                " (assumed: the paper's GPU)") if on_gpu(node) else "this machine (no GPU)")  # fmt: skip
-            print(json.dumps({"profile": profile, "runs": len(rows),
-                              "missing": len(to_spend(rows)), "gpu_hours": gpu_hours(rows),
-                              "wall_s": wall_s(rows), "wall": fmt_s(wall_s(rows)),
-                              "node": where}))  # fmt: skip
-            return 0
-        print(
-            render(
-                rows, node, profile, node_note=note, calib=calib, matrix=matrix, brief=args.brief
-            )
-        )
-    except UserError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+    info = hw.probe()
+    profile = args.profile or hw.default_profile(info)
+    matrix = mx.load_matrix()
+    node, note = plan_node(profile, info, matrix, args.gpus)
+    rows = build(profile, args.exp, info, matrix, args.gpus)
+    calib = calibration_detail(profile, node, matrix)
+    if args.json:  # what the report's "next on a GPU node" reads (report/nextgpu.py)
+        where = (f"{node['gpu_count']} x {node['gpu_model']}".removesuffix(
+            " (assumed: the paper's GPU)") if on_gpu(node) else "this machine (no GPU)")  # fmt: skip
+        print(json.dumps({"profile": profile, "runs": len(rows),
+                          "missing": len(to_spend(rows)), "gpu_hours": gpu_hours(rows),
+                          "wall_s": wall_s(rows), "wall": fmt_s(wall_s(rows)),
+                          "node": where}))  # fmt: skip
+        return 0
+    print(render(rows, node, profile, node_note=note, calib=calib, matrix=matrix, brief=args.brief))
     return 0
 
 

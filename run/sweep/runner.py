@@ -38,9 +38,10 @@ from pathlib import Path
 from typing import Any
 
 from run import settings, store
-from run.errors import UserError, exit_status, unwind_on_signals
+from run.errors import UserError, unwind_on_signals
 from run.node import bundle, lifeline, numa, profiling, provenance
 from run.node import probe as hw
+from run.program import program
 from run.sweep import left, lock
 from run.sweep import matrix as mx
 from run.sweep.failure import root_cause
@@ -108,7 +109,7 @@ def profile_metrics(spec: dict[str, Any], stage: Path, summary: dict[str, Any]) 
     proc = subprocess.run(cmd, cwd=store.REPO, capture_output=True, text=True, check=False)
     if proc.returncode != 0:
         lines = (proc.stderr or proc.stdout).strip().splitlines()
-        why = lines[-1] if lines else f"exit status {proc.returncode}"
+        why = lines[-1].removeprefix("error: ") if lines else f"exit status {proc.returncode}"
         return {**summary, "status": "failed", "error": f"profile: {why}"}
     summary = {**summary, "profile_metrics": Path(proc.stdout.strip()).name}
     summary["profile_parse_s"] = round(time.monotonic() - t0, 3)
@@ -395,7 +396,8 @@ def send_back(
     return path
 
 
-def main(argv: list[str] | None = None) -> int:
+@program("nothing half-written is left; the same command resumes")
+def main(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(
         prog="python -m run.sweep",
         description=__doc__,
@@ -413,8 +415,4 @@ def main(argv: list[str] | None = None) -> int:
     # SIGTERM (SLURM's requeue, a killed make) unwinds like Ctrl-C: the run in flight is stopped
     # with all its processes, its staging folder removed and its lock released at once.
     unwind_on_signals()
-    try:
-        settings.check_all()
-        return sweep(args.exp, args.profile, args.retry_failed, args.only_repeat)
-    except BaseException as exc:
-        return exit_status(exc, "nothing half-written is left; the same command resumes")
+    return sweep(args.exp, args.profile, args.retry_failed, args.only_repeat)

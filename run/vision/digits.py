@@ -25,7 +25,7 @@ import numpy as np
 from PIL import Image, ImageDraw, ImageFilter, ImageFont
 
 from run import settings
-from run.errors import UserError
+from run.program import program
 
 SIDE = 28
 # Bump whenever render() or make_split() changes what is drawn: sets of another version are redone.
@@ -142,18 +142,14 @@ def generate(root: Path, n_train: int, n_test: int, seed: int = 1234) -> Path:
     return out
 
 
-def main(argv: list[str] | None = None) -> int:
+@program()
+def main(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--root", type=Path, default=Path("data/digits"))
     ap.add_argument("--train", type=int, default=4096)
     ap.add_argument("--test", type=int, default=1024)
     ap.add_argument("--seed", type=int, default=1234)
     args = ap.parse_args(argv)
-    try:
-        settings.check_all()
-    except UserError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
     out = generate(args.root, args.train, args.test, args.seed)
     print(f"digits: {existing_counts(args.root)} images in {out}")
     return 0

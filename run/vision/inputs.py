@@ -100,17 +100,6 @@ def keeps_batch(strategy: str, batch_index: int, world: int, rank: int) -> bool:
     return strategy != "ddp_rr" or batch_index % world == rank
 
 
-def rank_batches(
-    strategy: str, n: int, batch_size: int, world: int, rank: int, epoch: int = 0, seed: int = 0
-) -> list[list[int]]:
-    """The sample indices rank `rank` trains on in one epoch, batch by batch (used by the tests)."""
-    sampler = make_sampler(strategy, n, world, rank, seed)
-    set_epoch(sampler, epoch, seed)
-    order = list(sampler)
-    batches = [order[i : i + batch_size] for i in range(0, len(order), batch_size)]
-    return [b for i, b in enumerate(batches) if keeps_batch(strategy, i, world, rank)]
-
-
 def data_sets(spec: dict[str, Any], dtype: torch.dtype = torch.float32) -> tuple[Dataset, Dataset]:
     """Scenario A's train and test sets: each image upsampled on the host as it is loaded
     (upsample=host), or the stored uint8 28x28 tensors as they are (upsample=device)."""

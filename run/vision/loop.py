@@ -107,8 +107,8 @@ def interval(phase: str, epoch: int, step: int | None, t0: float) -> dict[str, A
 
 def peak_memory(device: torch.device) -> tuple[int, str]:
     if device.type == "cuda":
-        return torch.cuda.max_memory_allocated(device), "gpu_max_allocated"
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024, "host_peak_rss"
+        return torch.cuda.max_memory_allocated(device), store.GPU_MAX_ALLOCATED
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024, store.HOST_PEAK_RSS
 
 
 def all_sum(

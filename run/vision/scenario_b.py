@@ -35,6 +35,8 @@ from typing import Any
 import numpy as np
 
 from run import settings, store
+from run.errors import UserError
+from run.program import program
 from run.vision import digits
 
 MANIFEST = "manifest.json"
@@ -230,7 +232,8 @@ class DaliLoader:
             yield x, y
 
 
-def main(argv: list[str] | None = None) -> int:
+@program()
+def main(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     sub = ap.add_subparsers(dest="cmd", required=True)
     p = sub.add_parser("prepare", help="make the set (from the digits or MNIST_DIR)")
@@ -239,14 +242,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--train", type=int, required=True)
     p.add_argument("--test", type=int, required=True)
     args = ap.parse_args(argv)
-
     try:
-        settings.check_all()
         out = prepare(digits.data_root(args.dataset), args.dataset, args.size, args.train,
                       args.test)  # fmt: skip
-    except (FileNotFoundError, ValueError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+    except ValueError as exc:  # bad input, not a bug of ours
+        raise UserError(str(exc)) from exc
     m = check(out)
     print(f"{out}: {m['counts']} images, {m['bytes_on_disk'] / 2**20:.1f} MiB on disk, "
           f"{m['unpacked_bytes_per_rank'] / 2**20:.1f} MiB unpacked per DataLoader rank")  # fmt: skip

@@ -8,9 +8,12 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from run.node import profiling, toolchain
+from run import settings
+from run.node import toolchain
 
 STRATEGIES = ("ddp", "ddp_rr", "ddp_ds")
+STRATEGY_LABELS = {"ddp": "DDP", "ddp_rr": "DDP-RR", "ddp_ds": "DDP-DS"}  # as the papers say
+LOADER_LABELS = {"torch": "DataLoader", "dali": "DALI"}
 PRECISIONS = ("fp64", "fp32", "fp16", "bf16")
 
 DEFAULTS: dict[str, Any] = {
@@ -51,7 +54,7 @@ CHOICES: dict[str, tuple[Any, ...]] = {
     "channels_last": (False, True),
     "loader": ("torch", "dali"),
     "numa": ("policy", "off", "bind"),
-    "profiler": profiling.PROFILERS,
+    "profiler": settings.PROFILERS,
     "upsample": ("host", "device"),
     "fused_optimizer": (False, True),
     "compile": (False, True),

@@ -49,8 +49,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -60,7 +58,9 @@ import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 from run import settings, store
+from run.errors import UserError
 from run.node import lifeline, probe, profilers, provenance, threads
+from run.program import program
 from run.vision import inputs, launch, loop, scenario_b
 from run.vision import spec as vision_spec
 
@@ -80,7 +80,7 @@ def check_inputs(spec_path: Path) -> dict[str, Any]:
     if spec["loader"] == "dali" and (spec["scenario"] != "B" or spec["strategy"] != "ddp_ds"):
         raise ValueError("loader=dali reads the Scenario B files sharded by rank: it needs "
                          "scenario B and strategy ddp_ds")  # fmt: skip
-    world = int(os.environ.get("WORLD_SIZE", 1))
+    world = settings.world_size()
     if spec["gpus"] != world:
         raise ValueError(
             f"the spec asks for {spec['gpus']} rank(s) but {world} were started "
@@ -94,9 +94,10 @@ def check_inputs(spec_path: Path) -> dict[str, Any]:
     return spec
 
 
-def main(argv: list[str] | None = None) -> int:
+@program()
+def main(argv: list[str]) -> int:
     """One rank: its inputs checked, then (unless this machine cannot run the spec) its process
-    group and train(); 2 for bad input, 0 otherwise."""
+    group and train(); 2 for bad input (one line, from rank 0), 0 otherwise."""
     ap = argparse.ArgumentParser(
         prog="python -m run.vision",
         description=__doc__,
@@ -108,16 +109,12 @@ def main(argv: list[str] | None = None) -> int:
     # torchrun starts ranks in sessions of their own: a rank ends with its launcher, however
     # that died (run/node/lifeline.py), instead of writing on into a staging folder.
     lifeline.tie_to_parent()
-    try:
-        settings.check_all()
+    try:  # bad input: no process group, nothing written into the run folder
         spec = check_inputs(args.spec)
-    except (ValueError, FileNotFoundError) as exc:  # UserError is a ValueError
-        # Bad input: one line from rank 0, no process group, nothing written into the run folder.
-        if int(os.environ.get("RANK", 0)) == 0:
-            print(f"error: {exc}", file=sys.stderr, flush=True)
-        return 2
+    except ValueError as exc:
+        raise UserError(str(exc)) from exc
     cuda = torch.cuda.is_available()
-    local_rank = int(os.environ.get("LOCAL_RANK", 0))
+    local_rank = settings.local_rank()
     if cuda:
         # bound before anything touches CUDA (unsupported_reason asks about bf16 and Triton):
         # else every rank opens a context on GPU 0, memory its peak and NCCL would then share
@@ -126,7 +123,7 @@ def main(argv: list[str] | None = None) -> int:
     if reason:
         # What this machine cannot run is a result, not an error: recorded, nothing trained (the
         # sweep records it the same way without launching; this covers a run started by hand).
-        if int(os.environ.get("RANK", 0)) == 0:
+        if settings.rank() == 0:
             name = vision_spec.run_name(spec)
             store.write_json_atomic(
                 args.run_dir / store.SUMMARY,

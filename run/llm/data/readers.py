@@ -23,6 +23,7 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
+from run import settings
 from run.llm.assets import AssetError
 from run.llm.catalog import DataSet
 
@@ -228,11 +229,11 @@ def check_head(path: Path, columns: tuple[str, ...] = (), rows: int = HEAD_ROWS)
 
 
 def local_file(name: str) -> Path | None:
-    folder = os.environ.get("LLM_DATASETS_DIR")
+    folder = settings.value("LLM_DATASETS_DIR")
     if not folder:
         return None
     for suffix in (".jsonl", ".json"):
-        path = Path(folder).expanduser() / f"{name}{suffix}"
+        path = folder.expanduser() / f"{name}{suffix}"
         if path.is_file():
             return path
     return None

@@ -133,11 +133,6 @@ def iter_preference_pairs(name: str, rows: Iterable[dict[str, Any]]) -> Iterator
         yield {"chosen": prev, "rejected": [*prev[:-1], first[-1]]}
 
 
-def preference_pairs(name: str, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """chosen = row i's own answer, rejected = row i+1's answer (cyclic), same prompt."""
-    return list(iter_preference_pairs(name, rows))
-
-
 def pairs_file(dataset: str, rows: int | None, source: str) -> Path:
     """DPO pairs of a template subset (rows given) or of a whole set (rows None, streamed)."""
     stem = f"{dataset}-r{rows}" if dataset in TEMPLATES else dataset

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from run import settings
+from run.program import program
 from run.errors import UserError
 from run.llm import config as llm_config
 from run.llm import spec as llm_spec
@@ -49,19 +50,15 @@ def subset_token_counts(rows: int, model: str = "tiny") -> list[dict[str, Any]]:
     return out
 
 
-def main(argv: list[str] | None = None) -> int:
+@program()
+def main(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(
         prog="python -m run.llm.data", description="Make the LLM data files; print subset token counts."
     )
     ap.add_argument("--rows", type=int, action="append", help="template subset size(s)")
     ap.add_argument("--model", default="tiny", choices=("tiny", "llama3_8b"))
     args = ap.parse_args(argv)
-    try:
-        settings.check_all()
-        for rows in args.rows or [500]:
-            for row in subset_token_counts(rows, args.model):
-                print(json.dumps(row))
-    except UserError as exc:  # a setting, or AssetError
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+    for rows in args.rows or [500]:
+        for row in subset_token_counts(rows, args.model):
+            print(json.dumps(row))
     return 0

@@ -1,9 +1,0 @@
-"""`python -m run.scenario_b` moved to `python -m run.vision.scenario_b`; this name forwards to it until the next release.
-
-It is a door, not a module: it defines nothing to import.
-"""
-
-import runpy
-
-if __name__ == "__main__":
-    runpy.run_module("run.vision.scenario_b", run_name="__main__", alter_sys=True)
