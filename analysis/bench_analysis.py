@@ -52,6 +52,7 @@ from analysis.bench_hta import (
     startup_lines,
     versus_hta,
 )
+from analysis.profiles import kineto_fast
 from run import settings
 
 REPO = Path(__file__).resolve().parents[1]
@@ -256,7 +257,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         results = bench(args.sizes, workdir, args.kinds)
         small = startup(workdir, args.pairs)
-        hta = versus_hta(hta_python, trace, args.pairs) if trace else []
+        hta = versus_hta(hta_python, trace, args.pairs, workdir) if trace else []
     finally:
         if own_dir:
             shutil.rmtree(workdir, ignore_errors=True)
@@ -269,6 +270,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"{r['peak_mb'] - r['base_mb']:6.1f} {r['cli_peak_mb']:8.1f}  {r['check']}"
         )
     print("\n".join(verdicts(results)))
+    if any(r["kind"].startswith("kineto") for r in results):
+        print(f"Kineto events decoded by {kineto_fast.name()}")
     print("\n".join(startup_lines(small)))
     print("\n".join(hta_lines(hta, trace)) if hta else hta_note or trace_note)
     print(f"load average (1 min): {load} at the start, {_load()} at the end, on"

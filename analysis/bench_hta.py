@@ -8,11 +8,18 @@ what a user waits for and the memory the machine must have:
     counterpart) on HTA's own test trace (HTA_TRACE_SOURCE), in alternating order; verdict on
     the medians of the pairs' ratios: time <= HTA_TIME_RATIO, peak RSS <= HTA_MEMORY_RATIO.
 HTA runs in its own venv (HTA_PYTHON); it is never a dependency of this project.
+Our commands run with their bytecode cached, as a user's do (pip compiles an installed package's
+at install, Python caches a checkout's at the first run): in a temporary folder, after one run
+not counted, whatever PYTHONDONTWRITEBYTECODE says (set, every run would compile the reader
+first). The lines name the decoder that read the trace's events (analysis/profiles/kineto_fast.py:
+the optional msgspec where installed, else json); with msgspec installed, each pair also runs our
+summary with json alone (msgspec hidden from it), printed beside as information.
 """
 
 from __future__ import annotations
 
 import gzip
+import importlib.util
 import json
 import os
 import statistics
@@ -21,6 +28,8 @@ import sys
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
+
+from analysis.profiles import kineto_fast
 
 REPO = Path(__file__).resolve().parents[1]
 HTA_ENV = "HTA_PYTHON"
@@ -37,6 +46,12 @@ STARTUP_LIMIT_S = 0.3
 STARTUP_KB = 10
 RUNS = 5
 OURS = [sys.executable, "-m", "analysis.profiles.cli", "summary"]
+# Our summary with msgspec hidden (`import msgspec` fails), so that json decodes every batch.
+_JSON_ONLY = (
+    "import runpy, sys; sys.modules['msgspec'] = None; sys.argv[0] = 'analysis.profiles.cli';"
+    " runpy.run_module('analysis.profiles.cli', run_name='__main__', alter_sys=True)"
+)
+OURS_JSON = [sys.executable, "-c", _JSON_ONLY, "summary"]
 
 # Run in the HTA interpreter: HTA reads a folder of traces, so the file is linked into one.
 _HTA_CHILD = """
@@ -76,7 +91,13 @@ sys.exit(os.waitstatus_to_exitcode(status))
 """
 
 
-def command(cmd: Sequence[str]) -> dict:
+def cached_bytecode(folder: Path) -> dict[str, str]:
+    """The environment our commands run in: bytecode written to and read from `folder`."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    return {**env, "PYTHONPYCACHEPREFIX": str(folder)}
+
+
+def command(cmd: Sequence[str], env: dict[str, str] | None = None) -> dict:
     """One command from start to exit: seconds, CPU seconds (user + system: what it costs on a
     machine others load too), its peak RSS in MB, its output (stderr too). RuntimeError, with
     the output's end, when it fails."""
@@ -84,7 +105,8 @@ def command(cmd: Sequence[str]) -> dict:
         figures, log = Path(tmp, "figures"), Path(tmp, "out")
         with open(log, "w") as out:
             launch = [sys.executable, "-c", _LAUNCHER, str(figures), *cmd]
-            code = subprocess.run(launch, cwd=REPO, stdout=out, stderr=subprocess.STDOUT).returncode
+            code = subprocess.run(launch, cwd=REPO, stdout=out, stderr=subprocess.STDOUT,
+                                  env=env).returncode  # fmt: skip
         text = log.read_text(errors="replace")
         if code != 0:
             raise RuntimeError(f"{' '.join(map(str, cmd[:4]))} failed ({code}): {text[-2000:]}")
@@ -115,14 +137,18 @@ def small_trace(path: Path, kb: float = STARTUP_KB) -> int:
 
 
 def startup(workdir: Path, runs: int = RUNS) -> dict:
-    """The CLI on a small trace as a user runs it, `runs` times beside a bare interpreter."""
+    """The CLI on a small trace as a user runs it, `runs` times beside a bare interpreter (one
+    run first, not counted, caches its bytecode)."""
     path = workdir / "small.pt.trace.json"
     size = small_trace(path)
     ours, bare = [], []
     try:
-        for _ in range(runs):
-            ours.append(command([*OURS, str(path)]))
-            bare.append(command([sys.executable, "-c", "pass"]))
+        with tempfile.TemporaryDirectory(dir=workdir) as cache:
+            env = cached_bytecode(Path(cache))
+            command([*OURS, str(path)], env)
+            for _ in range(runs):
+                ours.append(command([*OURS, str(path)], env))
+                bare.append(command([sys.executable, "-c", "pass"]))
     finally:
         path.unlink(missing_ok=True)
     times = [r["s"] for r in ours]
@@ -137,7 +163,8 @@ def startup_lines(run: dict) -> list[str]:
     ok = run["s"] <= STARTUP_LIMIT_S
     return [
         f"start-up, `python -m analysis.profiles.cli summary` on a {run['kb']:.1f} KB Kineto trace"
-        f" (a process from start to exit), {run['runs']} runs: median {run['s']:.3f} s"
+        f" (a process from start to exit, bytecode cached), {run['runs']} runs: median"
+        f" {run['s']:.3f} s"
         f" ({run['lo']:.3f}-{run['hi']:.3f}; CPU {run['cpu_s']:.3f} s), peak"
         f" {run['peak_mb']:.0f} MB; `python -c pass`:"
         f" median {run['bare_s']:.3f} s",
@@ -146,14 +173,25 @@ def startup_lines(run: dict) -> list[str]:
     ]
 
 
-def versus_hta(hta_python: str, trace: Path, pairs: int = RUNS) -> list[dict]:
-    """`pairs` pairs of whole commands on one trace, ours and HTA's, in alternating order."""
-    runs = []
-    for i in range(pairs):
+def versus_hta(
+    hta_python: str, trace: Path, pairs: int = RUNS, workdir: Path | None = None
+) -> list[dict]:
+    """`pairs` pairs of whole commands on one trace, ours and HTA's, in alternating order; with
+    msgspec installed, ours with json alone too ("ours_json", run beside ours)."""
+    with tempfile.TemporaryDirectory(dir=workdir) as tmp:
+        env = cached_bytecode(Path(tmp))
         jobs = {"ours": [*OURS, str(trace)], "hta": [hta_python, "-c", _HTA_CHILD, str(trace)]}
-        got = {name: command(jobs[name]) for name in (("ours", "hta"), ("hta", "ours"))[i % 2]}
-        inner = json.loads(got["hta"]["out"].strip().splitlines()[-1])
-        runs.append({"ours": got["ours"], "hta": {**got["hta"], **inner}})
+        if importlib.util.find_spec("msgspec") is not None:
+            jobs["ours_json"] = [*OURS_JSON, str(trace)]
+        for name in jobs:
+            if name != "hta":
+                command(jobs[name], env)  # caches the bytecode; not counted
+        runs = []
+        for i in range(pairs):
+            order = [*jobs] if i % 2 == 0 else [*reversed(jobs)]
+            got = {name: command(jobs[name], None if name == "hta" else env) for name in order}
+            inner = json.loads(got["hta"]["out"].strip().splitlines()[-1])
+            runs.append({**got, "hta": {**got["hta"], **inner}})
     return runs
 
 
@@ -178,7 +216,8 @@ def hta_lines(runs: Sequence[dict], trace: Path) -> list[str]:
         f"HTA {hta[0]['version']} vs ours on HTA's own trace {trace.name} ({data / 1e6:.1f} MB of"
         f" JSON, {trace.stat().st_size / 1e6:.1f} MB on disk), {len(runs)} pairs of whole"
         " commands, alternating which runs first:",
-        f"  ours (summary: metrics and time breakdown): median {mid(mine, 's'):.2f} s (CPU"
+        f"  ours (summary: metrics and time breakdown; events decoded by {kineto_fast.name()}):"
+        f" median {mid(mine, 's'):.2f} s (CPU"
         f" {mid(mine, 'cpu_s'):.2f} s), peak {mid(mine, 'peak_mb'):.0f} MB",
         f"  HTA (TraceAnalysis + get_temporal_breakdown): median {mid(hta, 's'):.2f} s (CPU"
         f" {mid(hta, 'cpu_s'):.2f} s; import {mid(hta, 'import_s'):.2f}, parse"
@@ -186,6 +225,24 @@ def hta_lines(runs: Sequence[dict], trace: Path) -> list[str]:
         f" {mid(hta, 'peak_mb'):.0f} MB",
         f"verdict vs HTA (ours/HTA, median of the pairs): time {verdict(time_ratio, HTA_TIME_RATIO)};"
         f" memory {verdict(peak_ratio, HTA_MEMORY_RATIO)}; CPU time {cpu_ratio:.3f}",
+        *_json_only_lines(runs),
+    ]
+
+
+def _json_only_lines(runs: Sequence[dict]) -> list[str]:
+    """Ours with json alone beside HTA (information: the verdict judges the decoder named)."""
+    if "ours_json" not in runs[0]:
+        return []
+    ratio = {k: statistics.median([r["ours_json"][k] / r["hta"][k] for r in runs])
+             for k in ("s", "cpu_s", "peak_mb")}  # fmt: skip
+    mid = {
+        k: statistics.median([r["ours_json"][k] for r in runs]) for k in ("s", "cpu_s", "peak_mb")
+    }
+    return [
+        f"  ours with json alone (msgspec hidden): median {mid['s']:.2f} s (CPU"
+        f" {mid['cpu_s']:.2f} s), peak {mid['peak_mb']:.0f} MB; ours/HTA: time {ratio['s']:.3f}"
+        f" ({'within' if ratio['s'] <= HTA_TIME_RATIO else 'not within'} 1/7), CPU"
+        f" {ratio['cpu_s']:.3f}, memory {ratio['peak_mb']:.3f}"
     ]
 
 

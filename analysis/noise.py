@@ -23,6 +23,7 @@ from typing import Any
 import pandas as pd
 
 from analysis import common as c
+from analysis import steady as st
 from run import store
 
 TARGET = "table-noise"
@@ -156,9 +157,9 @@ def _values(run: pd.Series, profile: str, measure: str, how: str) -> list[float]
         col = EPOCH_FIELDS[measure]
         return [float(e[col]) for e in c.epochs_of(run["run"], profile) if e.get(col) is not None]
     if how == "steady":
-        times = c.step_times(run["run"], profile, run["workload"])
+        times = st.step_times(run["run"], profile, run["workload"])
         total = pd.to_numeric(pd.Series([run.get("total_time_s")]), errors="coerce").iloc[0]
-        got = c.steady(times, c.warmup_of(run), float(total) if total == total else None)
+        got = st.steady(times, st.warmup_of(run), float(total) if total == total else None)
         v = got["steady_total_s"]
         return [float(v)] if v is not None and v == v else []
     v = pd.to_numeric(pd.Series([run.get(measure)]), errors="coerce").iloc[0]

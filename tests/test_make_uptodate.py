@@ -299,6 +299,10 @@ def all_done_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
         report = Path(variable(tmp, "REPORT_MD", *smoke))
         base = max(time.time(), newest_source()) + 600
         made = fabricate(tmp / "results", "smoke", sorted(set(exps)))
+        # the noise repeats' stamps, as `make all` leaves them (Makefile: spread)
+        for k in (0, 1):
+            made.append(tmp / variable(tmp, "SWEEPS", *smoke) / f".noise-{k}")
+            made[-1].touch()
         for step, paths in enumerate((made, [Path(p) for p in outputs], [report]), start=1):
             for p in paths:
                 p.parent.mkdir(parents=True, exist_ok=True)

@@ -13,6 +13,7 @@ from test_claims import frame  # tests/ is on sys.path (pytest rootdir)
 
 from analysis import check_verdicts, noise
 from analysis import common as c
+from analysis import steady as st
 from analysis.claims import spec as cs
 from analysis.claims import verdicts as cl
 from run import store
@@ -24,7 +25,7 @@ CLAIMS = {x["id"]: x for x in cs.load()}
 # ---------------------------------------------------------------- steady-state timing
 def test_the_steady_rate_leaves_the_named_warm_up_out_with_its_within_run_spread():
     times = [0.5, 0.2, 0.1, 0.12, 0.08, 0.1, 0.1, 0.1]
-    got = c.steady(times, warmup=2, total=1.5)
+    got = st.steady(times, warmup=2, total=1.5)
     assert got["steady_s_per_step"] == pytest.approx(0.1)
     # the warm-up steps took 0.7 s where the steady rate takes 0.2 s: 0.5 s of 1.5 s
     assert got["warmup_excess_s"] == pytest.approx(0.5)
@@ -35,8 +36,8 @@ def test_the_steady_rate_leaves_the_named_warm_up_out_with_its_within_run_spread
     assert got["steady_spread_pct"] == pytest.approx(100 * half / 0.1)
     assert got["steady_total_lo"] == pytest.approx(1.0 - 8 * half)
     # the warm-up is capped at a quarter of the steps, as the LLM's s/it is
-    assert c.timing_warmup(100, 8) == 2 and c.timing_warmup(2, 4) == 1
-    assert c.steady([], 2, 1.0)["steady_s_per_step"] is None
+    assert st.timing_warmup(100, 8) == 2 and st.timing_warmup(2, 4) == 1
+    assert st.steady([], 2, 1.0)["steady_s_per_step"] is None
 
 
 def test_step_times_read_the_llm_steps_and_the_vision_batches(tmp_path, monkeypatch):
@@ -45,7 +46,7 @@ def test_step_times_read_the_llm_steps_and_the_vision_batches(tmp_path, monkeypa
     llm.mkdir(parents=True)
     (llm / store.STEPS).write_text("".join(json.dumps({"step": i, "time_s": t}) + "\n"
                                            for i, t in enumerate([0.6, 0.2, 0.2])))  # fmt: skip
-    assert c.step_times("l", "t", "llm") == [0.6, 0.2, 0.2]
+    assert st.step_times("l", "t", "llm") == [0.6, 0.2, 0.2]
     vis = store.run_dir("t", "v")
     vis.mkdir(parents=True)
     # two epochs of two batches: each batch from the end of the one before (or the epoch's
@@ -60,8 +61,8 @@ def test_step_times_read_the_llm_steps_and_the_vision_batches(tmp_path, monkeypa
         {"phase": "epoch", "epoch": 2, "step": None, "t0": 11.0, "t1": 11.4},
     ]
     store.timeline_file(vis, 0).write_text("".join(json.dumps(r) + "\n" for r in rows))
-    assert c.step_times("v", "t", "vision") == pytest.approx([0.5, 0.25, 0.2, 0.2])
-    assert c.step_times("none", "t", "vision") == []
+    assert st.step_times("v", "t", "vision") == pytest.approx([0.5, 0.25, 0.2, 0.2])
+    assert st.step_times("none", "t", "vision") == []
 
 
 def _l6(share: float) -> pd.DataFrame:

@@ -14,6 +14,7 @@ from typing import Any
 import pandas as pd
 
 from analysis import common as c
+from analysis import steady as st
 from analysis.artifacts import table_llm_pinmem as l2
 
 PAPER_CSV = l2.PAPER_CSV
@@ -37,9 +38,9 @@ def table(runs: pd.DataFrame, profile: str) -> pd.DataFrame:
     for col in COLUMNS:
         if col not in df:
             df[col] = None
-    df = c.llm_steady(df, profile)
+    df = st.llm_steady(df, profile)
     df = df.assign(_o=df["dataset"].map(_rank)).sort_values(["_o", "gpus"], kind="mergesort")
-    return df[COLUMNS + c.steady_cols(df, "s_per_it", "epoch_time_s")].reset_index(drop=True)
+    return df[COLUMNS + st.steady_cols(df, "s_per_it", "epoch_time_s")].reset_index(drop=True)
 
 
 def paper() -> pd.DataFrame:

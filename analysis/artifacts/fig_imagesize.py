@@ -8,17 +8,18 @@ from __future__ import annotations
 import pandas as pd
 
 from analysis import common as c
+from analysis import steady as st
 
 FIGURE = True
 KEYS = ["image_size"]
 
 
 def table(runs: pd.DataFrame, profile: str) -> pd.DataFrame:
-    df = c.with_steady(runs, profile, "total_time_s", "total_time_s")
+    df = st.with_steady(runs, profile, "total_time_s", "total_time_s")
     df = c.speedups(df, by=["image_size"])
     df = c.speedups(df, by=["image_size"], time_col="total_time_s_steady", suffix="_steady")
     df = df.sort_values(["image_size", "gpus"])
-    steady = c.steady_cols(df, "total_time_s", "speedup_vs_1gpu", "efficiency_pct")
+    steady = st.steady_cols(df, "total_time_s", "speedup_vs_1gpu", "efficiency_pct")
     return df[["image_size", "gpus", "total_time_s", "speedup_vs_1gpu", "efficiency_pct", *steady,
                "status", "run"]]  # fmt: skip
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import pandas as pd
 
 from analysis import common as c
+from analysis import steady as st
 
 FIGURE = True
 KEYS = ["loader"]
@@ -15,10 +16,10 @@ KEYS = ["loader"]
 
 def table(runs: pd.DataFrame, profile: str) -> pd.DataFrame:
     df = runs.assign(loader_label=runs["loader"].map(c.LOADER_LABELS))
-    df = c.with_steady(df, profile, "total_time_s", "total_time_s")
+    df = st.with_steady(df, profile, "total_time_s", "total_time_s")
     df = df.sort_values(["loader", "gpus"], ascending=[False, True])
     return df[["loader", "loader_label", "gpus", "total_time_s", "images_per_s",
-               *c.steady_cols(df, "total_time_s"), "status", "run"]]  # fmt: skip
+               *st.steady_cols(df, "total_time_s"), "status", "run"]]  # fmt: skip
 
 
 def compact(t: pd.DataFrame) -> pd.DataFrame:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import pandas as pd
 
 from analysis import common as c
+from analysis import steady as st
 
 FIGURE = True
 KEYS = ["setup"]
@@ -17,10 +18,10 @@ KEYS = ["setup"]
 def table(runs: pd.DataFrame, profile: str) -> pd.DataFrame:
     layout = runs["channels_last"].map({True: "NHWC", False: "NCHW"})
     df = runs.assign(setup=runs["loader"].map(c.LOADER_LABELS) + " " + layout)
-    df = c.with_steady(df, profile, "total_time_s", "total_time_s")
+    df = st.with_steady(df, profile, "total_time_s", "total_time_s")
     df = df.sort_values(["loader", "channels_last", "gpus"], ascending=[False, True, True])
     return df[["setup", "loader", "channels_last", "gpus", "total_time_s", "images_per_s",
-               *c.steady_cols(df, "total_time_s"), "status", "run"]]  # fmt: skip
+               *st.steady_cols(df, "total_time_s"), "status", "run"]]  # fmt: skip
 
 
 def compact(t: pd.DataFrame) -> pd.DataFrame:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import pandas as pd
 
 from analysis import common as c
+from analysis import steady as st
 
 FIGURE = True
 KEYS = ["gpus"]
@@ -21,13 +22,13 @@ def table(runs: pd.DataFrame, profile: str) -> pd.DataFrame:
     rows = [runs[runs["gpus"] > 1]]
     for s in STRATEGIES:
         rows.append(ones.assign(strategy=s))
-    df = c.with_steady(pd.concat(rows, ignore_index=True), profile, "total_time_s",
+    df = st.with_steady(pd.concat(rows, ignore_index=True), profile, "total_time_s",
                        "total_time_s")  # fmt: skip
     df = c.speedups(df, by=["strategy"])
     df = c.speedups(df, by=["strategy"], time_col="total_time_s_steady", suffix="_steady")
     df["strategy_order"] = df["strategy"].map(STRATEGIES.index)
     df = df.sort_values(["strategy_order", "gpus"])
-    steady = c.steady_cols(df, "total_time_s", "speedup_vs_1gpu", "efficiency_pct")
+    steady = st.steady_cols(df, "total_time_s", "speedup_vs_1gpu", "efficiency_pct")
     return df[["strategy", "gpus", "total_time_s", "speedup_vs_1gpu", "efficiency_pct", *steady,
                "status", "run"]]  # fmt: skip
 

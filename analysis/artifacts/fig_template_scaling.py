@@ -11,6 +11,7 @@ from __future__ import annotations
 import pandas as pd
 
 from analysis import common as c
+from analysis import steady as st
 
 FIGURE = True
 KEYS = ["template", "method"]
@@ -31,7 +32,7 @@ def table(runs: pd.DataFrame, profile: str) -> pd.DataFrame:
     df["method_label"] = df["method"].map(c.LLM_METHOD_LABELS)
     df["_t"] = df["dataset"].map(c.LLM_TEMPLATES.index)
     df["_m"] = df["method"].map(METHODS.index)
-    df = c.llm_steady(df, profile).sort_values(["_t", "_m", "gpus"])
+    df = st.llm_steady(df, profile).sort_values(["_t", "_m", "gpus"])
     df = df.rename(columns={f"epoch_time_s{s}": f"tuning_time_s{s}"
                             for s in ("", "_steady", "_steady_lo", "_steady_hi")})  # fmt: skip
     for s in ("", "_steady"):
@@ -48,7 +49,7 @@ def table(runs: pd.DataFrame, profile: str) -> pd.DataFrame:
             else None
             for _, r in df.iterrows()
         ]
-    return df[COLUMNS + c.steady_cols(df, "tuning_time_s", "speedup_vs_1gpu")]
+    return df[COLUMNS + st.steady_cols(df, "tuning_time_s", "speedup_vs_1gpu")]
 
 
 def compact(t: pd.DataFrame) -> pd.DataFrame:

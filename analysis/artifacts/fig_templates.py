@@ -16,6 +16,7 @@ import pandas as pd
 
 from analysis import common as c
 from analysis import llm_tokens
+from analysis import steady as st
 
 PAPER_CSV = "template_subsets.csv"  # the subsets' sizes: set beside ours in the tokens table
 FIGURE = True
@@ -41,8 +42,8 @@ def table(runs: pd.DataFrame, profile: str) -> pd.DataFrame:
     for col in ("steps", "dataset_rows", "dataset_tokens"):
         df[col] = pd.to_numeric(df[col]).astype("Int64")
     df["reason"] = c.reasons(df)
-    df = c.llm_steady(df, profile)
-    return df[COLUMNS + c.steady_cols(df, "s_per_it")]
+    df = st.llm_steady(df, profile)
+    return df[COLUMNS + st.steady_cols(df, "s_per_it")]
 
 
 # ---------------------------------------------------------------- the report's table

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pandas as pd
 
 from analysis import common as c
+from analysis import steady as st
 
 PAPER_CSV = "table2_precision.csv"
 FIGURE = False
@@ -15,7 +16,7 @@ ORDER = ["fp64", "fp32", "fp16"]
 
 
 def table(runs: pd.DataFrame, profile: str) -> pd.DataFrame:
-    df = c.with_steady(runs, profile, "total_time_s", "total_time_s")
+    df = st.with_steady(runs, profile, "total_time_s", "total_time_s")
     df = c.speedups(df, by=["precision"])
     df = c.speedups(df, by=["precision"], time_col="total_time_s_steady", suffix="_steady")
     for s in ("", "_steady"):
@@ -26,7 +27,7 @@ def table(runs: pd.DataFrame, profile: str) -> pd.DataFrame:
             df[f"speedup_vs_1gpu_steady_{end}"])  # fmt: skip
     df = df.assign(_o=df["precision"].map(ORDER.index)).sort_values(["gpus", "_o"])
     df = df.rename(columns={"final_test_accuracy_pct": "inference_accuracy_pct"})
-    steady = c.steady_cols(df, "total_time_s", "efficiency_vs_1gpu_pct", "efficiency_vs_fp64_pct")
+    steady = st.steady_cols(df, "total_time_s", "efficiency_vs_1gpu_pct", "efficiency_vs_fp64_pct")
     return df[[*KEYS, "precision_effective", *VALUES, *steady, "status", "run"]]
 
 

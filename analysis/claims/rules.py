@@ -32,15 +32,7 @@ import pandas as pd
 
 from analysis.claims import spec as cs
 from analysis.claims.outcome import Outcome, margin, within_noise
-from analysis.claims.quantities import (
-    Q,
-    group_label,
-    num,
-    overlaid,
-    rows_where,
-    select,
-    value_text,
-)
+from analysis.claims.quantities import Q, group_label, num, overlaid, rows_where, select, value_text
 from analysis.claims.spec import OPS
 
 

@@ -27,6 +27,7 @@ from .metrics import (
     KERNEL_LAUNCH_ALL,
     LAUNCH_APIS,
     METRICS,
+    SQLITE_MAGIC,
     ProfileError,
     RankProfile,
     add_launch_all,
@@ -36,7 +37,6 @@ from .metrics import (
     read_metrics_csv,
     write_csv_atomic,
 )
-from .nsys_sqlite import SQLITE_MAGIC, read_nsys_sqlite
 from .torch_trace import GZIP_MAGIC, read_torch_trace
 
 if TYPE_CHECKING:
@@ -70,6 +70,16 @@ _RANK = re.compile(r"(?<![a-z])rank[_-]?(\d+)", re.IGNORECASE)
 _NSYS_REPORT_SUFFIXES = (".nsys-rep", ".qdrep")
 
 
+def __getattr__(name: str) -> object:
+    """read_nsys_sqlite, imported when first asked for: the nsys reader (sqlite3, its pool of
+    connections) is imported only where an nsys export is read, so a Kineto trace reads without."""
+    if name == "read_nsys_sqlite":
+        from .nsys_sqlite import read_nsys_sqlite
+
+        return read_nsys_sqlite
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 def detect_source(path: str | os.PathLike[str]) -> str:
     """Return "nsys" or "torch" from the file's first bytes (names lie; contents do not)."""
     path = Path(path)
@@ -96,6 +106,8 @@ def detect_source(path: str | os.PathLike[str]) -> str:
 def read_profile(path: str | os.PathLike[str], cpu_ops: bool = True) -> RankProfile:
     """Read one profile file of either kind; raises ProfileError on bad input."""
     if detect_source(path) == "nsys":
+        from .nsys_sqlite import read_nsys_sqlite
+
         return read_nsys_sqlite(path)
     return read_torch_trace(path, cpu_ops=cpu_ops)
 

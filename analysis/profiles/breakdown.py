@@ -42,13 +42,10 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from run.node import profiling
-
+from . import run_names
 from .breakdown_kineto import KinetoIntervals
-from .breakdown_nsys import nsys_gpu, nsys_host
 from .intervals import StreamUnion, merge_sorted, union_ns, us_ns
-from .metrics import ProfileError, RankProfile, nccl_metric
-from .nsys_sqlite import SPAN_ACTIVITY, SPAN_WALL, read_nsys_with
+from .metrics import SPAN_ACTIVITY, SPAN_WALL, ProfileError, RankProfile, nccl_metric
 from .torch_trace import SPAN_TRACE, read_torch_trace
 
 if TYPE_CHECKING:
@@ -250,8 +247,9 @@ def breakdown_path(metrics_csv: str | os.PathLike[str]) -> Path:
     """The breakdown CSV beside a metrics CSV: profile_metrics.csv -> profile_breakdown.csv,
     metrics.csv -> metrics.breakdown.csv."""
     out = Path(metrics_csv)
-    if out.name == profiling.PROFILE_METRICS:  # a run folder's: the name run/ declares
-        return out.with_name(profiling.PROFILE_BREAKDOWN)
+    names = run_names.profiling()
+    if names is not None and out.name == names.PROFILE_METRICS:  # a run folder's: run/'s name
+        return out.with_name(names.PROFILE_BREAKDOWN)
     if out.stem.endswith("_metrics"):
         return out.with_name(out.stem.removesuffix("_metrics") + "_breakdown" + out.suffix)
     return out.with_name(f"{out.stem}.breakdown{out.suffix or '.csv'}")
@@ -305,6 +303,9 @@ def read_nsys(
 ) -> tuple[RankProfile, Breakdown]:
     """The metrics (nsys_sqlite.read_nsys_sqlite) and the breakdown of an export, in one pass
     (setup: nsys_sqlite.read_nsys_with's)."""
+    from .breakdown_nsys import nsys_gpu, nsys_host  # the nsys reader, where one is read
+    from .nsys_sqlite import read_nsys_with
+
     counted: dict[str, dict] = {}  # the call, kernel and copy metrics, counted by the scans
     jobs = (
         partial(nsys_gpu, is_comm=_is_comm, counted=counted),

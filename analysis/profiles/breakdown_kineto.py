@@ -1,5 +1,5 @@
 """The time breakdown's intervals of a Kineto trace, collected while torch_trace reads its events
-for the metrics (breakdown.read_torch): a torch_trace.Feed.
+for the metrics (breakdown.read_torch): a kineto_fold.Feed.
 
 Kineto does not write events in time order, but nearly: each device's GPU work and the host calls
 come mostly in order, a little shuffled between streams and threads. So the intervals are kept
@@ -10,6 +10,10 @@ while the later half is held back for events still to come. Memory is a few MB w
 trace's size. An event that starts before something already folded (disorder deeper than half a
 flush) makes the fold impossible: `in_order` turns False and the caller reads the trace again
 with keep_all, which keeps every interval (16 bytes each) and sorts them once at the end.
+
+A trace whose intervals never filled a flush and are few (intervals.fold_small) is folded at the
+end in plain Python (intervals.small_unions), without numpy: importing numpy costs more than a
+small trace's whole reading. The same integer ns and the same unions, one interval at a time.
 """
 
 from __future__ import annotations
@@ -17,29 +21,32 @@ from __future__ import annotations
 import math
 from array import array
 from collections.abc import Callable
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from . import intervals
-from .breakdown_nsys import fold_rows, gpu_unions, totals
 
-FLUSH_EVENTS = 1 << 17
+if TYPE_CHECKING:
+    import numpy as np
+
+# Intervals kept before a fold: 1 << 15 sorts some 3 MB, little beside the reading's own, so that
+# the peak is the same for a 50 MB trace as for a 500 MB one (the bench's flat memory).
+FLUSH_EVENTS = 1 << 15
 # cat -> kind code (kernel: 0/1), with torch 1.8-1.10's capitalised names (kineto_fold)
 KINETO_GPU = {"kernel": None, "gpu_memcpy": 2, "gpu_memset": 3, "Kernel": None, "Memcpy": 2,
               "Memset": 3}  # fmt: skip
 KINETO_HOST = frozenset({"cuda_runtime", "cuda_driver", "Runtime"})
 _HOST = -(1 << 62)  # the host calls' place among the devices while folding
-_NOTHING = np.iinfo(np.int64).min
+_NOTHING = -(1 << 63)  # below any end (an int64's least)
 
 
 class KinetoIntervals:
-    """torch_trace.Feed: a trace's GPU intervals by device and its blocking host calls.
+    """kineto_fold.Feed: a trace's GPU intervals by device and its blocking host calls.
 
     is_blocking and is_comm tell, by name, a host call that waits for the GPU and an NCCL kernel.
     """
 
     cats = frozenset(KINETO_GPU) | KINETO_HOST
-    every: float  # torch_trace.Feed: flush after this many kept events
+    every: float  # kineto_fold.Feed: flush after this many kept events
 
     def __init__(
         self,
@@ -55,13 +62,15 @@ class KinetoIntervals:
         self.span = (math.inf, -math.inf, 0.0, 0.0)
         self.last_end = _NOTHING
         self.in_order = True
+        self.flushed = False  # whether a flush folded anything (then no small fold at the end)
+        self.small: dict | None = None  # finish's small fold: (found, last end)
 
     def spans(self, lo: float, hi: float, hi_ts: float, hi_dur: float) -> None:
-        """torch_trace.Feed: the first ts and latest end of the CUDA events (the activity)."""
+        """kineto_fold.Feed: the first ts and latest end of the CUDA events (the activity)."""
         self.span = (lo, hi, hi_ts, hi_dur)
 
     def keep(self, cat: str, name: object) -> Callable[[object], tuple[array, array]] | None:
-        """torch_trace.Feed: where one (category, name)'s events go; None: nowhere."""
+        """kineto_fold.Feed: where one (category, name)'s events go; None: nowhere."""
         groups = self.groups
         if cat in KINETO_HOST:
             if not self.is_blocking(str(name or "")):
@@ -73,9 +82,12 @@ class KinetoIntervals:
         return lambda dev: groups.setdefault((int(dev), code), (array("d"), array("d")))
 
     def flush(self, final: bool = False) -> None:
-        """torch_trace.Feed: fold what came so far, holding back the later half (module doc)."""
+        """kineto_fold.Feed: fold what came so far, holding back the later half (module doc)."""
         if self.keep_all:
             return
+        import numpy as np
+
+        self.flushed = True
         parts: dict[int, list[np.ndarray]] = {}
         for (dev, code), pair in self.groups.items():
             if self.in_order:
@@ -92,7 +104,7 @@ class KinetoIntervals:
             rows = rows[np.argsort(rows[:, 0], kind="stable")]
             cut = len(rows) if final else len(rows) // 2
             try:
-                fold_rows(self.acc, rows[:cut])
+                intervals.fold_rows(self.acc, rows[:cut])
             except intervals.Unsorted:
                 self.in_order, self.held, self.acc = False, {}, {}
                 return
@@ -100,9 +112,12 @@ class KinetoIntervals:
                 self.held[dev] = rows[cut:].copy()
 
     def finish(self) -> bool:
-        """torch_trace.Feed: the last fold; False where the events came out of time order beyond
+        """kineto_fold.Feed: the last fold; False where the events came out of time order beyond
         the flush window (read again with keep_all)."""
-        if not self.keep_all:
+        count = sum(len(ts) for ts, _ in self.groups.values())
+        if not self.flushed and intervals.fold_small(count):
+            self.small = intervals.small_unions(self._ns_rows())
+        elif not self.keep_all:
             self.flush(final=True)
         return self.in_order
 
@@ -110,13 +125,17 @@ class KinetoIntervals:
         """(per device (busy, compute, comm, kernels) in ns and the (kernels, copies, memsets)
         counted, host blocked, activity [lo, hi) in ns or None); ValueError if the events came
         out of order (read again with keep_all)."""
-        if self.keep_all:
+        if self.small is not None:
+            found, last_end = self.small
+            found = dict(found)
+            self.last_end = max(self.last_end, last_end)
+        elif self.keep_all:
             found = _sorted_at_end(self.groups)
             self.last_end = max(self.last_end, found.pop("last_end"))
         else:
             if not self.in_order:
                 raise ValueError("events out of time order beyond the flush window")
-            found = totals(self.acc)
+            found = intervals.totals(self.acc)
         host = found.pop(_HOST, (0, 0, 0, 0))[0]
         lo, hi, hi_ts, hi_dur = self.span
         if lo > hi:
@@ -125,9 +144,20 @@ class KinetoIntervals:
         start = intervals.us_ns(hi_ts)
         return found, host, (intervals.us_ns(lo), max(start + round(hi_dur * 1000), self.last_end))
 
+    def _ns_rows(self) -> list[tuple[int, int, int, int]]:
+        """(start, end, device, code) in ns of every interval kept, rounded as _rows does."""
+        us_ns = intervals.us_ns
+        return [
+            (start, start + round(d * 1000), dev, code)
+            for (dev, code), (ts, dur) in self.groups.items()
+            for start, d in zip(map(us_ns, ts), dur, strict=True)
+        ]
+
 
 def _rows(pair: tuple[array, array], dev: int, code: int) -> np.ndarray:
     """(start, end, device, code) int64 rows of float-us (ts, dur) arrays, rounded as kineto_ns."""
+    import numpy as np
+
     ts, dur = np.frombuffer(pair[0], np.float64), np.frombuffer(pair[1], np.float64)
     rows = np.empty((len(ts), 4), dtype=np.int64)
     rows[:, 0] = intervals.us_to_ns(ts)
@@ -145,7 +175,7 @@ def _sorted_at_end(groups: dict[tuple[int, int], tuple[array, array]]) -> dict:
         rows = [_rows(groups.pop((dev, c)), dev, c) for c in codes]
         found["last_end"] = max([found["last_end"], *(int(r[:, 1].max()) for r in rows if len(r))])
         try:
-            found[dev] = gpu_unions(intervals.merged([iter([r]) for r in rows]))[dev]
+            found[dev] = intervals.gpu_unions(intervals.merged([iter([r]) for r in rows]))[dev]
             continue
         except intervals.Unsorted:
             pass

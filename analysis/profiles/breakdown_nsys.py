@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from . import nsys_schema as nsys
-from .intervals import SortedUnion, Unsorted, merged
+from .intervals import SortedUnion, Unsorted, gpu_unions, merged
 
 # Rows fetched from SQLite per chunk: a column of one fits a core's cache, and its texts and
 # arrays are small enough for malloc to reuse (1 << 16 took a fifth longer, in page faults).
@@ -286,47 +286,6 @@ def _tally(
             first, last = min(slot[2], got[2]), max(slot[3], got[3])
             slot[:] = [a + b for a, b in zip(slot, got, strict=True)]
             slot[2], slot[3] = first, last
-
-
-def gpu_unions(chunks: Iterable[np.ndarray]) -> dict[int, tuple[int, ...]]:
-    """Per device, the union lengths of (all GPU work, compute kernels, comm kernels, all
-    kernels) of (start, end, device, kind code) row chunks sorted by start, then the number of
-    (kernels, copies, memsets) rows; Unsorted if not sorted."""
-    acc: dict[int, tuple] = {}
-    for rows in chunks:
-        fold_rows(acc, rows)
-    return totals(acc)
-
-
-def fold_rows(acc: dict[int, tuple], rows: np.ndarray) -> None:
-    """Fold (start, end, device, kind code) rows sorted by start into per-device unions (busy,
-    compute, comm, kernels) and row counts by kind code; Unsorted where a row starts before one
-    folded earlier."""
-    if not len(rows):
-        return
-    devs = rows[:, 2]
-    first = devs[0]
-    groups = [(int(first), rows)] if (devs == first).all() else [
-        (int(d), rows[devs == d]) for d in np.unique(devs)
-    ]  # fmt: skip
-    for dev, part in groups:
-        *unions, counts = acc.get(dev) or acc.setdefault(
-            dev, (*(SortedUnion() for _ in range(4)), np.zeros(4, dtype=np.int64))
-        )
-        busy, comp, comm, kernels = unions
-        starts, ends, kind = part[:, 0], part[:, 1], part[:, 3]
-        busy.add(starts, ends)
-        for union, mask in ((comp, kind == 0), (comm, kind == 1), (kernels, kind < 2)):
-            union.add(starts[mask], ends[mask])
-        counts += np.bincount(kind, minlength=4)[:4]
-
-
-def totals(acc: dict[int, tuple]) -> dict[int, tuple[int, ...]]:
-    """fold_rows' unions as lengths in ns and its (kernels, copies, memsets) counts, by device."""
-    return {
-        dev: (*(u.total for u in found[:4]), int(found[4][:2].sum()), *map(int, found[4][2:]))
-        for dev, found in sorted(acc.items())
-    }
 
 
 def nsys_host(

@@ -31,9 +31,7 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
-from run.node.profiling import CAPTURE_API, CAPTURE_DURATION, CAPTURE_WHOLE
-
-from .metrics import ProfileError
+from .metrics import SPAN_ACTIVITY, SPAN_SESSION, ProfileError
 from .nsys_schema import (
     CAPTURE_TABLE,
     DETAILS,
@@ -45,18 +43,18 @@ from .nsys_schema import (
     runtime_calls,
 )
 
-# RankProfile.spans keys. The activity span runs over every CUDA record the export holds
-# (nsys_schema.SPAN_TABLES): API calls, kernels, copies and memsets.
-SPAN_ACTIVITY = "CUDA activity span"
-SPAN_SESSION = "ANALYSIS_DETAILS session"
-# The wall as placed on the clock (span_ns): the chosen span, widened to hold every record.
-SPAN_WALL = "wall"
 # How the summary names each table's records (RankProfile.outside).
 _RECORD_KINDS = ((KERNEL, "kernels"), (RUNTIME, "calls"), (MEMCPY, "copies"), (MEMSET, "memsets"))
 _ONE = {"kernels": "kernel", "calls": "call", "copies": "copy", "memsets": "memset"}
 _NS_PER_S = 1e9
-# A capture range opened by an NVTX range (--capture-range=nvtx); cudaProfilerApi is CAPTURE_API.
-CAPTURE_NVTX = "NVTX"
+# The capture modes: how nsys bounded its recording, read from an export's capture settings or
+# from a run's profiling.json (nsys_sqlite.with_capture). The first three are the values the
+# artifact's launch writes there, run/node/profiling.py's names (tests/profiles/test_install.py
+# holds them equal): the reader installed on its own has no run/ to import them from.
+CAPTURE_API = "cudaProfilerApi"  # --capture-range=cudaProfilerApi
+CAPTURE_DURATION = "duration"  # --duration from the start
+CAPTURE_WHOLE = "whole run"  # neither: the whole run
+CAPTURE_NVTX = "NVTX"  # a capture range opened by an NVTX range (--capture-range=nvtx)
 _TIMER_STARTS = ("immediate", "delay", "delayed", "timer")
 _EXIT_STOPS = ("", "none", "applicationexit", "exit", "application")
 # The settings that decide the wall time; every other row of the table is read as a list.

@@ -5,7 +5,8 @@ A side is one path, or several joined by commas (one file per rank):
   - a metrics CSV (the CLI's --out, or a run folder's profile_metrics.csv);
   - a run folder: its profile_metrics.csv if present, else its traces under the folder names
     run/node/profiling.py defines (nsys/*.sqlite, torch_traces/*.pt.trace.json*). nsys reports
-    are not exported here: a diff only reads, it never writes into a run folder.
+    are not exported here: a diff only reads, it never writes into a run folder. The reader
+    installed on its own has no run/: it refuses a folder in one line (run_names.py).
 
 Ranks are added up per metric: calls, total_s and bytes are sums over the side's ranks, share is
 the mean over its ranks (a rank without the metric counts 0), so two jobs with different rank
@@ -30,9 +31,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from run.node import profiling
-
-from . import detect_source, load_steps, load_with_breakdown, steps
+from . import detect_source, load_steps, load_with_breakdown, run_names, steps
 from . import diff_breakdown as split
 from .breakdown import for_wall
 from .diff_table import (  # PAPER_TOTAL and WALL: the artifact imports them from here
@@ -49,7 +48,6 @@ from .diff_table import (  # PAPER_TOTAL and WALL: the artifact imports them fro
     render,
 )
 from .metrics import ProfileError, TidyRow, profile_rows
-from .nsys_sqlite import with_capture
 from .rows import read_metrics_rows, write_rows_atomic
 from .steps import Choice, StepError
 
@@ -143,6 +141,8 @@ def _files(
     rows, parts = [], []
     for rank, prof, bd in read:
         if capture is not None and choice is None:
+            from .nsys_sqlite import with_capture  # a run's nsys capture mode: an nsys export
+
             prof = with_capture(prof, capture)
             bd = for_wall(bd, prof)
         rows += profile_rows(run, rank, prof)
@@ -151,6 +151,7 @@ def _files(
 
 
 def _run_folder(folder: Path, cpu_ops: bool, traces: bool, choice: Choice | None) -> Part:
+    profiling = run_names.needed(folder)
     csv = folder / profiling.PROFILE_METRICS
     files = sorted((folder / profiling.NSYS_DIR).glob("*.sqlite"))
     files += sorted((folder / profiling.TORCH_TRACE_DIR).rglob(profiling.TORCH_TRACE_GLOB))

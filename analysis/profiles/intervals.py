@@ -9,16 +9,26 @@ empty or reversed records as nothing (as breakdown.merge_sorted does one interva
   sorted_union  intervals in any order, kept compactly as separate start and end arrays (16 bytes
                 an interval: a Kineto trace is not sorted). Starts and ends are sorted apart, in
                 place, and swept: the union is unchanged by which start pairs with which end.
+fold_rows folds a GPU's (start, end, device, kind) rows into its four unions (both breakdowns);
+small_unions gives the same from a small list of rows in plain Python.
+
+numpy is imported inside the functions that use it, never with the module: a small Kineto trace
+is read without it (its import is a third of a small file's start-up; breakdown_kineto).
 """
 
 from __future__ import annotations
 
 import math
+import sys
 from collections.abc import Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING
 
-import numpy as np
+if TYPE_CHECKING:
+    import numpy as np
 
-_FAR_PAST = np.iinfo(np.int64).min // 2  # below any start, and far from overflowing
+_FAR_PAST = -(1 << 62)  # below any start, and far from overflowing an int64
+# At most this many intervals are folded by small_unions rather than numpy (fold_small).
+SMALL = 1 << 13
 _SWEEP_CHUNK = 1 << 16  # values per searchsorted call: bounds the sweep's temporaries
 # Kineto's microseconds are scaled to ns in two parts, the whole multiples of this and the rest
 # (us_to_ns): epoch-based timestamps (1.7e15 us, torch 1.8-1.9) times 1000 are past 2**53, where
@@ -29,8 +39,19 @@ _SPLIT_US = float(1 << 20)
 def us_to_ns(us: np.ndarray) -> np.ndarray:
     """Kineto's float microseconds as int64 ns, round(us * 1000) half to even as if exact: the
     whole multiples of 2**20 us scale in integers, the rest (exact in a float) in floats."""
-    base = np.floor(us / _SPLIT_US) * _SPLIT_US
-    return base.astype(np.int64) * 1000 + np.rint((us - base) * 1000).astype(np.int64)
+    import numpy as np
+
+    base = us / _SPLIT_US  # in place from here: a large flush's peak memory is its temporaries
+    np.floor(base, out=base)
+    base *= _SPLIT_US
+    rest = us - base
+    rest *= 1000
+    np.rint(rest, out=rest)
+    ns = base.astype(np.int64)
+    del base
+    ns *= 1000
+    ns += rest.astype(np.int64)
+    return ns
 
 
 def us_ns(us: float) -> int:
@@ -53,6 +74,8 @@ class SortedUnion:
 
     def add(self, starts: np.ndarray, ends: np.ndarray) -> None:
         """Fold one chunk; Unsorted if it starts before the previous one or is out of order."""
+        import numpy as np
+
         if not len(starts):
             return
         if starts[0] < self.last or bool(np.any(starts[1:] < starts[:-1])):
@@ -76,6 +99,7 @@ def sorted_union(starts: Sequence[np.ndarray], ends: Sequence[np.ndarray]) -> in
     #ends < s) and ends at an end e with none covering e (#starts <= e equals #ends <= e); each
     value counted once however many intervals share it.
     """
+
     for arr in (*starts, *ends):
         arr.sort()
     return _sweep(ends, starts, ends, "right") - _sweep(starts, starts, ends, "left")
@@ -88,6 +112,8 @@ def _sweep(
     side: str,
 ) -> int:
     """Sum of the distinct values among `points` where starts and ends balance (see above)."""
+    import numpy as np
+
     total = 0
     for k, arr in enumerate(points):
         for lo in range(0, len(arr), _SWEEP_CHUNK):
@@ -114,6 +140,8 @@ def merged(streams: Sequence[Iterator[np.ndarray]]) -> Iterator[np.ndarray]:
     Rows are released up to the smallest last start buffered among streams not yet exhausted:
     nothing later can start before it, so memory is about one chunk per stream.
     """
+    import numpy as np
+
     its = list(streams)
     bufs: list[np.ndarray | None] = [None] * len(its)
     done = [False] * len(its)
@@ -151,6 +179,49 @@ def merged(streams: Sequence[Iterator[np.ndarray]]) -> Iterator[np.ndarray]:
         if len(out) > 1:
             rows = rows[np.argsort(rows[:, 0], kind="stable")]
         yield rows
+
+
+def gpu_unions(chunks: Iterable[np.ndarray]) -> dict[int, tuple[int, ...]]:
+    """Per device, the union lengths of (all GPU work, compute kernels, comm kernels, all
+    kernels) of (start, end, device, kind code) row chunks sorted by start, then the number of
+    (kernels, copies, memsets) rows; Unsorted if not sorted."""
+    acc: dict[int, tuple] = {}
+    for rows in chunks:
+        fold_rows(acc, rows)
+    return totals(acc)
+
+
+def fold_rows(acc: dict[int, tuple], rows: np.ndarray) -> None:
+    """Fold (start, end, device, kind code) rows sorted by start into per-device unions (busy,
+    compute, comm, kernels) and row counts by kind code; Unsorted where a row starts before one
+    folded earlier."""
+    import numpy as np
+
+    if not len(rows):
+        return
+    devs = rows[:, 2]
+    first = devs[0]
+    groups = [(int(first), rows)] if (devs == first).all() else [
+        (int(d), rows[devs == d]) for d in np.unique(devs)
+    ]  # fmt: skip
+    for dev, part in groups:
+        *unions, counts = acc.get(dev) or acc.setdefault(
+            dev, (*(SortedUnion() for _ in range(4)), np.zeros(4, dtype=np.int64))
+        )
+        busy, comp, comm, kernels = unions
+        starts, ends, kind = part[:, 0], part[:, 1], part[:, 3]
+        busy.add(starts, ends)
+        for union, mask in ((comp, kind == 0), (comm, kind == 1), (kernels, kind < 2)):
+            union.add(starts[mask], ends[mask])
+        counts += np.bincount(kind, minlength=4)[:4]
+
+
+def totals(acc: dict[int, tuple]) -> dict[int, tuple[int, ...]]:
+    """fold_rows' unions as lengths in ns and its (kernels, copies, memsets) counts, by device."""
+    return {
+        dev: (*(u.total for u in found[:4]), int(found[4][:2].sum()), *map(int, found[4][2:]))
+        for dev, found in sorted(acc.items())
+    }
 
 
 # --- one interval at a time (hand-sized inputs, and streams of tuples) ------------------------
@@ -210,3 +281,35 @@ def union_ns(intervals: Iterable[tuple[int, int]]) -> int:
     for start, end in intervals:
         acc.add(start, end)
     return acc.length()
+
+
+def fold_small(count: int) -> bool:
+    """Whether `count` intervals are folded in plain Python (small_unions): where they are few
+    and numpy is not imported yet, since its import costs more than folding a few thousand."""
+    return count <= SMALL and "numpy" not in sys.modules
+
+
+def small_unions(rows: list[tuple[int, int, int, int]]) -> tuple[dict[int, tuple[int, ...]], int]:
+    """fold_rows and totals on a list of (start, end, device, kind code) rows in any order, in plain
+    Python (a small trace is read without numpy), and the latest end: the same unions as
+    SortedUnion's, every interval's gain over the reach of those that start before it."""
+    found: dict[int, tuple[int, ...]] = {}
+    last_end = -(1 << 63)
+    rows.sort()
+    by_dev: dict[int, list[tuple[int, int, int, int]]] = {}
+    for row in rows:
+        by_dev.setdefault(row[2], []).append(row)
+    for dev in sorted(by_dev):
+        totals, reach, counts = [0, 0, 0, 0], [_FAR_PAST] * 4, [0, 0, 0, 0]
+        for start, end, _, kind in by_dev[dev]:
+            counts[kind] += 1
+            last_end = max(last_end, end)
+            # the unions this interval is in: busy, then compute, comm, kernels (kinds 0 and 1)
+            for u in (0, 1, 3) if kind == 0 else (0, 2, 3) if kind == 1 else (0,):
+                lo = start if start > reach[u] else reach[u]
+                if end > lo:
+                    totals[u] += end - lo
+                if end > reach[u]:
+                    reach[u] = end
+        found[dev] = (*totals, counts[0] + counts[1], counts[2], counts[3])
+    return found, last_end

@@ -12,19 +12,26 @@ and the autograd thread), so they are folded as the time breakdown's GPU interva
 was held back, the earlier half folded into one running union per op (intervals.SortedUnion) and
 the later half held back. A call that starts before one already folded for its op makes the fold
 impossible: result() raises ValueError and the trace is read again with keep_all, which keeps
-every call (24 bytes each) and sorts them once at the end.
+every call (24 bytes each) and sorts them once at the end. Calls that never filled a flush, and
+are few (intervals.fold_small), are folded at the end in plain Python, without numpy
+(intervals.small_unions, each op as if it were a device).
 """
 
 from __future__ import annotations
 
 from array import array
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
-import numpy as np
+from .intervals import SortedUnion, Unsorted, fold_small, small_unions, us_ns, us_to_ns
 
-from .intervals import SortedUnion, Unsorted, us_to_ns
+if TYPE_CHECKING:
+    import numpy as np
 
-FLUSH_EVENTS = 1 << 17
+# Calls kept before a fold: a flush of 1 << 16 sorts some 7 MB. Half of it must cover how far out
+# of order the CPU ops are written: 16,000 to 32,000 calls in HTA's own trace (1 << 15 had it
+# read twice, the second time with keep_all).
+FLUSH_EVENTS = 1 << 16
 
 
 class CpuUnions:
@@ -34,52 +41,72 @@ class CpuUnions:
     def __init__(self, key: Callable[[str], str], keep_all: bool = False) -> None:
         self.key, self.keep_all = key, keep_all
         self.every = float("inf") if keep_all else FLUSH_EVENTS
-        self.ts, self.dur, self.op = array("d"), array("d"), array("q")
+        self.ts, self.dur, self.op = array("d"), array("d"), array("i")  # op: an index
         self.ops: dict[str, int] = {}  # the op's name (key applied) -> its index
         self.unions: dict[int, SortedUnion] = {}
-        self.held = np.empty((0, 3), dtype=np.int64)
+        self.held: tuple | None = None  # (starts, ends, ops) held back at the last flush
         self.in_order = True
+        self.flushed = False
 
     def index(self, name: object) -> int:
         """The index of the op a call of this name belongs to (one per name after `key`)."""
         return self.ops.setdefault(self.key(str(name)), len(self.ops))
 
     def flush(self, final: bool = False) -> None:
-        """Fold what came so far, holding back the later half (module docstring)."""
+        """Fold what came so far, holding back the later half (module docstring). Columns
+        apart, the calls' own arrays emptied first and few copies made: its memory is the
+        reading's peak in a large trace (the bench's flat memory)."""
         if self.keep_all and not final:
             return
-        rows = np.empty((len(self.ts), 3), dtype=np.int64)
-        rows[:, 0] = us_to_ns(np.frombuffer(self.ts, np.float64))
-        dur = np.rint(np.frombuffer(self.dur, np.float64) * 1000).astype(np.int64)
-        rows[:, 1] = rows[:, 0] + dur  # in integers: a float sum at 1.7e18 ns is off by 128
-        rows[:, 2] = np.frombuffer(self.op, np.int64)
+        import numpy as np
+
+        self.flushed = True
+        starts = us_to_ns(np.frombuffer(self.ts, np.float64))
+        ends = np.rint(np.frombuffer(self.dur, np.float64) * 1000).astype(np.int64)
+        ends += starts  # in integers: a float sum at 1.7e18 ns is off by 128
+        ops = np.array(self.op, dtype=np.int32)
         del self.ts[:], self.dur[:], self.op[:]
         if not self.in_order:
             return
-        rows = np.concatenate([self.held, rows])
-        rows = rows[np.argsort(rows[:, 0], kind="stable")]
-        cut = len(rows) if final else len(rows) // 2
+        if self.held is not None:
+            held, self.held = self.held, None
+            starts, ends, ops = (
+                np.concatenate(p) for p in zip(held, (starts, ends, ops), strict=True)
+            )
+        order = np.argsort(starts, kind="stable")
+        cut = len(order) if final else len(order) // 2
         try:
-            self._fold(rows[:cut])
+            self._fold(order[:cut], starts, ends, ops)
         except Unsorted:
-            self.in_order, self.unions, self.held = False, {}, np.empty((0, 3), dtype=np.int64)
+            self.in_order, self.unions = False, {}
             return
-        self.held = rows[cut:].copy()
+        rest = order[cut:]
+        self.held = (starts[rest], ends[rest], ops[rest])
 
-    def _fold(self, rows: np.ndarray) -> None:
-        """Fold rows sorted by start into each op's union (grouped by op, start order kept)."""
-        if not len(rows):
+    def _fold(
+        self, picked: np.ndarray, starts: np.ndarray, ends: np.ndarray, ops: np.ndarray
+    ) -> None:
+        """Fold the calls `picked` (indices, in order of start) into each op's union."""
+        import numpy as np
+
+        if not len(picked):
             return
-        rows = rows[np.argsort(rows[:, 2], kind="stable")]
-        ops, first = np.unique(rows[:, 2], return_index=True)
-        for op, lo, hi in zip(ops.tolist(), first.tolist(), [*first[1:].tolist(), len(rows)],
-                              strict=True):  # fmt: skip
+        picked = picked[np.argsort(ops[picked], kind="stable")]  # by op, start order kept
+        op_of = ops[picked]
+        cuts = (np.flatnonzero(op_of[1:] != op_of[:-1]) + 1).tolist()
+        for lo, hi in zip([0, *cuts], [*cuts, len(picked)], strict=True):
+            op, rows = int(op_of[lo]), picked[lo:hi]
             union = self.unions.get(op) or self.unions.setdefault(op, SortedUnion())
-            union.add(rows[lo:hi, 0], rows[lo:hi, 1])
+            union.add(starts[rows], ends[rows])
 
     def result(self) -> dict[str, int]:
         """Each op's union in ns, by name; ValueError where the calls came out of time order
         beyond the flush window (read the trace again with keep_all)."""
+        if not self.flushed and fold_small(len(self.ts)):
+            rows = [(start, start + round(d * 1000), op, 0)
+                    for start, d, op in zip(map(us_ns, self.ts), self.dur, self.op, strict=True)]  # fmt: skip
+            found = small_unions(rows)[0]
+            return {name: found[i][0] for name, i in self.ops.items() if i in found}
         self.flush(final=True)
         if not self.in_order:
             raise ValueError("CPU ops out of time order beyond the flush window")

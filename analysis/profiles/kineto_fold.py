@@ -1,7 +1,9 @@
 """The per-event loop of the Kineto reader (torch_trace._aggregate): complete ("X") events counted
-by (kind, name), their span, and the CUDA ones handed to a torch_trace.Feed.
+by (kind, name), their span, and the CUDA ones handed to a Feed (the time breakdown's).
 
-Events come as the lists torch_trace's stream decodes in one call. Each category is looked up
+Events come as the lists torch_trace's stream decodes in one call: json's dicts, or the records
+of msgspec's structs (kineto_fast), read through one (ts, dur, cat, name, source) loop, the
+source asked for its args only where they are read. Each category is looked up
 once per event (its kind, whether the feed takes it, whether it is a host call), each name once
 in its category's table, and a fed name's arrays are appended to through bound methods kept per
 device. The cyclic collector is paused for the loop: decoded JSON holds no cycles, and it would
@@ -11,8 +13,12 @@ otherwise walk every batch of events once more after it is decoded.
 from __future__ import annotations
 
 import gc
-from collections.abc import Iterable
-from typing import Any
+from array import array
+from collections.abc import Callable, Iterable
+from typing import Any, Protocol
+
+from . import kineto_fast
+from .kineto_fast import Records, as_dict
 
 # Aggregation keys: (kind, raw name). kind selects the metric mapping applied at the end. The
 # capitalised categories are those of torch 1.8-1.10 (libkineto before its late-2021 renames):
@@ -43,6 +49,32 @@ OTHER_CATS = frozenset(
 _NEW = object()  # a category not seen yet
 
 
+class Feed(Protocol):
+    """What fold (read_torch_trace) hands the CUDA events to as it reads them (the time breakdown).
+
+    For each (category, name) of `cats` first seen, keep(cat, name) says where its events go:
+    None for nowhere, else a function giving, for a device (None for host calls), the two
+    arrays that get each event's ts and dur (events with dur < 0 are left out); flush() after
+    every `every` events kept (the arrays stay the same objects). spans(...) gets, at the end,
+    (first ts, latest ts + dur, that event's ts and dur) over all of `cats`.
+    """
+
+    cats: frozenset[str]
+
+    def keep(self, cat: str, name: object) -> Callable[[object], tuple[array, array]] | None: ...
+
+    def spans(self, lo: float, hi: float, hi_ts: float, hi_dur: float) -> None: ...
+
+    every: float  # flush() is called after every this many events kept
+
+    def flush(self) -> None: ...
+
+    def finish(self) -> bool:
+        """Called once the trace is read: False where its events came out of time order beyond
+        what the feed folds (the trace is then read again, with a feed made for keep_all)."""
+        ...
+
+
 class Folded:
     """What fold() found: acc (kind or category, name) -> [calls, total_us, bytes, ...]; the span
     [lo, hi] of every complete event (us); fed (first ts, latest end, its ts, its dur) of the
@@ -62,11 +94,41 @@ def _looks_gpu(ev: dict) -> bool:
     return on_device or str(ev.get("tid")).startswith("stream")
 
 
+def _records(evs: list[Any]) -> list[tuple]:
+    """(ts, dur, cat, name, event) of the complete events of decoded elements; a field missing
+    reads as .get gives it (dur 0, name ""), an element that is not an object is left out."""
+    try:
+        return [(ev["ts"], ev["dur"], ev["cat"], ev["name"], ev) for ev in evs if ev["ph"] == "X"]
+    except (KeyError, TypeError):  # a field missing, or not an object at all
+        pass
+    return [
+        (ev.get("ts"), ev.get("dur"), ev.get("cat"), ev.get("name", ""), ev)
+        for ev in evs
+        if isinstance(ev, dict) and ev.get("ph") == "X"
+    ]
+
+
+def _device(source: Any) -> Any:
+    """A GPU event's device: args.device, else its pid (json's dict, or msgspec's Event)."""
+    if type(source) is not dict:
+        return kineto_fast.device(source)
+    args, pid = source.get("args"), source.get("pid", -1)
+    return args.get("device", pid) if args else pid
+
+
+def _bytes(source: Any) -> int:
+    """A copy's args.bytes, 0 where it has none (json's dict, or msgspec's Event)."""
+    if type(source) is not dict:
+        return int(kineto_fast.nbytes(source) or 0)
+    return int((source.get("args") or {}).get("bytes", 0) or 0)
+
+
 def fold(
     batches: Iterable[list[Any]], cpu_ops: bool, feed: Any, out: Folded, cpu: Any = None
 ) -> None:
     """Count the events of `batches` into `out` (Folded), feeding `feed` (or None) as it goes,
-    and each CPU op's calls to `cpu` (a kineto_cpu.CpuUnions, or None).
+    and each CPU op's calls to `cpu` (a kineto_cpu.CpuUnions, or None). A batch is a list of
+    decoded elements (json's dicts) or the kineto_fast.Records of one msgspec decoded.
 
     TypeError, ValueError or AttributeError: an event that is not a Chrome trace event we can
     trust (a string ts, a list for args); the caller names it."""
@@ -85,19 +147,7 @@ def fold(
     gc.disable()
     try:
         for evs in batches:
-            for ev in evs:
-                try:
-                    if ev["ph"] != "X":
-                        continue
-                    ts = ev["ts"]  # one statement each: four at once would build a tuple
-                    dur = ev["dur"]
-                    cat = ev["cat"]
-                    name = ev["name"]
-                except (KeyError, TypeError):  # a field missing, or not an object at all
-                    if not isinstance(ev, dict) or ev.get("ph") != "X":
-                        continue
-                    ts, dur, cat = ev.get("ts"), ev.get("dur"), ev.get("cat")
-                    name = ev.get("name", "")
+            for ts, dur, cat, name, source in evs if type(evs) is Records else _records(evs):
                 if ts is None:
                     continue
                 dur = dur or 0
@@ -111,7 +161,10 @@ def fold(
                     continue
                 if table is _NEW:
                     kind, hooked = kinds.get(cat), cat in fed
-                    out.cats[cat] = _looks_gpu(ev)
+                    if cat not in out.cats:
+                        out.cats[cat] = _looks_gpu(
+                            source if type(source) is dict else as_dict(source)
+                        )
                     table = tables[cat] = (
                         (
                             names_by_key.setdefault(kind or cat, {}),
@@ -135,7 +188,7 @@ def fold(
                 slot[0] += 1
                 slot[1] += dur
                 if memcpy:
-                    slot[2] += int((ev.get("args") or {}).get("bytes", 0) or 0)
+                    slot[2] += _bytes(source)
                 if timed:  # a CPU op: its calls go to the per-op unions
                     cpu_ts(ts)
                     cpu_dur(dur)
@@ -154,11 +207,7 @@ def fold(
                     continue
                 # GPU events name their device (args.device, else the pid); host calls none.
                 # Where a name's events go is asked once per name and device.
-                if host:
-                    dev = None
-                else:
-                    args, pid = ev.get("args"), ev.get("pid", -1)
-                    dev = args.get("device", pid) if args else pid
+                dev = None if host else _device(source)
                 appends = slot[4].get(dev)
                 if appends is None:
                     pair = slot[3](dev)

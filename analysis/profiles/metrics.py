@@ -34,7 +34,6 @@ from __future__ import annotations
 import math
 import os
 import re
-import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -131,6 +130,13 @@ _VERSION = re.compile(r"\d+(?:\.\d+)*")
 _ALLGATHER_LL = re.compile(r"^nccl(?:Dev)?Kernel_AllGather_RING_LL(?:$|_)")
 _BROADCAST = re.compile(r"^nccl(?:Dev)?Kernel_Broadcast(?:$|_)")
 _NCCL = re.compile(r"^nccl(?:Dev)?Kernel_")
+SQLITE_MAGIC = b"SQLite format 3\x00"  # the first bytes of an nsys export (any SQLite file)
+# RankProfile.span_ns keys both readers share (capture_nsys places nsys's on the clock; a Kineto
+# trace's own span is torch_trace.SPAN_TRACE). The activity span runs over every CUDA record.
+SPAN_ACTIVITY = "CUDA activity span"
+SPAN_SESSION = "ANALYSIS_DETAILS session"
+# The wall as placed on the clock: the chosen span, widened to hold every record.
+SPAN_WALL = "wall"
 
 
 class ProfileError(Exception):
@@ -166,7 +172,7 @@ class RankProfile:
     # Every span the file offers, by name (nsys: its session and its CUDA activity), so that the
     # wall time can be re-chosen once the run's capture mode is known (nsys_sqlite.with_capture).
     spans: dict[str, float] = field(default_factory=dict)
-    # The CUDA activity span (nsys_sqlite.SPAN_ACTIVITY); NaN where the reader does not measure it.
+    # The CUDA activity span (SPAN_ACTIVITY); NaN where the reader does not measure it.
     activity_s: float = float("nan")
     # The capture mode the file itself records (nsys META_DATA_CAPTURE), None where it has none.
     file_capture: str | None = None
@@ -304,6 +310,8 @@ def write_csv_atomic(df: pd.DataFrame, path: str | os.PathLike[str]) -> Path:
 def atomic_write(path: str | os.PathLike[str], write: Callable[[TextIO], None]) -> Path:
     """Call write(fh) on a temp file in path's folder, then os.replace: never half a file."""
     dest = Path(path)
+    import uuid  # here: only writing needs it, and it costs start-up time
+
     dest.parent.mkdir(parents=True, exist_ok=True)
     # Own unique name opened with "x" (not mkstemp) so the file gets the umask's usual mode.
     tmp = dest.with_name(f".{dest.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")

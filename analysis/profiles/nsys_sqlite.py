@@ -58,13 +58,11 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import closing
 from pathlib import Path
 
-from run.node.profiling import CAPTURE_API, CAPTURE_DURATION, CAPTURE_WHOLE
-
 from .capture_nsys import (
+    CAPTURE_API,
+    CAPTURE_DURATION,
     CAPTURE_NVTX,
-    SPAN_ACTIVITY,
-    SPAN_SESSION,
-    SPAN_WALL,
+    CAPTURE_WHOLE,
     file_capture,
     place_wall,
     records_outside,
@@ -72,6 +70,10 @@ from .capture_nsys import (
 )
 from .metrics import (
     CUPTI_COPY_KIND,
+    SPAN_ACTIVITY,
+    SPAN_SESSION,
+    SPAN_WALL,
+    SQLITE_MAGIC,
     ProfileError,
     RankProfile,
     Row,
@@ -102,7 +104,6 @@ from .nsys_schema import (
     temp_views,
 )
 
-SQLITE_MAGIC = b"SQLite format 3\x00"
 # The nsys releases a golden test reads (README's version table): the synthetic exports built in
 # three releases' layouts (synth.NSYS_SCHEMAS: 2022.4, 2024.4, 2025.3) and the real exports of
 # the corpus (tests/profiles/test_corpus.py, SOURCES.md). A newer release gets one warning line.

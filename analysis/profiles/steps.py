@@ -26,19 +26,18 @@ import argparse
 import dataclasses
 import os
 import re
-import sqlite3
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import closing
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .breakdown import Breakdown, for_wall, read_nsys, read_torch
 from .intervals import us_ns
 from .kineto_fold import GPU_WORK_CATS
-from .metrics import ProfileError, RankProfile
-from .nsys_schema import SPAN_TABLES, STRINGS, schema
-from .nsys_sqlite import SPAN_WALL
+from .metrics import SPAN_WALL, ProfileError, RankProfile
 from .torch_trace import iter_trace_events
+
+if TYPE_CHECKING:
+    import sqlite3
 
 DEFAULT_RANGE = "ProfilerStep"
 NVTX_TABLE = "NVTX_EVENTS"
@@ -120,6 +119,11 @@ def kineto_steps(path: str | os.PathLike[str], name: str = DEFAULT_RANGE) -> dic
 def nvtx_steps(path: str | os.PathLike[str], name: str = DEFAULT_RANGE) -> dict[int, Step]:
     """An nsys export's NVTX ranges named NAME (module doc). StepError naming the ranges it has
     where none is so named; ProfileError on unreadable input."""
+    import sqlite3  # the nsys readers' imports, where an export is read (a Kineto trace needs none)
+    from contextlib import closing
+
+    from .nsys_schema import STRINGS, schema
+
     path = Path(path)
     try:
         with closing(sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)) as con:
@@ -223,6 +227,8 @@ def nsys_views(lo: int, hi: int) -> Callable[[sqlite3.Connection], None]:
     """A connection's set-up showing each CUDA table through a TEMP view of the same name (SQLite
     resolves temp before main) that holds the records overlapping [lo, hi) ns, clipped to it. The
     view keeps every column and the rowid, so the readers read it as they read the table."""
+
+    from .nsys_schema import SPAN_TABLES
 
     def setup(con: sqlite3.Connection) -> None:
         for table in SPAN_TABLES:

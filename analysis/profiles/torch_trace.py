@@ -1,8 +1,9 @@
 """Read a torch.profiler / kineto Chrome trace (*.pt.trace.json[.gz]) into aggregated metric rows.
 
-The trace is parsed incrementally: the file is read in chunks and each element of the
-"traceEvents" array is decoded on its own with json.JSONDecoder.raw_decode, so memory holds one
-chunk plus one row per distinct event name, whatever the file size (multi-GB traces are common).
+The trace is parsed incrementally: the file is read in chunks and the elements of the
+"traceEvents" array are decoded a batch at a time (json; the optional msgspec from the second
+batch on, kineto_fast), so memory holds one chunk plus one row per distinct event name, whatever
+the file size (multi-GB traces are common).
 
 Event categories used (kineto names; times are microseconds):
     cuda_runtime / cuda_driver   host API calls: cudaLaunchKernel, cudaStreamSynchronize, ...
@@ -32,14 +33,14 @@ import json
 import os
 import re
 import zlib
-from array import array
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, Protocol, TextIO
+from typing import Any, TextIO
 
+from . import kineto_fast
 from .intervals import us_ns
 from .kineto_cpu import CpuUnions
-from .kineto_fold import KINDS, Folded, fold
+from .kineto_fold import KINDS, Feed, Folded, fold
 from .kineto_gzip import GzipText
 from .kineto_kinds import HIP, device_kind, hip_metric, unknown_gpu
 from .metrics import (
@@ -54,7 +55,9 @@ from .metrics import (
 )
 
 GZIP_MAGIC = b"\x1f\x8b"
-_CHUNK_CHARS = 1 << 20  # 1 Mi characters per read: larger reads were no faster, only bigger
+_CHUNK_CHARS = (
+    1 << 18
+)  # per read: 1 << 20 was no faster, and a long trace's heap grew (flat memory)
 _MAX_PENDING = 16 << 20  # one JSON element larger than this is treated as corrupt input
 _BATCH_CHARS = 1 << 16  # text decoded by one C call (a Python step per element: +25%)
 _WS = re.compile(r"[ \t\n\r]*")
@@ -68,32 +71,6 @@ KINETO_COVERED = ("1",)
 
 # The wall time of a trace: from its first complete event's start to its last one's end.
 SPAN_TRACE = "trace span"
-
-
-class Feed(Protocol):
-    """What read_torch_trace hands the CUDA events to as it reads them (the time breakdown).
-
-    For each (category, name) of `cats` first seen, keep(cat, name) says where its events go:
-    None for nowhere, else a function giving, for a device (None for host calls), the two
-    arrays that get each event's ts and dur (events with dur < 0 are left out); flush() after
-    every `every` events kept (the arrays stay the same objects). spans(...) gets, at the end,
-    (first ts, latest ts + dur, that event's ts and dur) over all of `cats`.
-    """
-
-    cats: frozenset[str]
-
-    def keep(self, cat: str, name: object) -> Callable[[object], tuple[array, array]] | None: ...
-
-    def spans(self, lo: float, hi: float, hi_ts: float, hi_dur: float) -> None: ...
-
-    every: float  # flush() is called after every this many events kept
-
-    def flush(self) -> None: ...
-
-    def finish(self) -> bool:
-        """Called once the trace is read: False where its events came out of time order beyond
-        what the feed folds (the trace is then read again, with a feed made for keep_all)."""
-        ...
 
 
 def read_torch_trace(
@@ -160,6 +137,10 @@ class _JsonStream:
         self.buf, self.pos, self.consumed, self.eof = "", 0, 0, False
         self.decoder = json.JSONDecoder()
         self.batch_from = 0  # no batch before this buffer index (a cut there failed)
+        # Whether batches may be decoded by kineto_fast (from the second on: a small trace is
+        # read without importing it), given then as its Records; not where json's dicts are read.
+        self.fast = False
+        self.batches = 0
 
     def _fill(self) -> bool:
         if self.eof:
@@ -241,12 +222,20 @@ class _JsonStream:
             cut = buf.rfind("}", pos, cut)
         else:
             return None
+        text = "".join(("[", buf[pos : cut + 1], "]"))
         # The cyclic collector would walk the whole batch several times while it is built
         # (a fifth of the read time); decoded JSON holds no cycles, so it is paused meanwhile.
         collect = gc.isenabled()
         gc.disable()
         try:
-            objs = self.decoder.raw_decode("".join(("[", buf[pos : cut + 1], "]")))[0]
+            self.batches += 1
+            decode = kineto_fast.decoder() if self.fast and self.batches > 1 else None
+            if decode is not None:
+                events = decode(text)
+                if events is not None:  # else json decodes it: the same values, or its error
+                    self.pos = m.end()
+                    return kineto_fast.records(events)
+            objs = self.decoder.raw_decode(text)[0]
         except json.JSONDecodeError:
             self.batch_from = cut + 1
             return None
@@ -337,6 +326,7 @@ def _aggregate(
     out of time order (read again with keep_all)."""
     meta: dict[str, Any] = {}
     found = Folded()
+    stream.fast = events is None  # the steps' clipping reads json's dicts
     try:
         batches = _walk(stream, meta)
         fold(events(batches) if events else batches, cpu_ops, feed, found, cpu)
@@ -348,14 +338,14 @@ def _aggregate(
     if not meta.get("has_events"):
         raise ProfileError(path, "JSON without a traceEvents array (not a Chrome trace)")
     unknown = unknown_gpu(path, found.cats)
+    try:  # the CPU ops first: where they need numpy, the feed's unions use it too (fold_small)
+        op_time = cpu.result() if cpu is not None else {}
+    except ValueError:
+        return None
     if feed is not None:
         feed.spans(*found.fed)
         if not feed.finish():
             return None
-    try:
-        op_time = cpu.result() if cpu is not None else {}
-    except ValueError:
-        return None
     acc = {k: v for k, v in found.acc.items() if k[0] in KINDS}  # the metrics' keys only
     kind = device_kind(meta, acc, found.cats)
     lo, hi = found.lo, found.hi

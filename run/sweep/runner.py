@@ -8,12 +8,10 @@ listed as such; everything else is launched, its output captured in the run's lo
 fails or runs out of memory is stored with that status and its root cause (run/sweep/failure.py), and
 the sweep goes on. When every run of an experiment has been dealt with,
 results/<profile>/sweeps/<EXP>.json records the outcome; that file is what the Makefile waits for.
-A sweep of a GPU profile with failed runs also writes results/<profile>/bundles/<EXP>.tar.gz
-(run/node/bundle.py: probe, versions, each failed run's log tail and root cause) to attach to a report.
+A GPU sweep with failed runs also writes results/<profile>/bundles/<EXP>.tar.gz (run/node/bundle.py).
 With REPEATS=n (run/sweep/matrix.py) every cell runs n times with seeds seed..seed+n-1, each repeat a run
 of its own: the record lists every repeat's run, and a rerun launches only the missing repeats.
-`--only-repeat k` runs repeat k alone and writes no record: the Makefile spreads the noise cells'
-repeats over `make all` that way (start, middle, end), and their own sweep at the end reuses them.
+`--only-repeat k` runs repeat k alone, no record: the Makefile spreads the noise repeats over `make all`.
 Sweeps sharing a results folder (SLURM job array, `make -j`) take each run under a lock
 (run/sweep/lock.py): a run another sweep holds is waited for after this sweep's own runs, and run here
 if that sweep died.

@@ -9,6 +9,7 @@ import pytest
 
 from analysis import bench_analysis as ba
 from analysis import bench_hta as bh
+from analysis.profiles import kineto_fast
 
 
 def _result(kind: str, size_mb: float, mb_s: float, peak_mb: float) -> dict:
@@ -145,8 +146,10 @@ def test_bench_tiny(tmp_path: Path, capsys, monkeypatch) -> None:
     assert [line.split()[0] for line in lines[1:4]] == ["nsys", "kineto", "kineto.gz"]
     assert all(line.endswith(" ok") for line in lines[1:4])
     assert [line.split(":")[0] for line in lines[4:7]] == [f"verdict {k}" for k in ba.KINDS]
-    assert lines[7].startswith("start-up, `python -m analysis.profiles.cli summary` on a")
-    assert "2 runs" in lines[7] and lines[8].startswith("verdict start-up: ")
-    assert lines[9].startswith("HTA: not found")
-    assert lines[10].startswith("load average (1 min): ")
+    assert lines[7] == f"Kineto events decoded by {kineto_fast.name()}"
+    assert lines[8].startswith("start-up, `python -m analysis.profiles.cli summary` on a")
+    assert "2 runs" in lines[8] and "bytecode cached" in lines[8]
+    assert lines[9].startswith("verdict start-up: ")
+    assert lines[10].startswith("HTA: not found")
+    assert lines[11].startswith("load average (1 min): ")
     assert list(tmp_path.iterdir()) == []

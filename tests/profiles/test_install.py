@@ -38,9 +38,6 @@ from analysis.profiles.rows import metric_totals, read_metrics_rows, with_launch
 
 RT = [("cudaLaunchKernel_v7000", 0, 1_000), ("cudaStreamSynchronize_v3020", 1_000, 9_000)]
 KERNELS = [("gemm", 500, 4_000), ("ncclDevKernel_AllReduce_Sum_f32_RING_LL", 3_000, 6_000)]
-# What the wheel holds besides analysis/profiles/*.py: the run-folder constants and their imports.
-RUN_MODULES = {"run/__init__.py", "run/errors.py", "run/store.py", "run/node/__init__.py",
-               "run/node/profiling.py"}  # fmt: skip
 
 
 def _files(tmp_path: Path) -> dict[str, Path]:
@@ -203,18 +200,21 @@ def installed(tmp_path_factory) -> tuple[Path, Path]:
     return venv / "bin", wheel
 
 
-def test_wheel_holds_the_reader_and_the_run_constants_only(installed) -> None:
+def test_wheel_holds_the_reader_only(installed) -> None:
     _, wheel = installed
     names = set(zipfile.ZipFile(wheel).namelist())
     code = {n for n in names if n.endswith(".py")}
     reader = {f"analysis/profiles/{p.name}" for p in (REPO / "analysis/profiles").glob("*.py")}
-    assert code == reader | RUN_MODULES
+    assert code == reader  # nothing of run/: no top-level `run` in the user's site-packages
     entry = next(n for n in names if n.endswith("entry_points.txt"))
     assert "profread = analysis.profiles.cli:console" in zipfile.ZipFile(wheel).read(entry).decode()
     meta = next(n for n in names if n.endswith("METADATA"))
     requires = [ln for ln in zipfile.ZipFile(wheel).read(meta).decode().splitlines()
                 if ln.startswith("Requires-Dist:")]  # fmt: skip
-    assert requires == ["Requires-Dist: numpy>=1.24"]
+    assert requires == [
+        "Requires-Dist: numpy>=1.24",
+        'Requires-Dist: msgspec>=0.18; extra == "fast"',
+    ]
 
 
 def test_installed_command_reads_summarises_and_diffs(installed, tmp_path: Path) -> None:
@@ -227,7 +227,8 @@ def test_installed_command_reads_summarises_and_diffs(installed, tmp_path: Path)
         return _run([bindir / "profread", *args], cwd=work)
 
     assert _run([bindir / "python", "-c", "import pandas"], cwd=work).returncode != 0
-    assert _run([bindir / "python", "-c", "import run.settings"], cwd=work).returncode != 0
+    assert _run([bindir / "python", "-c", "import run"], cwd=work).returncode != 0
+    assert _run([bindir / "python", "-c", "import msgspec"], cwd=work).returncode != 0  # json reads
     got = cmd("summary", "--out", "m.csv", f["nsys0"], f["nsys1"])
     assert got.returncode == 0, got.stderr
     assert "rank 1 [nsys]" in got.stdout and "breakdown rank 1 (nsys)" in got.stdout
@@ -256,3 +257,7 @@ def test_installed_command_reads_summarises_and_diffs(installed, tmp_path: Path)
     assert not (work / "bad.csv").exists()
     got = cmd()
     assert got.returncode == 2 and "usage: profread {summary,breakdown,diff}" in got.stderr
+    # a folder is an artifact's run folder, read in the checkout only: one line, exit 1
+    got = cmd("diff", work, "m.csv")
+    assert (got.returncode, got.stdout) == (1, "") and got.stderr.count("\n") == 1, got.stderr
+    assert "run folder" in got.stderr and "name its profile files" in got.stderr
