@@ -19,7 +19,6 @@ from run.llm import spec as llm_spec
 from run.node import profilers, profiling
 from run.sweep import matrix as mx
 from run.sweep import runner as sweep
-from run.vision import launch as vision_launch
 from run.vision import spec as vision_spec
 
 REPO = Path(__file__).resolve().parent.parent
