@@ -104,6 +104,13 @@ def sandbox_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return tmp_path
 
 
+@pytest.fixture(scope="session")
+def make_sandbox():
+    """sandbox_env itself, for fixtures of wider scope (tests/profiles has a conftest of its own,
+    so `from conftest import` may find that one)."""
+    return sandbox_env
+
+
 @pytest.fixture(scope="module")
 def module_sandbox(tmp_path_factory):
     """`sandbox` for a whole test module: yields (folder, MonkeyPatch) for fixtures to extend."""

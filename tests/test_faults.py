@@ -18,7 +18,6 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import sandbox_env
 
 from run import settings, store
 from run.node import lifeline
@@ -176,12 +175,12 @@ def test_an_interrupted_sweep_says_one_line_and_leaves_nothing(tier, sig, code, 
 
 
 @pytest.fixture(scope="module")
-def swept(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def swept(tmp_path_factory: pytest.TempPathFactory, make_sandbox) -> Path:
     """The results of one finished F1 sweep (F2's run is its 1-rank one), made once for the cases
     that start from a finished sweep: each copies it, none changes it."""
     tmp = tmp_path_factory.mktemp("swept")
     with pytest.MonkeyPatch.context() as mp:
-        sandbox_env(tmp, mp)
+        make_sandbox(tmp, mp)
         env = _tier_env(tmp)
     done = _finish(env)
     assert done.returncode == 0, done.stderr
