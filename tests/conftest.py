@@ -101,6 +101,13 @@ def sandbox_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return tmp_path
 
 
+@pytest.fixture(scope="session")
+def make_sandbox():
+    """sandbox_env itself, for fixtures of wider scope (tests/profiles has a conftest of its own,
+    so `from conftest import` may find that one)."""
+    return sandbox_env
+
+
 @pytest.fixture(scope="module")
 def module_sandbox(tmp_path_factory):
     """`sandbox` for a whole test module: yields (folder, MonkeyPatch) for fixtures to extend."""
@@ -120,3 +127,19 @@ def fake(sandbox, monkeypatch):
     monkeypatch.setenv("FAKE_LAUNCHES", str(launches))
     monkeypatch.setattr(vision_launch, "launch_command", fake_sweep.fake_launch)
     return launches
+
+
+@pytest.fixture(scope="session")
+def cpu_checks(tmp_path_factory: pytest.TempPathFactory):
+    """gpu-check's check list run once on this CPU (tests/real_runs.py), for the tests that read
+    its runs. Its environment is set only while the runs are made, so it leaks into no test;
+    the readers use the runs' absolute paths. Only integration tests ask for it."""
+    import real_runs  # tests/ is on sys.path for the test modules (pytest rootdir)
+
+    root = tmp_path_factory.mktemp("cpu-checks")
+    with pytest.MonkeyPatch.context() as mp:
+        sandbox_env(root, mp)
+        mp.setenv("LLM_DATA_ROOT", str(root / "llm"))
+        for var in ("LLAMA3_DIR", "LLAMA3_TOKENIZER", "LLM_DATASETS_DIR"):
+            mp.delenv(var, raising=False)
+        return real_runs.make()

@@ -9,6 +9,7 @@ gloo ranks under real torchrun, a few seconds each, in a results folder of its o
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -40,16 +41,20 @@ def _matrix(m: dict) -> dict:
     return m
 
 
-@pytest.fixture
-def tier(sandbox: Path) -> dict[str, str]:
-    """Environment of a sweep whose matrix holds F1 alone and whose results are in tmp (the
-    sandbox's tiny matrix, results and data, no other setting of the caller's)."""
+def _tier_env(sandbox: Path) -> dict[str, str]:
     matrix = sandbox / "matrix.yaml"
     matrix.write_text(yaml.safe_dump(_matrix(yaml.safe_load(matrix.read_text()))))
     kept = ("MATRIX_FILE", "RESULTS_DIR", "DIGITS_DIR", "MNIST_DIR")
     names = {s.name for s in settings.SETTINGS} - set(kept)
     env = {k: v for k, v in os.environ.items() if k not in names}
     return {**env, "PYTHONPATH": str(REPO), "HEARTBEAT_S": "600"}
+
+
+@pytest.fixture
+def tier(sandbox: Path) -> dict[str, str]:
+    """Environment of a sweep whose matrix holds F1 alone and whose results are in tmp (the
+    sandbox's tiny matrix, results and data, no other setting of the caller's)."""
+    return _tier_env(sandbox)
 
 
 def _sweep(env: dict[str, str], exp: str = EXP, **kw) -> subprocess.Popen:
@@ -169,8 +174,23 @@ def test_an_interrupted_sweep_says_one_line_and_leaves_nothing(tier, sig, code, 
     assert _consistent(tier) == 2
 
 
-def test_corrupt_summaries_are_failed_runs_that_the_next_sweep_redoes(tier):
-    assert _finish(tier).returncode == 0
+@pytest.fixture(scope="module")
+def swept(tmp_path_factory: pytest.TempPathFactory, make_sandbox) -> Path:
+    """The results of one finished F1 sweep (F2's run is its 1-rank one), made once for the cases
+    that start from a finished sweep: each copies it, none changes it."""
+    tmp = tmp_path_factory.mktemp("swept")
+    with pytest.MonkeyPatch.context() as mp:
+        make_sandbox(tmp, mp)
+        env = _tier_env(tmp)
+    done = _finish(env)
+    assert done.returncode == 0, done.stderr
+    assert _consistent(env) == 2
+    _clean(env)
+    return Path(env["RESULTS_DIR"])
+
+
+def test_corrupt_summaries_are_failed_runs_that_the_next_sweep_redoes(tier, swept):
+    shutil.copytree(swept, tier["RESULTS_DIR"], symlinks=True)
     runs = sorted(r for r in _runs(tier).iterdir() if not r.name.startswith("."))
     for run, content in zip(runs, ["{", "[]"], strict=True):  # truncated; not an object
         (run / store.SUMMARY).write_text(content)

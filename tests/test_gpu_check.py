@@ -45,35 +45,49 @@ def test_every_check_names_a_valid_spec_and_what_it_needs():
         spec = cases.spec_of(c, ranks=2)  # validates the spec
         assert c.needs in ("any", "cuda", "multi") and c.expect, c.name
         assert (c.needs == "cuda") == bool(c.cpu_skip), c.name
-        assert spec["gpus"] == (2 if c.needs == "multi" or "ddp" in c.name else 1), c.name
+        two = c.needs == "multi" or "ddp" in c.name or c.name.endswith("-distributed")
+        assert spec["gpus"] == (2 if two else 1), c.name
+    # every tiny-model LLM check trains two epochs and asks that the second one's loss fell
+    assert all(cases.learns in c.expect for c in cases.CHECKS if c.workload == "llm"
+               and c.needs != "cuda")  # fmt: skip
     covered = {c.spec.get("precision") for c in cases.CHECKS}
     assert {"fp64", "fp16", "bf16"} <= covered
     assert {c.spec.get("method") for c in cases.CHECKS} >= {"lora", "qlora", "dpo", "qat"}
 
 
 @pytest.mark.integration
-def test_the_check_list_passes_on_cpu(sandbox, monkeypatch):
-    """Every check that can run on a CPU passes there; the CUDA-only ones say why they skip."""
-    monkeypatch.setenv("LLM_DATA_ROOT", str(sandbox / "llm"))
-    info = probe.probe()
-    lines: list[str] = []
-    records = gpu_check.run_checks(None, info, cuda=False, echo=lines.append)
+def test_the_check_list_passes_on_cpu(cpu_checks):
+    """Every check that can run on a CPU passes there; the CUDA-only ones say why they skip.
+    (The session's runs of the list, tests/real_runs.py: the integration tests read them.)"""
+    records = cpu_checks.records
     assert len(records) == len(cases.CHECKS)
     by_name = {r["check"]: r for r in records}
     skipped = {n for n, r in by_name.items() if r["result"] == "skip"}
     assert skipped == {"vision-oom", "llm-llama3-8b-lora"} | (
         set()
-        if probe.max_ranks(info) >= 2
+        if probe.max_ranks(cpu_checks.info) >= 2
         else {c.name for c in cases.CHECKS if c.needs == "multi"}
     )
     failed = {n: r["problems"] for n, r in by_name.items() if r["result"] == "fail"}
     assert not failed, failed
-    assert len(lines) == len(records)
-    rr = store.read_json(
-        store.run_dir(gpu_check.PROFILE, by_name["vision-ddp-rr"]["run"]) / "summary.json"
-    )
+    assert len(cpu_checks.lines) == len(records)
+    rr = cpu_checks["vision-ddp-rr"].summary()
     if rr["world_size"] == 2:  # every batch reached rank 0, half of them were trained on
         assert rr["rank0_batches_to_device"] == 8 and rr["rank0_batches_trained"] == 4
+
+
+def test_learns_wants_two_whole_epochs_and_a_lower_second_one(tmp_path):
+    def seen(losses: list[float], per_epoch: int = 2) -> list[str]:
+        (tmp_path / store.STEPS).write_text(
+            "".join(json.dumps({"step": i, "loss": v}) + "\n" for i, v in enumerate(losses))
+        )
+        return cases.learns(cases.Seen({"batches_per_epoch": per_epoch}, tmp_path, False, 1))
+
+    assert seen([3.0, 2.5, 2.0, 1.5]) == []
+    assert "did not fall" in seen([2.0, 1.5, 2.0, 1.6])[0]
+    assert "expected two epochs of 2" in seen([3.0, 2.5, 2.0])[0]
+    assert "expected two epochs of 0" in seen([3.0, 2.0], per_epoch=0)[0]
+    assert "not a finite number" in seen([3.0, float("nan"), 2.0, 1.0])[0]
 
 
 # --- each check isolated; the summary line; the bundle (all on CPU, with a fake execute) ---------

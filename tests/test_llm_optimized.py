@@ -95,8 +95,12 @@ def test_packed_fused_compiled_lora_learns_and_packs(tmp_path, llm_env):
     assert 0.5 * plain["tokens_trained"] < opt["tokens_trained"] <= 1.05 * plain["tokens_trained"]
 
 
-def test_paged_adamw8bit_learns_with_smaller_states(tmp_path, llm_env):
-    plain, _ = run_llm(tmp_path, llm_env, 8)
+def test_paged_adamw8bit_learns_with_smaller_states(tmp_path, llm_env, cpu_checks):
+    # the plain AdamW run of the same tiny model and rows: gpu-check's LoRA check (the session's)
+    lora = cpu_checks["llm-lora"]
+    plain = lora.summary()
+    assert (lora.spec["method"], lora.spec["gpus"], plain["dataset_rows"]) == ("lora", 1, 8)
+    assert plain["optimizer"] == "torch.optim.AdamW"
     paged, steps = run_llm(tmp_path, llm_env, 8, optimizer="paged_adamw8bit")
     check_learns(paged, steps)
     assert paged["optimizer"] == "bitsandbytes.optim.PagedAdamW8bit"

@@ -12,6 +12,7 @@ run but make -q and make -n. tests/test_make_truth.py walks the same on real smo
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -68,20 +69,17 @@ def fake_venv(tmp: Path) -> None:
     python.chmod(0o755)
 
 
-@pytest.fixture
-def done(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
-    """The files of a made TARGET, each newer than what it is made from."""
-    for var in ("PROFILER", "REPEATS"):  # as make() runs it
-        monkeypatch.delenv(var, raising=False)
+def made_target(tmp: Path) -> dict[str, Any]:
+    """The files of a made TARGET under tmp, each newer than what it is made from."""
     smoke = ["PROFILE=smoke"]
-    fake_venv(tmp_path)
-    res = tmp_path / "results" / "smoke"
-    out = Path(variable(tmp_path, "REPORT_OUT", *smoke))
+    fake_venv(tmp)
+    res = tmp / "results" / "smoke"
+    out = Path(variable(tmp, "REPORT_OUT", *smoke))
     assert out == res / "report"  # a results folder elsewhere keeps its report beside it
     # later than any source, even one edited while the test runs (make warns of the future times)
     base = max(time.time(), newest_source()) + 600
     files = {
-        1: fabricate(tmp_path / "results", "smoke", list(SWEEPS)),
+        1: fabricate(tmp / "results", "smoke", list(SWEEPS)),
         2: [res / "tables" / f"{TARGET}.csv", res / "tables" / f"{TARGET}.json",
             res / "tables" / "fig-loss.json"],  # another target's table, made earlier
         3: [out / "figures" / f"{TARGET}.png"],
@@ -93,8 +91,34 @@ def done(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
             if step > 1:
                 p.write_text("{}")
             os.utime(p, (base + step, base + step))
-    return {"tmp": tmp_path, "res": res, "base": base, "png": files[3][0],
-            "other": files[2][2], "report": files[4][0]}  # fmt: skip
+    return {"base": base, "png": files[3][0].relative_to(tmp),
+            "other": files[2][2].relative_to(tmp), "report": files[4][0].relative_to(tmp)}  # fmt: skip
+
+
+def copy_of(template: Path, tmp: Path) -> None:
+    """A template's files in tmp with their times (the venv stamp, the runs, the outputs)."""
+    shutil.copytree(template, tmp, dirs_exist_ok=True, symlinks=True)
+
+
+@pytest.fixture(scope="module")
+def done_template(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Any]]:
+    """made_target once per module; each test gets a copy of its own (`done`)."""
+    tmp = tmp_path_factory.mktemp("done")
+    with pytest.MonkeyPatch.context() as mp:
+        for var in ("PROFILER", "REPEATS"):  # as make() runs it
+            mp.delenv(var, raising=False)
+        return tmp, made_target(tmp)
+
+
+@pytest.fixture
+def done(done_template, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
+    """The files of a made TARGET, each newer than what it is made from (a copy of the module's)."""
+    for var in ("PROFILER", "REPEATS"):  # as make() runs it
+        monkeypatch.delenv(var, raising=False)
+    template, made = done_template
+    copy_of(template, tmp_path)
+    return {"tmp": tmp_path, "res": tmp_path / "results" / "smoke", "base": made["base"],
+            **{k: tmp_path / made[k] for k in ("png", "other", "report")}}  # fmt: skip
 
 
 def sweeps_run(out: str) -> list[str]:
@@ -261,28 +285,39 @@ def test_profile_is_checked_before_the_venv_exists_without_pyyaml(tmp_path):
 # --- make all: nothing to do once everything is made; the CUDA check and the plan come first ------
 
 
-@pytest.fixture
-def all_done(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+@pytest.fixture(scope="module")
+def all_done_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Every sweep, table, figure and the report of `make all`, each newer than its sources."""
+    tmp = tmp_path_factory.mktemp("all_done")
+    with pytest.MonkeyPatch.context() as mp:
+        for var in ("PROFILER", "REPEATS"):
+            mp.delenv(var, raising=False)
+        fake_venv(tmp)
+        smoke = ["PROFILE=smoke"]
+        exps = variable(tmp, "foreach t,$(ARTIFACTS),$(exp_$(t))", *smoke).split()
+        outputs = variable(tmp, "call outputs,$(ARTIFACTS)", *smoke).split()
+        report = Path(variable(tmp, "REPORT_MD", *smoke))
+        base = max(time.time(), newest_source()) + 600
+        made = fabricate(tmp / "results", "smoke", sorted(set(exps)))
+        # the noise repeats' stamps, as `make all` leaves them (Makefile: spread)
+        for k in (0, 1):
+            made.append(tmp / variable(tmp, "SWEEPS", *smoke) / f".noise-{k}")
+            made[-1].touch()
+        for step, paths in enumerate((made, [Path(p) for p in outputs], [report]), start=1):
+            for p in paths:
+                p.parent.mkdir(parents=True, exist_ok=True)
+                if step > 1:
+                    p.write_text("{}")
+                os.utime(p, (base + step, base + step))
+    return tmp
+
+
+@pytest.fixture
+def all_done(all_done_template: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A copy of the module's finished `make all`, for one test to change."""
     for var in ("PROFILER", "REPEATS"):
         monkeypatch.delenv(var, raising=False)
-    fake_venv(tmp_path)
-    smoke = ["PROFILE=smoke"]
-    exps = variable(tmp_path, "foreach t,$(ARTIFACTS),$(exp_$(t))", *smoke).split()
-    outputs = variable(tmp_path, "call outputs,$(ARTIFACTS)", *smoke).split()
-    report = Path(variable(tmp_path, "REPORT_MD", *smoke))
-    base = max(time.time(), newest_source()) + 600
-    made = fabricate(tmp_path / "results", "smoke", sorted(set(exps)))
-    # the noise repeats' stamps, as `make all` leaves them (Makefile: spread)
-    for k in (0, 1):
-        made.append(tmp_path / variable(tmp_path, "SWEEPS", *smoke) / f".noise-{k}")
-        made[-1].touch()
-    for step, paths in enumerate((made, [Path(p) for p in outputs], [report]), start=1):
-        for p in paths:
-            p.parent.mkdir(parents=True, exist_ok=True)
-            if step > 1:
-                p.write_text("{}")
-            os.utime(p, (base + step, base + step))
+    copy_of(all_done_template, tmp_path)
     return tmp_path
 
 

@@ -19,7 +19,6 @@ from run.llm import spec as llm_spec
 from run.node import profilers, profiling
 from run.sweep import matrix as mx
 from run.sweep import runner as sweep
-from run.vision import launch as vision_launch
 from run.vision import spec as vision_spec
 
 REPO = Path(__file__).resolve().parent.parent
@@ -229,23 +228,15 @@ def test_unprofiled_or_failed_runs_are_left_alone(tmp_path: Path) -> None:
 
 
 @pytest.mark.integration
-def test_real_two_rank_cpu_run_gives_per_rank_metrics(tmp_path: Path) -> None:
-    """run.vision under torchrun with 2 gloo ranks and torch.profiler, then the sweep's step."""
-    import subprocess
-
+def test_real_two_rank_cpu_run_gives_per_rank_metrics(cpu_checks) -> None:
+    """run.vision under torchrun with 2 gloo ranks and torch.profiler, then the sweep's step:
+    gpu-check's multi-vision-ddp-allreduce check (the session's run, tests/real_runs.py)."""
     from analysis.profiles import read_metrics_csv
 
-    spec = vision(profiler="torch", train_images=64, test_images=32, epochs=1, batch_size=16,
-                  image_size=32, dataset="digits")  # fmt: skip
-    vision_launch.preflight([spec])
-    store.write_json_atomic(tmp_path / store.SPEC, spec)
-    plan(tmp_path, "torch", wait_steps=0, warmup_steps=1, active_steps=1)
-    cmd = sweep.launch_command(spec, tmp_path, {"nsys": None})
-    proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    summary = sweep.profile_metrics(spec, tmp_path, {"status": "ok"})
-    assert summary["status"] == "ok", summary
-    df = read_metrics_csv(tmp_path / profiling.PROFILE_METRICS)
+    run = cpu_checks["multi-vision-ddp-allreduce"]
+    assert run.spec["profiler"] == "torch" and run.spec["gpus"] == 2
+    assert run.summary()["status"] == "ok"
+    df = read_metrics_csv(run.run_dir / profiling.PROFILE_METRICS)
     assert sorted(df["rank"].unique()) == [0, 1] and set(df["source"]) == {"torch"}
     for rank in (0, 1):
         mine = set(df[df["rank"] == rank]["metric"])

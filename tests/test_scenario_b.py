@@ -101,11 +101,32 @@ def test_a_loader_other_than_torch_or_dali_and_dali_outside_scenario_b_are_refus
         vision.check_inputs(path)
 
 
+@pytest.fixture(scope="module")
+def scenb_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One SCENARIO_B_DIR for this module's runs: each set (size and counts) is prepared once."""
+    return tmp_path_factory.mktemp("scenb")
+
+
+def check_ranks_trained(run_dir: Path, spec: dict) -> None:
+    """Every epoch trained the whole set over the ranks; each rank's timeline has its steps, one
+    epoch and one evaluation per epoch, in order."""
+    epochs = store.read_jsonl(run_dir / store.EPOCHS)
+    assert [e["epoch"] for e in epochs] == list(range(1, spec["epochs"] + 1))
+    assert all(e["images"] == spec["train_images"] and 0 < e["train_loss"] < 10 for e in epochs)
+    for rank in range(spec["gpus"]):
+        tl = store.read_jsonl(store.timeline_file(run_dir, rank))
+        phases = [e["phase"] for e in tl]
+        assert phases.count("train_step") == vision_spec.planned_steps(spec, rank)
+        assert phases.count("epoch") == phases.count("eval") == spec["epochs"]
+        assert all(e["t1"] >= e["t0"] for e in tl)
+
+
+# DALI with NCHW at 2 ranks is V8's own smoke cell [dali-2], which the learning test below runs.
 @pytest.mark.integration
-@pytest.mark.parametrize("loader, nhwc", [("torch", False), ("torch", True), ("dali", False),
-                                          ("dali", True)])  # fmt: skip
-def test_two_gloo_ranks_train_with_each_loader_and_layout(sandbox, monkeypatch, loader, nhwc):
-    monkeypatch.setenv("SCENARIO_B_DIR", str(sandbox / "scenb"))
+@pytest.mark.parametrize("loader, nhwc", [("torch", False), ("torch", True), ("dali", True)])
+def test_two_gloo_ranks_train_with_each_loader_and_layout(sandbox, scenb_dir, monkeypatch,
+                                                          loader, nhwc):  # fmt: skip
+    monkeypatch.setenv("SCENARIO_B_DIR", str(scenb_dir))
     spec = spec_of(scenario="B", loader=loader, channels_last=nhwc, image_size=16)
     vision_launch.preflight([spec])
     run_dir = sandbox / f"{loader}-{nhwc}"
@@ -113,13 +134,8 @@ def test_two_gloo_ranks_train_with_each_loader_and_layout(sandbox, monkeypatch, 
     assert proc.returncode == 0, proc.stderr[-2000:]
     summary = store.read_json(run_dir / store.SUMMARY)
     assert summary["status"] == "ok" and summary["world_size"] == 2
-    (epoch,) = store.read_jsonl(run_dir / store.EPOCHS)
-    assert epoch["images"] == 64 and 0 < epoch["train_loss"] < 10
-    for rank in (0, 1):
-        tl = store.read_jsonl(store.timeline_file(run_dir, rank))
-        phases = [e["phase"] for e in tl]
-        assert phases.count("train_step") == 2 and phases.count("epoch") == 1
-        assert phases.count("eval") == 1 and all(e["t1"] >= e["t0"] for e in tl)
+    assert (spec["train_images"], spec["epochs"], vision_spec.planned_steps(spec, 0)) == (64, 1, 2)
+    check_ranks_trained(run_dir, spec)
     shutil.rmtree(run_dir)
 
 
@@ -173,7 +189,8 @@ def test_every_scenario_b_cell_of_a_profile_trains_the_same_model_on_the_same_se
 
 @pytest.mark.integration
 @pytest.mark.parametrize("loader, gpus", [("torch", 1), ("dali", 2)])
-def test_the_smoke_scenario_b_cells_learn_well_above_chance(sandbox, monkeypatch, loader, gpus):
+def test_the_smoke_scenario_b_cells_learn_well_above_chance(sandbox, scenb_dir, monkeypatch,
+                                                            loader, gpus):  # fmt: skip
     """Issue 26, item 7: V8's own smoke cells, as the matrix sizes them, learn the digits, so
     V8-V11's and O2's figures are not drawn on chance-level models (chance is 10 %). At full
     width on 256 images they tested at 7-12 %: too few steps for BatchNorm's running variance to
@@ -187,7 +204,7 @@ def test_the_smoke_scenario_b_cells_learn_well_above_chance(sandbox, monkeypatch
         for s in mx.expand("V8", "smoke", real, n_repeats=1).specs
         if s["loader"] == loader and s["gpus"] == gpus
     ]
-    monkeypatch.setenv("SCENARIO_B_DIR", str(sandbox / "scenb"))
+    monkeypatch.setenv("SCENARIO_B_DIR", str(scenb_dir))
     vision_launch.preflight([spec])
     run_dir = sandbox / "learn"
     proc = launch(spec, run_dir)
@@ -195,3 +212,5 @@ def test_the_smoke_scenario_b_cells_learn_well_above_chance(sandbox, monkeypatch
     summary = store.read_json(run_dir / store.SUMMARY)
     assert summary["status"] == "ok" and summary["world_size"] == gpus
     assert summary["final_test_accuracy_pct"] >= 50, summary["final_test_accuracy_pct"]
+    assert spec["channels_last"] is False  # [dali-2]: the loader test's DALI NCHW at 2 ranks
+    check_ranks_trained(run_dir, spec)

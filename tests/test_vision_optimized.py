@@ -140,6 +140,9 @@ def test_the_optimised_run_learns_as_well_as_the_faithful_one(one_rank):
     acc_fast = [r["final_test_accuracy_pct"] for r in fast]
     print(f"faithful {acc_faithful} %; optimised {acc_fast} % (seeds {SEEDS})")
     assert statistics.median(acc_faithful) >= 80
+    for s in SEEDS:  # the faithful loop's loss falls from the first epoch to the second
+        first, second = store.read_jsonl(one_rank / f"faithful{s}" / store.EPOCHS)
+        assert second["train_loss"] < first["train_loss"], (s, first, second)
     assert statistics.median(acc_fast) >= 80
     # later runs in this process may reuse dynamo's compiled code: the first one compiled
     assert fast[0]["compile_s"] > 0

@@ -71,6 +71,7 @@ def test_a_syntax_error_is_one_line_with_file_and_line(tmp_path):
         ("a: 'open\n", ":2: "),
         ("a:\n\tb: 1\n", ":2: "),
         ("a: 1\x01\n", ":1: "),
+        ("a: éééééé\nb: 1\x01\nc: 2\nd: 3\n", ":2: "),  # libyaml counts bytes, not characters
     ],
 )
 def test_every_kind_of_yaml_error_is_one_line(tmp_path, text, where):
