@@ -34,7 +34,7 @@ TABLES := $(RES)/tables
 SWEEPS := $(RES)/sweeps
 # The report of this checkout's results/ goes to report/out/<profile>; the report of any other
 # RESULTS_DIR beside its results, in <RESULTS_DIR>/<profile>/report, so that results elsewhere
-# never overwrite this one's report. report/figures/common.py (report_dir) is the same rule.
+# never overwrite this one's report. analysis/draw.py (report_dir) is the same rule.
 REPORT_OUT := $(if $(filter $(CURDIR)/results,$(abspath $(RESULTS_DIR))),report/out/$(PROFILE),$(RES)/report)
 FIGS := $(REPORT_OUT)/figures
 REPORT_MD := $(REPORT_OUT)/report.md
@@ -227,7 +227,7 @@ NOISE_SWEEPS = $(foreach e,$(NOISE_EXPS),$(SWEEPS)/$(e).json)
 $(TABLES)/%.csv: $$(foreach e,$$(exp_$$*),$$(SWEEPS)/$$(e).json) $$(NOISE_SWEEPS) analysis/artifacts/$$(subst -,_,$$*).py $(ANALYSIS_SRC) | $(VENV_STAMP)
 	$(PY) -m analysis $* --profile $(PROFILE)
 
-$(FIGS)/%.png: $(TABLES)/%.csv report/figures/$$(subst -,_,$$*).py $(wildcard report/figures/*common.py) | $(VENV_STAMP)
+$(FIGS)/%.png: $(TABLES)/%.csv report/figures/$$(subst -,_,$$*).py $(wildcard analysis/draw*.py) | $(VENV_STAMP)
 	$(PY) -m report.figures.$(subst -,_,$*) --profile $(PROFILE)
 
 # No recipe: with its outputs and the report up to date there is nothing to do (`make -q` exits 0).

@@ -16,6 +16,7 @@ import pytest
 from matplotlib.colors import to_hex
 from matplotlib.container import BarContainer
 
+from analysis import draw as common
 from analysis.artifacts import fig_api_share as a_api
 from analysis.artifacts import fig_llm_api as a_llm
 from analysis.artifacts import fig_llm_api_pinmem as a_pin
@@ -26,7 +27,6 @@ from analysis.artifacts import fig_transfers as a_tr
 from analysis.artifacts import fig_vision_metrics as a_vm
 from analysis.artifacts import fig_vram as a_vram
 from analysis.profiles.metrics import COLUMNS as TIDY_COLUMNS
-from report.figures import common
 from run import store
 
 matplotlib.use("Agg")

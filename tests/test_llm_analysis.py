@@ -689,7 +689,7 @@ def test_l9_rules_on_gpu_profiles():
 
 
 def test_figures_are_drawn_from_the_tables(llm_sandbox, monkeypatch, tmp_path):
-    from report.figures import common as fc
+    from analysis import draw as fc
     from report.figures import fig_datasets as f1
     from report.figures import fig_template_scaling as f6
     from report.figures import fig_templates as f5

@@ -359,7 +359,7 @@ def test_l5_writes_the_token_table_and_a_note_per_template(l5_sandbox, monkeypat
     assert "within 15 % of the paper's" in mine[0] and "compared per row" in mine[0]
     assert any("fig-templates-tokens.csv" in n for n in notes)
 
-    from report.figures import common as fc
+    from analysis import draw as fc
     from report.figures import fig_templates as f5
 
     monkeypatch.setattr(fc, "OUT_DIR", tmp_path)

@@ -215,8 +215,8 @@ def test_the_report_shows_the_section_and_counts_our_claims_apart(sandbox, monke
     there are no published numbers."""
     import yaml
 
+    from analysis import draw as figcommon
     from report import build
-    from report.figures import common as figcommon
     from report.figures import fig_optimized as fig
     from run import store
     from run.sweep import matrix as mx

@@ -55,7 +55,7 @@ def make_report(module_sandbox) -> tuple:
     mp.setenv("FAKE_DEVICE", "NVIDIA H100 (fake)")
     mp.setattr(vision_launch, "launch_command", fake_sweep.fake_launch)
     sweep.sweep(list(VISION.values()), "test")
-    from report.figures import common as figcommon
+    from analysis import draw as figcommon
 
     mp.setattr(figcommon, "OUT_DIR", tmp / "out")
     mp.setattr(build, "figures_dir", figcommon.figures_dir)

@@ -5,7 +5,8 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 import pandas as pd
 
-from report.figures import common, profile_common
+from analysis import draw as common
+from analysis import draw_profile as profile_common
 
 TARGET = "fig-api-share"
 CONDITIONS = ["method", "dataset"]

@@ -10,8 +10,8 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 import pandas as pd
 
+from analysis import draw as common
 from analysis.artifacts.fig_loss import VALUES, identical
-from report.figures import common
 
 TARGET = "fig-loss"
 ORDER = ["fp64", "fp32", "fp16"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 import pandas as pd
 
-from report.figures import common
+from analysis import draw as common
 
 TARGET = "fig-nhwc"
 BY = "setup"  # the series: one bar per value in each GPU-count group

@@ -10,7 +10,7 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 import pandas as pd
 
-from report.figures import common
+from analysis import draw as common
 
 TARGET = "fig-optimized"
 MARKERS = "os^dv"  # the second measure's line per GPU count

@@ -7,7 +7,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from report.figures import common
+from analysis import draw as common
 from run import store
 from run.llm.catalog import TEMPLATE_LABELS
 from run.llm.spec import METHOD_LABELS

@@ -8,7 +8,7 @@ import matplotlib.pyplot as plt
 import pandas as pd
 from matplotlib.lines import Line2D
 
-from report.figures import common
+from analysis import draw as common
 from run.vision.spec import LOADER_LABELS
 
 TARGET = "fig-timeline"

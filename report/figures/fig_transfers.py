@@ -8,8 +8,8 @@ import textwrap
 import matplotlib.pyplot as plt
 import pandas as pd
 
-from report.figures import common
-from report.figures.profile_common import (
+from analysis import draw as common
+from analysis.draw_profile import (
     NOT_MEASURED,
     all_conditions,
     condition_label,

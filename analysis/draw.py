@@ -1,4 +1,4 @@
-"""Shared by the figure scripts: read an artifact's CSV and JSON, save PNG and PDF, and draw
+"""Shared by the figures of the artifacts: read an artifact's CSV and JSON, save PNG and PDF, and draw
 the series of a panel in one way everywhere: at most MAX_SERIES series, colours from one
 qualitative palette (grey is kept for "other"), grouped bars where the x axis has few values."""
 
@@ -22,7 +22,7 @@ from analysis.common import gpus_label  # noqa: E402, F401 (the figures read it 
 from run import store  # noqa: E402
 from run.program import program  # noqa: E402
 
-OUT_DIR = Path(__file__).resolve().parents[1] / "out"
+OUT_DIR = store.REPO / "report" / "out"
 # tab10 without its grey: nine colours a reader tells apart, grey left for OTHER
 PALETTE = ["tab:blue", "tab:orange", "tab:green", "tab:red", "tab:purple", "tab:brown",
            "tab:pink", "tab:olive", "tab:cyan"]  # fmt: skip

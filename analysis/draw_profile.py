@@ -22,10 +22,10 @@ import textwrap
 import matplotlib.pyplot as plt
 import pandas as pd
 
+from analysis import draw as common
 from analysis.profiles.artifact import CPU, CPU_PROXIES, EXTRA, PAPER
 from analysis.profiles.coverage import NOT_MEASURED, PROFILER_NAMES
 from analysis.profiles.metrics import CPU_PREFIX, MEMCPY_METRICS, NCCL_METRICS
-from report.figures import common
 from run.llm.catalog import TEMPLATE_LABELS
 from run.llm.spec import METHOD_LABELS
 
