@@ -4,10 +4,8 @@ qualitative palette (grey is kept for "other"), grouped bars where the x axis ha
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
-import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -20,7 +18,6 @@ import pandas as pd  # noqa: E402
 
 from analysis.common import gpus_label  # noqa: E402, F401 (the figures read it here)
 from run import store  # noqa: E402
-from run.program import program  # noqa: E402
 
 OUT_DIR = store.REPO / "report" / "out"
 # tab10 without its grey: nine colours a reader tells apart, grey left for OTHER
@@ -192,6 +189,32 @@ def time_bars(ax: plt.Axes, df: pd.DataFrame, by: str) -> list[str]:
     return order
 
 
+def time_bars_figure(
+    by: str,
+    title: str,
+    width: float = 6.0,
+    dali: bool = True,
+    note: Callable[[list[str], dict], str] | None = None,
+) -> Callable[[pd.DataFrame, dict], plt.Figure]:
+    """The figure of total time by GPU count, one bar per value of `by` (V8, V10, V11), titled
+    `title` with its "{runs}" filled in; `dali` adds the no-GPU line of DALI (dali_on_cpu),
+    `note(series drawn, meta)` a red line over the axes when it is not empty."""
+
+    def figure(df: pd.DataFrame, meta: dict) -> plt.Figure:
+        fig, ax = plt.subplots(figsize=(width, 3.6))
+        drawn = time_bars(ax, df, by)
+        why = note(drawn, meta) if note else ""
+        if why:
+            ax.set_title(why, fontsize=8, color="darkred")
+        runs = runs_per_bar(df, [by, "gpus"])
+        fig.suptitle(f"{title.format(runs=runs)}{dali_on_cpu(meta) if dali else ''}\n"
+                     f"{subtitle(meta)}", fontsize=10)  # fmt: skip
+        fig.tight_layout()  # the title's lines above the axes, not over them
+        return fig
+
+    return figure
+
+
 def wrap_phrases(text: str, width: int) -> str:
     """`text` on lines of at most `width` characters where it can be, broken only between
     phrases (after a comma, semicolon or colon outside any parenthesis), never inside one: a
@@ -234,17 +257,3 @@ def dali_on_cpu(meta: dict) -> str:
 
 def subtitle(meta: dict) -> str:
     return f"{meta['source']} | measured, profile '{meta['profile']}'"
-
-
-def main_for(draw: Callable[[pd.DataFrame, dict], plt.Figure], target: str) -> None:
-    """A figure module's program: `python -m report.figures.<module> --profile P`."""
-
-    @program()
-    def main(argv: list[str]) -> int:
-        ap = argparse.ArgumentParser(description=f"Draw {target} from its CSV.")
-        ap.add_argument("--profile", required=True)
-        profile = ap.parse_args(argv).profile
-        print(f"wrote {save(draw(*load(target, profile)), target, profile)}")
-        return 0
-
-    sys.exit(main())

@@ -1,4 +1,4 @@
-"""The one driver of every artifact: `python -m analysis TARGET --profile P`.
+"""The one driver of every artifact: `python -m analysis TARGET --profile P [--figure]`.
 
 An artifact is one module, `analysis/artifacts/<target with _>.py`, which provides
 
@@ -8,6 +8,7 @@ An artifact is one module, `analysis/artifacts/<target with _>.py`, which provid
     notes(runs, t) -> list[str]           what a reader must know (optional)
     gates(runs, t) -> dict[str, str]      failing gates of claims.yaml (`needs:`), with reasons
     extra(runs, t) -> dict[str, DataFrame] side tables, written as <target>-<name>.csv (optional)
+    figure(t, meta) -> Figure             the figure, drawn from the CSV and JSON alone (fig-*)
     (`runs.attrs["profile"]` names the profile, for hooks that read a run's own files)
     PAPER_CSV, FIGURE                     the reference CSV it sets ours beside; draws a figure
     TITLE                                 the section's title (optional; default: the first
@@ -18,7 +19,8 @@ An artifact is one module, `analysis/artifacts/<target with _>.py`, which provid
 The experiments behind a target come from experiments/matrix.yaml (its `target:` fields) and
 the claims from reference/paper/claims.yaml (their `experiment:`): nothing else maps them.
 Writes results/<profile>/tables/<target>.csv and .json (title, claims with verdicts, compact
-tables of ours and the paper's, notes, skipped cells).
+tables of ours and the paper's, notes, skipped cells); with --figure, the figure drawn from
+those two files into the report's figures folder (PNG and PDF).
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from typing import Any
 import pandas as pd
 
 from analysis import common as c
+from analysis import draw as figures
 from analysis import noise
 from analysis.claims import spec as cs
 from analysis.claims import verdicts as cl
@@ -171,6 +174,15 @@ def build(target: str, profile: str) -> Path:
     return out
 
 
+def draw(target: str, profile: str) -> Path:
+    """The target's figure, drawn from the CSV and JSON build() wrote (never from the runs)."""
+    mod = artifact(target)
+    if mod is None or not hasattr(mod, "figure"):
+        raise c.AnalysisError(f"{target} draws no figure")
+    t, meta = figures.load(target, profile)
+    return figures.save(mod.figure(t, meta), target, profile)
+
+
 def self_check() -> list[dict[str, Any]]:
     """Every claim of the papers judged on their own numbers alone (the published tables and
     quotes); our own claims (origin: ours) have no published numbers and are left out."""
@@ -195,6 +207,7 @@ def main(argv: list[str]) -> int:
                                  formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
     ap.add_argument("target", help="a make target of experiments/matrix.yaml, e.g. fig-vram")
     ap.add_argument("--profile", help="required but for self-check")
+    ap.add_argument("--figure", action="store_true", help="draw the figure from the built table")
     args = ap.parse_args(argv)
     if args.target == "self-check":
         res = self_check()
@@ -207,5 +220,5 @@ def main(argv: list[str]) -> int:
         raise c.AnalysisError("--profile is required")
     if args.target not in targets():
         raise c.AnalysisError(f"unknown target '{args.target}': one of {', '.join(targets())}")
-    print(f"wrote {build(args.target, args.profile)}")
+    print(f"wrote {(draw if args.figure else build)(args.target, args.profile)}")
     return 0

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from analysis import draw_profile
 from analysis.profiles import artifact as pa
 from run.llm import catalog
 
@@ -56,3 +57,17 @@ def notes(runs: pd.DataFrame, t: pd.DataFrame) -> list[str]:
 
 def gates(runs: pd.DataFrame, t: pd.DataFrame) -> dict[str, str]:
     return {"gpu": pa.gpu_gate(runs)}
+
+
+# the figure (python -m analysis fig-llm-api --figure)
+
+CONDITIONS = ["dataset"]
+# {what}: what the profile recorded (CUDA API calls, or CPU ops on a CPU run), from the table
+FIGURE_TITLE = "Time in {what}, by dataset (LoRA, 1 GPU)"
+
+
+def series(df: pd.DataFrame) -> list[str]:
+    return draw_profile.series(df, CONDITIONS)
+
+
+figure = draw_profile.metrics(CONDITIONS, FIGURE_TITLE)

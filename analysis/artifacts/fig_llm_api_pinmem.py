@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from analysis import draw_profile
 from analysis.profiles import artifact as pa
 
 FIGURE = True
@@ -51,3 +52,17 @@ def notes(runs: pd.DataFrame, t: pd.DataFrame) -> list[str]:
 
 def gates(runs: pd.DataFrame, t: pd.DataFrame) -> dict[str, str]:
     return {"gpu": pa.gpu_gate(runs)}
+
+
+# the figure (python -m analysis fig-llm-api-pinmem --figure)
+
+CONDITIONS = ["gpus", "pin_memory"]
+# {what}: what the profile recorded (CUDA API calls, or CPU ops on a CPU run), from the table
+FIGURE_TITLE = "Time in {what}, by pin_memory (LoRA, alpaca)"
+
+
+def series(df: pd.DataFrame) -> list[str]:
+    return draw_profile.series(df, CONDITIONS)
+
+
+figure = draw_profile.metrics(CONDITIONS, FIGURE_TITLE)

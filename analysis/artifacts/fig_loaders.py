@@ -8,6 +8,7 @@ from __future__ import annotations
 import pandas as pd
 
 from analysis import common as c
+from analysis import draw
 from analysis import steady as st
 from run.vision.spec import LOADER_LABELS
 
@@ -35,3 +36,15 @@ def notes(runs: pd.DataFrame, t: pd.DataFrame) -> list[str]:
         "CPU run: DALI decodes on the CPU (no `mixed` decoder without a GPU), so this shows the "
         "pipeline working, not the paper's GPU behaviour."
     ]
+
+
+# the figure (python -m analysis fig-loaders --figure)
+
+BY = "loader_label"  # the series: one bar per value in each GPU-count group
+
+
+def series(df: pd.DataFrame) -> list[str]:
+    return draw.bar_series(df, BY)
+
+
+figure = draw.time_bars_figure(BY, "DataLoader against DALI (Scenario B; {runs})")

@@ -26,7 +26,7 @@ from typing import Any
 import pandas as pd
 
 from analysis import common as c
-from analysis import repeats
+from analysis import draw_optimized, repeats
 from analysis.profiles import ProfileError, diff
 from analysis.profiles.diff import PAPER_TOTAL, UnrelatedError
 from run import store
@@ -355,3 +355,8 @@ def notes(runs: pd.DataFrame, t: pd.DataFrame) -> list[str]:
         why = str(g["reason"].iloc[0]).rstrip(".")
         out.append(f"{e} step '{label}' is unsupported here: {why}.")
     return out + profile_diff(t, runs.attrs.get("profile"))[1]
+
+
+# the figure (python -m analysis fig-optimized --figure), beside this module for its size
+series = draw_optimized.series
+figure = draw_optimized.figure

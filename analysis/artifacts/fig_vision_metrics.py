@@ -13,6 +13,7 @@ import re
 import pandas as pd
 
 from analysis import common as c
+from analysis import draw_profile
 from analysis.profiles import artifact as pa
 from analysis.profiles.metrics import LABELS, NCCL_METRICS
 
@@ -112,3 +113,16 @@ def notes(runs: pd.DataFrame, t: pd.DataFrame) -> list[str]:
 
 def gates(runs: pd.DataFrame, t: pd.DataFrame) -> dict[str, str]:
     return {"gpu": pa.gpu_gate(runs)}
+
+
+# the figure (python -m analysis fig-vision-metrics --figure)
+
+# {what}: what the profile recorded (CUDA API calls, or CPU ops on a CPU run), from the table
+FIGURE_TITLE = "Time in {what}, by image size, GPUs and pin_memory"
+
+
+def series(df: pd.DataFrame) -> list[str]:
+    return draw_profile.series(df, CONDITIONS)
+
+
+figure = draw_profile.metrics(CONDITIONS, FIGURE_TITLE)
