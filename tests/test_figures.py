@@ -72,7 +72,7 @@ def panels(fig: matplotlib.figure.Figure) -> list[dict[str, str]]:
 def render(target: str, df: pd.DataFrame, tmp_path: Path, meta: dict = META):
     """Draw and save one figure; check the PNG, the declared series and the colours."""
     mod = importlib.import_module(driver.module_name(target))
-    fig = mod.figure(df, meta)
+    fig = driver.load(target).figure(df, meta)
     drawn = panels(fig)
     texts = [t.get_text() for t in fig.texts] + [fig._suptitle.get_text()]
     texts += [ax.get_title() for ax in fig.axes] + [ax.get_ylabel() for ax in fig.axes]

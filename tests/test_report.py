@@ -125,9 +125,9 @@ def test_missing_sweep_is_one_clear_error(sandbox):
 # --- V1, V2, V4 on the artifact contract: hand-made GPU-like runs judged through the engine ---
 def judge_module(target: str, runs: pd.DataFrame) -> dict[str, dict]:
     """Every claim of `target` on the module's table of `runs`, with the driver's gates."""
-    mod = driver.artifact(target)
-    t = mod.table(runs, "test")
-    gates = {**driver.default_gates(runs), **(mod.gates(runs, t) if hasattr(mod, "gates") else {})}
+    art = driver.load(target)
+    t = art.table(runs, "test")
+    gates = {**driver.default_gates(runs), **(art.gates(runs, t) if art.gates else {})}
     gates = {k: v for k, v in gates.items() if v}
     exps = mx.experiments_for_target(target)
     return {c["id"]: cl.judge(c, t, None, gates) for c in cs.for_experiments(exps)}
@@ -227,8 +227,8 @@ def test_self_check_decides_the_vision_claims_the_paper_printed_numbers_for():
     got = {}
     for target, exp in (("fig-strategies", "V1"), ("fig-imagesize", "V2"), ("table-pinmem", "V4"),
                         ("fig-vision-metrics", "V5"), ("table-precision-profile", "V6")):  # fmt: skip
-        mod = driver.artifact(target)
-        paper = mod.paper() if hasattr(mod, "paper") else None
+        art = driver.load(target)
+        paper = art.paper() if art.paper else None
         for c in cs.for_experiments([exp]):
             got[c["id"]] = cl.judge(c, paper)["verdict"]
     held = {k for k, v in got.items() if v == cl.HOLDS}

@@ -10,11 +10,11 @@ from __future__ import annotations
 import pandas as pd
 
 from analysis import draw_profile
+from analysis.driver import Artifact
 from analysis.profiles import artifact as pa
 from analysis.profiles import run_breakdown
 from run.llm.spec import METHODS, TEMPLATE_DATASETS
 
-FIGURE = True
 KEYS = ["method", "template"]
 METRICS = ["cudaLaunchKernel", "cudaStreamSynchronize", "memcpy_htod", "cudaEventSynchronize",
            "nccl_allgather_ring_ll"]  # fmt: skip
@@ -77,3 +77,15 @@ def series(df: pd.DataFrame) -> list[str]:
 
 
 figure = draw_profile.metrics(CONDITIONS, FIGURE_TITLE)
+
+
+ARTIFACT = Artifact(
+    table=table,
+    compact=compact,
+    keys=KEYS,
+    notes=notes,
+    gates=gates,
+    extra=extra,
+    title=title,
+    figure=figure,
+)

@@ -18,10 +18,10 @@ from analysis import common as c
 from analysis import draw
 from analysis import steady as st
 from analysis.artifacts import table_llm_pinmem as l2
+from analysis.driver import Artifact
 from run.llm import catalog
 
 PAPER_CSV = l2.PAPER_CSV
-FIGURE = True
 KEYS = ["dataset", "quantity"]
 DATASETS = list(catalog.DATASETS)  # the parent sets, in the papers' order
 COLUMNS = ["dataset", "gpus", "s_per_it", "epoch_time_s", "epoch_time_projected", "steps",
@@ -147,3 +147,15 @@ def figure(df: pd.DataFrame, meta: dict) -> plt.Figure:
     fig.suptitle(f"LoRA iteration time by dataset ({runs})\n{draw.subtitle(meta)}", fontsize=10)
     fig.tight_layout()
     return fig
+
+
+ARTIFACT = Artifact(
+    table=table,
+    compact=compact,
+    keys=KEYS,
+    paper=paper,
+    paper_csv=PAPER_CSV,
+    notes=notes,
+    gates=gates,
+    figure=figure,
+)

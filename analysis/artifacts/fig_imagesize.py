@@ -11,8 +11,8 @@ import pandas as pd
 from analysis import common as c
 from analysis import draw
 from analysis import steady as st
+from analysis.driver import Artifact
 
-FIGURE = True
 KEYS = ["image_size"]
 
 
@@ -74,3 +74,6 @@ def figure(df: pd.DataFrame, meta: dict) -> plt.Figure:
                  fontsize=10)  # fmt: skip
     fig.tight_layout()
     return fig
+
+
+ARTIFACT = Artifact(table=table, compact=compact, keys=KEYS, figure=figure)

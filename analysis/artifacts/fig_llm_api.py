@@ -11,10 +11,10 @@ from __future__ import annotations
 import pandas as pd
 
 from analysis import draw_profile
+from analysis.driver import Artifact
 from analysis.profiles import artifact as pa
 from run.llm import catalog
 
-FIGURE = True
 KEYS = ["dataset"]
 DATASETS = list(catalog.DATASETS)  # the parent sets, in the papers' order
 METRICS = ["cudaLaunchKernel", "cudaStreamSynchronize", "memcpy_htod"]
@@ -71,3 +71,8 @@ def series(df: pd.DataFrame) -> list[str]:
 
 
 figure = draw_profile.metrics(CONDITIONS, FIGURE_TITLE)
+
+
+ARTIFACT = Artifact(
+    table=table, compact=compact, keys=KEYS, notes=notes, gates=gates, figure=figure
+)

@@ -10,9 +10,9 @@ from __future__ import annotations
 import pandas as pd
 
 from analysis import draw_profile
+from analysis.driver import Artifact
 from analysis.profiles import artifact as pa
 
-FIGURE = True
 KEYS = ["gpus", "pin_memory"]
 NCCL = ["nccl_allgather_ring_ll", "nccl_other"]
 METRICS = ["cudaLaunchKernel", "memcpy_htod", *NCCL]
@@ -66,3 +66,8 @@ def series(df: pd.DataFrame) -> list[str]:
 
 
 figure = draw_profile.metrics(CONDITIONS, FIGURE_TITLE)
+
+
+ARTIFACT = Artifact(
+    table=table, compact=compact, keys=KEYS, notes=notes, gates=gates, figure=figure
+)

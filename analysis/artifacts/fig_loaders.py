@@ -10,9 +10,9 @@ import pandas as pd
 from analysis import common as c
 from analysis import draw
 from analysis import steady as st
+from analysis.driver import Artifact
 from run.vision.spec import LOADER_LABELS
 
-FIGURE = True
 KEYS = ["loader"]
 
 
@@ -48,3 +48,6 @@ def series(df: pd.DataFrame) -> list[str]:
 
 
 figure = draw.time_bars_figure(BY, "DataLoader against DALI (Scenario B; {runs})")
+
+
+ARTIFACT = Artifact(table=table, compact=compact, keys=KEYS, notes=notes, figure=figure)

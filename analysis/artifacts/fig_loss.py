@@ -7,8 +7,8 @@ import pandas as pd
 
 from analysis import common as c
 from analysis import draw
+from analysis.driver import Artifact
 
-FIGURE = True
 KEYS = ["precision", "pin_memory", "epoch"]
 VALUES = ["train_loss", "test_accuracy_pct"]
 ORDER = ["fp64", "fp32", "fp16"]
@@ -117,3 +117,8 @@ def figure(df: pd.DataFrame, meta: dict) -> plt.Figure:
     fig.suptitle(f"{what}\n{draw.subtitle(meta)}", fontsize=10)
     fig.tight_layout()
     return fig
+
+
+ARTIFACT = Artifact(
+    table=table, compact=compact, keys=KEYS, gates=gates, title=title, figure=figure
+)

@@ -11,9 +11,9 @@ import pandas as pd
 from analysis import common as c
 from analysis import draw
 from analysis import steady as st
+from analysis.driver import Artifact
 from run.vision.spec import LOADER_LABELS
 
-FIGURE = True
 KEYS = ["setup"]
 
 
@@ -45,3 +45,6 @@ def series(df: pd.DataFrame) -> list[str]:
 figure = draw.time_bars_figure(
     BY, "NHWC (channels_last) DataLoader against DALI ({runs})", width=6.5
 )
+
+
+ARTIFACT = Artifact(table=table, compact=compact, keys=KEYS, figure=figure)

@@ -11,9 +11,9 @@ import pandas as pd
 
 from analysis import common as c
 from analysis import draw
+from analysis.driver import Artifact
 from run import store
 
-FIGURE = True
 KEYS = ["numa"]
 NUMA_LABELS = {"off": "unbound", "bind": "bound (numactl)"}
 
@@ -82,4 +82,9 @@ def not_compared(drawn: list[str], meta: dict) -> str:
 
 figure = draw.time_bars_figure(
     BY, "NUMA binding of DataLoader ranks ({runs})", dali=False, note=not_compared
+)
+
+
+ARTIFACT = Artifact(
+    table=table, compact=compact, keys=KEYS, notes=notes, gates=gates, figure=figure
 )

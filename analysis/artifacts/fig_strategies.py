@@ -11,10 +11,10 @@ import pandas as pd
 from analysis import common as c
 from analysis import draw
 from analysis import steady as st
+from analysis.driver import Artifact
 from run.vision.spec import STRATEGIES, STRATEGY_LABELS
 from run.vision.spec import STRATEGY_LABELS as LABELS
 
-FIGURE = True
 KEYS = ["gpus"]
 
 
@@ -120,3 +120,6 @@ def figure(df: pd.DataFrame, meta: dict) -> plt.Figure:
                  f"\n{draw.subtitle(meta)}", fontsize=10)  # fmt: skip
     fig.tight_layout()
     return fig
+
+
+ARTIFACT = Artifact(table=table, compact=compact, keys=KEYS, notes=notes, figure=figure)

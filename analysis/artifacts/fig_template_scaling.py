@@ -14,10 +14,10 @@ import pandas as pd
 from analysis import common as c
 from analysis import draw
 from analysis import steady as st
+from analysis.driver import Artifact
 from run.llm.catalog import TEMPLATE_LABELS
 from run.llm.spec import METHOD_LABELS, TEMPLATE_DATASETS
 
-FIGURE = True
 KEYS = ["template", "method"]
 METHODS = ["lora", "dpo"]  # of the four
 COLUMNS = ["template", "dataset", "method", "method_label", "gpus", "tuning_time_s",
@@ -115,3 +115,6 @@ def figure(df: pd.DataFrame, meta: dict) -> plt.Figure:
                  f"scale)\n{draw.subtitle(meta)}", fontsize=10)  # fmt: skip
     fig.tight_layout()
     return fig
+
+
+ARTIFACT = Artifact(table=table, compact=compact, keys=KEYS, notes=notes, figure=figure)

@@ -19,12 +19,12 @@ import pandas as pd
 from analysis import common as c
 from analysis import draw, llm_tokens
 from analysis import steady as st
+from analysis.driver import Artifact
 from run import store
 from run.llm.catalog import TEMPLATE_LABELS
 from run.llm.spec import METHOD_LABELS, METHODS, TEMPLATE_DATASETS
 
 PAPER_CSV = "template_subsets.csv"  # the subsets' sizes: set beside ours in the tokens table
-FIGURE = True
 KEYS = ["template", "method"]
 TARGET = "fig-templates"
 TOKENS = "tokens"  # extra(): results/<profile>/tables/fig-templates-tokens.csv
@@ -180,3 +180,15 @@ def figure(df: pd.DataFrame, meta: dict) -> plt.Figure:
         # below the axes: savefig's tight bounding box takes the text in
         fig.text(0.5, -0.01, "\n".join(lines), ha="center", va="top", fontsize=8, color="dimgrey")
     return fig
+
+
+ARTIFACT = Artifact(
+    table=table,
+    compact=compact,
+    keys=KEYS,
+    paper_csv=PAPER_CSV,
+    notes=notes,
+    gates=gates,
+    extra=extra,
+    figure=figure,
+)

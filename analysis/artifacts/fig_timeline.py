@@ -24,11 +24,11 @@ from matplotlib.lines import Line2D
 
 from analysis import common as c
 from analysis import draw
+from analysis.driver import Artifact
 from analysis.profiles import run_breakdown
 from run import store
 from run.vision.spec import LOADER_LABELS
 
-FIGURE = True
 KEYS = ["loader", "gpus"]
 PAUSE_STEPS = 5.0
 MIN_PAUSE_S = 0.2
@@ -234,3 +234,8 @@ def figure(df: pd.DataFrame, meta: dict) -> plt.Figure:
                  f"starts\n{draw.subtitle(meta)}", fontsize=10)  # fmt: skip
     fig.tight_layout()
     return fig
+
+
+ARTIFACT = Artifact(
+    table=table, compact=compact, keys=KEYS, notes=notes, extra=extra, title=title, figure=figure
+)

@@ -19,11 +19,11 @@ from analysis.draw_profile import (
     condition_label,
     not_run_note,
 )
+from analysis.driver import Artifact
 from analysis.profiles import artifact as pa
 from analysis.profiles.metrics import MEMCPY_METRICS
 from run.llm.spec import METHODS, TEMPLATE_DATASETS
 
-FIGURE = True
 KEYS = ["method", "template"]
 DIRECTIONS = ["memcpy_htod", "memcpy_dtod", "memcpy_dtoh"]  # the paper's order
 NAMES = {"memcpy_htod": "HtoD [MB]", "memcpy_dtod": "DtoD [MB]", "memcpy_dtoh": "DtoH [MB]"}
@@ -125,3 +125,8 @@ def figure(df: pd.DataFrame, meta: dict) -> plt.Figure:
     fig.suptitle(f"{title}, by template and method\n{draw.subtitle(meta)}", fontsize=10)
     fig.tight_layout()
     return fig
+
+
+ARTIFACT = Artifact(
+    table=table, compact=compact, keys=KEYS, notes=notes, gates=gates, title=title, figure=figure
+)

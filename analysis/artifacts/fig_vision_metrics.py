@@ -14,11 +14,11 @@ import pandas as pd
 
 from analysis import common as c
 from analysis import draw_profile
+from analysis.driver import Artifact
 from analysis.profiles import artifact as pa
 from analysis.profiles.metrics import LABELS, NCCL_METRICS
 
 PAPER_CSV = "profiler_quotes.csv"
-FIGURE = True
 KEYS = ["image_size", "gpus", "pin_memory"]
 CONDITIONS = KEYS
 NCCL = list(NCCL_METRICS)
@@ -126,3 +126,15 @@ def series(df: pd.DataFrame) -> list[str]:
 
 
 figure = draw_profile.metrics(CONDITIONS, FIGURE_TITLE)
+
+
+ARTIFACT = Artifact(
+    table=table,
+    compact=compact,
+    keys=KEYS,
+    paper=paper,
+    paper_csv=PAPER_CSV,
+    notes=notes,
+    gates=gates,
+    figure=figure,
+)

@@ -18,11 +18,11 @@ import pandas as pd
 
 from analysis import common as c
 from analysis import draw
+from analysis.driver import Artifact
 from run import store
 from run.llm.catalog import TEMPLATE_LABELS
 from run.llm.spec import METHOD_LABELS, METHODS, TEMPLATE_DATASETS
 
-FIGURE = True
 KEYS = ["method", "template"]
 GIB = 1024**3
 COLUMNS = ["template", "dataset", "method", "method_label", "gpus", "peak_memory_gib",
@@ -146,3 +146,8 @@ def figure(df: pd.DataFrame, meta: dict) -> plt.Figure:
     fig.suptitle(f"{what} by template, method and GPUs\n{draw.subtitle(meta)}", fontsize=10)
     fig.tight_layout()
     return fig
+
+
+ARTIFACT = Artifact(
+    table=table, compact=compact, keys=KEYS, notes=notes, gates=gates, title=title, figure=figure
+)
