@@ -177,6 +177,39 @@ def legend(ax: plt.Axes, title: str | None = None, fig: plt.Figure | None = None
                   loc="upper left", bbox_to_anchor=(1.01, 1.0))  # fmt: skip
 
 
+def panel_bars(
+    df: pd.DataFrame,
+    panel: str,
+    panels: Sequence,
+    index: str,
+    rows: Sequence,
+    columns: str,
+    series: Sequence[str],
+    value: str,
+    agg: str = "median",
+    label: Callable[[object], str] | None = None,
+    figsize: tuple[float, float] = (12, 3.8),
+    sharey: bool = True,
+) -> tuple[plt.Figure, list[plt.Axes]]:
+    """One panel per value of `panel` (in `panels` order) holding grouped bars: a group per value
+    of `index` (in `rows` order), a bar per value of `columns` (named by `label`, in `series`
+    order, one colour each in every panel), the `agg` of `value` over finished runs; a cell
+    without a finished run is marked with its status, or "no run" (L5, L6, L8)."""
+    fig, axes = plt.subplots(1, len(panels), figsize=figsize, sharey=sharey, squeeze=False)
+    palette = colours(series)
+    ok = df[df["status"] == "ok"]
+
+    def cells(w: pd.DataFrame) -> pd.DataFrame:
+        return (w.rename(columns=label) if label else w).reindex(index=rows, columns=series)
+
+    for ax, p in zip(axes[0], panels, strict=True):
+        wide = ok[ok[panel] == p].pivot_table(index=index, columns=columns, values=value,
+                                              aggfunc=agg)  # fmt: skip
+        marks = status_marks(df[df[panel] == p], index, columns)
+        bars(ax, cells(wide), palette=palette, marks=cells(marks).fillna("no run"))
+    return fig, list(axes[0])
+
+
 def time_bars(ax: plt.Axes, df: pd.DataFrame, by: str) -> list[str]:
     """Total time as grouped bars: one group per GPU count, one bar per value of `by` in table
     order (V8, V10, V11); medians over repeats. Returns the series drawn."""

@@ -87,29 +87,19 @@ def series(df: pd.DataFrame) -> list[str]:
 
 
 def figure(df: pd.DataFrame, meta: dict) -> plt.Figure:
-    ok = df[df["status"] == "ok"]
     gpus = sorted(df["gpus"].unique())
     # each template on its own y range: DPO takes several times LoRA's time, and a shared axis
     # flattens the cheap templates or clips the dear ones; so every panel carries its own label
     # and the title says the scales differ
     projected = bool(df["epoch_time_projected"].fillna(False).astype(bool).any())
     ylabel = "tuning time, one epoch [s]" + (" (projected)" if projected else "")
-    fig, axes = plt.subplots(1, len(TEMPLATES), figsize=(11, 3.6), squeeze=False)
-    palette = draw.colours(METHOD_NAMES)
-    for ax, t in zip(axes[0], TEMPLATES, strict=True):
-        mine = df[df["template"] == t]
-        wide = ok[ok["template"] == t].pivot_table(
-            index="gpus", columns="method_label", values="tuning_time_s", aggfunc="median"
-        )
-        wide = wide.reindex(index=gpus, columns=METHOD_NAMES)
-        marks = draw.status_marks(mine, "gpus", "method_label").reindex(
-            index=gpus, columns=METHOD_NAMES
-        )
-        draw.bars(ax, wide, palette=palette, marks=marks.fillna("no run"))
+    fig, axes = draw.panel_bars(df, "template", TEMPLATES, "gpus", gpus, "method_label",
+                                METHOD_NAMES, "tuning_time_s", figsize=(11, 3.6), sharey=False)  # fmt: skip
+    for ax, t in zip(axes, TEMPLATES, strict=True):
         ax.set_title(f"{t} (own y scale)", fontsize=9)
         ax.set_xlabel("GPUs (ranks)")
         ax.set_ylabel(ylabel, fontsize=8)
-    draw.legend(axes[0, 0], fig=fig)
+    draw.legend(axes[0], fig=fig)
     runs = draw.runs_per_bar(df, ["template", "method_label", "gpus"])
     fig.suptitle(f"Total tuning time by template and method ({runs}; each panel on its own y "
                  f"scale)\n{draw.subtitle(meta)}", fontsize=10)  # fmt: skip

@@ -13,7 +13,6 @@ s/it numbers, so there is no paper() table and no self-check for L5.
 from __future__ import annotations
 
 import matplotlib.pyplot as plt
-import numpy as np
 import pandas as pd
 
 from analysis import common as c
@@ -152,18 +151,9 @@ def series(df: pd.DataFrame) -> list[str]:
 
 def figure(df: pd.DataFrame, meta: dict) -> plt.Figure:
     gpus = sorted(df["gpus"].unique())
-    fig, axes = plt.subplots(1, len(gpus), figsize=(5.2 * len(gpus), 3.9), sharey=True)
-    axes = np.atleast_1d(axes)
-    palette = draw.colours(METHOD_NAMES)
-    ok = df[df["status"] == "ok"]
+    fig, axes = draw.panel_bars(df, "gpus", gpus, "template", TEMPLATES, "method_label",
+                                METHOD_NAMES, "s_per_it", figsize=(5.2 * len(gpus), 3.9))  # fmt: skip
     for ax, g in zip(axes, gpus, strict=True):
-        wide = ok[ok["gpus"] == g].pivot_table(
-            index="template", columns="method_label", values="s_per_it", aggfunc="median"
-        )
-        marks = draw.status_marks(df[df["gpus"] == g], "template", "method_label")
-        cells = {"index": TEMPLATES, "columns": METHOD_NAMES}
-        draw.bars(ax, wide.reindex(**cells), palette=palette,
-                    marks=marks.reindex(**cells).fillna("no run"))  # fmt: skip
         ax.set_title(draw.gpus_label(g) + (" (ranks on CPU)" if _on_cpu(meta) else ""),
                      fontsize=9)  # fmt: skip
     axes[0].set_ylabel("mean iteration time [s/it]")

@@ -124,20 +124,9 @@ def figure(df: pd.DataFrame, meta: dict) -> plt.Figure:
     # from the table's memory_kind: VRAM only where the peaks were read from the GPU allocator
     host = not df["memory_kind"].dropna().isin(store.GPU_MEMORY).any()
     ylabel = "peak host RSS, rank 0 [GiB]" if host else "peak VRAM per GPU [GiB]"
-    fig, axes = plt.subplots(1, len(METHOD_NAMES), figsize=(12, 3.8), sharey=True)
-    names = series(df)
-    palette = draw.colours(names)
-    ok = df[df["status"] == "ok"]
-
-    def cells(w: pd.DataFrame) -> pd.DataFrame:
-        return w.rename(columns=draw.gpus_label).reindex(index=TEMPLATES, columns=names)
-
+    fig, axes = draw.panel_bars(df, "method_label", METHOD_NAMES, "template", TEMPLATES, "gpus",
+                                series(df), "peak_memory_gib", "max", draw.gpus_label)  # fmt: skip
     for ax, m in zip(axes, METHOD_NAMES, strict=True):
-        wide = ok[ok["method_label"] == m].pivot_table(
-            index="template", columns="gpus", values="peak_memory_gib", aggfunc="max"
-        )
-        marks = draw.status_marks(df[df["method_label"] == m], "template", "gpus")
-        draw.bars(ax, cells(wide), palette=palette, marks=cells(marks).fillna("no run"))
         ax.set_xticks(ax.get_xticks(), [SHORT[t] for t in TEMPLATES], fontsize=8)
         ax.set_title(m, fontsize=9)
     axes[0].set_ylabel(ylabel)
