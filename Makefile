@@ -34,7 +34,7 @@ TABLES := $(RES)/tables
 SWEEPS := $(RES)/sweeps
 # The report of this checkout's results/ goes to report/out/<profile>; the report of any other
 # RESULTS_DIR beside its results, in <RESULTS_DIR>/<profile>/report, so that results elsewhere
-# never overwrite this one's report. report/figures/common.py (report_dir) is the same rule.
+# never overwrite this one's report. analysis/draw.py (report_dir) is the same rule.
 REPORT_OUT := $(if $(filter $(CURDIR)/results,$(abspath $(RESULTS_DIR))),report/out/$(PROFILE),$(RES)/report)
 FIGS := $(REPORT_OUT)/figures
 REPORT_MD := $(REPORT_OUT)/report.md
@@ -59,7 +59,9 @@ $(if $(LLM_DATASETS_DIR),$(eval export LLM_DATASETS_DIR))
 # the benchmarks, checks and asset fetching above them change no run.
 RUN_SRC := experiments/matrix.yaml run/store.py run/errors.py run/settings.py run/yamlfile.py $(wildcard configs/llm/*.yaml) \
            $(shell find run/node run/sweep run/vision run/llm -name '*.py' 2>/dev/null)
-ANALYSIS_SRC := $(wildcard analysis/*.py analysis/claims/*.py analysis/profiles/*.py) \
+# the drawing code changes figures only: a table does not wait on it
+DRAW_SRC := $(wildcard analysis/draw*.py)
+ANALYSIS_SRC := $(filter-out $(DRAW_SRC),$(wildcard analysis/*.py analysis/claims/*.py analysis/profiles/*.py)) \
                 reference/paper/claims.yaml
 # Each spec run REPEATS times with seeds seed, seed+1, ...: tables show medians and min-max.
 REPEATS ?= 1
@@ -79,7 +81,7 @@ $(if $(SETTINGS_ERROR),$(error $(strip $(patsubst error:,,$(SETTINGS_ERROR)))))
 
 # Every artifact: make target -> experiment(s), read from experiments/matrix.yaml (the only place
 # the map is written; experiments/targets.awk parses it before any venv exists). A target is
-# built when analysis/artifacts/<target>.py exists, and drawn when report/figures/<target>.py does.
+# built when analysis/artifacts/<target>.py exists; a fig-* target also draws its figure.
 MATRIX_TARGETS := $(shell awk -f experiments/targets.awk experiments/matrix.yaml)
 field = $(word $(1),$(subst :, ,$(2)))
 $(foreach t,$(MATRIX_TARGETS),$(eval exp_$(call field,1,$(t)) += $(call field,2,$(t))))
@@ -92,7 +94,7 @@ ARTIFACTS := $(foreach t,$(ALL_TARGETS),$(if $(wildcard analysis/artifacts/$(sub
 ifneq ($(filter-out $(ALL_TARGETS),$(ARTIFACTS)),)
 $(error ARTIFACTS: $(filter-out $(ALL_TARGETS),$(ARTIFACTS)) is no target of experiments/matrix.yaml (make help lists them))
 endif
-FIG_TARGETS := $(foreach t,$(ARTIFACTS),$(if $(wildcard report/figures/$(subst -,_,$(t)).py),$(t)))
+FIG_TARGETS := $(filter fig-%,$(ARTIFACTS))
 TABLE_TARGETS := $(filter-out $(FIG_TARGETS),$(ARTIFACTS))
 VISION := $(foreach t,$(ARTIFACTS),$(if $(filter vision,$(workload_$(t))),$(t)))
 LLM := $(foreach t,$(ARTIFACTS),$(if $(filter llm,$(workload_$(t))),$(t)))
@@ -227,8 +229,8 @@ NOISE_SWEEPS = $(foreach e,$(NOISE_EXPS),$(SWEEPS)/$(e).json)
 $(TABLES)/%.csv: $$(foreach e,$$(exp_$$*),$$(SWEEPS)/$$(e).json) $$(NOISE_SWEEPS) analysis/artifacts/$$(subst -,_,$$*).py $(ANALYSIS_SRC) | $(VENV_STAMP)
 	$(PY) -m analysis $* --profile $(PROFILE)
 
-$(FIGS)/%.png: $(TABLES)/%.csv report/figures/$$(subst -,_,$$*).py $(wildcard report/figures/*common.py) | $(VENV_STAMP)
-	$(PY) -m report.figures.$(subst -,_,$*) --profile $(PROFILE)
+$(FIGS)/%.png: $(TABLES)/%.csv analysis/artifacts/$$(subst -,_,$$*).py $(DRAW_SRC) | $(VENV_STAMP)
+	$(PY) -m analysis $* --profile $(PROFILE) --figure
 
 # No recipe: with its outputs and the report up to date there is nothing to do (`make -q` exits 0).
 $(ARTIFACTS): %: $$(call outputs,%) $(REPORT_MD)

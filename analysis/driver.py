@@ -1,24 +1,15 @@
-"""The one driver of every artifact: `python -m analysis TARGET --profile P`.
+"""The one driver of every artifact: `python -m analysis TARGET --profile P [--figure]`.
 
-An artifact is one module, `analysis/artifacts/<target with _>.py`, which provides
-
-    table(runs, profile) -> DataFrame     the tidy per-run table (written as the CSV)
-    compact(t) -> DataFrame               the report's table, keyed and pivoted as the paper's
-    paper() -> DataFrame | None           the paper's published numbers in `table`'s shape
-    notes(runs, t) -> list[str]           what a reader must know (optional)
-    gates(runs, t) -> dict[str, str]      failing gates of claims.yaml (`needs:`), with reasons
-    extra(runs, t) -> dict[str, DataFrame] side tables, written as <target>-<name>.csv (optional)
-    (`runs.attrs["profile"]` names the profile, for hooks that read a run's own files)
-    PAPER_CSV, FIGURE                     the reference CSV it sets ours beside; draws a figure
-    TITLE                                 the section's title (optional; default: the first
-                                          experiment's title in the matrix)
-    title(runs, t) -> str                 the title, where it depends on what the runs measured
-                                          (VRAM or host RSS, CUDA calls or CPU ops; optional)
+An artifact is one module, `analysis/artifacts/<target with _>.py`, that ends in
+`ARTIFACT = Artifact(...)` (the dataclass below): its table, the report's compact table, the
+paper's numbers, notes, gates, side tables, title and, for a fig-* target, its figure. The driver
+reads those fields and nothing else of the module.
 
 The experiments behind a target come from experiments/matrix.yaml (its `target:` fields) and
 the claims from reference/paper/claims.yaml (their `experiment:`): nothing else maps them.
 Writes results/<profile>/tables/<target>.csv and .json (title, claims with verdicts, compact
-tables of ours and the paper's, notes, skipped cells).
+tables of ours and the paper's, notes, skipped cells); with --figure, the figure drawn from
+those two files into the report's figures folder (PNG and PDF).
 """
 
 from __future__ import annotations
@@ -26,13 +17,15 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import importlib
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pandas as pd
 
 from analysis import common as c
+from analysis import draw as figures
 from analysis import noise
 from analysis.claims import spec as cs
 from analysis.claims import verdicts as cl
@@ -47,11 +40,51 @@ def module_name(target: str) -> str:
     return f"analysis.artifacts.{target.replace('-', '_')}"
 
 
-def artifact(target: str) -> ModuleType | None:
-    """The artifact's module, or None when this version does not implement it."""
+Runs = pd.DataFrame  # one row per run of the target's experiments (attrs: profile, left_out)
+Table = pd.DataFrame  # the tidy per-run table, written as <target>.csv
+
+
+@dataclass(frozen=True)
+class Artifact:
+    """Everything one make target makes; every field but the first two may be left out.
+
+    table(runs, profile)   the tidy per-run table (`runs.attrs["profile"]` names the profile,
+                           for fields that read a run's own files)
+    compact(t)             the report's table, keyed and pivoted as the paper's; applied to
+                           paper() too; `keys` are its key columns
+    paper()                the paper's published numbers in table()'s shape (None: it printed
+                           none); `paper_csv` the reference CSV they come from
+    notes(runs, t)         what a reader must know
+    gates(runs, t)         claims.yaml's `needs:` names -> why not met ("" when met); `gpu` is
+                           added by the driver where the runs had no GPU
+    extra(runs, t)         side tables, written as <target>-<name>.csv
+    title                  the section's title, or title(runs, t) where it depends on what the
+                           runs measured (VRAM or host RSS); default: the matrix's title
+    figure(t, meta)        the figure (fig-* targets only), drawn from the CSV and the JSON alone
+    """
+
+    table: Callable[[Runs, str], Table]
+    compact: Callable[[Table], pd.DataFrame]
+    keys: Sequence[str] = ()
+    paper: Callable[[], Table | None] | None = None
+    paper_csv: str | None = None
+    notes: Callable[[Runs, Table], list[str]] | None = None
+    gates: Callable[[Runs, Table], Mapping[str, str]] | None = None
+    extra: Callable[[Runs, Table], Mapping[str, pd.DataFrame]] | None = None
+    title: str | Callable[[Runs, Table], str] | None = None
+    figure: Callable[[Table, dict[str, Any]], Any] | None = None
+
+
+def load(target: str) -> Artifact | None:
+    """The target's Artifact, or None when this version does not implement it."""
     if not (ARTIFACTS_DIR / f"{target.replace('-', '_')}.py").is_file():
         return None
-    return importlib.import_module(module_name(target))
+    art = getattr(importlib.import_module(module_name(target)), "ARTIFACT", None)
+    if not isinstance(art, Artifact):
+        raise c.AnalysisError(f"{module_name(target)} has no ARTIFACT = Artifact(...)")
+    if (art.figure is not None) != target.startswith("fig-"):
+        raise c.AnalysisError(f"{target}: a fig-* target draws a figure, a table-* one none")
+    return art
 
 
 def targets(matrix: dict[str, Any] | None = None) -> list[str]:
@@ -107,8 +140,8 @@ def records(df: pd.DataFrame | None) -> list[dict[str, Any]] | None:
 def build(target: str, profile: str) -> Path:
     matrix = mx.load_matrix()
     exps = mx.experiments_for_target(target, matrix)
-    mod = artifact(target)
-    if mod is None:
+    art = load(target)
+    if art is None:
         raise c.AnalysisError(f"{target} is not implemented in this version of the artifact")
     runs, skipped = runs_of(exps, profile)
     bad = runs.attrs.get("left_out", [])
@@ -117,9 +150,9 @@ def build(target: str, profile: str) -> Path:
             f"{target}: every run is unreadable ({', '.join(bad)}): rerun its sweep, `python "
             f"-m run.sweep --profile {profile} {' '.join(f'--exp {e}' for e in exps)}`"
         )
-    t = mod.table(runs, profile)
-    paper = mod.paper() if hasattr(mod, "paper") else None
-    gates = {**default_gates(runs), **(mod.gates(runs, t) if hasattr(mod, "gates") else {})}
+    t = art.table(runs, profile)
+    paper = art.paper() if art.paper else None
+    gates = {**default_gates(runs), **(art.gates(runs, t) if art.gates else {})}
     gates = {k: v for k, v in gates.items() if v}
     # each claim beside its own experiment's GPU counts (fig-optimized's O1 runs 4, O3 1 and 4),
     # its comparisons against the run-to-run spread of its quantity measured in these results
@@ -131,11 +164,11 @@ def build(target: str, profile: str) -> Path:
         workload = matrix["experiments"][claim["experiment"]]["workload"]
         judged.append(cl.judge(claim, t, paper, gates, paper_gpus([claim["experiment"]]),
                                floor, "", workload, stand_in))  # fmt: skip
-    compact = mod.compact(t)
+    compact = art.compact(t)
     out = store.tables_dir(profile) / f"{target}.csv"
     out.parent.mkdir(parents=True, exist_ok=True)
     store.write_text_atomic(out, t.to_csv(index=False))
-    extra = mod.extra(runs, t) if hasattr(mod, "extra") else {}
+    extra = art.extra(runs, t) if art.extra else {}
     for name, df in extra.items():
         store.write_text_atomic(out.with_name(f"{target}-{name}.csv"), df.to_csv(index=False))
     entry = matrix["experiments"][exps[0]]
@@ -145,30 +178,37 @@ def build(target: str, profile: str) -> Path:
         "experiments": exps,
         # a target over experiments of different titles (fig-optimized) names itself; one whose
         # quantity differs by machine (VRAM on a GPU, host RSS on a CPU) names what it measured
-        "title": mod.title(runs, t)
-        if hasattr(mod, "title")
-        else getattr(mod, "TITLE", entry["title"]),
+        "title": art.title(runs, t) if callable(art.title) else art.title or entry["title"],
         "source": entry["source"],
         "columns": list(t.columns),
         "claims": judged,
         "notes": [
-            *(mod.notes(runs, t) if hasattr(mod, "notes") else []),
+            *(art.notes(runs, t) if art.notes else []),
             *left_out_note(bad),
         ],
         "left_out": bad,
-        "paper_csv": getattr(mod, "PAPER_CSV", None),
+        "paper_csv": art.paper_csv,
         "compact": records(compact),
-        "paper_compact": records(mod.compact(paper)) if paper is not None else None,
-        "keys": list(getattr(mod, "KEYS", [])),
+        "paper_compact": records(art.compact(paper)) if paper is not None else None,
+        "keys": list(art.keys),
         "compact_columns": list(compact.columns),
         "skipped": skipped,
-        "figure": bool(getattr(mod, "FIGURE", False)),
+        "figure": art.figure is not None,
         "extra": [f"{target}-{name}.csv" for name in extra],
         "gates": gates,
         "generated": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
     }
     store.write_json_atomic(out.with_suffix(".json"), meta)
     return out
+
+
+def draw(target: str, profile: str) -> Path:
+    """The target's figure, drawn from the CSV and JSON build() wrote (never from the runs)."""
+    art = load(target)
+    if art is None or art.figure is None:
+        raise c.AnalysisError(f"{target} draws no figure")
+    t, meta = figures.load(target, profile)
+    return figures.save(art.figure(t, meta), target, profile)
 
 
 def self_check() -> list[dict[str, Any]]:
@@ -178,8 +218,8 @@ def self_check() -> list[dict[str, Any]]:
     out = []
     for target in targets(matrix):
         exps = mx.experiments_for_target(target, matrix)
-        mod = artifact(target)
-        paper = mod.paper() if mod is not None and hasattr(mod, "paper") else None
+        art = load(target)
+        paper = art.paper() if art is not None and art.paper else None
         gpus = paper_gpus(exps)
         out.extend(
             cl.judge(claim, paper, None, {}, gpus)
@@ -195,6 +235,7 @@ def main(argv: list[str]) -> int:
                                  formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
     ap.add_argument("target", help="a make target of experiments/matrix.yaml, e.g. fig-vram")
     ap.add_argument("--profile", help="required but for self-check")
+    ap.add_argument("--figure", action="store_true", help="draw the figure from the built table")
     args = ap.parse_args(argv)
     if args.target == "self-check":
         res = self_check()
@@ -207,5 +248,5 @@ def main(argv: list[str]) -> int:
         raise c.AnalysisError("--profile is required")
     if args.target not in targets():
         raise c.AnalysisError(f"unknown target '{args.target}': one of {', '.join(targets())}")
-    print(f"wrote {build(args.target, args.profile)}")
+    print(f"wrote {(draw if args.figure else build)(args.target, args.profile)}")
     return 0

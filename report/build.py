@@ -4,7 +4,7 @@
     python -m report.build --profile paper --results results --results results/reference/h100
 
 Writes report.md and report.tex to report/out/<profile>, or for a RESULTS_DIR other than the
-checkout's results/ to <RESULTS_DIR>/<profile>/report (report.figures.common.report_dir); refuses
+checkout's results/ to <RESULTS_DIR>/<profile>/report (analysis.draw.report_dir); refuses
 tables that record another profile than the one asked for. Reads only the artifacts' tables
 (results/<profile>/tables/*.json, written by `python -m analysis`), the runs' specs, provenance
 and summaries (report/settings.py: what ran), the claims (reference/paper/claims.yaml), the
@@ -28,9 +28,9 @@ import yaml
 
 from analysis.claims import spec as cs
 from analysis.claims import verdicts as cl
+from analysis.draw import figures_dir, report_dir
 from analysis.driver import ARTIFACTS_DIR
 from report import inputs, nextgpu, settings
-from report.figures.common import figures_dir, report_dir
 from report.tables import cell, heading, intro, side_by_side
 from report.wording import (
     hoisted,

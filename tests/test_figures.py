@@ -1,4 +1,4 @@
-"""Every figure of report/figures/ drawn from a small table of the shape its analysis writes (no
+"""Every figure of analysis/artifacts/ drawn from a small table of the shape its analysis writes (no
 runs): it renders, each panel draws the series the module declares (`series(table)`), at most
 MAX_SERIES of them, each in its own colour; plus the faults a reviewer found in the smoke report
 (a clipped panel, "CUDA API calls" over CPU ops, series that change from group to group,
@@ -16,6 +16,8 @@ import pytest
 from matplotlib.colors import to_hex
 from matplotlib.container import BarContainer
 
+from analysis import draw as common
+from analysis import driver
 from analysis.artifacts import fig_api_share as a_api
 from analysis.artifacts import fig_llm_api as a_llm
 from analysis.artifacts import fig_llm_api_pinmem as a_pin
@@ -26,7 +28,6 @@ from analysis.artifacts import fig_transfers as a_tr
 from analysis.artifacts import fig_vision_metrics as a_vm
 from analysis.artifacts import fig_vram as a_vram
 from analysis.profiles.metrics import COLUMNS as TIDY_COLUMNS
-from report.figures import common
 from run import store
 
 matplotlib.use("Agg")
@@ -70,8 +71,8 @@ def panels(fig: matplotlib.figure.Figure) -> list[dict[str, str]]:
 
 def render(target: str, df: pd.DataFrame, tmp_path: Path, meta: dict = META):
     """Draw and save one figure; check the PNG, the declared series and the colours."""
-    mod = importlib.import_module(f"report.figures.{target.replace('-', '_')}")
-    fig = mod.draw(df, meta)
+    mod = importlib.import_module(driver.module_name(target))
+    fig = driver.load(target).figure(df, meta)
     drawn = panels(fig)
     texts = [t.get_text() for t in fig.texts] + [fig._suptitle.get_text()]
     texts += [ax.get_title() for ax in fig.axes] + [ax.get_ylabel() for ax in fig.axes]

@@ -689,26 +689,16 @@ def test_l9_rules_on_gpu_profiles():
 
 
 def test_figures_are_drawn_from_the_tables(llm_sandbox, monkeypatch, tmp_path):
-    from report.figures import common as fc
-    from report.figures import fig_datasets as f1
-    from report.figures import fig_template_scaling as f6
-    from report.figures import fig_templates as f5
-    from report.figures import fig_vram as f8
+    from analysis import draw as fc
 
     monkeypatch.setattr(fc, "OUT_DIR", tmp_path)
     fake_runs("L1", l1_rows(1.2))
     fake_runs("L5", template_rows())
     fake_runs("L6", [r for r in template_rows() if r["method"] in ("lora", "dpo")])
     fake_runs("L8", template_rows())
-    for build, mod in (
-        (lambda p: driver.build("fig-datasets", p), f1),
-        (lambda p: driver.build("fig-templates", p), f5),
-        (lambda p: driver.build("fig-template-scaling", p), f6),
-        (lambda p: driver.build("fig-vram", p), f8),
-    ):
-        build(PROFILE)
-        df, meta = fc.load(mod.TARGET, PROFILE)
-        png = fc.save(mod.draw(df, meta), mod.TARGET, PROFILE)
+    for target in ("fig-datasets", "fig-templates", "fig-template-scaling", "fig-vram"):
+        driver.build(target, PROFILE)
+        png = driver.draw(target, PROFILE)
         assert png.is_file() and png.stat().st_size > 10_000
 
 

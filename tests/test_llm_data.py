@@ -359,10 +359,10 @@ def test_l5_writes_the_token_table_and_a_note_per_template(l5_sandbox, monkeypat
     assert "within 15 % of the paper's" in mine[0] and "compared per row" in mine[0]
     assert any("fig-templates-tokens.csv" in n for n in notes)
 
-    from report.figures import common as fc
-    from report.figures import fig_templates as f5
+    from analysis import draw as fc
+    from analysis.artifacts import fig_templates as f5
 
     monkeypatch.setattr(fc, "OUT_DIR", tmp_path)
     df, meta = fc.load(f5.TARGET, "test")
     assert len(f5.token_lines(meta)) == 1 + 3
-    assert fc.save(f5.draw(df, meta), f5.TARGET, "test").is_file()
+    assert fc.save(f5.figure(df, meta), f5.TARGET, "test").is_file()

@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from report.figures import common as figcommon
+from analysis import draw as figcommon
 from run import settings, store
 
 sys.path.insert(0, str(Path(__file__).parent))

@@ -7,7 +7,6 @@ decided by those numbers and would flip if the analysis computed the wrong thing
 
 from __future__ import annotations
 
-import importlib
 import json
 import re
 import sys
@@ -55,16 +54,14 @@ def make_report(module_sandbox) -> tuple:
     mp.setenv("FAKE_DEVICE", "NVIDIA H100 (fake)")
     mp.setattr(vision_launch, "launch_command", fake_sweep.fake_launch)
     sweep.sweep(list(VISION.values()), "test")
-    from report.figures import common as figcommon
+    from analysis import draw as figcommon
 
     mp.setattr(figcommon, "OUT_DIR", tmp / "out")
     mp.setattr(build, "figures_dir", figcommon.figures_dir)
     for target in VISION:
         driver.build(target, "test")
         if target.startswith("fig-"):
-            fig = importlib.import_module(f"report.figures.{target.replace('-', '_')}")
-            df, meta = figcommon.load(target, "test")
-            figcommon.save(fig.draw(df, meta), target, "test")
+            driver.draw(target, "test")
     written = build.render("test", [store.results_root()])
     tables = {p.stem: json.loads(p.read_text()) for p in store.tables_dir("test").glob("*.json")}
     csvs = {p.stem: pd.read_csv(p) for p in store.tables_dir("test").glob("*.csv")}
@@ -128,9 +125,9 @@ def test_missing_sweep_is_one_clear_error(sandbox):
 # --- V1, V2, V4 on the artifact contract: hand-made GPU-like runs judged through the engine ---
 def judge_module(target: str, runs: pd.DataFrame) -> dict[str, dict]:
     """Every claim of `target` on the module's table of `runs`, with the driver's gates."""
-    mod = driver.artifact(target)
-    t = mod.table(runs, "test")
-    gates = {**driver.default_gates(runs), **(mod.gates(runs, t) if hasattr(mod, "gates") else {})}
+    art = driver.load(target)
+    t = art.table(runs, "test")
+    gates = {**driver.default_gates(runs), **(art.gates(runs, t) if art.gates else {})}
     gates = {k: v for k, v in gates.items() if v}
     exps = mx.experiments_for_target(target)
     return {c["id"]: cl.judge(c, t, None, gates) for c in cs.for_experiments(exps)}
@@ -230,8 +227,8 @@ def test_self_check_decides_the_vision_claims_the_paper_printed_numbers_for():
     got = {}
     for target, exp in (("fig-strategies", "V1"), ("fig-imagesize", "V2"), ("table-pinmem", "V4"),
                         ("fig-vision-metrics", "V5"), ("table-precision-profile", "V6")):  # fmt: skip
-        mod = driver.artifact(target)
-        paper = mod.paper() if hasattr(mod, "paper") else None
+        art = driver.load(target)
+        paper = art.paper() if art.paper else None
         for c in cs.for_experiments([exp]):
             got[c["id"]] = cl.judge(c, paper)["verdict"]
     held = {k for k, v in got.items() if v == cl.HOLDS}

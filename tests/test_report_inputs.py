@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from analysis import draw as figcommon
 from report import build, inputs
-from report.figures import common as figcommon
 from run import store
 
 

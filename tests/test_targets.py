@@ -4,8 +4,12 @@ experiments/targets.awk, which must agree with run/sweep/matrix.py's own parse."
 from __future__ import annotations
 
 import subprocess
+from dataclasses import replace
+
+import pytest
 
 from analysis import driver
+from analysis.common import AnalysisError
 from run.sweep import matrix as mx
 
 
@@ -19,13 +23,26 @@ def test_awk_reads_the_same_targets_as_python():
     assert out == expected and len(out) == 26  # V1-V11, L1-L9, O1-O4, N1-N2
 
 
-def test_every_matrix_target_is_an_artifact_module_or_listed_as_not_implemented():
-    implemented = [t for t in driver.targets() if driver.artifact(t) is not None]
-    missing = sorted(set(driver.targets()) - set(implemented))
-    # every artifact of the papers, fig-optimized (ours, beyond them) and table-noise (the
-    # verdicts' noise floor)
-    assert missing == [] and len(implemented) == 22
-    assert {"fig-optimized", "table-noise"} <= set(implemented)
+def test_every_matrix_target_loads_an_artifact_that_draws_a_figure_when_it_is_a_fig():
+    """Every target of the matrix is implemented: every artifact of the papers, fig-optimized
+    (ours, beyond them) and table-noise (the verdicts' noise floor)."""
+    for t in driver.targets():
+        art = driver.load(t)
+        assert isinstance(art, driver.Artifact), t
+        assert (art.figure is not None) == t.startswith("fig-"), t
+
+
+def test_a_module_without_its_artifact_or_with_a_figure_it_should_not_have_is_refused(
+    monkeypatch,
+):
+    import analysis.artifacts.table_noise as mod
+
+    monkeypatch.setattr(mod, "ARTIFACT", replace(mod.ARTIFACT, figure=lambda t, meta: None))
+    with pytest.raises(AnalysisError, match="a fig-\\* target draws a figure"):
+        driver.load("table-noise")
+    monkeypatch.delattr(mod, "ARTIFACT")
+    with pytest.raises(AnalysisError, match="has no ARTIFACT"):
+        driver.load("table-noise")
 
 
 def test_make_help_lists_every_target_from_the_matrix():

@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import pandas as pd
 
+from analysis import draw_profile
+from analysis.driver import Artifact
 from analysis.profiles import artifact as pa
 from analysis.profiles import run_breakdown
 from run.llm.spec import METHODS, TEMPLATE_DATASETS
 
-FIGURE = True
 KEYS = ["method", "template"]
 METRICS = ["cudaLaunchKernel", "cudaStreamSynchronize", "memcpy_htod", "cudaEventSynchronize",
            "nccl_allgather_ring_ll"]  # fmt: skip
@@ -62,3 +63,29 @@ def title(runs: pd.DataFrame, t: pd.DataFrame) -> str:
 
 def gates(runs: pd.DataFrame, t: pd.DataFrame) -> dict[str, str]:
     return {"gpu": pa.gpu_gate(runs)}
+
+
+# the figure (python -m analysis fig-api-share --figure)
+
+CONDITIONS = ["method", "dataset"]
+# {what}: what the profile recorded (CUDA API calls, or CPU ops on a CPU run), from the table
+FIGURE_TITLE = "Share of time in {what}, by template and method"
+
+
+def series(df: pd.DataFrame) -> list[str]:
+    return draw_profile.series(df, CONDITIONS)
+
+
+figure = draw_profile.metrics(CONDITIONS, FIGURE_TITLE)
+
+
+ARTIFACT = Artifact(
+    table=table,
+    compact=compact,
+    keys=KEYS,
+    notes=notes,
+    gates=gates,
+    extra=extra,
+    title=title,
+    figure=figure,
+)

@@ -11,15 +11,17 @@ from __future__ import annotations
 
 from typing import Any
 
+import matplotlib.pyplot as plt
 import pandas as pd
 
 from analysis import common as c
+from analysis import draw
 from analysis import steady as st
 from analysis.artifacts import table_llm_pinmem as l2
+from analysis.driver import Artifact
 from run.llm import catalog
 
 PAPER_CSV = l2.PAPER_CSV
-FIGURE = True
 KEYS = ["dataset", "quantity"]
 DATASETS = list(catalog.DATASETS)  # the parent sets, in the papers' order
 COLUMNS = ["dataset", "gpus", "s_per_it", "epoch_time_s", "epoch_time_projected", "steps",
@@ -114,3 +116,46 @@ def notes(runs: pd.DataFrame, t: pd.DataFrame) -> list[str]:
 
 def gates(runs: pd.DataFrame, t: pd.DataFrame) -> dict[str, str]:
     return {"real_data": c.not_real_data(runs)}
+
+
+# the figure (python -m analysis fig-datasets --figure)
+
+
+def series(df: pd.DataFrame) -> list[str]:
+    """One bar per GPU count in each dataset's group (the same in both panels)."""
+    return [draw.gpus_label(g) for g in sorted(df.loc[df["status"] == "ok", "gpus"].unique())]
+
+
+def _wide(df: pd.DataFrame, col: str) -> pd.DataFrame:
+    w = df.pivot_table(index="dataset", columns="gpus", values=col, aggfunc="median")
+    w = w.reindex([d for d in DATASETS if d in w.index] + [d for d in w.index if d not in DATASETS])
+    return w.rename(columns=draw.gpus_label)
+
+
+def figure(df: pd.DataFrame, meta: dict) -> plt.Figure:
+    df = df[df["status"] == "ok"]
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 3.8))
+    projected = bool(df["epoch_time_projected"].fillna(False).astype(bool).any())
+    palette = draw.bars(ax1, _wide(df, "s_per_it"))
+    draw.bars(ax2, _wide(df, "epoch_time_s"), palette=palette)
+    ax1.set(ylabel="mean iteration time [s/it]")
+    ax1.set_title("iteration time", fontsize=9)
+    ax2.set(ylabel="epoch time [s]" + (" (projected)" if projected else ""))
+    ax2.set_title("one epoch" + (" = s/it x steps per epoch" if projected else ""), fontsize=9)
+    draw.legend(ax1, title="GPUs (ranks)", fig=fig)
+    runs = draw.runs_per_bar(df, ["dataset", "gpus"])
+    fig.suptitle(f"LoRA iteration time by dataset ({runs})\n{draw.subtitle(meta)}", fontsize=10)
+    fig.tight_layout()
+    return fig
+
+
+ARTIFACT = Artifact(
+    table=table,
+    compact=compact,
+    keys=KEYS,
+    paper=paper,
+    paper_csv=PAPER_CSV,
+    notes=notes,
+    gates=gates,
+    figure=figure,
+)

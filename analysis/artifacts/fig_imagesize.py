@@ -5,12 +5,14 @@ The paper printed no numbers for this figure: there is no paper() table and no s
 
 from __future__ import annotations
 
+import matplotlib.pyplot as plt
 import pandas as pd
 
 from analysis import common as c
+from analysis import draw
 from analysis import steady as st
+from analysis.driver import Artifact
 
-FIGURE = True
 KEYS = ["image_size"]
 
 
@@ -36,3 +38,42 @@ def compact(t: pd.DataFrame) -> pd.DataFrame:
     }
     names = {k: v for k, v in names.items() if k in t and t[k].notna().any()}
     return c.pivot(t, KEYS, "gpus", names)
+
+
+# the figure (python -m analysis fig-imagesize --figure)
+
+
+def series(df: pd.DataFrame) -> list[str]:
+    """The GPU counts of the time panel (the efficiency panel has those above 1)."""
+    return [draw.gpus_label(g) for g in sorted(df.loc[df["status"] == "ok", "gpus"].unique())]
+
+
+def _wide(df: pd.DataFrame, col: str) -> pd.DataFrame:
+    w = df.pivot_table(index="image_size", columns="gpus", values=col, aggfunc="median")
+    return w.rename(columns=draw.gpus_label)
+
+
+def figure(df: pd.DataFrame, meta: dict) -> plt.Figure:
+    df = df[df["status"] == "ok"]
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(9, 3.6))
+    palette = draw.lines_or_bars(ax1, _wide(df, "total_time_s"), "image size [px]")
+    multi = df[df["gpus"] > 1]
+    if len(multi):  # a GPU count keeps its colour in both panels
+        draw.lines_or_bars(ax2, _wide(multi, "efficiency_pct"), "image size [px]", palette)
+    ax2.axhline(100, ls=":", c="grey")
+    ax2.text(0.99, 100, "ideal ", ha="right", va="bottom", fontsize=7, color="grey",
+             transform=ax2.get_yaxis_transform())  # fmt: skip
+    # both axes from zero: a range cut to its data makes a few points look like a steep trend
+    ax1.set_ylim(0, ax1.get_ylim()[1])
+    ax2.set_ylim(0, max(ax2.get_ylim()[1], 110))
+    ax1.set(ylabel="execution time [s]")
+    ax2.set(xlabel="image size [px]", ylabel="efficiency = speed-up / GPUs [%]")
+    draw.legend(ax1, title="GPUs (ranks)", fig=fig)
+    runs = draw.runs_per_bar(df, ["image_size", "gpus"]).replace("each", "per point")
+    fig.suptitle(f"Image size and GPU count (DDP-DS, FP64; {runs})\n{draw.subtitle(meta)}",
+                 fontsize=10)  # fmt: skip
+    fig.tight_layout()
+    return fig
+
+
+ARTIFACT = Artifact(table=table, compact=compact, keys=KEYS, figure=figure)

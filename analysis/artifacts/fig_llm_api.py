@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import pandas as pd
 
+from analysis import draw_profile
+from analysis.driver import Artifact
 from analysis.profiles import artifact as pa
 from run.llm import catalog
 
-FIGURE = True
 KEYS = ["dataset"]
 DATASETS = list(catalog.DATASETS)  # the parent sets, in the papers' order
 METRICS = ["cudaLaunchKernel", "cudaStreamSynchronize", "memcpy_htod"]
@@ -56,3 +57,22 @@ def notes(runs: pd.DataFrame, t: pd.DataFrame) -> list[str]:
 
 def gates(runs: pd.DataFrame, t: pd.DataFrame) -> dict[str, str]:
     return {"gpu": pa.gpu_gate(runs)}
+
+
+# the figure (python -m analysis fig-llm-api --figure)
+
+CONDITIONS = ["dataset"]
+# {what}: what the profile recorded (CUDA API calls, or CPU ops on a CPU run), from the table
+FIGURE_TITLE = "Time in {what}, by dataset (LoRA, 1 GPU)"
+
+
+def series(df: pd.DataFrame) -> list[str]:
+    return draw_profile.series(df, CONDITIONS)
+
+
+figure = draw_profile.metrics(CONDITIONS, FIGURE_TITLE)
+
+
+ARTIFACT = Artifact(
+    table=table, compact=compact, keys=KEYS, notes=notes, gates=gates, figure=figure
+)

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import pandas as pd
 
+from analysis import draw_profile
+from analysis.driver import Artifact
 from analysis.profiles import artifact as pa
 
-FIGURE = True
 KEYS = ["gpus", "pin_memory"]
 NCCL = ["nccl_allgather_ring_ll", "nccl_other"]
 METRICS = ["cudaLaunchKernel", "memcpy_htod", *NCCL]
@@ -51,3 +52,22 @@ def notes(runs: pd.DataFrame, t: pd.DataFrame) -> list[str]:
 
 def gates(runs: pd.DataFrame, t: pd.DataFrame) -> dict[str, str]:
     return {"gpu": pa.gpu_gate(runs)}
+
+
+# the figure (python -m analysis fig-llm-api-pinmem --figure)
+
+CONDITIONS = ["gpus", "pin_memory"]
+# {what}: what the profile recorded (CUDA API calls, or CPU ops on a CPU run), from the table
+FIGURE_TITLE = "Time in {what}, by pin_memory (LoRA, alpaca)"
+
+
+def series(df: pd.DataFrame) -> list[str]:
+    return draw_profile.series(df, CONDITIONS)
+
+
+figure = draw_profile.metrics(CONDITIONS, FIGURE_TITLE)
+
+
+ARTIFACT = Artifact(
+    table=table, compact=compact, keys=KEYS, notes=notes, gates=gates, figure=figure
+)

@@ -8,10 +8,11 @@ from __future__ import annotations
 import pandas as pd
 
 from analysis import common as c
+from analysis import draw
 from analysis import steady as st
+from analysis.driver import Artifact
 from run.vision.spec import LOADER_LABELS
 
-FIGURE = True
 KEYS = ["loader"]
 
 
@@ -35,3 +36,18 @@ def notes(runs: pd.DataFrame, t: pd.DataFrame) -> list[str]:
         "CPU run: DALI decodes on the CPU (no `mixed` decoder without a GPU), so this shows the "
         "pipeline working, not the paper's GPU behaviour."
     ]
+
+
+# the figure (python -m analysis fig-loaders --figure)
+
+BY = "loader_label"  # the series: one bar per value in each GPU-count group
+
+
+def series(df: pd.DataFrame) -> list[str]:
+    return draw.bar_series(df, BY)
+
+
+figure = draw.time_bars_figure(BY, "DataLoader against DALI (Scenario B; {runs})")
+
+
+ARTIFACT = Artifact(table=table, compact=compact, keys=KEYS, notes=notes, figure=figure)

@@ -9,10 +9,11 @@ from __future__ import annotations
 import pandas as pd
 
 from analysis import common as c
+from analysis import draw
 from analysis import steady as st
+from analysis.driver import Artifact
 from run.vision.spec import LOADER_LABELS
 
-FIGURE = True
 KEYS = ["setup"]
 
 
@@ -30,3 +31,20 @@ def compact(t: pd.DataFrame) -> pd.DataFrame:
     out = c.pivot(t, KEYS, "gpus", {"total_time_s": lambda g: f"{c.gpus_label(g)} [s]"})
     rank = out["setup"].map(lambda s: order.index(s) if s in order else len(order))
     return out.iloc[rank.argsort(kind="stable")].reset_index(drop=True)
+
+
+# the figure (python -m analysis fig-nhwc --figure)
+
+BY = "setup"  # the series: one bar per value in each GPU-count group
+
+
+def series(df: pd.DataFrame) -> list[str]:
+    return draw.bar_series(df, BY)
+
+
+figure = draw.time_bars_figure(
+    BY, "NHWC (channels_last) DataLoader against DALI ({runs})", width=6.5
+)
+
+
+ARTIFACT = Artifact(table=table, compact=compact, keys=KEYS, figure=figure)

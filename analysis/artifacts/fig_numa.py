@@ -10,9 +10,10 @@ from __future__ import annotations
 import pandas as pd
 
 from analysis import common as c
+from analysis import draw
+from analysis.driver import Artifact
 from run import store
 
-FIGURE = True
 KEYS = ["numa"]
 NUMA_LABELS = {"off": "unbound", "bind": "bound (numactl)"}
 
@@ -62,3 +63,28 @@ def gates(runs: pd.DataFrame, t: pd.DataFrame) -> dict[str, str]:
     if len(t) and not t[t["numa"] == "bind"]["bound"].all():
         return {"multi_numa": "the numa=bind runs were not bound (numactl missing)"}
     return {"multi_numa": ""}
+
+
+# the figure (python -m analysis fig-numa --figure)
+
+BY = "binding"  # the series: one bar per value in each GPU-count group
+
+
+def series(df: pd.DataFrame) -> list[str]:
+    return draw.bar_series(df, BY)
+
+
+def not_compared(drawn: list[str], meta: dict) -> str:
+    """One bar per group is no comparison: say why the other is absent."""
+    why = (meta.get("gates") or {}).get("multi_numa", "")
+    return f"binding not compared: {why or 'one binding only'}" if len(drawn) < 2 or why else ""
+
+
+figure = draw.time_bars_figure(
+    BY, "NUMA binding of DataLoader ranks ({runs})", dali=False, note=not_compared
+)
+
+
+ARTIFACT = Artifact(
+    table=table, compact=compact, keys=KEYS, notes=notes, gates=gates, figure=figure
+)

@@ -26,14 +26,14 @@ from typing import Any
 import pandas as pd
 
 from analysis import common as c
-from analysis import repeats
+from analysis import draw_optimized, repeats
+from analysis.driver import Artifact
 from analysis.profiles import ProfileError, diff
 from analysis.profiles.diff import PAPER_TOTAL, UnrelatedError
 from run import store
 from run.sweep import matrix as mx
 
 TARGET = "fig-optimized"
-FIGURE = True
 TITLE = "The optimisations the papers point at, one change at a time (beyond the paper)"
 KEYS = ["experiment", "gpus", "step", "step_label"]
 GIB = 1024**3
@@ -355,3 +355,21 @@ def notes(runs: pd.DataFrame, t: pd.DataFrame) -> list[str]:
         why = str(g["reason"].iloc[0]).rstrip(".")
         out.append(f"{e} step '{label}' is unsupported here: {why}.")
     return out + profile_diff(t, runs.attrs.get("profile"))[1]
+
+
+# the figure (python -m analysis fig-optimized --figure), beside this module for its size
+series = draw_optimized.series
+figure = draw_optimized.figure
+
+
+ARTIFACT = Artifact(
+    table=table,
+    compact=compact,
+    keys=KEYS,
+    paper=paper,
+    notes=notes,
+    gates=gates,
+    extra=extra,
+    title=TITLE,
+    figure=figure,
+)

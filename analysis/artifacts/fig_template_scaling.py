@@ -8,14 +8,16 @@ printed no numbers for this figure: there is no paper() table and no self-check 
 
 from __future__ import annotations
 
+import matplotlib.pyplot as plt
 import pandas as pd
 
 from analysis import common as c
+from analysis import draw
 from analysis import steady as st
+from analysis.driver import Artifact
 from run.llm.catalog import TEMPLATE_LABELS
 from run.llm.spec import METHOD_LABELS, TEMPLATE_DATASETS
 
-FIGURE = True
 KEYS = ["template", "method"]
 METHODS = ["lora", "dpo"]  # of the four
 COLUMNS = ["template", "dataset", "method", "method_label", "gpus", "tuning_time_s",
@@ -70,3 +72,39 @@ def notes(runs: pd.DataFrame, t: pd.DataFrame) -> list[str]:
     elif len(c.ok_runs(t)):
         out.append("Every time is a measured whole epoch of the template subset.")
     return out
+
+
+# the figure (python -m analysis fig-template-scaling --figure)
+
+TEMPLATES = list(TEMPLATE_LABELS.values())
+
+METHOD_NAMES = [METHOD_LABELS[m] for m in ("lora", "dpo")]
+
+
+def series(df: pd.DataFrame) -> list[str]:
+    """The same two methods in every panel, in the paper's order."""
+    return METHOD_NAMES
+
+
+def figure(df: pd.DataFrame, meta: dict) -> plt.Figure:
+    gpus = sorted(df["gpus"].unique())
+    # each template on its own y range: DPO takes several times LoRA's time, and a shared axis
+    # flattens the cheap templates or clips the dear ones; so every panel carries its own label
+    # and the title says the scales differ
+    projected = bool(df["epoch_time_projected"].fillna(False).astype(bool).any())
+    ylabel = "tuning time, one epoch [s]" + (" (projected)" if projected else "")
+    fig, axes = draw.panel_bars(df, "template", TEMPLATES, "gpus", gpus, "method_label",
+                                METHOD_NAMES, "tuning_time_s", figsize=(11, 3.6), sharey=False)  # fmt: skip
+    for ax, t in zip(axes, TEMPLATES, strict=True):
+        ax.set_title(f"{t} (own y scale)", fontsize=9)
+        ax.set_xlabel("GPUs (ranks)")
+        ax.set_ylabel(ylabel, fontsize=8)
+    draw.legend(axes[0], fig=fig)
+    runs = draw.runs_per_bar(df, ["template", "method_label", "gpus"])
+    fig.suptitle(f"Total tuning time by template and method ({runs}; each panel on its own y "
+                 f"scale)\n{draw.subtitle(meta)}", fontsize=10)  # fmt: skip
+    fig.tight_layout()
+    return fig
+
+
+ARTIFACT = Artifact(table=table, compact=compact, keys=KEYS, notes=notes, figure=figure)

@@ -12,16 +12,18 @@ s/it numbers, so there is no paper() table and no self-check for L5.
 
 from __future__ import annotations
 
+import matplotlib.pyplot as plt
 import pandas as pd
 
 from analysis import common as c
-from analysis import llm_tokens
+from analysis import draw, llm_tokens
 from analysis import steady as st
+from analysis.driver import Artifact
+from run import store
 from run.llm.catalog import TEMPLATE_LABELS
 from run.llm.spec import METHOD_LABELS, METHODS, TEMPLATE_DATASETS
 
 PAPER_CSV = "template_subsets.csv"  # the subsets' sizes: set beside ours in the tokens table
-FIGURE = True
 KEYS = ["template", "method"]
 TARGET = "fig-templates"
 TOKENS = "tokens"  # extra(): results/<profile>/tables/fig-templates-tokens.csv
@@ -106,3 +108,77 @@ def extra(runs: pd.DataFrame, t: pd.DataFrame) -> dict[str, pd.DataFrame]:
 
 def gates(runs: pd.DataFrame, t: pd.DataFrame) -> dict[str, str]:
     return {"real_data": c.not_real_data(runs)}
+
+
+# the figure (python -m analysis fig-templates --figure)
+
+TEMPLATES = list(TEMPLATE_LABELS.values())
+
+METHOD_NAMES = list(METHOD_LABELS.values())
+
+
+def _on_cpu(meta: dict) -> bool:
+    """Whether the runs used CPU ranks: the `gpu` gate names why a GPU claim was not judged."""
+    return bool((meta.get("gates") or {}).get("gpu"))
+
+
+def token_lines(meta: dict) -> list[str]:
+    """One line per template: our tokens (per row where the subsets differ in size) and the
+    paper's, since s/it follows subset size and ours are not tokenised as the paper's were."""
+    path = store.tables_dir(meta["profile"]) / f"{TARGET}-tokens.csv"
+    if not path.is_file():
+        return []
+    t = pd.read_csv(path)
+    lines = ["Template subsets' tokens vs the paper's:"] if len(t) else []
+    for _, r in t.iterrows():
+        if r["basis"] == "per row":
+            ours = f"{r['tokens_per_row']:.1f} tokens/row ({int(r['rows'])} rows)"
+            paper = f"{r['paper_tokens_per_row']:.1f} ({int(r['paper_rows'])} rows)"
+        else:
+            ours = f"{int(r['tokens']):,} tokens ({int(r['rows'])} rows)"
+            paper = f"{int(r['paper_tokens']):,}"
+        lines.append(
+            f"{r['template']}: {ours}, paper {paper}: {r['diff_pct']:+.0f} % "
+            f"(tokenizer {r['tokenizer']})"
+        )
+    return lines
+
+
+def series(df: pd.DataFrame) -> list[str]:
+    """The same four methods in every panel, in the paper's order."""
+    return METHOD_NAMES
+
+
+def figure(df: pd.DataFrame, meta: dict) -> plt.Figure:
+    gpus = sorted(df["gpus"].unique())
+    fig, axes = draw.panel_bars(df, "gpus", gpus, "template", TEMPLATES, "method_label",
+                                METHOD_NAMES, "s_per_it", figsize=(5.2 * len(gpus), 3.9))  # fmt: skip
+    for ax, g in zip(axes, gpus, strict=True):
+        ax.set_title(draw.gpus_label(g) + (" (ranks on CPU)" if _on_cpu(meta) else ""),
+                     fontsize=9)  # fmt: skip
+    axes[0].set_ylabel("mean iteration time [s/it]")
+    draw.legend(axes[-1], fig=fig)
+    fig.suptitle(
+        f"Iteration time by template and method (n/a = no torchtune recipe; "
+        f"{draw.runs_per_bar(df, ['template', 'method_label', 'gpus'])})\n"
+        f"{draw.subtitle(meta)}",
+        fontsize=10,
+    )
+    fig.tight_layout()
+    lines = token_lines(meta)
+    if lines:
+        # below the axes: savefig's tight bounding box takes the text in
+        fig.text(0.5, -0.01, "\n".join(lines), ha="center", va="top", fontsize=8, color="dimgrey")
+    return fig
+
+
+ARTIFACT = Artifact(
+    table=table,
+    compact=compact,
+    keys=KEYS,
+    paper_csv=PAPER_CSV,
+    notes=notes,
+    gates=gates,
+    extra=extra,
+    figure=figure,
+)

@@ -7,13 +7,23 @@ figure: there is no paper() table and no self-check.
 
 from __future__ import annotations
 
+import textwrap
+
+import matplotlib.pyplot as plt
 import pandas as pd
 
+from analysis import draw
+from analysis.draw_profile import (
+    NOT_MEASURED,
+    all_conditions,
+    condition_label,
+    not_run_note,
+)
+from analysis.driver import Artifact
 from analysis.profiles import artifact as pa
 from analysis.profiles.metrics import MEMCPY_METRICS
 from run.llm.spec import METHODS, TEMPLATE_DATASETS
 
-FIGURE = True
 KEYS = ["method", "template"]
 DIRECTIONS = ["memcpy_htod", "memcpy_dtod", "memcpy_dtoh"]  # the paper's order
 NAMES = {"memcpy_htod": "HtoD [MB]", "memcpy_dtod": "DtoD [MB]", "memcpy_dtoh": "DtoH [MB]"}
@@ -57,3 +67,66 @@ def title(runs: pd.DataFrame, t: pd.DataFrame) -> str:
 
 def gates(runs: pd.DataFrame, t: pd.DataFrame) -> dict[str, str]:
     return {"gpu": pa.gpu_gate(runs)}
+
+
+# the figure (python -m analysis fig-transfers --figure)
+
+CONDITIONS = ["method", "dataset"]
+
+DIRECTION_NAMES = {
+    "memcpy_htod": "HtoD",
+    "memcpy_dtod": "DtoD",
+    "memcpy_dtoh": "DtoH",
+}  # paper's order
+
+HOST_COPY = "aten::copy_ (host copies)"
+
+
+def _rows(df: pd.DataFrame) -> tuple[pd.DataFrame, bool]:
+    """(rows drawn with `series` and `value`, whether they are bytes of CUDA copies)."""
+    ok = df[df["status"] == "ok"]
+    measured = ok["measured"].astype(str) == "True"
+    paper = ok[(ok["kind"] == "paper metric") & measured & ok["metric"].isin(list(DIRECTION_NAMES))]
+    if len(paper):
+        mb = pd.to_numeric(paper["bytes"], errors="coerce") / MB
+        return paper.assign(series=paper["metric"].map(DIRECTION_NAMES), value=mb), True
+    cpu = ok[(ok["kind"] == "cpu op") & (ok["metric"].astype(str) == "cpu:aten::copy_")]
+    return cpu.assign(series=HOST_COPY, value=pd.to_numeric(cpu["total_s"])), False
+
+
+def series(df: pd.DataFrame) -> list[str]:
+    rows, _ = _rows(df)
+    return [s for s in [*DIRECTION_NAMES.values(), HOST_COPY] if s in set(rows["series"])]
+
+
+def figure(df: pd.DataFrame, meta: dict) -> plt.Figure:
+    ok = df[df["status"] == "ok"].copy()
+    ok["cond"] = condition_label(ok, all_conditions(ok, CONDITIONS))
+    rows, copies = _rows(ok)
+    groups = list(dict.fromkeys(ok["cond"]))
+    fig, ax = plt.subplots(figsize=(max(7.0, 0.85 * len(groups) + 2), 3.8))
+    if len(rows):
+        wide = rows.groupby(["cond", "series"], sort=False)["value"].median().unstack("series")
+        wide = wide.reindex(index=groups, columns=series(df))
+        zero = wide.map(lambda v: "0" if v == 0 else "")  # no bar for a 0 on a log axis: say it
+        draw.bars(ax, wide, log=copies, marks=zero)
+        ax.tick_params(axis="x", labelsize=7)
+        draw.legend(ax)
+    notes = [not_run_note(df[df["status"] != "ok"], all_conditions(ok, CONDITIONS))]
+    if copies:
+        ax.set_ylabel("moved in the window, summed over ranks [MB]")
+        title = "CUDA memcpy: bytes moved per direction"
+    else:
+        ax.set_ylabel("aten::copy_ time, summed over ranks [s]")
+        title = "Host copies (aten::copy_ time, not bytes)"
+        notes.insert(0, f"Bytes per direction: {NOT_MEASURED} (a CPU run makes no CUDA memcpy).")
+    text = "\n".join(textwrap.fill(n, 120) for n in notes if n)
+    fig.text(0.01, 0.0, text, fontsize=7, color="darkred", va="top")
+    fig.suptitle(f"{title}, by template and method\n{draw.subtitle(meta)}", fontsize=10)
+    fig.tight_layout()
+    return fig
+
+
+ARTIFACT = Artifact(
+    table=table, compact=compact, keys=KEYS, notes=notes, gates=gates, title=title, figure=figure
+)

@@ -13,11 +13,12 @@ import re
 import pandas as pd
 
 from analysis import common as c
+from analysis import draw_profile
+from analysis.driver import Artifact
 from analysis.profiles import artifact as pa
 from analysis.profiles.metrics import LABELS, NCCL_METRICS
 
 PAPER_CSV = "profiler_quotes.csv"
-FIGURE = True
 KEYS = ["image_size", "gpus", "pin_memory"]
 CONDITIONS = KEYS
 NCCL = list(NCCL_METRICS)
@@ -112,3 +113,28 @@ def notes(runs: pd.DataFrame, t: pd.DataFrame) -> list[str]:
 
 def gates(runs: pd.DataFrame, t: pd.DataFrame) -> dict[str, str]:
     return {"gpu": pa.gpu_gate(runs)}
+
+
+# the figure (python -m analysis fig-vision-metrics --figure)
+
+# {what}: what the profile recorded (CUDA API calls, or CPU ops on a CPU run), from the table
+FIGURE_TITLE = "Time in {what}, by image size, GPUs and pin_memory"
+
+
+def series(df: pd.DataFrame) -> list[str]:
+    return draw_profile.series(df, CONDITIONS)
+
+
+figure = draw_profile.metrics(CONDITIONS, FIGURE_TITLE)
+
+
+ARTIFACT = Artifact(
+    table=table,
+    compact=compact,
+    keys=KEYS,
+    paper=paper,
+    paper_csv=PAPER_CSV,
+    notes=notes,
+    gates=gates,
+    figure=figure,
+)

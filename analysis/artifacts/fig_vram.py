@@ -13,14 +13,16 @@ paper printed no numbers for this figure: there is no paper() table and no self-
 
 from __future__ import annotations
 
+import matplotlib.pyplot as plt
 import pandas as pd
 
 from analysis import common as c
+from analysis import draw
+from analysis.driver import Artifact
 from run import store
 from run.llm.catalog import TEMPLATE_LABELS
 from run.llm.spec import METHOD_LABELS, METHODS, TEMPLATE_DATASETS
 
-FIGURE = True
 KEYS = ["method", "template"]
 GIB = 1024**3
 COLUMNS = ["template", "dataset", "method", "method_label", "gpus", "peak_memory_gib",
@@ -102,3 +104,39 @@ def notes(runs: pd.DataFrame, t: pd.DataFrame) -> list[str]:
             "memory), labelled host_peak_rss; it is not VRAM and the paper has no such number."
         )
     return out
+
+
+# the figure (python -m analysis fig-vram --figure)
+
+TEMPLATES = list(TEMPLATE_LABELS.values())
+
+SHORT = {"Instruct": "Instruct", "Summary": "Summary", "Error Correction": "Error\nCorrection"}
+
+METHOD_NAMES = list(METHOD_LABELS.values())
+
+
+def series(df: pd.DataFrame) -> list[str]:
+    """One bar per GPU count in each template's group, the same in every panel."""
+    return [draw.gpus_label(g) for g in sorted(df["gpus"].unique())]
+
+
+def figure(df: pd.DataFrame, meta: dict) -> plt.Figure:
+    # from the table's memory_kind: VRAM only where the peaks were read from the GPU allocator
+    host = not df["memory_kind"].dropna().isin(store.GPU_MEMORY).any()
+    ylabel = "peak host RSS, rank 0 [GiB]" if host else "peak VRAM per GPU [GiB]"
+    fig, axes = draw.panel_bars(df, "method_label", METHOD_NAMES, "template", TEMPLATES, "gpus",
+                                series(df), "peak_memory_gib", "max", draw.gpus_label)  # fmt: skip
+    for ax, m in zip(axes, METHOD_NAMES, strict=True):
+        ax.set_xticks(ax.get_xticks(), [SHORT[t] for t in TEMPLATES], fontsize=8)
+        ax.set_title(m, fontsize=9)
+    axes[0].set_ylabel(ylabel)
+    draw.legend(axes[0], title="GPUs (ranks)", fig=fig)
+    what = "Peak host memory, RSS of rank 0 (no GPU: not VRAM)," if host else "Peak VRAM per GPU"
+    fig.suptitle(f"{what} by template, method and GPUs\n{draw.subtitle(meta)}", fontsize=10)
+    fig.tight_layout()
+    return fig
+
+
+ARTIFACT = Artifact(
+    table=table, compact=compact, keys=KEYS, notes=notes, gates=gates, title=title, figure=figure
+)

@@ -11,9 +11,9 @@ from __future__ import annotations
 import pandas as pd
 
 from analysis import common as c
+from analysis.driver import Artifact
 
 PAPER_CSV = "table5_pin_memory_llm.csv"
-FIGURE = False
 KEYS = ["gpus", "pin_memory"]
 VALUES = ["iteration_time_s_per_it", "total_time_s", "relative_improvement_pct"]
 COLUMNS = ["gpus", "pin_memory", "iteration_time_s_per_it", "total_time_s", "epoch_time_projected",
@@ -117,3 +117,14 @@ def notes(runs: pd.DataFrame, t: pd.DataFrame) -> list[str]:
 
 def gates(runs: pd.DataFrame, t: pd.DataFrame) -> dict[str, str]:
     return {"gpu": "" if c.on_gpu(runs) else NO_PINNING}
+
+
+ARTIFACT = Artifact(
+    table=table,
+    compact=compact,
+    keys=KEYS,
+    paper=paper,
+    paper_csv=PAPER_CSV,
+    notes=notes,
+    gates=gates,
+)

@@ -12,10 +12,10 @@ from __future__ import annotations
 import pandas as pd
 
 from analysis import noise
+from analysis.driver import Artifact
 from run.sweep import matrix as mx
 
 TITLE = "Run-to-run spread between runs of identical work (the verdicts' margins)"
-FIGURE = False
 KEYS = ["workload", "measure", "gpus"]
 
 
@@ -44,3 +44,6 @@ def notes(runs: pd.DataFrame, t: pd.DataFrame) -> list[str]:
         "The noise cells (N1/N2) run their three seeds at the start, the middle and the end of "
         "the sweep."
     ]
+
+
+ARTIFACT = Artifact(table=table, compact=compact, keys=KEYS, notes=notes, title=TITLE)

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pandas as pd
 
 from analysis import common as c
+from analysis.driver import Artifact
 
 PAPER_CSV = "table3_pin_memory_vision.csv"
-FIGURE = False
 KEYS = ["gpus", "pin_memory"]
 VALUES = ["total_time_s", "inference_accuracy_pct", "efficiency_vs_1gpu_pct",
           "efficiency_vs_unpinned_pct"]  # fmt: skip
@@ -54,3 +54,14 @@ def notes(runs: pd.DataFrame, t: pd.DataFrame) -> list[str]:
 
 def gates(runs: pd.DataFrame, t: pd.DataFrame) -> dict[str, str]:
     return {"gpu": "" if c.on_gpu(runs) else NO_PIN_ON_CPU}
+
+
+ARTIFACT = Artifact(
+    table=table,
+    compact=compact,
+    keys=KEYS,
+    paper=paper,
+    paper_csv=PAPER_CSV,
+    notes=notes,
+    gates=gates,
+)

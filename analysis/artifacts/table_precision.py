@@ -6,9 +6,9 @@ import pandas as pd
 
 from analysis import common as c
 from analysis import steady as st
+from analysis.driver import Artifact
 
 PAPER_CSV = "table2_precision.csv"
-FIGURE = False
 KEYS = ["gpus", "precision"]
 VALUES = ["total_time_s", "inference_accuracy_pct", "efficiency_vs_1gpu_pct",
           "efficiency_vs_fp64_pct"]  # fmt: skip
@@ -73,3 +73,14 @@ def notes(runs: pd.DataFrame, t: pd.DataFrame) -> list[str]:
 
 def gates(runs: pd.DataFrame, t: pd.DataFrame) -> dict[str, str]:
     return {"learned": c.not_learned(runs), "paper_data": c.not_paper_data(runs)}
+
+
+ARTIFACT = Artifact(
+    table=table,
+    compact=compact,
+    keys=KEYS,
+    paper=paper,
+    paper_csv=PAPER_CSV,
+    notes=notes,
+    gates=gates,
+)

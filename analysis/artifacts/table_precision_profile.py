@@ -10,11 +10,11 @@ from __future__ import annotations
 import pandas as pd
 
 from analysis import common as c
+from analysis.driver import Artifact
 from analysis.profiles import artifact as pa
 from analysis.profiles.metrics import LABELS
 
 PAPER_CSV = "profiler_quotes.csv"
-FIGURE = False
 KEYS = ["precision"]
 ORDER = ["fp64", "fp32", "fp16"]
 METRICS = ["memcpy_htod", "cudaMemcpyAsync", "nccl_broadcast", "cudaEventDestroy"]
@@ -91,3 +91,14 @@ def gates(runs: pd.DataFrame, t: pd.DataFrame) -> dict[str, str]:
     """`gpu`: a CPU run's profile holds no CUDA; `records_cuda_event_destroy` (V6c): the profiler
     in use can record cudaEventDestroy (torch.profiler cannot, even on a GPU)."""
     return {"gpu": pa.gpu_gate(runs), **pa.recorded_gates(t, METRICS)}
+
+
+ARTIFACT = Artifact(
+    table=table,
+    compact=compact,
+    keys=KEYS,
+    paper=paper,
+    paper_csv=PAPER_CSV,
+    notes=notes,
+    gates=gates,
+)

@@ -395,7 +395,7 @@ def test_unrecordable_constants() -> None:
 
 
 def test_profile_figure_draws_launch_all_and_names_what_was_not_recorded() -> None:
-    from report.figures.profile_common import metrics_figure
+    from analysis.draw_profile import metrics_figure
 
     r, td = llm_case()
     td = with_other_launches(r, td)

@@ -1,13 +1,11 @@
-"""Shared by the figure scripts: read an artifact's CSV and JSON, save PNG and PDF, and draw
+"""Shared by the figures of the artifacts: read an artifact's CSV and JSON, save PNG and PDF, and draw
 the series of a panel in one way everywhere: at most MAX_SERIES series, colours from one
 qualitative palette (grey is kept for "other"), grouped bars where the x axis has few values."""
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
-import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -20,9 +18,8 @@ import pandas as pd  # noqa: E402
 
 from analysis.common import gpus_label  # noqa: E402, F401 (the figures read it here)
 from run import store  # noqa: E402
-from run.program import program  # noqa: E402
 
-OUT_DIR = Path(__file__).resolve().parents[1] / "out"
+OUT_DIR = store.REPO / "report" / "out"
 # tab10 without its grey: nine colours a reader tells apart, grey left for OTHER
 PALETTE = ["tab:blue", "tab:orange", "tab:green", "tab:red", "tab:purple", "tab:brown",
            "tab:pink", "tab:olive", "tab:cyan"]  # fmt: skip
@@ -180,6 +177,39 @@ def legend(ax: plt.Axes, title: str | None = None, fig: plt.Figure | None = None
                   loc="upper left", bbox_to_anchor=(1.01, 1.0))  # fmt: skip
 
 
+def panel_bars(
+    df: pd.DataFrame,
+    panel: str,
+    panels: Sequence,
+    index: str,
+    rows: Sequence,
+    columns: str,
+    series: Sequence[str],
+    value: str,
+    agg: str = "median",
+    label: Callable[[object], str] | None = None,
+    figsize: tuple[float, float] = (12, 3.8),
+    sharey: bool = True,
+) -> tuple[plt.Figure, list[plt.Axes]]:
+    """One panel per value of `panel` (in `panels` order) holding grouped bars: a group per value
+    of `index` (in `rows` order), a bar per value of `columns` (named by `label`, in `series`
+    order, one colour each in every panel), the `agg` of `value` over finished runs; a cell
+    without a finished run is marked with its status, or "no run" (L5, L6, L8)."""
+    fig, axes = plt.subplots(1, len(panels), figsize=figsize, sharey=sharey, squeeze=False)
+    palette = colours(series)
+    ok = df[df["status"] == "ok"]
+
+    def cells(w: pd.DataFrame) -> pd.DataFrame:
+        return (w.rename(columns=label) if label else w).reindex(index=rows, columns=series)
+
+    for ax, p in zip(axes[0], panels, strict=True):
+        wide = ok[ok[panel] == p].pivot_table(index=index, columns=columns, values=value,
+                                              aggfunc=agg)  # fmt: skip
+        marks = status_marks(df[df[panel] == p], index, columns)
+        bars(ax, cells(wide), palette=palette, marks=cells(marks).fillna("no run"))
+    return fig, list(axes[0])
+
+
 def time_bars(ax: plt.Axes, df: pd.DataFrame, by: str) -> list[str]:
     """Total time as grouped bars: one group per GPU count, one bar per value of `by` in table
     order (V8, V10, V11); medians over repeats. Returns the series drawn."""
@@ -190,6 +220,32 @@ def time_bars(ax: plt.Axes, df: pd.DataFrame, by: str) -> list[str]:
     ax.set(xlabel="GPUs (ranks)", ylabel="total time [s]")
     legend(ax)
     return order
+
+
+def time_bars_figure(
+    by: str,
+    title: str,
+    width: float = 6.0,
+    dali: bool = True,
+    note: Callable[[list[str], dict], str] | None = None,
+) -> Callable[[pd.DataFrame, dict], plt.Figure]:
+    """The figure of total time by GPU count, one bar per value of `by` (V8, V10, V11), titled
+    `title` with its "{runs}" filled in; `dali` adds the no-GPU line of DALI (dali_on_cpu),
+    `note(series drawn, meta)` a red line over the axes when it is not empty."""
+
+    def figure(df: pd.DataFrame, meta: dict) -> plt.Figure:
+        fig, ax = plt.subplots(figsize=(width, 3.6))
+        drawn = time_bars(ax, df, by)
+        why = note(drawn, meta) if note else ""
+        if why:
+            ax.set_title(why, fontsize=8, color="darkred")
+        runs = runs_per_bar(df, [by, "gpus"])
+        fig.suptitle(f"{title.format(runs=runs)}{dali_on_cpu(meta) if dali else ''}\n"
+                     f"{subtitle(meta)}", fontsize=10)  # fmt: skip
+        fig.tight_layout()  # the title's lines above the axes, not over them
+        return fig
+
+    return figure
 
 
 def wrap_phrases(text: str, width: int) -> str:
@@ -234,17 +290,3 @@ def dali_on_cpu(meta: dict) -> str:
 
 def subtitle(meta: dict) -> str:
     return f"{meta['source']} | measured, profile '{meta['profile']}'"
-
-
-def main_for(draw: Callable[[pd.DataFrame, dict], plt.Figure], target: str) -> None:
-    """A figure module's program: `python -m report.figures.<module> --profile P`."""
-
-    @program()
-    def main(argv: list[str]) -> int:
-        ap = argparse.ArgumentParser(description=f"Draw {target} from its CSV.")
-        ap.add_argument("--profile", required=True)
-        profile = ap.parse_args(argv).profile
-        print(f"wrote {save(draw(*load(target, profile)), target, profile)}")
-        return 0
-
-    sys.exit(main())

@@ -18,14 +18,15 @@ ops it calls), so the bars stand side by side, are never stacked and never summe
 from __future__ import annotations
 
 import textwrap
+from collections.abc import Callable
 
 import matplotlib.pyplot as plt
 import pandas as pd
 
+from analysis import draw as common
 from analysis.profiles.artifact import CPU, CPU_PROXIES, EXTRA, PAPER
 from analysis.profiles.coverage import NOT_MEASURED, PROFILER_NAMES
 from analysis.profiles.metrics import CPU_PREFIX, MEMCPY_METRICS, NCCL_METRICS
-from report.figures import common
 from run.llm.catalog import TEMPLATE_LABELS
 from run.llm.spec import METHOD_LABELS
 
@@ -34,6 +35,7 @@ __all__ = [
     "all_conditions",
     "condition_label",
     "grouped_bars",
+    "metrics",
     "metrics_figure",
     "series",
 ]
@@ -68,6 +70,16 @@ def condition_label(df: pd.DataFrame, conditions: list[str]) -> pd.Series:
         return "\n".join(textwrap.fill(p, 11) for p in parts)
 
     return df.apply(one, axis=1)
+
+
+def metrics(conditions: list[str], title: str) -> Callable[[pd.DataFrame, dict], plt.Figure]:
+    """The figure of one profile artifact (V5, L3, L4, L7): metrics_figure grouped by its
+    `conditions`, titled `title` ({what}: what the profile recorded, from the table)."""
+
+    def figure(df: pd.DataFrame, meta: dict) -> plt.Figure:
+        return metrics_figure(df, meta, conditions, title, common.subtitle(meta))
+
+    return figure
 
 
 def grouped_bars(

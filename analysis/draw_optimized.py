@@ -1,4 +1,7 @@
-"""O1-O4 (beyond the paper): one waterfall per ladder, the throughput of each step with its
+"""The figure of analysis/artifacts/fig_optimized.py, in a module of its own since the two
+together pass the size a module may have.
+
+O1-O4 (beyond the paper): one waterfall per ladder, the throughput of each step with its
 speed-up over the step before, and under it, in a strip of its own on a zero-based axis, the
 step's accuracy, loss or optimizer state (a twin axis cut to the data's range made one or two
 test images look like a trend, and its line ran over the speed-ups). Where a ladder's faithful and
@@ -10,7 +13,7 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 import pandas as pd
 
-from report.figures import common
+from analysis import draw
 
 TARGET = "fig-optimized"
 MARKERS = "os^dv"  # the second measure's line per GPU count
@@ -37,7 +40,7 @@ def series(df: pd.DataFrame) -> list[str]:
 
 
 def gpu_series(df: pd.DataFrame) -> list[str]:
-    return [common.gpus_label(g) for g in sorted(df["gpus"].dropna().unique())]
+    return [draw.gpus_label(g) for g in sorted(df["gpus"].dropna().unique())]
 
 
 def has_repeats(df: pd.DataFrame) -> bool:
@@ -71,14 +74,14 @@ def ladder(
                 continue
             m, lo, hi = thr.loc[(n, s)]
             spread = {"yerr": [[m - lo], [hi - m]], "capsize": 2} if hi > lo else {}
-            ax.bar(s + off, m, width=width, color=palette[common.gpus_label(n)], **spread,
-                   label=common.gpus_label(n) if s == xs[0] else None)  # fmt: skip
+            ax.bar(s + off, m, width=width, color=palette[draw.gpus_label(n)], **spread,
+                   label=draw.gpus_label(n) if s == xs[0] else None)  # fmt: skip
             if (n, s - 1) in thr.index:
                 ax.text(s + off, hi, f"x{m / thr.loc[(n, s - 1), 'median']:.2f}", ha="center",
                         va="bottom", fontsize=7)  # fmt: skip
         second = ok[ok["gpus"] == n].groupby("step")[col].median().dropna()
-        strip.plot(second.index + off, second.to_numpy(), ":", color=palette[common.gpus_label(n)],
-                   marker=MARKERS[j % 5], markersize=4, label=common.gpus_label(n))  # fmt: skip
+        strip.plot(second.index + off, second.to_numpy(), ":", color=palette[draw.gpus_label(n)],
+                   marker=MARKERS[j % 5], markersize=4, label=draw.gpus_label(n))  # fmt: skip
     top = ok[col].max() if ok[col].notna().any() else 1.0
     # from zero: a 1-point wobble in accuracy stays a 1-point wobble; 100 % is the ceiling
     strip.set_ylim(0, 105 if col == "accuracy_pct" else top * 1.25)
@@ -104,7 +107,7 @@ def profile_diff(profile: str) -> pd.DataFrame:
     """The seconds rows of the profile diff (empty where no pair was profiled, or where the
     tables predate it)."""
     try:
-        d = common.extra_table(TARGET, profile, PROFILE_DIFF)
+        d = draw.extra_table(TARGET, profile, PROFILE_DIFF)
     except FileNotFoundError:
         return pd.DataFrame(columns=["experiment", "gpus", "optimised_step", "metric", "a", "b"])
     return d[d["field"] == "total_s"]
@@ -130,11 +133,11 @@ def diff_panel(ax: plt.Axes, d: pd.DataFrame, palette: dict[str, str]) -> None:
     ax.set_xlim(0, ax.get_xlim()[1] * 1.2)  # room for the change labels
     ax.legend(fontsize=7, frameon=False, loc="lower right")
     r = d.iloc[0]
-    ax.set_title(f"{r['experiment']}, {common.gpus_label(r['gpus'])}: profile, faithful -> "
+    ax.set_title(f"{r['experiment']}, {draw.gpus_label(r['gpus'])}: profile, faithful -> "
                  f"{r['optimised_step']}", fontsize=9, loc="left")  # fmt: skip
 
 
-def draw(df: pd.DataFrame, meta: dict) -> plt.Figure:
+def figure(df: pd.DataFrame, meta: dict) -> plt.Figure:
     exps = list(dict.fromkeys(df["experiment"]))
     diffs = [g for _, g in profile_diff(meta["profile"]).groupby(["experiment", "gpus"], sort=True)]
     panels = len(exps) + len(diffs)
@@ -143,7 +146,7 @@ def draw(df: pd.DataFrame, meta: dict) -> plt.Figure:
     # constrained: the suptitle, the panels' titles and the strips' labels never overlap
     fig = plt.figure(figsize=(5.5 * cols, 1.0 + 4.2 * rows), layout="constrained")
     grid = fig.add_gridspec(rows, cols)
-    palette = common.colours(series(df))
+    palette = draw.colours(series(df))
     first = None
     for cell, exp in zip(grid, exps, strict=False):
         sub = cell.subgridspec(2, 1, height_ratios=[3, STRIP])
@@ -162,11 +165,7 @@ def draw(df: pd.DataFrame, meta: dict) -> plt.Figure:
         f"bars: throughput, {spread}; x = speed-up over the step before\n"
         f"strip below: the step's accuracy, loss or optimizer state, from zero, same colours"
         f"{PAIRS if diffs else ''}"
-        f"\n{common.subtitle(meta)}",
+        f"\n{draw.subtitle(meta)}",
         fontsize=9,
     )
     return fig
-
-
-if __name__ == "__main__":
-    common.main_for(draw, TARGET)
