@@ -77,7 +77,7 @@ def test_the_makefile_runs_only_programs_found_here():
     named = re.findall(r" -m ((?:run|analysis|report)\.?[\w.]*)", (REPO / "Makefile").read_text())
     assert len(set(named)) > 15, "the Makefile's `-m` calls are not seen"
     for name in set(named):
-        if name.endswith("."):  # a pattern rule's `report.figures.$(subst -,_,$*)`
+        if name.endswith("."):  # a module named by a pattern rule (`pkg.$(subst -,_,$*)`)
             assert any(p.startswith(name) for p in found), name
         else:
             assert name in found, f"make runs `-m {name}`, which no test here runs"
