@@ -143,7 +143,10 @@ def test_no_command_is_usage_exit_2(capsys) -> None:
 
 
 def _run(cmd: list, **kw) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PIP_DISABLE_PIP_VERSION_CHECK": "1", "PIP_NO_INPUT": "1"}
+    # as a user runs the installed reader: the checkout is not on the path (`make test` exports
+    # PYTHONPATH=<checkout>, which would lend the installed python the checkout's run/)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env.update(PIP_DISABLE_PIP_VERSION_CHECK="1", PIP_NO_INPUT="1")
     return subprocess.run([str(c) for c in cmd], capture_output=True, text=True, env=env, **kw)
 
 
