@@ -318,8 +318,9 @@ def check_all(names: Iterable[str] | None = None) -> int:
 # Given by the launcher (torchrun), the scheduler (SLURM) or the image, not by the user: no entry
 # of the table and nothing to check, but read here too, at call time, so that this module is the
 # one reader of the environment.
+IMAGE_SHA = "ARTIFACT_GIT_SHA"  # the commit an image was built from (Containerfile, apptainer.def)
 HOST_GIVEN = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "CUDA_VISIBLE_DEVICES", "SLURM_GPUS_ON_NODE",
-              "SLURM_JOB_ID", "ARTIFACT_GIT_SHA")  # fmt: skip
+              "SLURM_JOB_ID", IMAGE_SHA)  # fmt: skip
 
 
 def given_by_host(name: str) -> str | None:

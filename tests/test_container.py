@@ -284,10 +284,11 @@ def test_probe_says_when_the_image_was_built_without_nsys(monkeypatch, tmp_path)
 
 
 def test_provenance_takes_the_image_sha_where_the_code_has_no_git(monkeypatch, tmp_path):
+    from run import settings
     from run.node import provenance
 
     monkeypatch.setattr(provenance, "REPO", tmp_path)  # a copy of the image's code: no .git
-    monkeypatch.setenv(provenance.IMAGE_SHA_ENV, "0123abc")
+    monkeypatch.setenv(settings.IMAGE_SHA, "0123abc")
     assert provenance.git_state() == {"sha": "0123abc", "dirty": None, "from": "container image"}
-    monkeypatch.delenv(provenance.IMAGE_SHA_ENV)
+    monkeypatch.delenv(settings.IMAGE_SHA)
     assert provenance.git_state() == {"sha": None, "dirty": None}

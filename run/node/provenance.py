@@ -10,7 +10,6 @@ from typing import Any
 from run import settings, store
 
 REPO = store.REPO  # tests point it at a copy without .git
-IMAGE_SHA_ENV = "ARTIFACT_GIT_SHA"  # set by the container images (Containerfile, apptainer.def)
 PACKAGES = (
     "torch",
     "torchvision",
@@ -36,7 +35,7 @@ def git_state() -> dict[str, Any]:
         return out.stdout.strip() if out.returncode == 0 else None
 
     sha = git("rev-parse", "HEAD")
-    image = settings.given_by_host(IMAGE_SHA_ENV)
+    image = settings.given_by_host(settings.IMAGE_SHA)
     if sha is None and image:
         # code copied out of the image (container/run-make.sh): no .git, the image's build SHA
         return {"sha": image, "dirty": None, "from": "container image"}
