@@ -149,7 +149,7 @@ def lines_or_bars(
     return out
 
 
-def bar_series(df: pd.DataFrame, by: str) -> list[str]:
+def _bar_series(df: pd.DataFrame, by: str) -> list[str]:
     """The series of `time_bars`: the values of `by` among finished runs, in table order."""
     return list(dict.fromkeys(df.loc[df["status"] == "ok", by].astype(str)))
 
@@ -214,7 +214,7 @@ def time_bars(ax: plt.Axes, df: pd.DataFrame, by: str) -> list[str]:
     """Total time as grouped bars: one group per GPU count, one bar per value of `by` in table
     order (V8, V10, V11); medians over repeats. Returns the series drawn."""
     df = df[df["status"] == "ok"]
-    order = bar_series(df, by)
+    order = _bar_series(df, by)
     med = df.assign(**{by: df[by].astype(str)}).groupby([by, "gpus"])["total_time_s"].median()
     bars(ax, med.unstack(by).reindex(columns=order))
     ax.set(xlabel="GPUs (ranks)", ylabel="total time [s]")

@@ -32,7 +32,7 @@ def _second(g: pd.DataFrame, exp: str) -> tuple[str, str]:
     return SECOND[g["workload"].iloc[0]]
 
 
-def series(df: pd.DataFrame) -> list[str]:
+def _series(df: pd.DataFrame) -> list[str]:
     """The bars of the ladders and the lines of their strips: one per GPU count, in the same
     colour; then the two sides of the profile-diff panels, drawn only where a pair was
     profiled."""
@@ -146,7 +146,7 @@ def figure(df: pd.DataFrame, meta: dict) -> plt.Figure:
     # constrained: the suptitle, the panels' titles and the strips' labels never overlap
     fig = plt.figure(figsize=(5.5 * cols, 1.0 + 4.2 * rows), layout="constrained")
     grid = fig.add_gridspec(rows, cols)
-    palette = draw.colours(series(df))
+    palette = draw.colours(_series(df))
     first = None
     for cell, exp in zip(grid, exps, strict=False):
         sub = cell.subgridspec(2, 1, height_ratios=[3, STRIP])

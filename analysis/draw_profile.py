@@ -37,7 +37,6 @@ __all__ = [
     "grouped_bars",
     "metrics",
     "metrics_figure",
-    "series",
 ]
 LEGEND_WIDTH = 42  # characters per legend line: the all-API launch label is long
 TOP = "top CPU op: "  # the analysis's label prefix of a run's top CPU ops
@@ -160,15 +159,6 @@ def _shown(df: pd.DataFrame) -> tuple[pd.DataFrame, bool, dict[str, list[str]]]:
 def _in_order(rows: pd.DataFrame, order: list[str]) -> pd.DataFrame:
     """Rows sorted by their label's place in `order` (stable: the groups keep theirs)."""
     return rows.iloc[rows["label"].map(order.index).to_numpy().argsort(kind="stable")]
-
-
-def series(df: pd.DataFrame, conditions: list[str]) -> list[str]:
-    """The series `metrics_figure` draws (legend labels before wrapping), in order."""
-    ok = df[df["status"] == "ok"].copy()
-    if ok.empty:
-        return []
-    ok["cond"] = condition_label(ok, all_conditions(ok, conditions))
-    return list(dict.fromkeys(_shown(ok)[0]["label"]))
 
 
 def recorded(df: pd.DataFrame) -> str:

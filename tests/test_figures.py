@@ -1,12 +1,12 @@
 """Every figure of analysis/artifacts/ drawn from a small table of the shape its analysis writes (no
-runs): it renders, each panel draws the series the module declares (`series(table)`), at most
-MAX_SERIES of them, each in its own colour; plus the faults a reviewer found in the smoke report
-(a clipped panel, "CUDA API calls" over CPU ops, series that change from group to group,
-whiskers promised but not drawn)."""
+runs): it renders, and its legend is the table's: each panel draws series that LEGENDS derives
+from the table alone (the column whose values the legend tells apart), every one of them drawn,
+none invented, at most MAX_SERIES per panel, each in its own colour and in the same colour in
+every panel; plus the faults a reviewer found in the smoke report (a clipped panel, "CUDA API
+calls" over CPU ops, series that change from group to group, whiskers promised but not drawn)."""
 
 from __future__ import annotations
 
-import importlib
 from pathlib import Path
 
 import matplotlib
@@ -69,9 +69,85 @@ def panels(fig: matplotlib.figure.Figure) -> list[dict[str, str]]:
     return out
 
 
+TOP, BACKWARD = "top CPU op: ", " (backward node, with its autograd-engine call)"
+COPIES = {"memcpy_htod": "HtoD", "memcpy_dtod": "DtoD", "memcpy_dtoh": "DtoH"}
+
+
+def gpus(g: int) -> str:
+    return "1 GPU" if g == 1 else f"{g} GPUs"
+
+
+def legend_of(rows: pd.DataFrame, col: str, name) -> set[str]:
+    """The legend labels of the values of `col` among `rows` (`name`: a dict, None: not drawn)."""
+    named = (name.get(v) if isinstance(name, dict) else name(v) for v in rows[col].dropna())
+    return {x for x in named if x is not None}
+
+
+def finished(df: pd.DataFrame) -> pd.DataFrame:
+    return df[df["status"] == "ok"]
+
+
+def measured(df: pd.DataFrame) -> pd.DataFrame:
+    return finished(df)[finished(df)["measured"].astype(str) == "True"]
+
+
+def profile_legend(df: pd.DataFrame) -> set[str]:
+    """A profile figure's series: the paper's metrics where a GPU profile measured them (their
+    labels); else the CPU stand-ins and the top CPU ops that every run has, each named by its
+    whole name (the engine's call of a backward node as the node, the node itself not again)."""
+    rows = measured(df)
+    paper = rows[rows["kind"].isin(["paper metric", "extra metric"])]
+    if (paper["kind"] == "paper metric").any():
+        return set(paper["label"])
+    cpu = rows[rows["kind"] == "cpu op"]
+    top = cpu["label"].str.startswith(TOP)
+    every = cpu[top].groupby("metric")["run"].nunique() == cpu["run"].nunique()
+    ops = {m.removeprefix("cpu:") for m in every[every].index}
+    wrapper = "autograd::engine::evaluate_function: "
+    nodes = {op.removeprefix(wrapper) for op in ops if op.startswith(wrapper)}
+    tops = {TOP + op.removeprefix(wrapper) + (BACKWARD if op.startswith(wrapper) else "")
+            for op in ops if op not in nodes}  # fmt: skip
+    return set(cpu.loc[~top, "label"]) | tops
+
+
+# Per figure, from the table alone: the labels of the series its legend tells apart (a GPU count,
+# a strategy, a method...). The figure draws each of them and nothing else, but for MARKS.
+LEGENDS = {
+    "fig-strategies": lambda d: legend_of(finished(d), "strategy",
+                                       {"ddp": "DDP", "ddp_rr": "DDP-RR", "ddp_ds": "DDP-DS"}),
+    "fig-imagesize": lambda d: legend_of(finished(d), "gpus", gpus),
+    "fig-datasets": lambda d: legend_of(finished(d), "gpus", gpus),
+    "fig-loss": lambda d: legend_of(finished(d), "precision", str.upper),  # x pin_memory, see below
+    "fig-loaders": lambda d: legend_of(finished(d), "loader_label", str),
+    "fig-nhwc": lambda d: legend_of(finished(d), "setup", str),
+    "fig-numa": lambda d: legend_of(finished(d), "binding", str),
+    # the LLM matrices: a cell that did not finish is an "n/a" in its place, its series kept
+    "fig-templates": lambda d: legend_of(d, "method_label", str),
+    "fig-template-scaling": lambda d: legend_of(d, "method_label", str),
+    "fig-vram": lambda d: legend_of(d, "gpus", gpus),
+    "fig-optimized": lambda d: legend_of(d, "gpus", gpus),
+    "fig-transfers": lambda d: (legend_of(measured(d), "metric", COPIES)
+                                or legend_of(measured(d), "metric",
+                                          {"cpu:aten::copy_": "aten::copy_ (host copies)"})),
+    "fig-timeline": lambda d: {"training step", "evaluation step", "pause (above threshold)"},
+    **{t: profile_legend for t in ("fig-api-share", "fig-llm-api", "fig-llm-api-pinmem",
+                                   "fig-vision-metrics")},
+}  # fmt: skip
+# drawn series that are no value of the table: the run every strategy shares on one GPU, the two
+# sides of a profile diff
+MARKS = {"fig-strategies": {"one run for all (1 rank: same work)"},
+         "fig-optimized": {"faithful profile", "optimised profile"}}  # fmt: skip
+
+
+def named(label: str, legend: set[str]) -> str | None:
+    """The legend value a drawn label names: itself, or the one it begins with ("FP16 pin=on")."""
+    hits = [v for v in legend if label == v or label.startswith(v + " ")]
+    return hits[0] if len(hits) == 1 else None
+
+
 def render(target: str, df: pd.DataFrame, tmp_path: Path, meta: dict = META):
-    """Draw and save one figure; check the PNG, the declared series and the colours."""
-    mod = importlib.import_module(driver.module_name(target))
+    """Draw and save one figure; check the PNG, its series against the table and the colours.
+    Returns (the labels drawn, in order; label -> colour per panel; the figure's texts; figure)."""
     fig = driver.load(target).figure(df, meta)
     drawn = panels(fig)
     texts = [t.get_text() for t in fig.texts] + [fig._suptitle.get_text()]
@@ -80,13 +156,19 @@ def render(target: str, df: pd.DataFrame, tmp_path: Path, meta: dict = META):
     png = tmp_path / f"{target}.png"
     fig.savefig(png, dpi=40)
     assert png.stat().st_size > 2_000
-    declared = mod.series(df)
     assert drawn, f"{target}: no series drawn"
+    labels = list(dict.fromkeys(label for p in drawn for label in p))
+    legend, marks = LEGENDS[target](df), MARKS.get(target, set())
+    data = [x for x in labels if x not in marks]
+    assert all(named(x, legend) for x in data), (target, "invented", data, legend)
+    assert {named(x, legend) for x in data} == legend, (target, "not drawn", data, legend)
+    colour: dict[str, str] = {}
     for p in drawn:
-        assert list(p) == declared or set(p) <= set(declared), (target, list(p), declared)
         assert len(p) <= common.MAX_SERIES
         assert len(set(p.values())) == len(p), f"{target}: two series share a colour"
-    return declared, drawn, " | ".join(texts), fig
+        for label, c in p.items():
+            assert colour.setdefault(label, c) == c, f"{target}: {label} changes colour"
+    return labels, drawn, " | ".join(texts), fig
 
 
 # ---------------------------------------------------------------- the vision figures
@@ -94,8 +176,8 @@ def test_strategies_are_grouped_bars_with_the_ideal(tmp_path):
     df = ok([{"strategy": s, "gpus": g, "total_time_s": 10 / g ** (s != "ddp"),
               "speedup_vs_1gpu": g ** (s != "ddp") * 1.0, "efficiency_pct": 90.0}
              for s in ("ddp", "ddp_rr", "ddp_ds") for g in (1, 2)])  # fmt: skip
-    declared, drawn, text, fig = render("fig-strategies", df, tmp_path)
-    assert declared == ["DDP", "DDP-RR", "DDP-DS"] and len(drawn) == 2
+    labels, drawn, text, fig = render("fig-strategies", df, tmp_path)
+    assert labels == ["DDP", "DDP-RR", "DDP-DS"] and len(drawn) == 2
     assert "one run each" in text
     png = common.save(fig, "fig-strategies", "figtest")  # the report's PNG and PDF
     assert png.is_relative_to(tmp_path) and png.stat().st_size > 10_000
@@ -109,8 +191,8 @@ def test_strategies_draw_the_shared_one_gpu_run_once(tmp_path):
                         "speedup_vs_1gpu": g * 0.8, "efficiency_pct": 80.0, "status": "ok",
                         "run": "one" if g == 1 else f"{s}-{g}"}
                        for i, s in enumerate(("ddp", "ddp_rr", "ddp_ds")) for g in (1, 2)])  # fmt: skip
-    declared, drawn, _, fig = render("fig-strategies", df, tmp_path)
-    assert declared[-1].startswith("one run for all")
+    labels, drawn, _, fig = render("fig-strategies", df, tmp_path)
+    assert labels[-1].startswith("one run for all")
     time_ax, speed_ax = fig.axes[:2]
     assert len([p for p in time_ax.patches if p.get_height() == 10.0]) == 1  # the 1-GPU run
     assert [t.get_text() for t in speed_ax.get_xticklabels()] == ["2"]
@@ -119,8 +201,8 @@ def test_strategies_draw_the_shared_one_gpu_run_once(tmp_path):
 def test_imagesize_keeps_a_gpu_count_s_colour_in_both_panels(tmp_path):
     df = ok([{"image_size": s, "gpus": g, "total_time_s": 10 + s / g, "speedup_vs_1gpu": 1.8,
               "efficiency_pct": 90.0 - s / 10} for s in (32, 48, 64) for g in (1, 2)])  # fmt: skip
-    declared, drawn, _, fig = render("fig-imagesize", df, tmp_path)
-    assert declared == ["1 GPU", "2 GPUs"] and drawn[1]["2 GPUs"] == drawn[0]["2 GPUs"]
+    labels, drawn, _, fig = render("fig-imagesize", df, tmp_path)
+    assert labels == ["1 GPU", "2 GPUs"] and drawn[1]["2 GPUs"] == drawn[0]["2 GPUs"]
     # both axes from zero: a range cut to the data turned 10 points into a cliff
     assert [ax.get_ylim()[0] for ax in fig.axes[:2]] == [0, 0]
     assert fig.axes[1].get_ylim()[1] >= 100  # the ideal line is in view
@@ -135,8 +217,8 @@ def loss_table(differ: set[str]) -> pd.DataFrame:
 
 
 def test_loss_pairs_pin_off_and_on_where_they_differ(tmp_path):
-    declared, drawn, text, _ = render("fig-loss", loss_table({"fp16", "fp32", "fp64"}), tmp_path)
-    assert declared[:2] == ["FP64 pin=off", "FP64 pin=on"] and len(declared) == 6
+    labels, drawn, text, _ = render("fig-loss", loss_table({"fp16", "fp32", "fp64"}), tmp_path)
+    assert labels[:2] == ["FP64 pin=off", "FP64 pin=on"] and len(labels) == 6
     assert "identical" not in text
 
 
@@ -144,8 +226,8 @@ def test_loss_draws_an_identical_pair_once_and_says_why(tmp_path):
     """pin_memory is a no-op on a CPU: two identical bars are no comparison. Each identical pair
     is one series, named so; a pair that differs keeps both."""
     meta = {**META, "gates": {"gpu": "no GPU"}}
-    declared, drawn, text, _ = render("fig-loss", loss_table({"fp16"}), tmp_path, meta)
-    assert declared == ["FP64 (pin off = on)", "FP32 (pin off = on)", "FP16 pin=off",
+    labels, drawn, text, _ = render("fig-loss", loss_table({"fp16"}), tmp_path, meta)
+    assert labels == ["FP64 (pin off = on)", "FP32 (pin off = on)", "FP16 pin=off",
                         "FP16 pin=on"]  # fmt: skip
     assert "no-op without a GPU" in text and "FP64, FP32" in text
     _, _, text, _ = render("fig-loss", loss_table(set()), tmp_path)  # a GPU run: no "no-op"
@@ -160,8 +242,20 @@ def test_loss_draws_an_identical_pair_once_and_says_why(tmp_path):
 def test_scenario_b_bars_keep_the_table_order(tmp_path, target, by, values):
     df = ok([{by: v, "gpus": g, "total_time_s": 10.0 / g + i} for i, v in enumerate(values)
              for g in (1, 2)])  # fmt: skip
-    declared, _, _, _ = render(target, df, tmp_path)
-    assert declared == values
+    labels, _, _, _ = render(target, df, tmp_path)
+    assert labels == values
+
+
+def test_a_value_whose_runs_all_failed_is_drawn_as_its_figure_promises(tmp_path):
+    """A loader none of whose runs finished is no bar (LEGENDS: finished runs); a GPU count of
+    the LLM matrix whose runs all failed keeps its bars, "n/a" in their place (LEGENDS: all)."""
+    df = ok([{"loader_label": v, "gpus": 1, "total_time_s": 5.0} for v in ("DataLoader", "DALI")])
+    labels, _, _, _ = render("fig-loaders", df.assign(status=["ok", "failed"]), tmp_path)
+    assert labels == ["DataLoader"]
+    df = llm_cells(["LoRA", "QLoRA", "DPO", "QAT"], "peak_memory_gib")
+    labels, _, _, _ = render("fig-vram", df.assign(status=df["status"].where(df["gpus"] == 1,
+                                                                           "failed")), tmp_path)  # fmt: skip
+    assert labels == ["1 GPU", "2 GPUs"]
 
 
 @pytest.mark.parametrize("target", ["fig-loaders", "fig-nhwc"])
@@ -192,8 +286,8 @@ def test_timeline_draws_steps_pauses_and_where_epochs_and_evaluations_began(tmp_
                            "t1": [1.0, 1.2, 2.5, 2.6]})  # fmt: skip
     tables = {"busy": busy, "gaps": gaps, "phases": phases}
     monkeypatch.setattr(common, "extra_table", lambda t, p, name: tables[name])
-    declared, drawn, _, fig = render("fig-timeline", df, tmp_path)
-    assert list(drawn[0]) == declared == ["training step", "evaluation step",
+    labels, drawn, _, fig = render("fig-timeline", df, tmp_path)
+    assert list(drawn[0]) == labels == ["training step", "evaluation step",
                                           "pause (above threshold)"]  # fmt: skip
     marks = [c for c in fig.axes[0].collections if c.get_label() in ("_epoch", "_eval")]
     assert sorted(c.get_label() for c in marks) == ["_epoch"] * 2 + ["_eval"] * 2
@@ -239,8 +333,8 @@ def llm_cells(methods: list[str], value: str, dpo: float = 4.0) -> pd.DataFrame:
 
 def test_template_scaling_gives_each_panel_its_own_range(tmp_path):
     df = llm_cells(["LoRA", "DPO"], "tuning_time_s", dpo=40.0)
-    declared, _, text, fig = render("fig-template-scaling", df, tmp_path)
-    assert declared == ["LoRA", "DPO"]
+    labels, _, text, fig = render("fig-template-scaling", df, tmp_path)
+    assert labels == ["LoRA", "DPO"]
     for ax, top in zip(fig.axes[:3], (40.0, 4.0, 40.0), strict=True):
         assert ax.get_ylim()[1] >= top  # the DPO bar is never clipped
         assert ax.get_ylabel().startswith("tuning time")  # its own scale, its own label
@@ -253,8 +347,8 @@ def test_templates_and_vram_name_a_missing_cell(tmp_path):
     _, drawn, _, _ = render("fig-templates", df, tmp_path)
     assert all(list(p) == ["LoRA", "QLoRA", "DPO", "QAT"] for p in drawn)
     df = llm_cells(["LoRA", "QLoRA", "DPO", "QAT"], "peak_memory_gib")
-    declared, _, text, fig = render("fig-vram", df, tmp_path)
-    assert declared == ["1 GPU", "2 GPUs"]
+    labels, _, text, fig = render("fig-vram", df, tmp_path)
+    assert labels == ["1 GPU", "2 GPUs"]
     assert any(t.get_text() == "n/a" for ax in fig.axes for t in ax.texts)
     assert "host RSS" in text and "Peak VRAM" not in text and "VRAM per GPU" not in text
 
@@ -320,23 +414,23 @@ PROFILE_FIGURES = [
 @pytest.mark.parametrize("target,art,cells", PROFILE_FIGURES)
 def test_profile_figure_on_a_gpu_says_what_it_recorded(tmp_path, target, art, cells):
     runs, td = profile_case(cells, "H100")
-    declared, drawn, text, _ = render(target, art.build_table(runs, td), tmp_path)
-    launch = declared.index("cudaLaunchKernel")
-    assert declared[launch + 1].startswith("kernel launches, all APIs") and "CUDA API calls" in text
+    labels, drawn, text, _ = render(target, art.build_table(runs, td), tmp_path)
+    launch = labels.index("cudaLaunchKernel")
+    assert labels[launch + 1].startswith("kernel launches, all APIs") and "CUDA API calls" in text
     assert "Nsight Systems" in text and "CPU ops" not in text
-    assert all(list(p) == declared for p in drawn)
+    assert all(list(p) == labels for p in drawn)
 
 
 @pytest.mark.parametrize("target,art,cells", PROFILE_FIGURES)
 def test_profile_figure_on_a_cpu_keeps_its_series_in_every_group(tmp_path, target, art, cells):
     runs, td = profile_case(cells, "cpu")
-    declared, drawn, text, _ = render(target, art.build_table(runs, td), tmp_path)
+    labels, drawn, text, _ = render(target, art.build_table(runs, td), tmp_path)
     assert "CUDA API calls" not in text and "CPU ops (torch.profiler" in text
     assert "inclusive" in text  # nested op times: said so, never stacked
     # a top op that only one run has is no series (its absence elsewhere says nothing)
-    assert not any("only_in_run" in s for s in declared) and "only_in_run_0" in text
-    assert all(list(p) == declared for p in drawn)
-    whole = [s for s in declared if s.startswith("top CPU op:") and "ConvolutionBackward0" in s]
+    assert not any("only_in_run" in s for s in labels) and "only_in_run_0" in text
+    assert all(list(p) == labels for p in drawn)
+    whole = [s for s in labels if s.startswith("top CPU op:") and "ConvolutionBackward0" in s]
     # the whole name, not a 40-character cut, named as the node its engine call runs
     assert not whole or whole[0].endswith(
         "a long name (backward node, with its autograd-engine call)"
@@ -363,21 +457,19 @@ def test_a_backward_node_and_its_engine_call_are_one_series(tmp_path):
     ops = [("autograd::engine::evaluate_function: MmBackward0", 0.9), ("MmBackward0", 0.88),
            ("aten::mm", 0.5), ("aten::copy_", 0.1)]  # fmt: skip
     td = tidy([(r, 0, "cpu:" + op, s, s / 3, None) for r in runs["run"] for op, s in ops], "torch")
-    declared, drawn, text, _ = render("fig-llm-api", a_llm.build_table(runs, td), tmp_path)
-    mm = [s for s in declared if "MmBackward0" in s]
-    assert mm == ["top CPU op: MmBackward0 (backward node, with its autograd-engine call)"], (
-        declared
-    )
+    labels, drawn, text, _ = render("fig-llm-api", a_llm.build_table(runs, td), tmp_path)
+    mm = [s for s in labels if "MmBackward0" in s]
+    assert mm == ["top CPU op: MmBackward0 (backward node, with its autograd-engine call)"], labels
     assert "inside the autograd-engine call drawn for it" in text
 
 
 def test_transfers_bytes_on_a_gpu_and_host_copy_time_on_a_cpu(tmp_path):
     runs, td = profile_case(LLM_CELLS, "H100")
-    declared, _, text, _ = render("fig-transfers", a_tr.build_table(runs, td), tmp_path)
-    assert declared == ["HtoD", "DtoD", "DtoH"] and "[MB]" in text and "bytes moved" in text
+    labels, _, text, _ = render("fig-transfers", a_tr.build_table(runs, td), tmp_path)
+    assert labels == ["HtoD", "DtoD", "DtoH"] and "[MB]" in text and "bytes moved" in text
     runs, td = profile_case(LLM_CELLS, "cpu")
-    declared, _, text, _ = render("fig-transfers", a_tr.build_table(runs, td), tmp_path)
-    assert declared == ["aten::copy_ (host copies)"] and "time, not bytes" in text
+    labels, _, text, _ = render("fig-transfers", a_tr.build_table(runs, td), tmp_path)
+    assert labels == ["aten::copy_ (host copies)"] and "time, not bytes" in text
     assert "[s]" in text and "bytes moved" not in text
 
 
@@ -444,8 +536,8 @@ def ladder_table(repeats: bool) -> pd.DataFrame:
 
 @pytest.mark.parametrize("repeats", [False, True])
 def test_optimized_promises_whiskers_only_with_repeats(tmp_path, repeats):
-    declared, drawn, text, fig = render("fig-optimized", ladder_table(repeats), tmp_path)
-    assert declared == ["1 GPU", "2 GPUs", "faithful profile", "optimised profile"]
+    labels, drawn, text, fig = render("fig-optimized", ladder_table(repeats), tmp_path)
+    assert labels == ["1 GPU", "2 GPUs"]  # no profiled pair: no diff panel, no sides
     assert ("whiskers" in text) == repeats
     caps = [c for ax in fig.axes for c in ax.containers if getattr(c, "errorbar", None)]
     assert bool(caps) == repeats
@@ -477,7 +569,8 @@ def test_optimized_draws_the_profile_diff_of_a_profiled_pair(tmp_path, monkeypat
     )  # fmt: skip
     tables = {"profile-diff": diff}
     monkeypatch.setattr(common, "extra_table", lambda t, p, name: tables[name])
-    _, _, text, fig = render("fig-optimized", ladder_table(False), tmp_path)
+    labels, _, text, fig = render("fig-optimized", ladder_table(False), tmp_path)
+    assert labels == ["1 GPU", "2 GPUs", "faithful profile", "optimised profile"]
     diff_axes = [
         ax for ax in fig.axes if "profile, faithful -> compile" in ax.get_title(loc="left")
     ]

@@ -72,10 +72,6 @@ CONDITIONS = ["method", "dataset"]
 FIGURE_TITLE = "Share of time in {what}, by template and method"
 
 
-def series(df: pd.DataFrame) -> list[str]:
-    return draw_profile.series(df, CONDITIONS)
-
-
 figure = draw_profile.metrics(CONDITIONS, FIGURE_TITLE)
 
 

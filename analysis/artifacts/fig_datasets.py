@@ -121,11 +121,6 @@ def gates(runs: pd.DataFrame, t: pd.DataFrame) -> dict[str, str]:
 # the figure (python -m analysis fig-datasets --figure)
 
 
-def series(df: pd.DataFrame) -> list[str]:
-    """One bar per GPU count in each dataset's group (the same in both panels)."""
-    return [draw.gpus_label(g) for g in sorted(df.loc[df["status"] == "ok", "gpus"].unique())]
-
-
 def _wide(df: pd.DataFrame, col: str) -> pd.DataFrame:
     w = df.pivot_table(index="dataset", columns="gpus", values=col, aggfunc="median")
     w = w.reindex([d for d in DATASETS if d in w.index] + [d for d in w.index if d not in DATASETS])

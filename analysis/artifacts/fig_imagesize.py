@@ -43,11 +43,6 @@ def compact(t: pd.DataFrame) -> pd.DataFrame:
 # the figure (python -m analysis fig-imagesize --figure)
 
 
-def series(df: pd.DataFrame) -> list[str]:
-    """The GPU counts of the time panel (the efficiency panel has those above 1)."""
-    return [draw.gpus_label(g) for g in sorted(df.loc[df["status"] == "ok", "gpus"].unique())]
-
-
 def _wide(df: pd.DataFrame, col: str) -> pd.DataFrame:
     w = df.pivot_table(index="image_size", columns="gpus", values=col, aggfunc="median")
     return w.rename(columns=draw.gpus_label)

@@ -66,10 +66,6 @@ CONDITIONS = ["dataset"]
 FIGURE_TITLE = "Time in {what}, by dataset (LoRA, 1 GPU)"
 
 
-def series(df: pd.DataFrame) -> list[str]:
-    return draw_profile.series(df, CONDITIONS)
-
-
 figure = draw_profile.metrics(CONDITIONS, FIGURE_TITLE)
 
 

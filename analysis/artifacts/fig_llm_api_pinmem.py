@@ -61,10 +61,6 @@ CONDITIONS = ["gpus", "pin_memory"]
 FIGURE_TITLE = "Time in {what}, by pin_memory (LoRA, alpaca)"
 
 
-def series(df: pd.DataFrame) -> list[str]:
-    return draw_profile.series(df, CONDITIONS)
-
-
 figure = draw_profile.metrics(CONDITIONS, FIGURE_TITLE)
 
 

@@ -43,10 +43,6 @@ def notes(runs: pd.DataFrame, t: pd.DataFrame) -> list[str]:
 BY = "loader_label"  # the series: one bar per value in each GPU-count group
 
 
-def series(df: pd.DataFrame) -> list[str]:
-    return draw.bar_series(df, BY)
-
-
 figure = draw.time_bars_figure(BY, "DataLoader against DALI (Scenario B; {runs})")
 
 

@@ -81,7 +81,7 @@ def _labels(df: pd.DataFrame) -> pd.Series:
                      index=df.index)  # fmt: skip
 
 
-def series(df: pd.DataFrame) -> list[str]:
+def _series(df: pd.DataFrame) -> list[str]:
     """Precision (x pin_memory where the pair differs), FP64 first (the paper's baseline), pin
     off before on."""
     keys = df[["precision", "pin_memory"]].astype(str)
@@ -92,7 +92,7 @@ def series(df: pd.DataFrame) -> list[str]:
 
 def figure(df: pd.DataFrame, meta: dict) -> plt.Figure:
     df = df.assign(series=_labels(df))
-    names = series(df)
+    names = _series(df)
     pinned = [s for s in names if s.endswith("pin=on")]
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 3.6))
     for ax, col in zip((ax1, ax2), VALUES, strict=True):

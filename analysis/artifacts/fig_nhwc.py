@@ -38,10 +38,6 @@ def compact(t: pd.DataFrame) -> pd.DataFrame:
 BY = "setup"  # the series: one bar per value in each GPU-count group
 
 
-def series(df: pd.DataFrame) -> list[str]:
-    return draw.bar_series(df, BY)
-
-
 figure = draw.time_bars_figure(
     BY, "NHWC (channels_last) DataLoader against DALI ({runs})", width=6.5
 )

@@ -70,10 +70,6 @@ def gates(runs: pd.DataFrame, t: pd.DataFrame) -> dict[str, str]:
 BY = "binding"  # the series: one bar per value in each GPU-count group
 
 
-def series(df: pd.DataFrame) -> list[str]:
-    return draw.bar_series(df, BY)
-
-
 def not_compared(drawn: list[str], meta: dict) -> str:
     """One bar per group is no comparison: say why the other is absent."""
     why = (meta.get("gates") or {}).get("multi_numa", "")

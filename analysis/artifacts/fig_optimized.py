@@ -358,7 +358,6 @@ def notes(runs: pd.DataFrame, t: pd.DataFrame) -> list[str]:
 
 
 # the figure (python -m analysis fig-optimized --figure), beside this module for its size
-series = draw_optimized.series
 figure = draw_optimized.figure
 
 

@@ -75,15 +75,6 @@ def shared_gpus(df: pd.DataFrame) -> list[int]:
     return sorted(int(g) for g in runs[runs == 1].index)
 
 
-def series(df: pd.DataFrame) -> list[str]:
-    """The strategies drawn, in the paper's order (the same bars in both panels), and the
-    shared run where a GPU count has one."""
-    have = set(df.loc[df["status"] == "ok", "strategy"])
-    return [label for s, label in LABELS.items() if s in have] + (
-        [SHARED] if shared_gpus(df) else []
-    )
-
-
 def _wide(df: pd.DataFrame, col: str) -> pd.DataFrame:
     w = df.pivot_table(index="gpus", columns="strategy", values=col, aggfunc="median")
     return w.reindex(columns=[s for s in LABELS if s in w.columns]).rename(columns=LABELS)

@@ -81,11 +81,6 @@ TEMPLATES = list(TEMPLATE_LABELS.values())
 METHOD_NAMES = [METHOD_LABELS[m] for m in ("lora", "dpo")]
 
 
-def series(df: pd.DataFrame) -> list[str]:
-    """The same two methods in every panel, in the paper's order."""
-    return METHOD_NAMES
-
-
 def figure(df: pd.DataFrame, meta: dict) -> plt.Figure:
     gpus = sorted(df["gpus"].unique())
     # each template on its own y range: DPO takes several times LoRA's time, and a shared axis

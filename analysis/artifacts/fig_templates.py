@@ -144,11 +144,6 @@ def token_lines(meta: dict) -> list[str]:
     return lines
 
 
-def series(df: pd.DataFrame) -> list[str]:
-    """The same four methods in every panel, in the paper's order."""
-    return METHOD_NAMES
-
-
 def figure(df: pd.DataFrame, meta: dict) -> plt.Figure:
     gpus = sorted(df["gpus"].unique())
     fig, axes = draw.panel_bars(df, "gpus", gpus, "template", TEMPLATES, "method_label",

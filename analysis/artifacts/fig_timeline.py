@@ -173,11 +173,6 @@ STEP_SERIES = {"train_step": "training step", "eval_step": "evaluation step"}
 MARKS = {"epoch": ("epoch start", "-"), "eval": ("evaluation start", "--")}
 
 
-def series(df: pd.DataFrame) -> list[str]:
-    """The same three in every panel: what a rank does, and the pauses between."""
-    return list(SERIES)
-
-
 def _phases(profile: str) -> pd.DataFrame:
     """Each epoch's training and evaluation span per rank (tables older than it: none)."""
     try:

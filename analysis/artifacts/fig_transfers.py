@@ -94,7 +94,7 @@ def _rows(df: pd.DataFrame) -> tuple[pd.DataFrame, bool]:
     return cpu.assign(series=HOST_COPY, value=pd.to_numeric(cpu["total_s"])), False
 
 
-def series(df: pd.DataFrame) -> list[str]:
+def _series(df: pd.DataFrame) -> list[str]:
     rows, _ = _rows(df)
     return [s for s in [*DIRECTION_NAMES.values(), HOST_COPY] if s in set(rows["series"])]
 
@@ -107,7 +107,7 @@ def figure(df: pd.DataFrame, meta: dict) -> plt.Figure:
     fig, ax = plt.subplots(figsize=(max(7.0, 0.85 * len(groups) + 2), 3.8))
     if len(rows):
         wide = rows.groupby(["cond", "series"], sort=False)["value"].median().unstack("series")
-        wide = wide.reindex(index=groups, columns=series(df))
+        wide = wide.reindex(index=groups, columns=_series(df))
         zero = wide.map(lambda v: "0" if v == 0 else "")  # no bar for a 0 on a log axis: say it
         draw.bars(ax, wide, log=copies, marks=zero)
         ax.tick_params(axis="x", labelsize=7)

@@ -121,10 +121,6 @@ def gates(runs: pd.DataFrame, t: pd.DataFrame) -> dict[str, str]:
 FIGURE_TITLE = "Time in {what}, by image size, GPUs and pin_memory"
 
 
-def series(df: pd.DataFrame) -> list[str]:
-    return draw_profile.series(df, CONDITIONS)
-
-
 figure = draw_profile.metrics(CONDITIONS, FIGURE_TITLE)
 
 

@@ -115,17 +115,13 @@ SHORT = {"Instruct": "Instruct", "Summary": "Summary", "Error Correction": "Erro
 METHOD_NAMES = list(METHOD_LABELS.values())
 
 
-def series(df: pd.DataFrame) -> list[str]:
-    """One bar per GPU count in each template's group, the same in every panel."""
-    return [draw.gpus_label(g) for g in sorted(df["gpus"].unique())]
-
-
 def figure(df: pd.DataFrame, meta: dict) -> plt.Figure:
     # from the table's memory_kind: VRAM only where the peaks were read from the GPU allocator
     host = not df["memory_kind"].dropna().isin(store.GPU_MEMORY).any()
     ylabel = "peak host RSS, rank 0 [GiB]" if host else "peak VRAM per GPU [GiB]"
+    gpus = [draw.gpus_label(g) for g in sorted(df["gpus"].unique())]  # a failed count: n/a bars
     fig, axes = draw.panel_bars(df, "method_label", METHOD_NAMES, "template", TEMPLATES, "gpus",
-                                series(df), "peak_memory_gib", "max", draw.gpus_label)  # fmt: skip
+                                gpus, "peak_memory_gib", "max", draw.gpus_label)  # fmt: skip
     for ax, m in zip(axes, METHOD_NAMES, strict=True):
         ax.set_xticks(ax.get_xticks(), [SHORT[t] for t in TEMPLATES], fontsize=8)
         ax.set_title(m, fontsize=9)
