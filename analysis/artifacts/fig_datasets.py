@@ -71,36 +71,11 @@ def compact(t: pd.DataFrame) -> pd.DataFrame:
     a cell whose runs did not finish shows their status."""
     if t.empty:
         return pd.DataFrame(columns=KEYS)
-    gpus = sorted(t["gpus"].dropna().unique())
-    ok = t[t["status"] == "ok"]
-    rows = []
-    for d in sorted(t["dataset"].unique(), key=_rank):
-        for col, label in QUANTITIES.items():
-            row: dict[str, Any] = {"dataset": d, "quantity": label}
-            repeats = 1
-            for g in gpus:
-                cell = t[(t["dataset"] == d) & (t["gpus"] == g)]
-                vals = pd.to_numeric(
-                    ok.loc[(ok["dataset"] == d) & (ok["gpus"] == g), col], errors="coerce"
-                ).dropna()
-                name = c.gpus_label(g)
-                if len(vals):
-                    row[name] = float(vals.median())
-                    if len(vals) > 1:
-                        row[f"{name}_min"], row[f"{name}_max"] = vals.min(), vals.max()
-                        repeats = max(repeats, len(vals))
-                elif len(cell):
-                    row[name] = "/".join(sorted(set(cell["status"].astype(str)) - {"ok"})) or None
-            if repeats > 1:
-                row["repeats"] = repeats
-            rows.append(row)
-    cols = [*KEYS]
-    for g in gpus:
-        name = c.gpus_label(g)
-        cols += [name] + [s for s in (f"{name}_min", f"{name}_max") if any(s in r for r in rows)]
-    if any("repeats" in r for r in rows):
-        cols.append("repeats")
-    return pd.DataFrame(rows, columns=cols)
+    # one row per run and quantity, its value in one column: the quantities become rows
+    long = pd.concat([t.assign(quantity=label, value=t[col]) for col, label in QUANTITIES.items()])
+    order = sorted(t["dataset"].unique(), key=_rank)
+    return c.pivot(long, KEYS, "gpus", {"value": c.gpus_label}, fill_status=True,
+                   rows={"dataset": order, "quantity": list(QUANTITIES.values())})  # fmt: skip
 
 
 def notes(runs: pd.DataFrame, t: pd.DataFrame) -> list[str]:
