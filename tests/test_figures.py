@@ -114,10 +114,10 @@ def profile_legend(df: pd.DataFrame) -> set[str]:
 # a strategy, a method...). The figure draws each of them and nothing else, but for MARKS.
 LEGENDS = {
     "fig-strategies": lambda d: legend_of(finished(d), "strategy",
-                                       {"ddp": "DDP", "ddp_rr": "DDP-RR", "ddp_ds": "DDP-DS"}),
+                                          {"ddp": "DDP", "ddp_rr": "DDP-RR", "ddp_ds": "DDP-DS"}),
     "fig-imagesize": lambda d: legend_of(finished(d), "gpus", gpus),
     "fig-datasets": lambda d: legend_of(finished(d), "gpus", gpus),
-    "fig-loss": lambda d: legend_of(finished(d), "precision", str.upper),  # x pin_memory, see below
+    "fig-loss": lambda d: legend_of(finished(d), "precision", str.upper),  # (x pin on/off)
     "fig-loaders": lambda d: legend_of(finished(d), "loader_label", str),
     "fig-nhwc": lambda d: legend_of(finished(d), "setup", str),
     "fig-numa": lambda d: legend_of(finished(d), "binding", str),
@@ -128,7 +128,7 @@ LEGENDS = {
     "fig-optimized": lambda d: legend_of(d, "gpus", gpus),
     "fig-transfers": lambda d: (legend_of(measured(d), "metric", COPIES)
                                 or legend_of(measured(d), "metric",
-                                          {"cpu:aten::copy_": "aten::copy_ (host copies)"})),
+                                             {"cpu:aten::copy_": "aten::copy_ (host copies)"})),
     "fig-timeline": lambda d: {"training step", "evaluation step", "pause (above threshold)"},
     **{t: profile_legend for t in ("fig-api-share", "fig-llm-api", "fig-llm-api-pinmem",
                                    "fig-vision-metrics")},
@@ -158,6 +158,7 @@ def render(target: str, df: pd.DataFrame, tmp_path: Path, meta: dict = META):
     assert png.stat().st_size > 2_000
     assert drawn, f"{target}: no series drawn"
     labels = list(dict.fromkeys(label for p in drawn for label in p))
+    assert target in LEGENDS, f"{target}: name in LEGENDS the table column its legend tells apart"
     legend, marks = LEGENDS[target](df), MARKS.get(target, set())
     data = [x for x in labels if x not in marks]
     assert all(named(x, legend) for x in data), (target, "invented", data, legend)
@@ -169,6 +170,11 @@ def render(target: str, df: pd.DataFrame, tmp_path: Path, meta: dict = META):
         for label, c in p.items():
             assert colour.setdefault(label, c) == c, f"{target}: {label} changes colour"
     return labels, drawn, " | ".join(texts), fig
+
+
+def test_every_figure_of_the_matrix_has_its_legend_named():
+    figures = [t for t in driver.targets() if t.startswith("fig-") and driver.load(t)]
+    assert figures and sorted(figures) == sorted(LEGENDS)
 
 
 # ---------------------------------------------------------------- the vision figures
