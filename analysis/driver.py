@@ -55,7 +55,7 @@ class Artifact:
     paper()                the paper's published numbers in table()'s shape (None: it printed
                            none); `paper_csv` the reference CSV they come from
     notes(runs, t)         what a reader must know
-    gates(runs, t)         claims.yaml's `needs:` names -> why not met ("" when met); `gpu` is
+    gates(runs, t)         claims.yaml's `gates:` names -> why not met ("" when met); `gpu` is
                            added by the driver where the runs had no GPU
     extra(runs, t)         side tables, written as <target>-<name>.csv
     title                  the section's title, or title(runs, t) where it depends on what the

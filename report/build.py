@@ -243,7 +243,7 @@ def context(profile: str, roots: list[Path], out_dir: Path) -> dict[str, Any]:
         row = {"id": c["id"], "origin": cs.origin(c), "statement": c["statement"],
                "criterion": c["criterion"], "claim": c, "experiment": c["experiment"],
                "source": c["source"], "per": per,
-               "needs": needs_of(c),
+               "gates": gates_text(c),
                "paper_verdict": next((p["paper_verdict"] for p in per if p["paper_verdict"]),
                                      ""),
                "target": sec["target"]}  # fmt: skip
@@ -286,7 +286,7 @@ def context(profile: str, roots: list[Path], out_dir: Path) -> dict[str, Any]:
             str(t) for t in sorted({t for m in ran["machines"] for t in m["threads"]})
         ),
         "software": settings.software_rows(machines, assumed.get("paper_software", {})),
-        "next": nextgpu.section(profile, roots[0], rows, gates[0], NEEDS_TEXT, matrix),
+        "next": nextgpu.section(profile, roots[0], rows, gates[0], GATE_TEXT, matrix),
         "assumptions": assumptions(matrix, assumed),
     }
 
@@ -312,7 +312,7 @@ BLANK = {"reason": "", "evidence": "", "coverage": "", "paper_verdict": "", "pap
          "cells": "", "runs": [], "ours": "", "paper_value": "", "margin_pct": None,
          "margin_points": None, "gap_pct": None, "gap_points": None, "timing": "",
          "stand_in": False}  # fmt: skip
-NEEDS_TEXT = {
+GATE_TEXT = {
     "gpu": "a GPU",
     "gpu_oom": "a GPU that can run out of memory",
     "learned": "runs that learn",
@@ -328,9 +328,9 @@ NEEDS_TEXT = {
 }
 
 
-def needs_of(claim: dict[str, Any]) -> list[str]:
-    """What a claim needs, in words, each once ("a GPU" where a GPU of some kind is named)."""
-    texts = list(dict.fromkeys(NEEDS_TEXT.get(n, n) for n in claim.get("needs") or []))
+def gates_text(claim: dict[str, Any]) -> list[str]:
+    """The gates of a claim, in words, each once ("a GPU" where a GPU of some kind is named)."""
+    texts = list(dict.fromkeys(GATE_TEXT.get(n, n) for n in claim.get("gates") or []))
     return [t for t in texts if not any(o != t and o.startswith(t) for o in texts)]
 
 

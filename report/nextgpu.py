@@ -57,14 +57,14 @@ def decides(claim: dict[str, Any], judged: dict[str, Any], gates: dict[str, str]
     gate that failed is a GPU's, and the next profile adds a GPU or GPU counts."""
     if judged.get("verdict") != "not measured" or claim.get("not_implemented") or gates is None:
         return False
-    failed = {g for g in claim.get("needs") or [] if gates.get(g)}
+    failed = {g for g in claim.get("gates") or [] if gates.get(g)}
     if not failed <= GPU_GATES or not theirs:
         return False
     return bool(failed) or bool(theirs - ours)
 
 
 def section(profile: str, root: Path, rows: list[dict[str, Any]], gates: dict[str, dict],
-            needs_text: dict[str, str], matrix: dict[str, Any]) -> dict[str, Any] | None:  # fmt: skip
+            gate_text: dict[str, str], matrix: dict[str, Any]) -> dict[str, Any] | None:  # fmt: skip
     """The next profile, its cost, and the claims not measured here that it would decide; the
     others not measured, each with what it still needs."""
     nxt = NEXT.get(profile)
@@ -87,7 +87,7 @@ def section(profile: str, root: Path, rows: list[dict[str, Any]], gates: dict[st
         if decides(r["claim"], judged, g, *counts[r["experiment"]]):
             decided.append(r["id"])
         else:
-            failed = [needs_text.get(n, n) for n in r["claim"].get("needs") or []
+            failed = [gate_text.get(n, n) for n in r["claim"].get("gates") or []
                       if (g or {}).get(n) and n not in GPU_GATES]  # fmt: skip
             why = f"needs {', '.join(failed)}" if failed else judged["reason"]
             other.setdefault(why, []).append(r["id"])

@@ -26,7 +26,7 @@ def sentence(text: str) -> str:
 def short_reason(reason: str, claim: dict[str, Any], gates: dict[str, str]) -> str:
     """A claim's reason without the CPU caveat the report states once: a failed GPU gate is
     "needs a GPU" and the GPU-only effect the claim is about (analysis/claims/spec.py)."""
-    failed = [g for g in claim.get("needs") or [] if gates.get(g)]
+    failed = [g for g in claim.get("gates") or [] if gates.get(g)]
     if reason.startswith(cl.NO_GPU) or (reason and failed and failed[0] in GPU_GATES):
         effect = cs.gpu_only(claim)
         return "needs a GPU" + (f" ({effect})" if effect else "")

@@ -183,10 +183,10 @@ def test_next_on_a_gpu_node_reads_the_plan_and_names_what_it_decides():
     got = nextgpu.parse_plan(text)
     assert got == {"runs": "148", "gpu_hours": "3.20", "wall": "1 h 17 min", "node": "4 x H100"}
     assert nextgpu.parse_plan("error: no GPU") == {}
-    claim = {"needs": ["gpu"]}
+    claim = {"gates": ["gpu"]}
     unmeasured = {"verdict": "not measured"}
     assert nextgpu.decides(claim, unmeasured, {"gpu": "no GPU"}, {1, 2}, {1, 2, 4})
-    assert not nextgpu.decides({"needs": ["multi_numa"]}, unmeasured, {"multi_numa": "1 node"},
+    assert not nextgpu.decides({"gates": ["multi_numa"]}, unmeasured, {"multi_numa": "1 node"},
                                {1, 2}, {1, 2, 4})  # fmt: skip
     assert nextgpu.decides({}, unmeasured, {}, {1, 2}, {1, 2, 4})  # a GPU count it adds
     assert not nextgpu.decides({}, unmeasured, None, {1, 2}, {1, 2, 4})  # not built here

@@ -106,7 +106,7 @@ def judge(
     mine = outcome(judged, ours, margin)
     theirs = outcome(cl, paper) if paper is not None else Outcome(None, why="no published data")
     verdict, reason = verdict_of(mine), mine.why
-    for gate in cl.get("needs", []):
+    for gate in cl.get("gates", []):
         why = (gates or {}).get(gate)
         if not why:
             continue
