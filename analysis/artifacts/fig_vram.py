@@ -39,7 +39,7 @@ NO_OOM = (
 )
 
 
-def table(runs: pd.DataFrame, profile: str) -> pd.DataFrame:
+def table(runs: pd.DataFrame, scale: str) -> pd.DataFrame:
     df = runs.copy()
     for col in ("peak_memory_bytes", "peak_memory_max_bytes", "memory_kind", "error"):
         if col not in df:

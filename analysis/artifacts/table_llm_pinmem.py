@@ -26,7 +26,7 @@ NO_PINNING = (
 )
 
 
-def table(runs: pd.DataFrame, profile: str) -> pd.DataFrame:
+def table(runs: pd.DataFrame, scale: str) -> pd.DataFrame:
     df = runs.copy()
     if df.empty:
         return pd.DataFrame(columns=COLUMNS)
