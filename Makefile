@@ -32,9 +32,9 @@ RESULTS_DIR ?= results
 RES := $(RESULTS_DIR)/$(PROFILE)
 TABLES := $(RES)/tables
 SWEEPS := $(RES)/sweeps
-# The report of this checkout's results/ goes to report/out/<profile>; the report of any other
-# RESULTS_DIR beside its results, in <RESULTS_DIR>/<profile>/report, so that results elsewhere
-# never overwrite this one's report. analysis/draw.py (report_dir) is the same rule.
+# The report of this checkout's results/ goes to report/out/<scale>; the report of any other
+# RESULTS_DIR beside its results, in <RESULTS_DIR>/<scale>/report, so that results elsewhere
+# never overwrite this one's report. run/store.py (report_dir) is the same rule.
 REPORT_OUT := $(if $(filter $(CURDIR)/results,$(abspath $(RESULTS_DIR))),report/out/$(PROFILE),$(RES)/report)
 FIGS := $(REPORT_OUT)/figures
 REPORT_MD := $(REPORT_OUT)/report.md
@@ -115,7 +115,7 @@ THERE := $(filter-out $(MADE) $(MAKECMDGOALS),$(wildcard $(FIGS)/*.png) \
            $(foreach r,$(REPORT_RESULTS),$(wildcard $(r)/$(PROFILE)/tables/*.json)))
 REPORT_SRC := $(wildcard report/*.py report/templates/*) experiments/assumptions.yaml \
               experiments/matrix.yaml reference/paper/claims.yaml
-RENDER = $(PY) -m report.build --profile $(PROFILE) $(addprefix --results ,$(REPORT_RESULTS))
+RENDER = $(PY) -m report.build --scale $(PROFILE) $(addprefix --results ,$(REPORT_RESULTS))
 
 # What is left to run: make asks run/sweep/left.py, the reading of what is missing that the plan
 # and the sweep share, which sweeps of this call's goals must run, and forces those. File times
@@ -132,7 +132,7 @@ GOAL_EXPS := $(strip $(call uniq,$(foreach t,$(GOAL_TARGETS),$(exp_$(t))) $(if $
                $(patsubst $(SWEEPS)/%.json,%,$(filter $(SWEEPS)/%.json,$(MAKECMDGOALS)))))
 ifneq ($(GOAL_EXPS),)
 LEFT := $(if $(wildcard $(VENV_STAMP)),$(shell $(call in_env,$(PY)) -m run.sweep.left \
-          --profile $(PROFILE) $(addprefix --exp ,$(GOAL_EXPS)) 2>&1),stale: $(GOAL_EXPS))
+          --scale $(PROFILE) $(addprefix --exp ,$(GOAL_EXPS)) 2>&1),stale: $(GOAL_EXPS))
 ifneq ($(firstword $(LEFT)),stale:)
 $(error $(strip $(patsubst error:,,$(LEFT))))
 endif
@@ -146,7 +146,7 @@ $(foreach e,$(STALE),$(eval $(SWEEPS)/$(e).json: FORCE))
         plan plan-brief check-cuda check-verdicts spread-sweeps gpu-check gpu-wheels self-check pdf runs $(ALL_TARGETS)
 
 help: ## show this help
-	@echo "Usage: make <target> [PROFILE=smoke|quick|paper] [PROFILER=auto|torch|nsys|none] [REPEATS=n]"
+	@echo "Usage: make <target> [PROFILE=smoke|quick|paper (the scale)] [PROFILER=auto|torch|nsys|none] [REPEATS=n]"
 	@echo "PROFILE now: $(PROFILE)"
 	@grep -hE '^[a-zA-Z0-9_.-]+:.*## ' $(MAKEFILE_LIST) | \
 	  awk 'BEGIN {FS = ":.*## "}; {printf "  %-24s %s\n", $$1, $$2}'
@@ -160,7 +160,7 @@ help: ## show this help
 # repeat 1 between the vision and the LLM experiments, the last with their own sweep at the end.
 # A stamp is remade when a noise cell is missing (STALE), so a rerun keeps the spread.
 $(SWEEPS)/.noise-%: $(RUN_SRC) | $(VENV_STAMP)
-	$(PY) -m run.sweep --profile $(PROFILE) $(addprefix --exp ,$(exp_table-noise)) --only-repeat $*
+	$(PY) -m run.sweep --scale $(PROFILE) $(addprefix --exp ,$(exp_table-noise)) --only-repeat $*
 	@mkdir -p $(@D) && touch $@
 $(if $(filter $(NOISE_EXPS),$(STALE)),$(foreach k,0 1,$(eval $(SWEEPS)/.noise-$(k): FORCE)))
 sweeps_of = $(foreach t,$(1),$(foreach e,$(exp_$(t)),$(SWEEPS)/$(e).json))
@@ -181,15 +181,15 @@ llm: $(if $(STALE),check-cuda) $(call outputs,$(LLM)) $(REPORT_MD) ## only the L
 # Every missing run of the built artifacts in one sweep, no tables: what each node of
 # `make slurm NODES=n` does. Sweeps sharing the results folder split the runs by their locks.
 runs: check-cuda | $(VENV_STAMP) ## only the runs of PROFILE (no tables, no report); several at once share the work
-	$(PY) -m run.sweep --profile $(PROFILE) $(addprefix --exp ,$(call uniq,$(foreach t,$(ARTIFACTS),$(exp_$(t)))))
+	$(PY) -m run.sweep --scale $(PROFILE) $(addprefix --exp ,$(call uniq,$(foreach t,$(ARTIFACTS),$(exp_$(t)))))
 
 # ARTIFACTS on the command line: only the runs those targets make (the noise cells included).
 PLAN_EXPS := $(if $(filter command line,$(origin ARTIFACTS)),$(call uniq,$(foreach t,$(ARTIFACTS),$(exp_$(t))) $(NOISE_EXPS)))
 plan: | $(VENV_STAMP) ## every run of PROFILE (ARTIFACTS=...: of those targets): state, estimated time, GPU-hours and wall time still to spend
-	@$(PY) -m run.sweep.plan --profile $(PROFILE) $(addprefix --exp ,$(PLAN_EXPS))
+	@$(PY) -m run.sweep.plan --scale $(PROFILE) $(addprefix --exp ,$(PLAN_EXPS))
 
 plan-brief: | $(VENV_STAMP)
-	@$(PY) -m run.sweep.plan --profile $(PROFILE) --brief
+	@$(PY) -m run.sweep.plan --scale $(PROFILE) --brief
 
 # GPUs that the installed torch cannot use stop `make all` before any run, with one line.
 check-cuda: | $(VENV_STAMP)
@@ -207,13 +207,13 @@ probe: | $(VENV_STAMP) ## print the hardware the experiments will use
 
 matrix: | $(VENV_STAMP) ## validate the experiment matrix and list the runs of PROFILE
 	@$(PY) -m run.sweep.matrix --check
-	@$(PY) -m run.sweep.matrix --profile $(PROFILE)
+	@$(PY) -m run.sweep.matrix --scale $(PROFILE)
 
 # One sweep per experiment; its record is written only once every run is dealt with, so a killed
 # make resumes here and the sweep repeats no finished run.
 $(SWEEPS)/%.json: $(RUN_SRC) | $(VENV_STAMP)
 	@$(PY) -m run.node.probe
-	$(PY) -m run.sweep --profile $(PROFILE) --exp $*
+	$(PY) -m run.sweep --scale $(PROFILE) --exp $*
 
 # Reached only through pattern rules, files are "intermediate": make deletes them when it exits
 # and, once deleted, never makes them again while what they feed is newer. The sweep records are
@@ -227,10 +227,10 @@ NOISE_SWEEPS = $(foreach e,$(NOISE_EXPS),$(SWEEPS)/$(e).json)
 
 .SECONDEXPANSION:
 $(TABLES)/%.csv: $$(foreach e,$$(exp_$$*),$$(SWEEPS)/$$(e).json) $$(NOISE_SWEEPS) analysis/artifacts/$$(subst -,_,$$*).py $(ANALYSIS_SRC) | $(VENV_STAMP)
-	$(PY) -m analysis $* --profile $(PROFILE)
+	$(PY) -m analysis $* --scale $(PROFILE)
 
 $(FIGS)/%.png: $(TABLES)/%.csv analysis/artifacts/$$(subst -,_,$$*).py $(DRAW_SRC) | $(VENV_STAMP)
-	$(PY) -m analysis $* --profile $(PROFILE) --figure
+	$(PY) -m analysis $* --scale $(PROFILE) --figure
 
 # No recipe: with its outputs and the report up to date there is nothing to do (`make -q` exits 0).
 $(ARTIFACTS): %: $$(call outputs,%) $(REPORT_MD)
@@ -262,7 +262,7 @@ check-verdicts: | $(VENV_STAMP) ## two independent sweeps of the timing claims' 
 	  $(MAKE) --no-print-directory RESULTS_DIR=$(CHECK_DIR)/$$d spread-sweeps \
 	    $(foreach t,$(CHECK_TARGETS),$(CHECK_DIR)/$$d/$(PROFILE)/tables/$(t).csv) || exit $$?; \
 	done
-	$(PY) -m analysis.check_verdicts $(CHECK_DIR)/a $(CHECK_DIR)/b --profile $(PROFILE)
+	$(PY) -m analysis.check_verdicts $(CHECK_DIR)/a $(CHECK_DIR)/b --scale $(PROFILE)
 
 self-check: | $(VENV_STAMP) ## judge every claim on the paper's own published numbers
 	@$(PY) -m analysis self-check

@@ -1,4 +1,4 @@
-"""`python -m analysis TARGET --profile P`: build one artifact (see analysis/driver.py)."""
+"""`python -m analysis TARGET --scale P`: build one artifact (see analysis/driver.py)."""
 
 import sys
 

@@ -1,8 +1,8 @@
 """Do two independent sweeps agree? The verdicts of two results folders, claim by claim.
 
-    python -m analysis.check_verdicts results/check-verdicts/a results/check-verdicts/b --profile smoke
+    python -m analysis.check_verdicts results/check-verdicts/a results/check-verdicts/b --scale smoke
 
-Reads each folder's tables (<folder>/<profile>/tables/*.json, written by `python -m analysis`)
+Reads each folder's tables (<folder>/<scale>/tables/*.json, written by `python -m analysis`)
 and prints one line per claim with both verdicts. Two sweeps of the same work on the same machine
 must agree on every claim that neither calls inconclusive: one saying "holds" where the other
 says "does not hold" means a verdict was decided inside the noise. And every set of runs that did
@@ -31,9 +31,9 @@ from run.program import program
 DECIDED = (cl.HOLDS, cl.FAILS)
 
 
-def verdicts(root: Path, profile: str) -> dict[str, dict[str, Any]]:
+def verdicts(root: Path, scale: str) -> dict[str, dict[str, Any]]:
     """claim id -> its judged entry, from every table of one results folder."""
-    tables = root / profile / "tables"
+    tables = root / scale / "tables"
     if not tables.is_dir():
         raise FileNotFoundError(f"{tables} does not exist: run the targets into {root} first")
     out: dict[str, dict[str, Any]] = {}
@@ -48,9 +48,9 @@ def verdicts(root: Path, profile: str) -> dict[str, dict[str, Any]]:
     return out
 
 
-def noise_of(root: Path, profile: str) -> str:
+def noise_of(root: Path, scale: str) -> str:
     """The largest spreads of a folder's time measures, for the printout."""
-    t = sets_of(root, profile)
+    t = sets_of(root, scale)
     if t is None:
         return "no noise table"
     t = noise.largest(t)
@@ -60,9 +60,9 @@ def noise_of(root: Path, profile: str) -> str:
     return ", ".join(parts) or "not measured"
 
 
-def sets_of(root: Path, profile: str) -> pd.DataFrame | None:
+def sets_of(root: Path, scale: str) -> pd.DataFrame | None:
     """A folder's sets of identical runs (table-noise.csv), or None without that table."""
-    path = root / profile / "tables" / f"{NOISE_TARGET}.csv"
+    path = root / scale / "tables" / f"{NOISE_TARGET}.csv"
     if not path.is_file():
         return None
     return pd.read_csv(path)
@@ -122,19 +122,19 @@ def main(argv: list[str]) -> int:
                                  formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
     ap.add_argument("a", type=Path, help="first results folder")
     ap.add_argument("b", type=Path, help="second results folder")
-    ap.add_argument("--profile", default="smoke")
+    ap.add_argument("--scale", default="smoke")
     args = ap.parse_args(argv)
-    va, vb = verdicts(args.a, args.profile), verdicts(args.b, args.profile)
+    va, vb = verdicts(args.a, args.scale), verdicts(args.b, args.scale)
     lines, conflicts = compare(va, vb)
     print(f"claim {'A: ' + str(args.a):14} {'B: ' + str(args.b):14}")
     print("\n".join(lines))
-    print(f"noise A: {noise_of(args.a, args.profile)}")
-    print(f"noise B: {noise_of(args.b, args.profile)}")
+    print(f"noise A: {noise_of(args.a, args.scale)}")
+    print(f"noise B: {noise_of(args.b, args.scale)}")
     both = [c for c in set(va) & set(vb) if va[c]["verdict"] in DECIDED and
             vb[c]["verdict"] in DECIDED]  # fmt: skip
     print(f"{len(both)} claims decided in both sweeps, {len(conflicts)} with opposite verdicts"
           + (f": {', '.join(conflicts)}" if conflicts else ""))  # fmt: skip
-    sets = {"A": sets_of(args.a, args.profile), "B": sets_of(args.b, args.profile)}
+    sets = {"A": sets_of(args.a, args.scale), "B": sets_of(args.b, args.scale)}
     missing = [k for k, t in sets.items() if t is None]
     if missing:
         print(f"no noise table in {', '.join(missing)}: the margins cannot be checked (make "

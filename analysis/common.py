@@ -24,14 +24,14 @@ class AnalysisError(UserError):
     """Something an artifact needs is missing; the message says what to run."""
 
 
-def sweep_record(exp_id: str, profile: str) -> dict[str, Any]:
+def sweep_record(exp_id: str, scale: str) -> dict[str, Any]:
     """The sweep's record of one experiment; a missing or unreadable one is an AnalysisError."""
-    path = store.sweeps_dir(profile) / f"{exp_id}.json"
+    path = store.sweeps_dir(scale) / f"{exp_id}.json"
     if not path.is_file():
         target = mx.load_matrix()["experiments"][exp_id]["target"]  # for the line
         raise AnalysisError(
-            f"{exp_id} has not been run for profile '{profile}' ({path} missing): "
-            f"run `make {target} PROFILE={profile}`"
+            f"{exp_id} has not been run for scale '{scale}' ({path} missing): "
+            f"run `make {target} PROFILE={scale}`"
         )
     record, why = read_sweep_record(path)
     if record is not None:
@@ -40,7 +40,7 @@ def sweep_record(exp_id: str, profile: str) -> dict[str, Any]:
     target = mx.load_matrix()["experiments"][exp_id]["target"]  # for the line
     raise AnalysisError(
         f"{path} is not a readable sweep record ({why}): rerun the sweep, "
-        f"`rm {path} && make {target} PROFILE={profile}`"
+        f"`rm {path} && make {target} PROFILE={scale}`"
     )
 
 
@@ -81,29 +81,29 @@ def unreadable_why(summary: dict[str, Any]) -> str:
     return one_line(str(summary.get("why") or summary.get("error") or ""))
 
 
-def left_out(run: str, summary: dict[str, Any], exp_id: str, profile: str) -> None:
+def left_out(run: str, summary: dict[str, Any], exp_id: str, scale: str) -> None:
     """Name an unreadable run on stderr, once: the table goes on without it."""
     warn_once(
         f"{run}: unreadable ({unreadable_why(summary)}), left out; the next sweep runs it again "
-        f"(`python -m run.sweep --profile {profile} --exp {exp_id}`)",
-        key=str(store.run_dir(profile, run)),
+        f"(`python -m run.sweep --scale {scale} --exp {exp_id}`)",
+        key=str(store.run_dir(scale, run)),
     )
 
 
-def experiment_runs(exp_id: str, profile: str) -> tuple[pd.DataFrame, list[dict[str, Any]]]:
+def experiment_runs(exp_id: str, scale: str) -> tuple[pd.DataFrame, list[dict[str, Any]]]:
     """One row per run the sweep recorded: spec fields, then summary fields. And skipped cells.
 
     An unreadable run (store.read_summary) is left out, named once on stderr; the frame's
     attrs["left_out"] lists them, for the table's notes."""
-    record = sweep_record(exp_id, profile)
+    record = sweep_record(exp_id, scale)
     rows, bad = [], []
     for entry in record["runs"]:
-        d = store.run_dir(profile, entry["run"])
+        d = store.run_dir(scale, entry["run"])
         summary = store.read_summary(d)
         if summary is None:
             raise AnalysisError(f"run {entry['run']} is listed by the {exp_id} sweep but missing")
         if store.is_unreadable(summary):
-            left_out(entry["run"], summary, exp_id, profile)
+            left_out(entry["run"], summary, exp_id, scale)
             bad.append(entry["run"])
             continue
         # read_summary has checked that spec.json is an object
@@ -117,8 +117,8 @@ def experiment_runs(exp_id: str, profile: str) -> tuple[pd.DataFrame, list[dict[
     return df, skipped if isinstance(skipped, list) else []
 
 
-def epochs_of(run: str, profile: str) -> list[dict[str, Any]]:
-    return store.read_jsonl(store.run_dir(profile, run) / store.EPOCHS)
+def epochs_of(run: str, scale: str) -> list[dict[str, Any]]:
+    return store.read_jsonl(store.run_dir(scale, run) / store.EPOCHS)
 
 
 def paper_table(name: str) -> pd.DataFrame:
@@ -232,7 +232,7 @@ PAPER_TRAIN_IMAGES = 60_000
 
 def accuracy_comparable(df: pd.DataFrame) -> tuple[bool, str]:
     """Whether test accuracies can be set against the paper's 98-99.5 %: only runs that trained
-    on the whole MNIST training set (the smoke profile trains on a few hundred images for 1-2
+    on the whole MNIST training set (the smoke scale trains on a few hundred images for 1-2
     epochs, where MobileNetV2 is still near chance). Returns (comparable, why not)."""
     ok = ok_runs(df)
     if not len(ok):

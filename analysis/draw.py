@@ -5,7 +5,6 @@ qualitative palette (grey is kept for "other"), grouped bars where the x axis ha
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -19,7 +18,6 @@ import pandas as pd  # noqa: E402
 from analysis.common import gpus_label  # noqa: E402, F401 (the figures read it here)
 from run import store  # noqa: E402
 
-OUT_DIR = store.REPO / "report" / "out"
 # tab10 without its grey: nine colours a reader tells apart, grey left for OTHER
 PALETTE = ["tab:blue", "tab:orange", "tab:green", "tab:red", "tab:purple", "tab:brown",
            "tab:pink", "tab:olive", "tab:cyan"]  # fmt: skip
@@ -28,40 +26,25 @@ MAX_SERIES = 8  # per panel: more bars per group than this cannot be read
 FEW_POINTS = 2  # an x axis with this few values is drawn as grouped bars, not lines
 
 
-def report_dir(profile: str) -> Path:
-    """Where the report of RESULTS_DIR's profile goes: report/out/<profile> for the checkout's
-    own results/, else <RESULTS_DIR>/<profile>/report, beside the results it is made from, so
-    that results elsewhere never overwrite this checkout's report. The Makefile's REPORT_OUT is
-    the same rule (tests/test_make_uptodate.py checks that they agree)."""
-    if os.path.abspath(store.results_root()) == os.path.abspath(store.REPO / "results"):
-        return OUT_DIR / profile
-    return store.profile_dir(profile) / "report"
-
-
-def figures_dir(profile: str) -> Path:
-    """Figures of one profile, in its report's folder (a quick run never shows in smoke)."""
-    return report_dir(profile) / "figures"
-
-
-def load(target: str, profile: str) -> tuple[pd.DataFrame, dict]:
-    csv = store.tables_dir(profile) / f"{target}.csv"
+def load(target: str, scale: str) -> tuple[pd.DataFrame, dict]:
+    csv = store.tables_dir(scale) / f"{target}.csv"
     if not csv.is_file():
-        raise FileNotFoundError(f"{csv} missing: run `make {target} PROFILE={profile}` first")
+        raise FileNotFoundError(f"{csv} missing: run `make {target} PROFILE={scale}` first")
     return pd.read_csv(csv), json.loads(csv.with_suffix(".json").read_text())
 
 
-def save(fig: plt.Figure, target: str, profile: str) -> Path:
-    figures_dir(profile).mkdir(parents=True, exist_ok=True)
-    png = figures_dir(profile) / f"{target}.png"
+def save(fig: plt.Figure, target: str, scale: str) -> Path:
+    store.figures_dir(scale).mkdir(parents=True, exist_ok=True)
+    png = store.figures_dir(scale) / f"{target}.png"
     fig.savefig(png, dpi=130, bbox_inches="tight")
     fig.savefig(png.with_suffix(".pdf"), bbox_inches="tight")
     plt.close(fig)
     return png
 
 
-def extra_table(target: str, profile: str, name: str) -> pd.DataFrame:
+def extra_table(target: str, scale: str, name: str) -> pd.DataFrame:
     """A side table the analysis wrote beside the target's CSV (<target>-<name>.csv)."""
-    return pd.read_csv(store.tables_dir(profile) / f"{target}-{name}.csv")
+    return pd.read_csv(store.tables_dir(scale) / f"{target}-{name}.csv")
 
 
 def colours(series: Sequence[str]) -> dict[str, str]:
@@ -289,4 +272,4 @@ def dali_on_cpu(meta: dict) -> str:
 
 
 def subtitle(meta: dict) -> str:
-    return f"{meta['source']} | measured, profile '{meta['profile']}'"
+    return f"{meta['source']} | measured, scale '{meta['scale']}'"

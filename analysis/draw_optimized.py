@@ -103,11 +103,11 @@ def ladder(
     ax.set_title(f"{exp}: throughput (bars), {name} (strip below)", fontsize=9, loc="left")
 
 
-def profile_diff(profile: str) -> pd.DataFrame:
+def profile_diff(scale: str) -> pd.DataFrame:
     """The seconds rows of the profile diff (empty where no pair was profiled, or where the
     tables predate it)."""
     try:
-        d = draw.extra_table(TARGET, profile, PROFILE_DIFF)
+        d = draw.extra_table(TARGET, scale, PROFILE_DIFF)
     except FileNotFoundError:
         return pd.DataFrame(columns=["experiment", "gpus", "optimised_step", "metric", "a", "b"])
     return d[d["field"] == "total_s"]
@@ -139,7 +139,7 @@ def diff_panel(ax: plt.Axes, d: pd.DataFrame, palette: dict[str, str]) -> None:
 
 def figure(df: pd.DataFrame, meta: dict) -> plt.Figure:
     exps = list(dict.fromkeys(df["experiment"]))
-    diffs = [g for _, g in profile_diff(meta["profile"]).groupby(["experiment", "gpus"], sort=True)]
+    diffs = [g for _, g in profile_diff(meta["scale"]).groupby(["experiment", "gpus"], sort=True)]
     panels = len(exps) + len(diffs)
     cols = 2 if panels > 1 else 1
     rows = (panels + cols - 1) // cols

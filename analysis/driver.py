@@ -1,4 +1,4 @@
-"""The one driver of every artifact: `python -m analysis TARGET --profile P [--figure]`.
+"""The one driver of every artifact: `python -m analysis TARGET --scale P [--figure]`.
 
 An artifact is one module, `analysis/artifacts/<target with _>.py`, that ends in
 `ARTIFACT = Artifact(...)` (the dataclass below): its table, the report's compact table, the
@@ -7,7 +7,7 @@ reads those fields and nothing else of the module.
 
 The experiments behind a target come from experiments/matrix.yaml (its `target:` fields) and
 the claims from reference/paper/claims.yaml (their `experiment:`): nothing else maps them.
-Writes results/<profile>/tables/<target>.csv and .json (title, claims with verdicts, compact
+Writes results/<scale>/tables/<target>.csv and .json (title, claims with verdicts, compact
 tables of ours and the paper's, notes, skipped cells); with --figure, the figure drawn from
 those two files into the report's figures folder (PNG and PDF).
 """
@@ -40,7 +40,7 @@ def module_name(target: str) -> str:
     return f"analysis.artifacts.{target.replace('-', '_')}"
 
 
-Runs = pd.DataFrame  # one row per run of the target's experiments (attrs: profile, left_out)
+Runs = pd.DataFrame  # one row per run of the target's experiments (attrs: scale, left_out)
 Table = pd.DataFrame  # the tidy per-run table, written as <target>.csv
 
 
@@ -48,14 +48,14 @@ Table = pd.DataFrame  # the tidy per-run table, written as <target>.csv
 class Artifact:
     """Everything one make target makes; every field but the first two may be left out.
 
-    table(runs, profile)   the tidy per-run table (`runs.attrs["profile"]` names the profile,
+    table(runs, scale)   the tidy per-run table (`runs.attrs["scale"]` names the scale,
                            for fields that read a run's own files)
     compact(t)             the report's table, keyed and pivoted as the paper's; applied to
                            paper() too; `keys` are its key columns
     paper()                the paper's published numbers in table()'s shape (None: it printed
                            none); `paper_csv` the reference CSV they come from
     notes(runs, t)         what a reader must know
-    gates(runs, t)         claims.yaml's `needs:` names -> why not met ("" when met); `gpu` is
+    gates(runs, t)         claims.yaml's `gates:` names -> why not met ("" when met); `gpu` is
                            added by the driver where the runs had no GPU
     extra(runs, t)         side tables, written as <target>-<name>.csv
     title                  the section's title, or title(runs, t) where it depends on what the
@@ -94,23 +94,23 @@ def targets(matrix: dict[str, Any] | None = None) -> list[str]:
 
 
 def paper_gpus(exps: list[str]) -> list[int]:
-    """The GPU counts the paper ran for these experiments (the paper profile of the matrix)."""
-    if "paper" not in mx.profiles():  # a test matrix may have none
+    """The GPU counts the paper ran for these experiments (the paper scale of the matrix)."""
+    if "paper" not in mx.scales():  # a test matrix may have none
         return []
     return sorted({int(s["gpus"]) for e in exps for s in mx.expand(e, "paper").specs})
 
 
-def runs_of(exps: list[str], profile: str) -> tuple[pd.DataFrame, list[dict[str, Any]]]:
+def runs_of(exps: list[str], scale: str) -> tuple[pd.DataFrame, list[dict[str, Any]]]:
     """The experiments' runs, each once; attrs["left_out"] names the unreadable ones."""
     frames, skipped, bad = [], [], []
     for e in exps:
-        df, sk = c.experiment_runs(e, profile)
+        df, sk = c.experiment_runs(e, scale)
         frames.append(df)
         skipped.extend(sk)
         bad.extend(r for r in df.attrs.get("left_out", []) if r not in bad)
     runs = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
     runs = runs.drop_duplicates("run") if "run" in runs else runs
-    runs.attrs["profile"] = profile  # for hooks that read run files beside the summaries
+    runs.attrs["scale"] = scale  # for hooks that read run files beside the summaries
     runs.attrs["left_out"] = bad
     return runs, skipped
 
@@ -137,27 +137,27 @@ def records(df: pd.DataFrame | None) -> list[dict[str, Any]] | None:
     return [{k: (None if pd.isna(v) else v) for k, v in r.items()} for r in df.to_dict("records")]
 
 
-def build(target: str, profile: str) -> Path:
+def build(target: str, scale: str) -> Path:
     matrix = mx.load_matrix()
     exps = mx.experiments_for_target(target, matrix)
     art = load(target)
     if art is None:
         raise c.AnalysisError(f"{target} is not implemented in this version of the artifact")
-    runs, skipped = runs_of(exps, profile)
+    runs, skipped = runs_of(exps, scale)
     bad = runs.attrs.get("left_out", [])
     if runs.empty and bad:  # an artifact's table needs at least one run's columns
         raise c.AnalysisError(
             f"{target}: every run is unreadable ({', '.join(bad)}): rerun its sweep, `python "
-            f"-m run.sweep --profile {profile} {' '.join(f'--exp {e}' for e in exps)}`"
+            f"-m run.sweep --scale {scale} {' '.join(f'--exp {e}' for e in exps)}`"
         )
-    t = art.table(runs, profile)
+    t = art.table(runs, scale)
     paper = art.paper() if art.paper else None
     gates = {**default_gates(runs), **(art.gates(runs, t) if art.gates else {})}
     gates = {k: v for k, v in gates.items() if v}
     # each claim beside its own experiment's GPU counts (fig-optimized's O1 runs 4, O3 1 and 4),
     # its comparisons against the run-to-run spread of its quantity measured in these results
     # (every set of runs that did identical work), a CPU run's verdict labelled as a stand-in
-    floor = noise.measure(profile, matrix)
+    floor = noise.measure(scale, matrix)
     stand_in = bool(len(runs)) and not c.on_gpu(runs)
     judged = []
     for claim in cs.for_experiments(exps):
@@ -165,7 +165,7 @@ def build(target: str, profile: str) -> Path:
         judged.append(cl.judge(claim, t, paper, gates, paper_gpus([claim["experiment"]]),
                                floor, "", workload, stand_in))  # fmt: skip
     compact = art.compact(t)
-    out = store.tables_dir(profile) / f"{target}.csv"
+    out = store.tables_dir(scale) / f"{target}.csv"
     out.parent.mkdir(parents=True, exist_ok=True)
     store.write_text_atomic(out, t.to_csv(index=False))
     extra = art.extra(runs, t) if art.extra else {}
@@ -174,7 +174,7 @@ def build(target: str, profile: str) -> Path:
     entry = matrix["experiments"][exps[0]]
     meta = {
         "target": target,
-        "profile": profile,
+        "scale": scale,
         "experiments": exps,
         # a target over experiments of different titles (fig-optimized) names itself; one whose
         # quantity differs by machine (VRAM on a GPU, host RSS on a CPU) names what it measured
@@ -202,13 +202,13 @@ def build(target: str, profile: str) -> Path:
     return out
 
 
-def draw(target: str, profile: str) -> Path:
+def draw(target: str, scale: str) -> Path:
     """The target's figure, drawn from the CSV and JSON build() wrote (never from the runs)."""
     art = load(target)
     if art is None or art.figure is None:
         raise c.AnalysisError(f"{target} draws no figure")
-    t, meta = figures.load(target, profile)
-    return figures.save(art.figure(t, meta), target, profile)
+    t, meta = figures.load(target, scale)
+    return figures.save(art.figure(t, meta), target, scale)
 
 
 def self_check() -> list[dict[str, Any]]:
@@ -234,7 +234,7 @@ def main(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(prog="python -m analysis", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
     ap.add_argument("target", help="a make target of experiments/matrix.yaml, e.g. fig-vram")
-    ap.add_argument("--profile", help="required but for self-check")
+    ap.add_argument("--scale", help="required but for self-check")
     ap.add_argument("--figure", action="store_true", help="draw the figure from the built table")
     args = ap.parse_args(argv)
     if args.target == "self-check":
@@ -244,9 +244,9 @@ def main(argv: list[str]) -> int:
             print(f"{r['id']:5} {r['verdict']:14} {r['evidence'][:110]}")
         print(f"{len(decided)} of {len(res)} claims decided by the paper's own numbers")
         return 0
-    if not args.profile:
-        raise c.AnalysisError("--profile is required")
+    if not args.scale:
+        raise c.AnalysisError("--scale is required")
     if args.target not in targets():
         raise c.AnalysisError(f"unknown target '{args.target}': one of {', '.join(targets())}")
-    print(f"wrote {(draw if args.figure else build)(args.target, args.profile)}")
+    print(f"wrote {(draw if args.figure else build)(args.target, args.scale)}")
     return 0

@@ -19,7 +19,7 @@ LLM_SFT_METHODS = ("lora", "qlora", "qat")  # count each row once; DPO counts ch
 def llm_subset_tokens(df: pd.DataFrame) -> pd.DataFrame:
     """Our template subsets' token counts from LLM run rows (spec + summary): one row per
     (template, tokenizer) with rows and tokens, from the first finished SFT run that counted them
-    (every SFT method tokenises the same rows alike; LoRA is preferred, being in every profile)."""
+    (every SFT method tokenises the same rows alike; LoRA is preferred, being in every scale)."""
     cols = ["template", "tokenizer", "rows", "tokens"]
     ok = ok_runs(df)
     if not len(ok) or "dataset_tokens" not in ok:
@@ -59,7 +59,7 @@ def tokens_vs_paper(
     tokens), with the ratio, the difference in percent and a one-line note per subset.
 
     `ours` has template (the paper's label), tokenizer, rows and tokens. A subset of the paper's
-    row count is compared by its total; one of another size (the smoke profile's 16 rows against
+    row count is compared by its total; one of another size (the smoke scale's 16 rows against
     the paper's 500) by tokens per row, and its note says so: the total of a smaller subset says
     nothing about how our rows compare with the paper's. Templates the paper lists no count for
     are left out.

@@ -80,15 +80,15 @@ def experiments(matrix: dict[str, Any]) -> dict[str, str]:
 
 
 # ---------------------------------------------------------------- the runs and their work
-def all_runs(profile: str, matrix: dict[str, Any]) -> pd.DataFrame:
+def all_runs(scale: str, matrix: dict[str, Any]) -> pd.DataFrame:
     """Every finished run of every experiment swept into this results folder, once, with its
     spec fields, summary fields and the experiments that list it (`experiments`)."""
     frames, where = [], {}
     for eid in matrix["experiments"]:
-        if not (store.sweeps_dir(profile) / f"{eid}.json").is_file():
+        if not (store.sweeps_dir(scale) / f"{eid}.json").is_file():
             continue
         try:
-            df, _ = c.experiment_runs(eid, profile)
+            df, _ = c.experiment_runs(eid, scale)
         except c.AnalysisError:
             continue
         if len(df):
@@ -103,14 +103,14 @@ def all_runs(profile: str, matrix: dict[str, Any]) -> pd.DataFrame:
     return runs
 
 
-def _noop_keys(run: str, profile: str, summary_device: Any) -> set[str]:
+def _noop_keys(run: str, scale: str, summary_device: Any) -> set[str]:
     """The spec fields that change nothing for this run: the seed always counts as a repeat, pin_memory
     without a GPU, numa where the run was not bound or the machine has one node."""
     out = {SEED}
     if str(summary_device or "cpu") == "cpu":
         out.add(PIN)
     try:
-        prov = store.read_json(store.run_dir(profile, run) / store.PROVENANCE)
+        prov = store.read_json(store.run_dir(scale, run) / store.PROVENANCE)
         nodes = len((prov.get("hardware") or {}).get("numa_nodes") or [])
         if not (prov.get("numa") or {}).get("bound") or nodes <= 1:
             out.add(NUMA)
@@ -119,7 +119,7 @@ def _noop_keys(run: str, profile: str, summary_device: Any) -> set[str]:
     return out
 
 
-def work_sets(runs: pd.DataFrame, profile: str) -> list[tuple[list[int], str]]:
+def work_sets(runs: pd.DataFrame, scale: str) -> list[tuple[list[int], str]]:
     """Groups of runs (row positions) that did identical work, each with its kind, two runs or
     more: equal specs but for the seed and the fields that are no-ops for both."""
     if runs.empty:
@@ -127,11 +127,11 @@ def work_sets(runs: pd.DataFrame, profile: str) -> list[tuple[list[int], str]]:
     specs, noops = [], []
     for _, r in runs.iterrows():
         try:
-            spec = store.read_json(store.run_dir(profile, r["run"]) / store.SPEC)
+            spec = store.read_json(store.run_dir(scale, r["run"]) / store.SPEC)
         except (OSError, ValueError):
             spec = None
         specs.append(spec if isinstance(spec, dict) else None)
-        noops.append(_noop_keys(r["run"], profile, r.get("device")))
+        noops.append(_noop_keys(r["run"], scale, r.get("device")))
     groups: dict[Any, list[int]] = {}
     for i, spec in enumerate(specs):
         if spec is None:
@@ -151,13 +151,13 @@ def work_sets(runs: pd.DataFrame, profile: str) -> list[tuple[list[int], str]]:
     return out
 
 
-def _values(run: pd.Series, profile: str, measure: str, how: str) -> list[float]:
+def _values(run: pd.Series, scale: str, measure: str, how: str) -> list[float]:
     """One run's value(s) of a measure: one number, or one per epoch."""
     if how == "epochs":
         col = EPOCH_FIELDS[measure]
-        return [float(e[col]) for e in c.epochs_of(run["run"], profile) if e.get(col) is not None]
+        return [float(e[col]) for e in c.epochs_of(run["run"], scale) if e.get(col) is not None]
     if how == "steady":
-        times = st.step_times(run["run"], profile, run["workload"])
+        times = st.step_times(run["run"], scale, run["workload"])
         total = pd.to_numeric(pd.Series([run.get("total_time_s")]), errors="coerce").iloc[0]
         got = st.steady(times, st.warmup_of(run), float(total) if total == total else None)
         v = got["steady_total_s"]
@@ -166,15 +166,15 @@ def _values(run: pd.Series, profile: str, measure: str, how: str) -> list[float]
     return [float(v)] if v == v else []
 
 
-def table(runs: pd.DataFrame, profile: str) -> pd.DataFrame:
+def table(runs: pd.DataFrame, scale: str) -> pd.DataFrame:
     """One row per identical-work set and measure: the runs' median, min, max and spread (for a
     per-epoch measure, of the epoch where the runs differ most)."""
     rows = []
-    for members, kind in work_sets(runs, profile):
+    for members, kind in work_sets(runs, scale):
         sub = runs.iloc[members]
         workload = str(sub["workload"].iloc[0])
         for measure, how in RUN_MEASURES.get(workload, {}).items():
-            per_run = [_values(r, profile, measure, how) for _, r in sub.iterrows()]
+            per_run = [_values(r, scale, measure, how) for _, r in sub.iterrows()]
             n = min((len(v) for v in per_run), default=0)
             if n == 0:
                 continue
@@ -295,10 +295,10 @@ def describe_set(row: pd.Series | dict[str, Any]) -> str:
             f"{int(row['runs'])} runs)")  # fmt: skip
 
 
-def measure_runs(profile: str, matrix: dict[str, Any]) -> Floor:
-    """The floor of this profile's results folder: every identical-work set it holds."""
-    runs = all_runs(profile, matrix)
-    return Floor(table(runs, profile) if len(runs) else pd.DataFrame(columns=COLUMNS))
+def measure_runs(scale: str, matrix: dict[str, Any]) -> Floor:
+    """The floor of this scale's results folder: every identical-work set it holds."""
+    runs = all_runs(scale, matrix)
+    return Floor(table(runs, scale) if len(runs) else pd.DataFrame(columns=COLUMNS))
 
 
 measure = measure_runs  # what the driver calls (the tests' sandboxes replace it by a quiet machine)

@@ -32,12 +32,12 @@ def timing_warmup(warmup_steps: int, steps: int) -> int:
     return max(0, min(int(warmup_steps), steps // 4))
 
 
-def step_times(run: str, profile: str, workload: str) -> list[float]:
+def step_times(run: str, scale: str, workload: str) -> list[float]:
     """The run's per-step wall times in order: an LLM run's steps.jsonl (each step from the end of
     the previous one, data loading included), a vision run's per-batch times on rank 0, read from
     its timeline (store.TIMELINE): each batch from the end of the previous trained batch (or the
     epoch's start) to the end of its own step, so loading and the copy count. [] if not recorded."""
-    d = store.run_dir(profile, run)
+    d = store.run_dir(scale, run)
     try:
         if workload == "llm":
             return [float(r["time_s"]) for r in store.read_jsonl(d / store.STEPS)]
@@ -93,7 +93,7 @@ def warmup_of(row: pd.Series | dict[str, Any]) -> int:
     return VISION_WARMUP_BATCHES
 
 
-def with_steady(df: pd.DataFrame, profile: str, total_col: str, out: str) -> pd.DataFrame:
+def with_steady(df: pd.DataFrame, scale: str, total_col: str, out: str) -> pd.DataFrame:
     """`df` (one row per run, spec and summary fields) with the steady-state columns: STEADY_COLUMNS,
     `<out>_steady` (the timed total `total_col` at the steady rate) and its `_lo`/`_hi` (the
     within-run spread), for the runs that finished and recorded their step times."""
@@ -101,7 +101,7 @@ def with_steady(df: pd.DataFrame, profile: str, total_col: str, out: str) -> pd.
     rows = []
     for _, r in df.iterrows():
         ok = r.get("status") == "ok" and isinstance(r.get("run"), str)
-        times = step_times(r["run"], profile, r.get("workload", "vision")) if ok else []
+        times = step_times(r["run"], scale, r.get("workload", "vision")) if ok else []
         total = pd.to_numeric(pd.Series([r.get(total_col)]), errors="coerce").iloc[0]
         rows.append(steady(times, warmup_of(r), float(total) if total == total else None))
     s = pd.DataFrame(rows, index=df.index)
@@ -140,7 +140,7 @@ def steady_cols(df: pd.DataFrame, *values: str) -> list[str]:
     return out + [col for col in STEADY_SHOWN if col in df]
 
 
-def llm_steady(df: pd.DataFrame, profile: str) -> pd.DataFrame:
+def llm_steady(df: pd.DataFrame, scale: str) -> pd.DataFrame:
     """LLM runs with their steady-state numbers: `s_per_it_steady` (the mean step time after the
     spec's warm-up steps, which is the summary's s/it) with its within-run range, and
     `epoch_time_s_steady`: a projected epoch time is s/it x steps already, a measured whole
@@ -148,7 +148,7 @@ def llm_steady(df: pd.DataFrame, profile: str) -> pd.DataFrame:
     excess over the run's measured train time (total_time_s)."""
     if df.empty:
         return df
-    df = with_steady(df, profile, "total_time_s", "total_time_s")
+    df = with_steady(df, scale, "total_time_s", "total_time_s")
     mean = pd.to_numeric(df["steady_s_per_step"], errors="coerce")
     half = mean * pd.to_numeric(df["steady_spread_pct"], errors="coerce") / 100.0
     df["s_per_it_steady"] = mean

@@ -1,14 +1,14 @@
 """Render the report (Markdown and LaTeX) from results alone, one column per machine.
 
-    python -m report.build --profile smoke                       # this machine's results/
-    python -m report.build --profile paper --results results --results results/reference/h100
+    python -m report.build --scale smoke                       # this machine's results/
+    python -m report.build --scale paper --results results --results results/reference/h100
 
-Writes report.md and report.tex to report/out/<profile>, or for a RESULTS_DIR other than the
-checkout's results/ to <RESULTS_DIR>/<profile>/report (analysis.draw.report_dir); refuses
-tables that record another profile than the one asked for. Reads only the artifacts' tables
-(results/<profile>/tables/*.json, written by `python -m analysis`), the runs' specs, provenance
+Writes report.md and report.tex to report/out/<scale>, or for a RESULTS_DIR other than the
+checkout's results/ to <RESULTS_DIR>/<scale>/report (run.store.report_dir); refuses
+tables that record another scale than the one asked for. Reads only the artifacts' tables
+(results/<scale>/tables/*.json, written by `python -m analysis`), the runs' specs, provenance
 and summaries (report/settings.py: what ran), the claims (reference/paper/claims.yaml), the
-assumptions and the matrix; the one thing it asks for is the next profile's plan
+assumptions and the matrix; the one thing it asks for is the next scale's plan
 (report/nextgpu.py, `python -m run.sweep.plan`, torch-free). It computes nothing the analysis did
 not write, so it runs on a laptop.
 """
@@ -28,7 +28,6 @@ import yaml
 
 from analysis.claims import spec as cs
 from analysis.claims import verdicts as cl
-from analysis.draw import figures_dir, report_dir
 from analysis.driver import ARTIFACTS_DIR
 from report import inputs, nextgpu, settings
 from report.tables import cell, heading, intro, side_by_side
@@ -84,9 +83,9 @@ def duration(seconds: float | None) -> str:
 
 
 # ---------------------------------------------------------------- one results folder = one machine
-def machine(root: Path, profile: str) -> dict[str, Any]:
+def machine(root: Path, scale: str) -> dict[str, Any]:
     """Where one results folder's numbers came from: the newest run's provenance."""
-    provs = sorted(store.runs_dir(profile, root).glob(f"*/{store.PROVENANCE}"),
+    provs = sorted(store.runs_dir(scale, root).glob(f"*/{store.PROVENANCE}"),
                    key=lambda p: p.stat().st_mtime, reverse=True)  # fmt: skip
     info: dict[str, Any] = {"root": str(root), "label": str(root), "hardware": None}
     for path in provs:  # the newest readable one: a corrupt run says nothing of the machine
@@ -113,31 +112,31 @@ def machine(root: Path, profile: str) -> dict[str, Any]:
         "nsys": hw["nsys"] or "not found",
         "host": hw["hostname"],
     }
-    info["runs"], info["run_seconds"], info["run_counts"] = run_totals(root, profile)
-    info["stand_ins"] = stand_ins(root, profile)
+    info["runs"], info["run_seconds"], info["run_counts"] = run_totals(root, scale)
+    info["stand_ins"] = stand_ins(root, scale)
     return info
 
 
-def stand_ins(root: Path, profile: str) -> dict[str, int]:
+def stand_ins(root: Path, scale: str) -> dict[str, int]:
     """Llama3-8B runs that had no real checkpoint or tokenizer (summary.json's own fields): their
     times and memory are the model's shape's, their losses say nothing (run/llm/weights.py)."""
     out = {"random weights": 0, "byte tokenizer": 0}
-    for path in store.runs_dir(profile, root).glob(f"llama3_8b-*/{store.SUMMARY}"):
+    for path in store.runs_dir(scale, root).glob(f"llama3_8b-*/{store.SUMMARY}"):
         summ = store.read_summary(path.parent) or {}
         out["random weights"] += summ.get("weights") == "random"
         out["byte tokenizer"] += summ.get("tokenizer") == "bytes"
     return {k: v for k, v in out.items() if v}
 
 
-def run_totals(root: Path, profile: str) -> tuple[Counter, dict[str, float], dict[str, int]]:
+def run_totals(root: Path, scale: str) -> tuple[Counter, dict[str, float], dict[str, int]]:
     """Runs by status, each run counted once however many experiments share it; measured wall
     seconds and runs per experiment (a shared run counts in each experiment that needs it)."""
     status: dict[str, str] = {}
     seconds: dict[str, float] = {}
     counts: dict[str, int] = {}
-    for exp, rec in settings.sweep_records(root, profile, list(mx.load_matrix()["experiments"])):
+    for exp, rec in settings.sweep_records(root, scale, list(mx.load_matrix()["experiments"])):
         for entry in rec.get("runs", []):
-            summ = store.read_summary(store.run_dir(profile, entry["run"], root))
+            summ = store.read_summary(store.run_dir(scale, entry["run"], root))
             if summ is not None:
                 status[entry["run"]] = summ["status"]
                 wall = summ.get("launch_wall_s") or summ.get("total_time_s") or 0.0
@@ -156,15 +155,15 @@ def _readable(path: Path) -> dict[str, Any] | None:
     return got if isinstance(got, dict) else None
 
 
-def artifact_meta(root: Path, profile: str, target: str) -> dict[str, Any] | None:
-    path = store.tables_dir(profile, root) / f"{target}.json"
+def artifact_meta(root: Path, scale: str, target: str) -> dict[str, Any] | None:
+    path = store.tables_dir(scale, root) / f"{target}.json"
     return _readable(path) if path.is_file() else None
 
 
 # ---------------------------------------------------------------- the whole report
-def context(profile: str, roots: list[Path], out_dir: Path) -> dict[str, Any]:
+def context(scale: str, roots: list[Path], out_dir: Path) -> dict[str, Any]:
     matrix = mx.load_matrix()
-    machines = [machine(r, profile) for r in roots]
+    machines = [machine(r, scale) for r in roots]
     labels = [m["label"] for m in machines]
     if len(set(labels)) < len(labels):  # two folders from alike machines: tell them apart
         labels = [f"{m['label']} ({m['root']})" for m in machines]
@@ -178,7 +177,7 @@ def context(profile: str, roots: list[Path], out_dir: Path) -> dict[str, Any]:
     for target in targets:
         exps = mx.experiments_for_target(target, matrix)
         entry = matrix["experiments"][exps[0]]
-        metas = [artifact_meta(r, profile, target) for r in roots]
+        metas = [artifact_meta(r, scale, target) for r in roots]
         implemented = (ARTIFACTS_DIR / f"{target.replace('-', '_')}.py").is_file()
         for i, meta in enumerate(metas):
             for c in (meta or {}).get("claims", []):
@@ -186,9 +185,9 @@ def context(profile: str, roots: list[Path], out_dir: Path) -> dict[str, Any]:
             if meta is not None:
                 gates[i][target] = meta.get("gates") or {}
         first = next((m for m in metas if m), None)
-        fig = figures_dir(profile) / f"{target}.png"
+        fig = store.figures_dir(scale) / f"{target}.png"
         table = side_by_side(metas, labels)
-        csv_path = store.tables_dir(profile, roots[0]) / f"{target}.csv"
+        csv_path = store.tables_dir(scale, roots[0]) / f"{target}.csv"
         sections.append({
             "target": target,
             "experiments": exps,
@@ -198,11 +197,11 @@ def context(profile: str, roots: list[Path], out_dir: Path) -> dict[str, Any]:
             "source": entry["source"],
             "built": first is not None,
             "why": "" if first else (
-                f"not built for this profile: run `make {target} PROFILE={profile}`"
+                f"not built for this scale: run `make {target} PROFILE={scale}`"
                 if implemented else "not implemented in this version of the artifact"),
             "notes": (first or {}).get("notes", []),
             "skipped": skipped_by_reason((first or {}).get("skipped", [])),
-            "csv": f"results/{profile}/tables/{target}.csv",
+            "csv": f"results/{scale}/tables/{target}.csv",
             "csv_href": os.path.relpath(csv_path, out_dir),
             "extra": (first or {}).get("extra", []),
             "figure": f"figures/{target}" if first and first.get("figure") and fig.is_file()
@@ -236,14 +235,14 @@ def context(profile: str, roots: list[Path], out_dir: Path) -> dict[str, Any]:
                    "machine": labels[i]}  # fmt: skip
             got["verdict_text"] = got.get("verdict_text") or got["verdict"]
             got["reason"] = short_reason(got["reason"], c, gates[i].get(sec["target"], {}))
-            got["run_links"] = run_links(got.get("runs") or [], roots[i], profile, out_dir)
+            got["run_links"] = run_links(got.get("runs") or [], roots[i], scale, out_dir)
             got["margin_text"] = margin_text(got)
             got["timing_short"] = timing_short(got)
             per.append(got)
         row = {"id": c["id"], "origin": cs.origin(c), "statement": c["statement"],
                "criterion": c["criterion"], "claim": c, "experiment": c["experiment"],
                "source": c["source"], "per": per,
-               "needs": needs_of(c),
+               "gates": gates_text(c),
                "paper_verdict": next((p["paper_verdict"] for p in per if p["paper_verdict"]),
                                      ""),
                "target": sec["target"]}  # fmt: skip
@@ -256,15 +255,15 @@ def context(profile: str, roots: list[Path], out_dir: Path) -> dict[str, Any]:
     # the papers' claims and ours (beyond the paper) are counted apart, never in one tally
     paper_rows = [r for r in rows if r["origin"] == cs.PAPER]
     our_rows = [r for r in rows if r["origin"] == cs.OURS]
-    prof = matrix["profiles"][profile]
+    prof = matrix["scales"][scale]
     notes = hoisted(sections)
-    ran = settings.what_ran(profile, roots, matrix)
+    ran = settings.what_ran(scale, roots, matrix)
     assumed = yaml.safe_load(ASSUMPTIONS.read_text())
     return {
-        "profile": profile,
-        "profile_description": prof["description"].strip(),
-        "profile_gpus": ", ".join(str(g) for g in prof["gpus"]),
-        "paper_gpus": ", ".join(str(g) for g in matrix["profiles"].get("paper", prof)["gpus"]),
+        "scale": scale,
+        "scale_description": prof["description"].strip(),
+        "scale_gpus": ", ".join(str(g) for g in prof["gpus"]),
+        "paper_gpus": ", ".join(str(g) for g in matrix["scales"].get("paper", prof)["gpus"]),
         "machines": machines,
         "labels": labels,
         "tally": tally(paper_rows, labels),
@@ -280,13 +279,13 @@ def context(profile: str, roots: list[Path], out_dir: Path) -> dict[str, Any]:
         "cpu_only": all(m["hardware"] is None or "CPU" in m["label"] for m in machines),
         "gpu_only": cs.GPU_ONLY,
         "stand_in": cl.STAND_IN,
-        "noise": [noise_floor(r, profile) for r in roots],
+        "noise": [noise_floor(r, scale) for r in roots],
         "what_ran": ran,
         "cpu_threads": ", ".join(
             str(t) for t in sorted({t for m in ran["machines"] for t in m["threads"]})
         ),
         "software": settings.software_rows(machines, assumed.get("paper_software", {})),
-        "next": nextgpu.section(profile, roots[0], rows, gates[0], NEEDS_TEXT, matrix),
+        "next": nextgpu.section(scale, roots[0], rows, gates[0], GATE_TEXT, matrix),
         "assumptions": assumptions(matrix, assumed),
     }
 
@@ -312,7 +311,7 @@ BLANK = {"reason": "", "evidence": "", "coverage": "", "paper_verdict": "", "pap
          "cells": "", "runs": [], "ours": "", "paper_value": "", "margin_pct": None,
          "margin_points": None, "gap_pct": None, "gap_points": None, "timing": "",
          "stand_in": False}  # fmt: skip
-NEEDS_TEXT = {
+GATE_TEXT = {
     "gpu": "a GPU",
     "gpu_oom": "a GPU that can run out of memory",
     "learned": "runs that learn",
@@ -328,9 +327,9 @@ NEEDS_TEXT = {
 }
 
 
-def needs_of(claim: dict[str, Any]) -> list[str]:
-    """What a claim needs, in words, each once ("a GPU" where a GPU of some kind is named)."""
-    texts = list(dict.fromkeys(NEEDS_TEXT.get(n, n) for n in claim.get("needs") or []))
+def gates_text(claim: dict[str, Any]) -> list[str]:
+    """The gates of a claim, in words, each once ("a GPU" where a GPU of some kind is named)."""
+    texts = list(dict.fromkeys(GATE_TEXT.get(n, n) for n in claim.get("gates") or []))
     return [t for t in texts if not any(o != t and o.startswith(t) for o in texts)]
 
 
@@ -349,8 +348,8 @@ def assumptions(matrix: dict[str, Any], assumed: dict[str, Any]) -> list[dict[st
     return out
 
 
-def render(profile: str, roots: list[Path], out_dir: Path | None = None) -> list[Path]:
-    out_dir = out_dir or report_dir(profile)
+def render(scale: str, roots: list[Path], out_dir: Path | None = None) -> list[Path]:
+    out_dir = out_dir or store.report_dir(scale)
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(HERE / "templates"),
         undefined=jinja2.StrictUndefined,
@@ -363,7 +362,7 @@ def render(profile: str, roots: list[Path], out_dir: Path | None = None) -> list
     env.filters["texpath"] = texpath
     env.filters["duration"] = duration
     env.filters["sentence"] = sentence
-    ctx = context(profile, roots, out_dir)
+    ctx = context(scale, roots, out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     written = []
     for name in ("report.md", "report.tex"):
@@ -376,11 +375,11 @@ def render(profile: str, roots: list[Path], out_dir: Path | None = None) -> list
 @program("each file is written whole or not at all")
 def main(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    ap.add_argument("--profile", required=True)
+    ap.add_argument("--scale", required=True)
     ap.add_argument("--results", action="append", type=Path,
                     help="a results folder (repeat for several machines); default: RESULTS_DIR")  # fmt: skip
     args = ap.parse_args(argv)
-    for path in render(args.profile, inputs.checked_roots(args.profile, args.results)):
+    for path in render(args.scale, inputs.checked_roots(args.scale, args.results)):
         print(f"wrote {path}")
     return 0
 

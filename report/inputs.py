@@ -1,4 +1,4 @@
-"""What the report reads, checked before it writes anything: the profile is one of the matrix's,
+"""What the report reads, checked before it writes anything: the scale is one of the matrix's,
 each results folder has it, and every table there was made for it."""
 
 from __future__ import annotations
@@ -16,14 +16,14 @@ class ReportError(UserError):
     """What stops the report before anything is written: one line for the user."""
 
 
-def check_tables(profile: str, roots: list[Path]) -> list[Path]:
-    """Refuse a table that records another profile (results copied between profiles' folders
+def check_tables(scale: str, roots: list[Path]) -> list[Path]:
+    """Refuse a table that records another scale (results copied between scales' folders
     would otherwise be reported under this one's name and GPU counts). Returns the files in the
     tables/ folders that no artifact wrote: the report never reads them."""
     targets = list(dict.fromkeys(e["target"] for e in mx.load_matrix()["experiments"].values()))
     stray: list[Path] = []
     for root in roots:
-        folder = store.tables_dir(profile, root)
+        folder = store.tables_dir(scale, root)
         known: set[str] = set()
         for path in (folder / f"{t}.json" for t in targets):
             if not path.is_file():
@@ -32,11 +32,11 @@ def check_tables(profile: str, roots: list[Path]) -> list[Path]:
                 meta = json.loads(path.read_text())
             except (OSError, ValueError) as exc:
                 raise ReportError(f"{path} is not a table's JSON ({exc})") from exc
-            made_for = meta.get("profile") if isinstance(meta, dict) else None
-            if made_for != profile:
+            made_for = meta.get("scale") if isinstance(meta, dict) else None
+            if made_for != scale:
                 raise ReportError(
-                    f"{path} records profile '{made_for}', not '{profile}': results of "
-                    f"'{made_for}' belong in {store.profile_dir(str(made_for), root)}"
+                    f"{path} records scale '{made_for}', not '{scale}': results of "
+                    f"'{made_for}' belong in {store.scale_dir(str(made_for), root)}"
                 )
             known |= {path.name, f"{path.stem}.csv", *(meta.get("extra") or [])}
         stray += [p for p in sorted(folder.glob("*")) if p.name not in known
@@ -44,16 +44,16 @@ def check_tables(profile: str, roots: list[Path]) -> list[Path]:
     return stray
 
 
-def checked_roots(profile: str, results: list[Path] | None) -> list[Path]:
+def checked_roots(scale: str, results: list[Path] | None) -> list[Path]:
     """The results folders to report on, each checked; raises ReportError."""
-    if profile not in mx.profiles():
-        raise ReportError(f"unknown profile '{profile}'")
+    if scale not in mx.scales():
+        raise ReportError(f"unknown scale '{scale}'")
     roots = results or [store.results_root()]
     for r in roots:
-        if not store.profile_dir(profile, r).is_dir():
-            raise ReportError(f"{store.profile_dir(profile, r)} has no results: run "
-                              f"`make all PROFILE={profile}` there first")  # fmt: skip
-    stray = check_tables(profile, roots)
+        if not store.scale_dir(scale, r).is_dir():
+            raise ReportError(f"{store.scale_dir(scale, r)} has no results: run "
+                              f"`make all PROFILE={scale}` there first")  # fmt: skip
+    stray = check_tables(scale, roots)
     if stray:
         print(f"note: not read, no artifact wrote them: {', '.join(map(str, stray))}",
               file=sys.stderr)  # fmt: skip

@@ -1,11 +1,11 @@
-"""Next on a GPU node: what the next profile up would cost (its plan) and which of the claims not
+"""Next on a GPU node: what the next scale up would cost (its plan) and which of the claims not
 measured here it would decide.
 
-The cost is the plan's own (`python -m run.sweep.plan --profile quick --json`, torch-free, run
+The cost is the plan's own (`python -m run.sweep.plan --scale quick --json`, torch-free, run
 as a command: report/ imports run/ only through run.store, run.node.profiling and
 run.sweep.matrix); its JSON totals are read back. Which claims it decides: those not measured
 here only for want of a GPU (every gate that failed is one a GPU node passes) or of GPU counts,
-whose experiment the next profile runs on more GPU counts or on a GPU.
+whose experiment the next scale runs on more GPU counts or on a GPU.
 """
 
 from __future__ import annotations
@@ -38,11 +38,11 @@ def parse_plan(text: str) -> dict[str, str]:
             "wall": str(got["wall"]), "node": str(got.get("node", ""))}  # fmt: skip
 
 
-def plan_cost(profile: str, root: Path) -> dict[str, str]:
-    """The plan's totals for `profile` ({} when it cannot be made here)."""
+def plan_cost(scale: str, root: Path) -> dict[str, str]:
+    """The plan's totals for `scale` ({} when it cannot be made here)."""
     try:
         done = subprocess.run(
-            [sys.executable, "-m", "run.sweep.plan", "--profile", profile, "--json"],
+            [sys.executable, "-m", "run.sweep.plan", "--scale", scale, "--json"],
             cwd=store.REPO, capture_output=True, text=True, timeout=120,
             env={**os.environ, "RESULTS_DIR": str(root.resolve())},
         )  # fmt: skip
@@ -53,29 +53,29 @@ def plan_cost(profile: str, root: Path) -> dict[str, str]:
 
 def decides(claim: dict[str, Any], judged: dict[str, Any], gates: dict[str, str] | None,
             ours: set[int], theirs: set[int]) -> bool:  # fmt: skip
-    """Whether the next profile decides a claim not measured here: it ran (gates known), every
-    gate that failed is a GPU's, and the next profile adds a GPU or GPU counts."""
+    """Whether the next scale decides a claim not measured here: it ran (gates known), every
+    gate that failed is a GPU's, and the next scale adds a GPU or GPU counts."""
     if judged.get("verdict") != "not measured" or claim.get("not_implemented") or gates is None:
         return False
-    failed = {g for g in claim.get("needs") or [] if gates.get(g)}
+    failed = {g for g in claim.get("gates") or [] if gates.get(g)}
     if not failed <= GPU_GATES or not theirs:
         return False
     return bool(failed) or bool(theirs - ours)
 
 
-def section(profile: str, root: Path, rows: list[dict[str, Any]], gates: dict[str, dict],
-            needs_text: dict[str, str], matrix: dict[str, Any]) -> dict[str, Any] | None:  # fmt: skip
-    """The next profile, its cost, and the claims not measured here that it would decide; the
+def section(scale: str, root: Path, rows: list[dict[str, Any]], gates: dict[str, dict],
+            gate_text: dict[str, str], matrix: dict[str, Any]) -> dict[str, Any] | None:  # fmt: skip
+    """The next scale, its cost, and the claims not measured here that it would decide; the
     others not measured, each with what it still needs."""
-    nxt = NEXT.get(profile)
-    if nxt is None or nxt not in mx.profiles(matrix):
+    nxt = NEXT.get(scale)
+    if nxt is None or nxt not in mx.scales(matrix):
         return None
     counts: dict[str, tuple[set[int], set[int]]] = {}
     for e in {r["experiment"] for r in rows}:
         try:
-            mine = {int(s["gpus"]) for s in mx.expand(e, profile, matrix, 1).specs}
+            mine = {int(s["gpus"]) for s in mx.expand(e, scale, matrix, 1).specs}
             counts[e] = (mine, {int(s["gpus"]) for s in mx.expand(e, nxt, matrix, 1).specs})
-        except mx.MatrixError:  # an experiment a profile cannot expand decides nothing
+        except mx.MatrixError:  # an experiment a scale cannot expand decides nothing
             counts[e] = (set(), set())
     decided: list[str] = []
     other: dict[str, list[str]] = {}
@@ -87,10 +87,10 @@ def section(profile: str, root: Path, rows: list[dict[str, Any]], gates: dict[st
         if decides(r["claim"], judged, g, *counts[r["experiment"]]):
             decided.append(r["id"])
         else:
-            failed = [needs_text.get(n, n) for n in r["claim"].get("needs") or []
+            failed = [gate_text.get(n, n) for n in r["claim"].get("gates") or []
                       if (g or {}).get(n) and n not in GPU_GATES]  # fmt: skip
             why = f"needs {', '.join(failed)}" if failed else judged["reason"]
             other.setdefault(why, []).append(r["id"])
-    return {"profile": nxt, "cost": plan_cost(nxt, root), "decided": decided,
+    return {"scale": nxt, "cost": plan_cost(nxt, root), "decided": decided,
             "other": [{"why": why, "ids": ids} for why, ids in other.items()],
-            "gpus": ", ".join(str(g) for g in matrix["profiles"][nxt]["gpus"])}  # fmt: skip
+            "gpus": ", ".join(str(g) for g in matrix["scales"][nxt]["gpus"])}  # fmt: skip

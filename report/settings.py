@@ -1,5 +1,5 @@
-"""What ran: the settings of a profile's runs read from their own spec.json and summary.json (not
-from the matrix), set beside the `paper` profile's, and the software beside the papers'.
+"""What ran: the settings of a scale's runs read from their own spec.json and summary.json (not
+from the matrix), set beside the `paper` scale's, and the software beside the papers'.
 
 A setting's value is written once for the experiments that share it, and the others are named:
 "0.002; 0.003 in V3, V4, V7".
@@ -123,7 +123,7 @@ def table(specs: dict[str, list[tuple[dict[str, Any], dict[str, Any] | None]]],
     return out
 
 
-def ran(root: Path, profile: str, order: list[str]) -> dict[str, Any]:
+def ran(root: Path, scale: str, order: list[str]) -> dict[str, Any]:
     """A results folder's runs: their settings, how many, their repeats, their summed wall time,
     and the compute threads of a CPU rank, each read from the runs' own files."""
     specs: dict[str, list[tuple[dict[str, Any], dict[str, Any] | None]]] = {}
@@ -132,12 +132,12 @@ def ran(root: Path, profile: str, order: list[str]) -> dict[str, Any]:
     spans: list[tuple[float, float]] = []  # each run's start and end (unix s)
     skipped = 0
     unreadable: list[str] = []
-    for exp, rec in sweep_records(root, profile, order):
+    for exp, rec in sweep_records(root, scale, order):
         cells = Counter(re.sub(r"-seed\d+$", "", e["run"]) for e in rec["runs"])
         repeats[exp] = [max([int(rec.get("repeats") or 1), *cells.values()])]
         skipped += len(rec.get("skipped") or [])
         for entry in rec["runs"]:
-            run = store.run_dir(profile, entry["run"], root)
+            run = store.run_dir(scale, entry["run"], root)
             summ = store.read_summary(run)
             if summ is None:  # listed, but its folder is gone: nothing to read
                 continue
@@ -177,11 +177,11 @@ def ran(root: Path, profile: str, order: list[str]) -> dict[str, Any]:
     }
 
 
-def sweep_records(root: Path, profile: str, order: list[str]) -> list[tuple[str, dict[str, Any]]]:
+def sweep_records(root: Path, scale: str, order: list[str]) -> list[tuple[str, dict[str, Any]]]:
     """(experiment, record) of each sweep record of the matrix's experiments (`order`). Any other
     file in sweeps/, and a record that cannot be read, is named on stderr and skipped."""
     out = []
-    for path in sorted(store.sweeps_dir(profile, root).glob("*.json")):
+    for path in sorted(store.sweeps_dir(scale, root).glob("*.json")):
         exp = path.stem  # the sweep names a record after its experiment
         if exp not in order:
             warn_once(f"{path}: not an experiment of the matrix, ignored")
@@ -191,7 +191,7 @@ def sweep_records(root: Path, profile: str, order: list[str]) -> list[tuple[str,
             out.append((exp, rec))
             continue
         warn_once(f"{path}: not a readable sweep record ({why}), left out; rerun its sweep: "
-                   f"`python -m run.sweep --profile {profile} --exp {exp}`")  # fmt: skip
+                   f"`python -m run.sweep --scale {scale} --exp {exp}`")  # fmt: skip
     return out
 
 
@@ -208,13 +208,13 @@ def _utc(t: float) -> str:
     return dt.datetime.fromtimestamp(t, dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
 
 
-def planned(profile: str, exps: list[str], matrix: dict[str, Any]) -> dict[tuple[str, str], str]:
-    """The same settings as a profile of the matrix sets them (no run needed)."""
+def planned(scale: str, exps: list[str], matrix: dict[str, Any]) -> dict[tuple[str, str], str]:
+    """The same settings as a scale of the matrix sets them (no run needed)."""
     order = list(matrix["experiments"])
     specs = {}
     for e in exps:
-        if e in matrix["experiments"] and profile in mx.profiles(matrix):
-            specs[e] = [(s, None) for s in mx.expand(e, profile, matrix, 1).specs]
+        if e in matrix["experiments"] and scale in mx.scales(matrix):
+            specs[e] = [(s, None) for s in mx.expand(e, scale, matrix, 1).specs]
     rows = table(specs, order)
     reps = {e: [int(matrix["experiments"][e].get("repeats") or 1)] for e in specs}
     rows[("any", "repeats per cell")] = grouped(reps, order)
@@ -242,13 +242,13 @@ def software_rows(machines: list[dict[str, Any]], paper: dict[str, str]) -> list
             for n in names]  # fmt: skip
 
 
-def what_ran(profile: str, roots: list[Path], matrix: dict[str, Any]) -> dict[str, Any]:
-    """Each results folder's runs (settings from their specs) beside the paper profile's: one
-    row per setting, one value per folder, and the paper profile's for the same experiments."""
+def what_ran(scale: str, roots: list[Path], matrix: dict[str, Any]) -> dict[str, Any]:
+    """Each results folder's runs (settings from their specs) beside the paper scale's: one
+    row per setting, one value per folder, and the paper scale's for the same experiments."""
     order = list(matrix["experiments"])
-    machines = [ran(r, profile, order) for r in roots]
+    machines = [ran(r, scale, order) for r in roots]
     exps = list(dict.fromkeys(e for m in machines for e in m["experiments"]))
-    beside = profile != "paper" and "paper" in mx.profiles(matrix)
+    beside = scale != "paper" and "paper" in mx.scales(matrix)
     paper = planned("paper", exps, matrix) if beside else {}
     rep = ("any", "repeats per cell")
     for m in machines:
@@ -259,4 +259,4 @@ def what_ran(profile: str, roots: list[Path], matrix: dict[str, Any]) -> dict[st
     rows = [{"setting": f"{label[w]}: {name}", "paper": paper.get((w, name), ""),
              "values": [m["settings"].get((w, name), "") for m in machines]}
             for w, name in keys]  # fmt: skip
-    return {"machines": machines, "table": rows, "paper_profile": beside}
+    return {"machines": machines, "table": rows, "paper_scale": beside}

@@ -26,16 +26,16 @@ def sentence(text: str) -> str:
 def short_reason(reason: str, claim: dict[str, Any], gates: dict[str, str]) -> str:
     """A claim's reason without the CPU caveat the report states once: a failed GPU gate is
     "needs a GPU" and the GPU-only effect the claim is about (analysis/claims/spec.py)."""
-    failed = [g for g in claim.get("needs") or [] if gates.get(g)]
+    failed = [g for g in claim.get("gates") or [] if gates.get(g)]
     if reason.startswith(cl.NO_GPU) or (reason and failed and failed[0] in GPU_GATES):
         effect = cs.gpu_only(claim)
         return "needs a GPU" + (f" ({effect})" if effect else "")
     return reason
 
 
-def run_links(names: list[str], root: Path, profile: str, out_dir: Path) -> list[dict[str, str]]:
+def run_links(names: list[str], root: Path, scale: str, out_dir: Path) -> list[dict[str, str]]:
     """The runs behind a verdict, each with a path to its folder relative to the report."""
-    return [{"name": n, "href": os.path.relpath(store.run_dir(profile, n, root), out_dir)}
+    return [{"name": n, "href": os.path.relpath(store.run_dir(scale, n, root), out_dir)}
             for n in names]  # fmt: skip
 
 
@@ -61,11 +61,11 @@ def skipped_by_reason(skipped: list[dict[str, str]]) -> list[dict[str, Any]]:
     return [{"reason": why, "runs": runs} for why, runs in out.items()]
 
 
-def noise_floor(root: Path, profile: str) -> list[dict[str, Any]]:
+def noise_floor(root: Path, scale: str) -> list[dict[str, Any]]:
     """The run-to-run spread measured between runs of identical work (table-noise.csv), the
     largest of each workload, quantity and rank count (the margins the verdicts used), one entry
     per workload: {workload, ranks, items: [{measure, spread}]}. [] before any such set ran."""
-    path = store.tables_dir(profile, root) / f"{NOISE_TARGET}.csv"
+    path = store.tables_dir(scale, root) / f"{NOISE_TARGET}.csv"
     if not path.is_file():
         return []
     with path.open() as f:

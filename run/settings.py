@@ -13,7 +13,7 @@ empty (`make X=`) both mean the default.
     python -m run.settings --markdown   # the README's table
 
 Only the standard library and run.errors are imported here: the check costs nothing and cannot
-fail to load. Checking PROFILE reads the matrix's profile names, with yaml, only when PROFILE is set.
+fail to load. Checking PROFILE reads the matrix's scale names, with yaml, only when PROFILE is set.
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ class SettingError(UserError):
 
 class Setting(NamedTuple):
     name: str
-    # whole, number, choice, profile, file, path, url, index, text or secret (see PARSERS)
+    # whole, number, choice, scale, file, path, url, index, text or secret (see PARSERS)
     kind: str
     default: Any
     accepts: str  # the words of the table and of the error line: "<NAME> must be <accepts>"
@@ -57,7 +57,7 @@ SETTINGS: tuple[Setting, ...] = (
     # what runs
     Setting("MATRIX_FILE", "file", REPO / "experiments" / "matrix.yaml", "an existing YAML file",
             "The experiment matrix every program reads (tests point it at a small one)."),
-    Setting("PROFILE", "profile", None, "a profile of MATRIX_FILE (smoke, quick, paper)",
+    Setting("PROFILE", "scale", None, "a scale of MATRIX_FILE (smoke, quick, paper)",
             "The scale of every run: smoke on a CPU in minutes, quick and paper on GPUs.",
             shown="paper where `nvidia-smi` sees a GPU, else smoke"),
     Setting("PROFILER", "choice", None, "one of auto, torch, nsys, none",
@@ -85,7 +85,7 @@ SETTINGS: tuple[Setting, ...] = (
             "How often a sweep looks again at a run another sweep holds."),
     # where things are
     Setting("RESULTS_DIR", "path", Path("results"), FOLDER,
-            "Where runs, sweeps and tables go (`<RESULTS_DIR>/<profile>/`)."),
+            "Where runs, sweeps and tables go (`<RESULTS_DIR>/<scale>/`)."),
     Setting("REPORT_RESULTS", "text", None, "results folders, separated by spaces",
             "The results folders `make report` sets side by side, one column per machine.",
             shown="RESULTS_DIR"),
@@ -194,10 +194,10 @@ def _choice(s: Setting, raw: str) -> str:
     return raw
 
 
-def _profile(s: Setting, raw: str) -> str:
-    known = matrix_profiles()
+def _scale(s: Setting, raw: str) -> str:
+    known = matrix_scales()
     if raw not in known:
-        raise _refuse(s, raw, f"a profile of {value('MATRIX_FILE')}: {', '.join(known)}")
+        raise _refuse(s, raw, f"a scale of {value('MATRIX_FILE')}: {', '.join(known)}")
     return raw
 
 
@@ -225,7 +225,7 @@ PARSERS: dict[str, Callable[[Setting, str], Any]] = {
     "whole": _whole,
     "number": _number,
     "choice": _choice,
-    "profile": _profile,
+    "scale": _scale,
     "file": _file,
     "path": lambda s, raw: Path(raw),  # callers expand ~ where they always did
     "url": _url,
@@ -235,24 +235,24 @@ PARSERS: dict[str, Callable[[Setting, str], Any]] = {
 }
 
 
-def matrix_profiles() -> list[str]:
-    """The profile names of MATRIX_FILE. yaml is imported only here, when PROFILE is set; the
+def matrix_scales() -> list[str]:
+    """The scale names of MATRIX_FILE. yaml is imported only here, when PROFILE is set; the
     matrix itself (run.sweep.matrix) is not, since it reads its settings from this module. Without
-    PyYAML (make checks the settings before the venv exists) the keys of the top-level `profiles:`
+    PyYAML (make checks the settings before the venv exists) the keys of the top-level `scales:`
     block are read line by line."""
     path = value("MATRIX_FILE")
     try:
         from run import yamlfile
     except ImportError:
-        return _profile_keys(path)
+        return _scale_keys(path)
     data = yamlfile.load(path, SettingError)
-    profiles = data.get("profiles") if isinstance(data, dict) else None
-    if not isinstance(profiles, dict) or not profiles:
-        raise SettingError(f"{path}: no profiles")
-    return [str(p) for p in profiles]
+    scales = data.get("scales") if isinstance(data, dict) else None
+    if not isinstance(scales, dict) or not scales:
+        raise SettingError(f"{path}: no scales")
+    return [str(p) for p in scales]
 
 
-def _profile_keys(path: Path) -> list[str]:
+def _scale_keys(path: Path) -> list[str]:
     try:
         lines = path.read_text().splitlines()
     except OSError as exc:
@@ -260,11 +260,11 @@ def _profile_keys(path: Path) -> list[str]:
     keys, inside = [], False
     for line in lines:
         if line[:1] not in ("", " ", "#"):
-            inside = line.startswith("profiles:")
+            inside = line.startswith("scales:")
         elif inside and (m := re.match(r"  ([A-Za-z0-9_-]+):", line)):
             keys.append(m.group(1))
     if not keys:
-        raise SettingError(f"{path}: no profiles")
+        raise SettingError(f"{path}: no scales")
     return keys
 
 
@@ -292,7 +292,7 @@ def path(name: str) -> Path | None:
 
 
 # A value each kind refuses (None: the kind takes any text), for the fault tier's tests.
-BAD = {"whole": "abc", "number": "-1", "choice": "maybe", "profile": "bogus",
+BAD = {"whole": "abc", "number": "-1", "choice": "maybe", "scale": "bogus",
        "file": "/nonexistent/matrix.yaml", "url": "huggingface.co", "index": "cu126"}  # fmt: skip
 
 

@@ -2,7 +2,7 @@
 
 Layout (all paths are constants here so that `analysis/` imports them instead of re-deriving):
 
-    results/<profile>/runs/<run-name>/      a finished run (ok, failed, oom or unsupported)
+    results/<scale>/runs/<run-name>/      a finished run (ok, failed, oom or unsupported)
         spec.json          the full resolved spec
         provenance.json    git SHA, versions, hardware probe, launch command
         summary.json       written last; its presence is what makes the run count
@@ -15,10 +15,10 @@ Layout (all paths are constants here so that `analysis/` imports them instead of
                            "t0": unix s, "t1": unix s}; the steps are the CPU stand-in for the
                            GPU's busy intervals (V9), epoch and eval locate the pauses
         log.txt            stdout and stderr of the launch
-    results/<profile>/runs/.staging/<run-name>@<attempt>/   a run in progress, one folder per
+    results/<scale>/runs/.staging/<run-name>@<attempt>/   a run in progress, one folder per
                            attempt; moved into place when done
-    results/<profile>/sweeps/<EXP>.json      what a sweep of one experiment found (incl. skipped cells)
-    results/<profile>/tables/<target>.csv    tidy tables for figures and the report
+    results/<scale>/sweeps/<EXP>.json      what a sweep of one experiment found (incl. skipped cells)
+    results/<scale>/tables/<target>.csv    tidy tables for figures and the report
 
 A run is written into `.staging/` and renamed into `runs/` in one `os.replace`, so a killed sweep
 leaves nothing half-written where the analysis looks.
@@ -39,6 +39,7 @@ from run import settings
 # The checkout: run/ sits in it, so every module finds configs, experiments and reference here.
 REPO = Path(__file__).resolve().parent.parent
 REFERENCE_DIR = REPO / "reference" / "paper"
+REPORT_OUT_DIR = REPO / "report" / "out"  # the report of the checkout's own results/
 
 SPEC = "spec.json"
 PROVENANCE = "provenance.json"
@@ -68,36 +69,51 @@ def results_root() -> Path:
     return settings.path("RESULTS_DIR")
 
 
-def profile_dir(profile: str, root: Path | None = None) -> Path:
-    return (root or results_root()) / profile
+def scale_dir(scale: str, root: Path | None = None) -> Path:
+    return (root or results_root()) / scale
 
 
-def runs_dir(profile: str, root: Path | None = None) -> Path:
-    return profile_dir(profile, root) / "runs"
+def report_dir(scale: str) -> Path:
+    """Where the report of RESULTS_DIR's scale goes: report/out/<scale> for the checkout's own
+    results/, else <RESULTS_DIR>/<scale>/report, beside the results it is made from, so that
+    results elsewhere never overwrite this checkout's report. The Makefile's REPORT_OUT is the
+    same rule (tests/test_make_uptodate.py checks that they agree)."""
+    if os.path.abspath(results_root()) == os.path.abspath(REPO / "results"):
+        return REPORT_OUT_DIR / scale
+    return scale_dir(scale) / "report"
 
 
-def run_dir(profile: str, name: str, root: Path | None = None) -> Path:
-    return runs_dir(profile, root) / name
+def figures_dir(scale: str) -> Path:
+    """Figures of one scale, in its report's folder (a quick run never shows in smoke)."""
+    return report_dir(scale) / "figures"
 
 
-def staging_dir(profile: str, name: str, root: Path | None = None) -> Path:
-    return runs_dir(profile, root) / STAGING / name
+def runs_dir(scale: str, root: Path | None = None) -> Path:
+    return scale_dir(scale, root) / "runs"
+
+
+def run_dir(scale: str, name: str, root: Path | None = None) -> Path:
+    return runs_dir(scale, root) / name
+
+
+def staging_dir(scale: str, name: str, root: Path | None = None) -> Path:
+    return runs_dir(scale, root) / STAGING / name
 
 
 def timeline_file(run: Path, rank: int) -> Path:
     return run / TIMELINE.format(rank=rank)
 
 
-def tables_dir(profile: str, root: Path | None = None) -> Path:
-    return profile_dir(profile, root) / "tables"
+def tables_dir(scale: str, root: Path | None = None) -> Path:
+    return scale_dir(scale, root) / "tables"
 
 
-def sweeps_dir(profile: str, root: Path | None = None) -> Path:
-    return profile_dir(profile, root) / "sweeps"
+def sweeps_dir(scale: str, root: Path | None = None) -> Path:
+    return scale_dir(scale, root) / "sweeps"
 
 
-def is_finished(profile: str, name: str, root: Path | None = None) -> bool:
-    return (run_dir(profile, name, root) / SUMMARY).is_file()
+def is_finished(scale: str, name: str, root: Path | None = None) -> bool:
+    return (run_dir(scale, name, root) / SUMMARY).is_file()
 
 
 def _umask() -> int:
@@ -164,36 +180,36 @@ def read_jsonl(path: Path) -> list[dict[str, Any]]:
         return [json.loads(line) for line in fh if line.strip()]
 
 
-def start_staging(profile: str, name: str, attempt: str, root: Path | None = None) -> Path:
+def start_staging(scale: str, name: str, attempt: str, root: Path | None = None) -> Path:
     """A staging folder of the run's own for one attempt: an attempt never writes into another
     attempt's folder, so a process an earlier attempt left behind cannot mix into this run."""
-    stage = staging_dir(profile, name, root).with_name(f"{name}@{attempt}")
+    stage = staging_dir(scale, name, root).with_name(f"{name}@{attempt}")
     stage.mkdir(parents=True)
     return stage
 
 
-def stagings(profile: str, name: str, root: Path | None = None) -> list[Path]:
+def stagings(scale: str, name: str, root: Path | None = None) -> list[Path]:
     """The staging folders attempts of a run left, newest first."""
-    base = staging_dir(profile, name, root)
+    base = staging_dir(scale, name, root)
     found = [p for p in base.parent.glob(f"{name}@*") if p.name.split("@", 1)[0] == name]
     found += [base] if base.exists() else []
     return sorted(found, key=lambda p: p.stat().st_mtime if p.exists() else 0.0, reverse=True)
 
 
-def discard_staging(profile: str, name: str, root: Path | None = None) -> list[Path]:
+def discard_staging(scale: str, name: str, root: Path | None = None) -> list[Path]:
     """Remove what earlier attempts of a run left in staging (the caller holds the run's lock and
     has stopped their processes). Returns the folders removed."""
-    gone = stagings(profile, name, root)
+    gone = stagings(scale, name, root)
     for path in gone:
         shutil.rmtree(path, ignore_errors=True)
     return gone
 
 
-def publish(stage: Path, profile: str, name: str, root: Path | None = None) -> Path:
+def publish(stage: Path, scale: str, name: str, root: Path | None = None) -> Path:
     """Move a staged run (which must hold its summary) into place in one rename."""
     if not (stage / SUMMARY).is_file():
         raise RuntimeError(f"refusing to publish {stage}: no {SUMMARY}")
-    final = run_dir(profile, name, root)
+    final = run_dir(scale, name, root)
     if final.exists():
         shutil.rmtree(final)
     final.parent.mkdir(parents=True, exist_ok=True)

@@ -15,7 +15,7 @@ sys.path.insert(0, str(REPO))
 from run.sweep import matrix as mx  # noqa: E402
 from run.vision import launch as vision_launch  # noqa: E402
 
-# A matrix of the real shape, small enough for CI: profile "test" with 2 ranks at most.
+# A matrix of the real shape, small enough for CI: scale "test" with 2 ranks at most.
 TINY_VISION = {
     "dataset": "digits",
     "train_images": 64,
@@ -33,7 +33,7 @@ def tiny_matrix() -> dict:
     real = mx.load_matrix(mx.matrix_file())
     vision = {k: v for k, v in real["experiments"].items() if v["workload"] == "vision"}
     return {
-        "profiles": {
+        "scales": {
             "test": {
                 "description": "tests",
                 "gpus": [1, 2],
@@ -65,7 +65,7 @@ def sandbox(tmp_path, monkeypatch):
     return sandbox_env(tmp_path, monkeypatch)
 
 
-def quiet_machine(profile: str, matrix: dict):
+def quiet_machine(scale: str, matrix: dict):
     from analysis import noise
 
     return noise.Floor(quiet=True)
@@ -95,7 +95,7 @@ def sandbox_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("MNIST_DIR", str(tmp_path / "no-mnist"))
     monkeypatch.setenv("PYTHONPATH", str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     monkeypatch.delenv("PROFILER", raising=False)
-    # `make test PROFILE=smoke` exports PROFILE; the sandbox's matrix has no such profile, and
+    # `make test PROFILE=smoke` exports PROFILE; the sandbox's matrix has no such scale, and
     # every entry point checks PROFILE against the matrix (run/settings.py)
     monkeypatch.delenv("PROFILE", raising=False)
     return tmp_path

@@ -15,7 +15,7 @@ from run.sweep import matrix as mx
 
 
 def fabricate(
-    root: Path, profile: str, exp_ids: list[str], info: dict[str, Any] | None = None
+    root: Path, scale: str, exp_ids: list[str], info: dict[str, Any] | None = None
 ) -> list[Path]:
     """Write the records and runs under root (a RESULTS_DIR) as a sweep on `info` (default: this
     machine, as make's own call of left.py sees it) leaves them; returns the records' paths."""
@@ -25,14 +25,14 @@ def fabricate(
         info, matrix = info or hw.probe(), mx.load_matrix()
         records = []
         for exp_id in exp_ids:
-            runs, skipped = left.cells(exp_id, profile, info, matrix)
+            runs, skipped = left.cells(exp_id, scale, info, matrix)
             for name in runs:
-                run = store.run_dir(profile, name)
+                run = store.run_dir(scale, name)
                 store.write_json_atomic(run / store.SPEC, {})
                 store.write_json_atomic(run / store.SUMMARY, {"name": name, "status": "ok"})
-            record = store.sweeps_dir(profile) / f"{exp_id}.json"
+            record = store.sweeps_dir(scale) / f"{exp_id}.json"
             store.write_json_atomic(record, {
-                "experiment": exp_id, "profile": profile,
+                "experiment": exp_id, "scale": scale,
                 "runs": [{"run": n, "status": "ok", "reused": False} for n in runs],
                 "skipped": [{"run": n, "gpus": 0, "reason": "fabricated"} for n in skipped],
             })  # fmt: skip

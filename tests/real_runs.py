@@ -71,6 +71,6 @@ def make(names: list[str] | None = None) -> CheckRuns:
         if rec.get("run"):
             check = next(c for c in cases.CHECKS if c.name == rec["check"])
             spec = cases.spec_of(check, ranks)
-            run_dir = store.run_dir(gpu_check.PROFILE, mx.run_name(spec)).resolve()
+            run_dir = store.run_dir(gpu_check.SCALE, mx.run_name(spec)).resolve()
             out.runs[rec["check"]] = CheckRun(rec, spec, run_dir)
     return out

@@ -28,16 +28,16 @@ def test_a_bundle_holds_probe_versions_log_tails_and_root_causes(sandbox):
     _log(store.run_dir("test", "run-failed"), 100, "ValueError: synthetic failure")
     _log(store.staging_dir("test", "run-killed"), 5, "killed")  # never published
     runs = [
-        {"name": "a-check", "profile": "test", "run": "run-failed", "status": "failed",
+        {"name": "a-check", "scale": "test", "run": "run-failed", "status": "failed",
          "root_cause": "ValueError: synthetic failure"},
-        {"name": "b/check", "profile": "test", "run": "run-killed", "status": None,
+        {"name": "b/check", "scale": "test", "run": "run-killed", "status": None,
          "root_cause": "killed (SIGKILL)"},
-        {"name": "c-check", "profile": "test", "run": None, "status": None,
+        {"name": "c-check", "scale": "test", "run": None, "status": None,
          "root_cause": "KeyError: 'x'", "traceback": "Traceback ...\nKeyError: 'x'\n"},
-        {"name": "d-check", "profile": "test", "run": None, "status": None, "root_cause": None},
+        {"name": "d-check", "scale": "test", "run": None, "status": None, "root_cause": None},
     ]  # fmt: skip
     info = probe.probe()
-    path = bundle.build(store.profile_dir("test") / "bundle.tar.gz", info, runs, {"x.json": "{}"})
+    path = bundle.build(store.scale_dir("test") / "bundle.tar.gz", info, runs, {"x.json": "{}"})
     got = _read(path)
     assert set(got) == {
         f"bundle/{n}"

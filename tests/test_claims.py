@@ -36,7 +36,7 @@ def test_every_claim_of_the_papers_is_in_claims_yaml_and_valid():
         cs.check(c)
         assert c["experiment"] in experiments, c["id"]
         assert c["id"].startswith(c["experiment"]), c["id"]
-        for gate in c.get("needs", []):
+        for gate in c.get("gates", []):
             assert re.fullmatch(r"[a-z_]+", gate), (c["id"], gate)  # a gate a module names
         checked += 1
     assert checked == 53
@@ -169,7 +169,7 @@ def test_all_holds_only_when_every_part_holds():
 
 def test_gates_and_missing_rows_give_reasons():
     c = claim("threshold", q={"value": "v", "where": {"gpus": 4}, "by": ["gpus"]}, than=1,
-              needs=["gpu"])  # fmt: skip
+              gates=["gpu"])  # fmt: skip
     got = cl.judge(c, frame([(1, 5.0), (2, 5.0)], "gpus v"))
     assert got["verdict"] == cl.UNMEASURED and "ran: 1, 2" in got["reason"]
     c["q"]["where"] = {}
@@ -179,7 +179,7 @@ def test_gates_and_missing_rows_give_reasons():
     got = cl.judge(c, frame([(1, 5.0)], "gpus v"), gates={"gpu": "needs a GPU"})
     assert (got["verdict"], got["reason"]) == (cl.UNMEASURED, "needs a GPU")
     c["q"]["where"] = {}
-    c["needs"] = ["learned"]
+    c["gates"] = ["learned"]
     got = cl.judge(c, frame([(1, 5.0)], "gpus v"), gates={"learned": "did not learn"})
     assert got["verdict"] == cl.INCONCLUSIVE
     unmeasured = frame([(1, None)], "gpus v").assign(measured=False, note="not recorded")

@@ -214,7 +214,7 @@ def fake_make(tmp_path):
     code = tmp_path / "image-code"
     (code / "experiments").mkdir(parents=True)
     (code / "Makefile").write_text("all:\n")
-    (code / "experiments" / "matrix.yaml").write_text("profiles: {}\n")
+    (code / "experiments" / "matrix.yaml").write_text("scales: {}\n")
     env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "ARTIFACT_CODE": str(code)}
     env.pop("ARTIFACT_WORKDIR", None)
     return env, log

@@ -25,7 +25,7 @@ from run.node import lifeline
 pytestmark = [pytest.mark.faults, pytest.mark.integration]
 
 REPO = Path(__file__).resolve().parent.parent
-PROFILE = "test"
+SCALE = "test"
 EXP = "F1"  # one cell at 1 and 2 ranks: a run is killed while the other is published
 ONE = "F2"  # F1's 1-rank run alone (shared): the cases that need one run
 
@@ -35,7 +35,7 @@ def _matrix(m: dict) -> dict:
     f1["title"], f1["target"] = "Faults", "table-faults"
     # Long enough to be killed mid-run (a few epochs of 2 gloo ranks), short enough for CI.
     f1["fixed"] = {"strategy": "ddp_ds", "pin_memory": False, "epochs": 4, "train_images": 256}
-    f1["vary"] = {"precision": ["fp32"], "gpus": "from-profile"}
+    f1["vary"] = {"precision": ["fp32"], "gpus": "from-scale"}
     f2 = {**f1, "vary": {"precision": ["fp32"], "gpus": [1]}}
     m["experiments"] = {EXP: f1, ONE: f2}
     return m
@@ -58,7 +58,7 @@ def tier(sandbox: Path) -> dict[str, str]:
 
 
 def _sweep(env: dict[str, str], exp: str = EXP, **kw) -> subprocess.Popen:
-    cmd = [sys.executable, "-m", "run.sweep", "--profile", PROFILE, "--exp", exp]
+    cmd = [sys.executable, "-m", "run.sweep", "--scale", SCALE, "--exp", exp]
     return subprocess.Popen(
         cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kw
     )
@@ -77,7 +77,7 @@ def _finish(env: dict[str, str], exp: str = EXP) -> subprocess.CompletedProcess:
 
 
 def _runs(env: dict[str, str]) -> Path:
-    return store.runs_dir(PROFILE, Path(env["RESULTS_DIR"]))
+    return store.runs_dir(SCALE, Path(env["RESULTS_DIR"]))
 
 
 def _in_flight(env: dict[str, str], timeout: float = SWEEP_S) -> Path:
@@ -269,7 +269,7 @@ def test_every_bad_setting_stops_the_sweep_before_any_work(tier):
         if value is None:  # free text (a token, a path made later): nothing to refuse
             continue
         done = subprocess.run(
-            [sys.executable, "-m", "run.sweep", "--profile", PROFILE, "--exp", ONE],
+            [sys.executable, "-m", "run.sweep", "--scale", SCALE, "--exp", ONE],
             cwd=REPO, env={**tier, name: value}, capture_output=True, text=True, check=False,
         )  # fmt: skip
         assert done.returncode == 2, (name, value, done.stderr)
@@ -290,7 +290,7 @@ def test_a_timed_out_run_is_failed_and_leaves_no_process(tier):
     m["experiments"][ONE]["fixed"] = {**m["experiments"][ONE]["fixed"], "epochs": 400}
     matrix.write_text(yaml.safe_dump(m))
     done = subprocess.run(
-        [sys.executable, "-m", "run.sweep", "--profile", PROFILE, "--exp", ONE],
+        [sys.executable, "-m", "run.sweep", "--scale", SCALE, "--exp", ONE],
         cwd=REPO, env={**tier, "RUN_TIMEOUT_S": "3"}, capture_output=True, text=True, check=False,
         timeout=SWEEP_S,
     )  # fmt: skip

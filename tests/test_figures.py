@@ -31,7 +31,7 @@ from analysis.profiles.metrics import COLUMNS as TIDY_COLUMNS
 from run import store
 
 matplotlib.use("Agg")
-META = {"source": "J Fig.0", "profile": "figtest", "gates": {}}
+META = {"source": "J Fig.0", "scale": "figtest", "gates": {}}
 NOT_SERIES = {"ideal (= GPUs)"}  # reference marks, not data series
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
 
@@ -39,7 +39,7 @@ pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
 @pytest.fixture(autouse=True)
 def out(tmp_path, monkeypatch):
     """The figures go to the test's folder, never to report/out; each test closes its own."""
-    monkeypatch.setattr(common, "OUT_DIR", tmp_path)
+    monkeypatch.setattr(store, "REPORT_OUT_DIR", tmp_path)
     yield
     plt.close("all")
 
@@ -307,10 +307,10 @@ def test_timeline_table_keeps_where_each_epoch_and_evaluation_began(monkeypatch)
     tl = pd.DataFrame([("epoch", 1, None, 0.0, 1.0), ("train_step", 1, 0, 0.1, 1.0),
                        ("eval", 1, None, 1.0, 1.5), ("eval_step", 1, 0, 1.1, 1.5)],
                       columns=["phase", "epoch", "step", "t0", "t1"]).assign(rank=0)  # fmt: skip
-    monkeypatch.setattr(a_tl, "read", lambda run, profile, ranks: tl)
-    monkeypatch.setattr(a_tl.run_breakdown, "table", lambda runs, profile: pd.DataFrame())
+    monkeypatch.setattr(a_tl, "read", lambda run, scale, ranks: tl)
+    monkeypatch.setattr(a_tl.run_breakdown, "table", lambda runs, scale: pd.DataFrame())
     runs = pd.DataFrame([{"run": "r0", "status": "ok", "gpus": 1, "loader": "torch"}])
-    runs.attrs["profile"] = "figtest"
+    runs.attrs["scale"] = "figtest"
     out = a_tl.extra(runs, pd.DataFrame())
     assert list(out["phases"]["phase"]) == ["epoch", "eval"]
     assert list(out["phases"]["t0"]) == [0.0, 1.0]

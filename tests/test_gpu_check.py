@@ -109,10 +109,10 @@ FAKE_CHECKS = [
 ]  # fmt: skip
 
 
-def _fake_execute(spec, profile, info, matrix):  # noqa: ANN001, ANN202
+def _fake_execute(spec, scale, info, matrix):  # noqa: ANN001, ANN202
     """What sweep.execute leaves, without a process: a published run with its log and summary."""
     name = mx.run_name(spec)
-    run = store.run_dir(profile, name)
+    run = store.run_dir(scale, name)
     run.mkdir(parents=True)
     if spec["precision"] == "fp64":
         raise RuntimeError("CUDA error: an illegal memory access was encountered")
@@ -175,11 +175,11 @@ def test_gpu_check_on_a_gpu_node_writes_its_bundle(fake_checks, monkeypatch, cap
     assert gpu_check.main([]) == 1
     out = capsys.readouterr().out.strip().splitlines()
     assert re.fullmatch(r"gpu-check: 2 passed, 5 failed, 0 skipped in \d+ s", out[-1])
-    path = store.profile_dir(gpu_check.PROFILE) / "bundle.tar.gz"
+    path = store.scale_dir(gpu_check.SCALE) / "bundle.tar.gz"
     assert out[-2] == f"gpu-check: attach {path} to a report (README: 'Checking a GPU node')"
     with tarfile.open(path) as tar:
         got = {m.name: tar.extractfile(m).read().decode() for m in tar.getmembers()}
-    report = store.read_json(store.profile_dir(gpu_check.PROFILE) / gpu_check.REPORT)
+    report = store.read_json(store.scale_dir(gpu_check.SCALE) / gpu_check.REPORT)
     assert json.loads(got["bundle/gpu_check.json"]) == report
     assert report["result"] == out[-1] and report["versions"]["driver"] == "580.65.06"
     assert got["bundle/gpu_check.txt"].splitlines()[-1] == out[-1]
@@ -211,10 +211,10 @@ def test_an_interrupted_gpu_check_bundles_what_finished(fake_checks, monkeypatch
     assert gpu_check.main([]) == 130
     err = capsys.readouterr().err.strip().splitlines()
     assert err[-1].endswith("(interrupted: the rest did not run)"), err
-    report = store.read_json(store.profile_dir(gpu_check.PROFILE) / gpu_check.REPORT)
+    report = store.read_json(store.scale_dir(gpu_check.SCALE) / gpu_check.REPORT)
     done = [r["check"] for r in report["checks"]]
     assert done and "passes" not in done and report["result"] == err[-1]
-    assert (store.profile_dir(gpu_check.PROFILE) / "bundle.tar.gz").is_file()
+    assert (store.scale_dir(gpu_check.SCALE) / "bundle.tar.gz").is_file()
     with pytest.raises(KeyboardInterrupt):
         gpu_check._interrupt(15, None)
 
@@ -224,6 +224,6 @@ def test_unusable_gpus_still_leave_a_bundle(sandbox, monkeypatch, capsys):
     monkeypatch.setattr(probe, "cuda_problem", lambda info, b=None: "torch is a CPU build")
     assert gpu_check.main([]) == 1
     assert capsys.readouterr().err.strip() == "gpu-check: FAIL: torch is a CPU build"
-    with tarfile.open(store.profile_dir(gpu_check.PROFILE) / "bundle.tar.gz") as tar:
+    with tarfile.open(store.scale_dir(gpu_check.SCALE) / "bundle.tar.gz") as tar:
         report = json.load(tar.extractfile("bundle/gpu_check.json"))
     assert report["result"] == "gpu-check: FAIL: torch is a CPU build" and report["checks"] == []

@@ -57,12 +57,12 @@ def test_nsys_is_told_not_to_kill_the_run(tmp_path, workload, gpus):
 def test_every_run_of_every_profile_has_a_bounded_planned_length():
     m = mx.load_matrix()
     checked = 0
-    for profile in mx.profiles(m):
+    for scale in mx.scales(m):
         for exp_id in m["experiments"]:
-            for spec in mx.expand(exp_id, profile, m).specs:
+            for spec in mx.expand(exp_id, scale, m).specs:
                 mod = WORKLOADS[spec["workload"]]
                 steps = mod.planned_steps(spec)
-                assert 0 < steps <= llm_spec.MAX_PLANNED_STEPS, (exp_id, profile, steps)
+                assert 0 < steps <= llm_spec.MAX_PLANNED_STEPS, (exp_id, scale, steps)
                 checked += 1
     assert checked > 500
 
@@ -95,7 +95,7 @@ def test_llm_planned_steps_follow_torchtunes_sampler_and_drop_last():
 
 
 def test_a_window_longer_than_the_run_is_clamped_and_says_why():
-    # L7 on 4 GPUs in the paper profile: 62 steps, the timings leave out 15, the window 20
+    # L7 on 4 GPUs in the paper scale: 62 steps, the timings leave out 15, the window 20
     window = {"wait_steps": 100, "warmup_steps": 1, "active_steps": 20, "max_seconds": 720}
     fitted, why = profiling.fit_window(window, 62, "torch")
     assert fitted["wait_steps"] + fitted["warmup_steps"] + fitted["active_steps"] <= 62
@@ -227,7 +227,7 @@ def test_a_sweep_on_a_gpu_node_with_a_cpu_torch_stops_before_any_run(sandbox, mo
         "cuda_problem",
         lambda info, b=None: "nvidia-smi lists 4 x H100 but torch is a CPU build",
     )
-    assert sweep.main(["--profile", "test", "--exp", "V3"]) == 2
+    assert sweep.main(["--scale", "test", "--exp", "V3"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert err == ["error: nvidia-smi lists 4 x H100 but torch is a CPU build"]
     assert not store.runs_dir("test").exists()
@@ -236,10 +236,10 @@ def test_a_sweep_on_a_gpu_node_with_a_cpu_torch_stops_before_any_run(sandbox, mo
 def test_a_gpu_profile_never_trains_on_a_cpu(monkeypatch, tmp_path, capsys):
     monkeypatch.setattr(hw, "probe", _cpu_info)
     monkeypatch.setenv("RESULTS_DIR", str(tmp_path))
-    for profile in ("quick", "paper"):
-        assert sweep.main(["--profile", profile, "--exp", "V3"]) == 2
+    for scale in ("quick", "paper"):
+        assert sweep.main(["--scale", scale, "--exp", "V3"]) == 2
         err = capsys.readouterr().err.strip().splitlines()
-        assert len(err) == 1 and f"profile '{profile}' runs on CUDA GPUs" in err[0]
+        assert len(err) == 1 and f"scale '{scale}' runs on CUDA GPUs" in err[0]
     assert not any(tmp_path.iterdir())
 
 
@@ -377,7 +377,7 @@ def test_missing_llama3_dir_is_one_line_not_a_traceback(monkeypatch, tmp_path):
         "import sys; from run.node import probe; from run.sweep import runner as sweep; "
         f"probe.probe = lambda: {{**{_cpu_info()!r}, **{NODE!r}}}; "
         "probe.cuda_problem = lambda info, b=None: None; "
-        "sys.exit(sweep.main(['--profile', 'paper', '--exp', 'L8']))"
+        "sys.exit(sweep.main(['--scale', 'paper', '--exp', 'L8']))"
     )
     proc = subprocess.run(
         [sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True, text=True
@@ -428,7 +428,7 @@ def test_progress_lines_and_heartbeat(sandbox, monkeypatch, capsys):
     starts = [ln for ln in out if ln.startswith("[") and "] mnv2-" in ln]
     total = int(starts[0].split("/")[1].split("]")[0])
     assert [ln.split("]")[0] for ln in starts] == [f"[{k}/{total}" for k in range(1, 7)]
-    assert total >= 6 and all("est. " in ln and "ETA of the profile" in ln for ln in starts)
+    assert total >= 6 and all("est. " in ln and "ETA of the scale" in ln for ln in starts)
     beats = [ln for ln in out if "... mnv2-fp16" in ln and "running" in ln]
     assert len(beats) >= 2 * 2  # two fp16 runs of 1.5 s, a line every 0.3 s
     # each beat quotes the run's last log line, from the first beat after the run printed it

@@ -15,9 +15,9 @@ REAL_MATRIX = Path(__file__).resolve().parent.parent / "experiments" / "matrix.y
 
 
 def small() -> dict:
-    """A matrix of one profile with a vision ladder crossed with a GPU axis."""
+    """A matrix of one scale with a vision ladder crossed with a GPU axis."""
     return {
-        "profiles": {"p": {"gpus": [1, 2], "vision": {"train_images": 64, "image_size": 32}}},
+        "scales": {"p": {"gpus": [1, 2], "vision": {"train_images": 64, "image_size": 32}}},
         "experiments": {
             "X1": {
                 "title": "a ladder",
@@ -92,11 +92,11 @@ def test_the_real_ladders_put_every_cell_on_a_step():
             assert steps == []
             continue
         assert steps[0][0] == "faithful" and len(steps) >= 2
-        for profile in real["profiles"]:
-            specs = mx.expand(e, profile, real, n_repeats=1).specs
+        for scale in real["scales"]:
+            specs = mx.expand(e, scale, real, n_repeats=1).specs
             found = [mx.ladder_step(e, s, real) for s in specs]
             assert None not in found
-            assert {i for i, _ in found} == set(range(len(steps))), (e, profile)
+            assert {i for i, _ in found} == set(range(len(steps))), (e, scale)
 
 
 def refused(m: dict, *, check: bool = False) -> str:
@@ -116,7 +116,7 @@ def refused(m: dict, *, check: bool = False) -> str:
         ({"step": "bf16", "compile": True}, "X1: ladder step 4 'bf16': the label is used by an earlier step"),
         ({"step": "gpus", "gpus": 2}, "'gpus' cannot be a ladder key"),
         ({"compile": True}, "X1: ladder step 4 needs a label"),
-        ({"step": "c", "compile": {"p": True}}, "must be one value for every profile"),
+        ({"step": "c", "compile": {"p": True}}, "must be one value for every scale"),
         ({"step": "b", "scenario": "B"}, "X1 (p, ladder step 'b'): upsample=device"),
         ({"step": "c", "compile": "yes"}, "X1 (p, ladder step 'c'): compile='yes' is not one of"),
     ],
@@ -131,10 +131,10 @@ def test_a_bad_step_is_one_line_naming_the_experiment_and_step(step, message):
 def test_a_ladder_key_set_per_profile_elsewhere_is_refused():
     m = small()
     m["experiments"]["X1"]["fixed"]["precision"] = {"p": "fp32"}
-    assert "'precision' is set per profile elsewhere" in refused(m)
+    assert "'precision' is set per scale elsewhere" in refused(m)
     m = small()
-    m["profiles"]["p"]["vision"]["upsample"] = "host"
-    assert "'upsample' is set per profile elsewhere" in refused(m)
+    m["scales"]["p"]["vision"]["upsample"] = "host"
+    assert "'upsample' is set per scale elsewhere" in refused(m)
 
 
 def test_the_matrix_check_refuses_an_unknown_key_or_impossible_combination_in_one_line(

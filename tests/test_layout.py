@@ -243,7 +243,7 @@ def test_a_change_in_any_run_floor_makes_a_sweep_recheck(tmp_path: Path) -> None
         out = subprocess.run(
             [*make, *pretend, str(sweep)], cwd=REPO, capture_output=True, text=True
         ).stdout
-        return "-m run.sweep --profile smoke --exp V3" in out
+        return "-m run.sweep --scale smoke --exp V3" in out
 
     assert not stale()
     deep = [

@@ -124,8 +124,8 @@ def test_a_plan_for_another_node_skips_by_rank_count_alone(real):
 def test_the_command_prints_the_stale_sweeps_on_one_line(real, tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(left.hw, "probe", lambda: dict(CPU2))
     fabricate(tmp_path / "results", "smoke", ["N1"], CPU2)
-    assert left.main(["--profile", "smoke", "--exp", "N1", "--exp", "N2"]) == 0
+    assert left.main(["--scale", "smoke", "--exp", "N1", "--exp", "N2"]) == 0
     assert capsys.readouterr().out == "stale: N2\n"
-    assert left.main(["--profile", "smoke", "--exp", "V99"]) == 2
+    assert left.main(["--scale", "smoke", "--exp", "V99"]) == 2
     err = capsys.readouterr().err.splitlines()
     assert len(err) == 1 and err[0].startswith("error: ") and "V99" in err[0]

@@ -31,7 +31,7 @@ from run.llm import spec as llm_spec
 from run.sweep import matrix as mx
 
 GIB = 1024**3
-PROFILE = "test"
+SCALE = "test"
 
 
 @pytest.fixture
@@ -58,24 +58,24 @@ def fake_runs(exp: str, rows: list[dict], skipped: list | None = None) -> None:
         summary.setdefault("device", "cpu")
         summary.setdefault("tokenizer", "bytes")
         summary["name"] = name
-        d = store.run_dir(PROFILE, name)
+        d = store.run_dir(SCALE, name)
         d.mkdir(parents=True, exist_ok=True)
         store.write_json_atomic(d / store.SPEC, spec)
         store.write_json_atomic(d / store.SUMMARY, summary)
         listed.append({"run": name, "status": summary["status"], "reused": False})
     store.write_json_atomic(
-        store.sweeps_dir(PROFILE) / f"{exp}.json",
+        store.sweeps_dir(SCALE) / f"{exp}.json",
         {"experiment": exp, "runs": listed, "skipped": skipped or []},
     )
 
 
 def verdicts(target: str) -> dict[str, str]:
-    meta = json.loads((store.tables_dir(PROFILE) / f"{target}.json").read_text())
+    meta = json.loads((store.tables_dir(SCALE) / f"{target}.json").read_text())
     return {cl["id"]: cl["verdict"] for cl in meta["claims"]}
 
 
 def meta_of(target: str) -> dict:
-    return json.loads((store.tables_dir(PROFILE) / f"{target}.json").read_text())
+    return json.loads((store.tables_dir(SCALE) / f"{target}.json").read_text())
 
 
 # ---------------------------------------------------------------- L1
@@ -108,16 +108,16 @@ def l1_rows(scale2: float, swap: bool = False, gpus=(1, 2)) -> list[dict]:
 
 def test_l1_claims_follow_the_numbers(llm_sandbox):
     fake_runs("L1", l1_rows(1.2))
-    driver.build("fig-datasets", PROFILE)
+    driver.build("fig-datasets", SCALE)
     v = verdicts("fig-datasets")
     # L1c is about the real data sets' lengths: the tiny model's generated ones say nothing
     assert v == {"L1a": cl.HOLDS, "L1b": cl.UNMEASURED, "L1c": cl.UNMEASURED, "L1d": cl.HOLDS}
     l1c = next(x for x in meta_of("fig-datasets")["claims"] if x["id"] == "L1c")
     assert "data_source synthetic" in l1c["reason"]
     fake_runs("L1", [{**r, "data_source": "real"} for r in l1_rows(1.2)])
-    driver.build("fig-datasets", PROFILE)
+    driver.build("fig-datasets", SCALE)
     assert verdicts("fig-datasets")["L1c"] == cl.HOLDS
-    table = c.pd.read_csv(store.tables_dir(PROFILE) / "fig-datasets.csv")
+    table = c.pd.read_csv(store.tables_dir(SCALE) / "fig-datasets.csv")
     assert len(table) == 8
     meta = meta_of("fig-datasets")
     assert any("gloo ranks" in n for n in meta["notes"])
@@ -137,7 +137,7 @@ def test_l1_claims_follow_the_numbers(llm_sandbox):
     )
 
     fake_runs("L1", [{**r, "data_source": "real"} for r in l1_rows(2.5, swap=True)])
-    driver.build("fig-datasets", PROFILE)  # s/it more than doubles; grammar slow
+    driver.build("fig-datasets", SCALE)  # s/it more than doubles; grammar slow
     v = verdicts("fig-datasets")
     assert v["L1a"] == cl.FAILS and v["L1c"] == cl.FAILS
     assert v["L1d"] == cl.FAILS  # 2.5x s/it on half the steps: the epoch takes longer
@@ -149,17 +149,17 @@ def test_l1b_is_judged_with_more_than_two_gpu_counts(llm_sandbox):
         if r["gpus"] == 4:
             r["s_per_it"] = L1_SIT[r["dataset"]] * 1.2 * 1.05
     fake_runs("L1", rows)
-    driver.build("fig-datasets", PROFILE)
+    driver.build("fig-datasets", SCALE)
     assert verdicts("fig-datasets")["L1b"] == cl.HOLDS
     rows[-1]["s_per_it"] *= 1.5
     fake_runs("L1", rows)
-    driver.build("fig-datasets", PROFILE)
+    driver.build("fig-datasets", SCALE)
     assert verdicts("fig-datasets")["L1b"] == cl.FAILS
 
 
 def test_l1_rules_on_a_gpu_table():
     rows = [r | {"device": "cuda"} for r in l1_rows(1.2, gpus=(1, 2, 3, 4))]
-    t = fig_datasets.table(as_runs(rows), PROFILE)  # s/it 1.2x from 2 GPUs on, epochs shorter
+    t = fig_datasets.table(as_runs(rows), SCALE)  # s/it 1.2x from 2 GPUs on, epochs shorter
     ids = ("L1a", "L1b", "L1c", "L1d")
     assert {i: judge(i, t)["verdict"] for i in ids} == dict.fromkeys(ids, cl.HOLDS)
     g = t["gpus"]
@@ -174,7 +174,7 @@ def test_l1_rules_on_a_gpu_table():
     assert fig_datasets.compact(t).shape == (8, 6)
     # repeats (seeds): medians with their min-max in the report's table
     again = [r | {"seed": 1, "s_per_it": r["s_per_it"] * 1.1} for r in rows]
-    ct = fig_datasets.compact(fig_datasets.table(as_runs(rows + again), PROFILE))
+    ct = fig_datasets.compact(fig_datasets.table(as_runs(rows + again), SCALE))
     alpaca = ct.set_index(["dataset", "quantity"]).loc[("alpaca", "s/it")]
     assert alpaca["1 GPU"] == pytest.approx(0.525) and alpaca["repeats"] == 2
     assert (alpaca["1 GPU_min"], alpaca["1 GPU_max"]) == pytest.approx((0.5, 0.55))
@@ -223,7 +223,7 @@ def l2_rows(device: str, gain_pct: float) -> list[dict]:
 )
 def test_l2_pin_memory_claim(llm_sandbox, device, gain, verdict):
     fake_runs("L2", l2_rows(device, gain))
-    driver.build("table-llm-pinmem", PROFILE)
+    driver.build("table-llm-pinmem", SCALE)
     assert verdicts("table-llm-pinmem") == {"L2a": verdict}
     meta = meta_of("table-llm-pinmem")
     assert meta["paper_csv"] == "table5_pin_memory_llm.csv" and meta["figure"] is False
@@ -235,7 +235,7 @@ def test_l2_pin_memory_claim(llm_sandbox, device, gain, verdict):
         assert meta["gates"] == {"gpu": table_llm_pinmem.NO_PINNING}
         assert "no host-to-device copy for pinned memory" in l2a["reason"]
         assert any("pin_memory=True only warns" in n for n in meta["notes"])
-    t = c.pd.read_csv(store.tables_dir(PROFILE) / "table-llm-pinmem.csv")
+    t = c.pd.read_csv(store.tables_dir(SCALE) / "table-llm-pinmem.csv")
     assert t["relative_improvement_pct"].dropna().round(3).tolist() == [gain, gain]
 
 
@@ -249,7 +249,7 @@ def test_l2_rule_on_a_gpu_table_with_repeats():
                              "s_per_it": tt / 1000, "epoch_time_s": tt,
                              "epoch_time_projected": False, "device": "cuda"})  # fmt: skip
     runs = as_runs(rows)
-    t = table_llm_pinmem.table(runs, PROFILE)
+    t = table_llm_pinmem.table(runs, SCALE)
     # each pinned run against the unpinned run of its seed (the median of both would give 1.03 %)
     assert t["relative_improvement_pct"].dropna().round(6).unique().tolist() == [2.0]
     assert table_llm_pinmem.gates(runs, t) == {"gpu": ""}
@@ -264,7 +264,7 @@ def test_l2_rule_on_a_gpu_table_with_repeats():
     assert got["verdict"] == cl.UNMEASURED and got["reason"] == table_llm_pinmem.NO_PINNING
 
 
-# ---------------------------------------------------------------- L3 / L4 rules on GPU-like profiles
+# ---------------------------------------------------------------- L3 / L4 rules on GPU-like scales
 def tidy_metrics(recs: list[tuple]) -> c.pd.DataFrame:
     """(run, rank, metric, total_s, share, bytes) -> nsys-like tidy profiler metrics."""
     from analysis.profiles.metrics import COLUMNS
@@ -410,11 +410,11 @@ def template_rows(device: str = "cpu", gpus=(1, 2), sit=None, mem=None, qat_stat
 
 def test_l5_claims_and_token_counts(llm_sandbox):
     fake_runs("L5", template_rows())
-    driver.build("fig-templates", PROFILE)
+    driver.build("fig-templates", SCALE)
     # L5d (time follows the real subsets' sizes) is not measured on generated subsets
     assert verdicts("fig-templates")["L5d"] == cl.UNMEASURED
     fake_runs("L5", [{**r, "data_source": "real"} for r in template_rows()])
-    driver.build("fig-templates", PROFILE)
+    driver.build("fig-templates", SCALE)
     assert verdicts("fig-templates") == {
         "L5a": cl.HOLDS,
         "L5b": cl.HOLDS,
@@ -429,7 +429,7 @@ def test_l5_claims_and_token_counts(llm_sandbox):
     assert "Error Correction 2,000 tokens" in note  # LoRA's count, not DPO's pair count
     l5d = next(c for c in meta["claims"] if c["id"] == "L5d")  # both halves judged by the rule
     assert "fastest: " in l5d["evidence"] and "Instruct vs Summary: " in l5d["evidence"]
-    t = c.pd.read_csv(store.tables_dir(PROFILE) / "fig-templates.csv")
+    t = c.pd.read_csv(store.tables_dir(SCALE) / "fig-templates.csv")
     assert len(t) == 24 and (t["status"] == "unsupported").sum() == 6
     assert t[t["status"] == "unsupported"]["reason"].notna().all()
     assert meta["compact_columns"] == ["template", "method", "1 GPU [s/it]", "2 GPUs [s/it]"]
@@ -438,7 +438,7 @@ def test_l5_claims_and_token_counts(llm_sandbox):
 
     slow = {**SIT, "qat": 0.5, "lora": 0.7}  # QAT faster than DPO, LoRA not the fastest
     fake_runs("L5", template_rows(sit=slow))
-    driver.build("fig-templates", PROFILE)
+    driver.build("fig-templates", SCALE)
     v = verdicts("fig-templates")
     assert v["L5a"] == cl.FAILS and v["L5c"] == cl.FAILS and v["L5b"] == cl.FAILS
 
@@ -447,7 +447,7 @@ def test_l5d_needs_error_correction_fastest(llm_sandbox):
     SIZE["error-correction"] = 1.2
     try:
         fake_runs("L5", [{**r, "data_source": "real"} for r in template_rows()])
-        driver.build("fig-templates", PROFILE)
+        driver.build("fig-templates", SCALE)
     finally:
         SIZE["error-correction"] = 0.5
     assert verdicts("fig-templates")["L5d"] == cl.FAILS
@@ -456,26 +456,26 @@ def test_l5d_needs_error_correction_fastest(llm_sandbox):
 def test_l6_scaling_and_lora_vs_dpo(llm_sandbox):
     rows = [r for r in template_rows() if r["method"] in ("lora", "dpo")]
     fake_runs("L6", rows)  # 2 ranks: same s/it, half the steps; LoRA 50 % below DPO
-    driver.build("fig-template-scaling", PROFILE)
+    driver.build("fig-template-scaling", SCALE)
     assert verdicts("fig-template-scaling") == {"L6a": cl.HOLDS, "L6b": cl.HOLDS}
     fake_runs(
         "L6",
         [r for r in template_rows(sit={**SIT, "lora": 0.45}) if r["method"] in ("lora", "dpo")],
     )
-    driver.build("fig-template-scaling", PROFILE)
+    driver.build("fig-template-scaling", SCALE)
     assert verdicts("fig-template-scaling")["L6b"] == cl.HOLDS  # LoRA / DPO 0.75: in 0.5-0.8
     fake_runs(
         "L6",
         [r for r in template_rows(sit={**SIT, "lora": 0.55}) if r["method"] in ("lora", "dpo")],
     )
-    driver.build("fig-template-scaling", PROFILE)
+    driver.build("fig-template-scaling", SCALE)
     assert verdicts("fig-template-scaling")["L6b"] == cl.FAILS  # 0.92
     slow = [r for r in template_rows() if r["method"] in ("lora", "dpo")]
     for r in slow:
         if r["gpus"] == 2:
             r["epoch_time_s"] *= 3
     fake_runs("L6", slow)
-    driver.build("fig-template-scaling", PROFILE)
+    driver.build("fig-template-scaling", SCALE)
     assert verdicts("fig-template-scaling")["L6a"] == cl.FAILS
     meta = meta_of("fig-template-scaling")
     assert meta["compact_columns"] == ["template", "method", "1 GPU [s]", "2 GPUs [s]"]
@@ -484,19 +484,19 @@ def test_l6_scaling_and_lora_vs_dpo(llm_sandbox):
 
 def test_l8_on_cpu_is_host_memory_and_not_judged(llm_sandbox):
     fake_runs("L8", template_rows(), skipped=[{"run": "x-4gpu", "gpus": 4, "reason": "r"}])
-    driver.build("fig-vram", PROFILE)
+    driver.build("fig-vram", SCALE)
     assert set(verdicts("fig-vram").values()) == {cl.UNMEASURED}
     meta = meta_of("fig-vram")
     assert meta["skipped"] and any("not VRAM" in n for n in meta["notes"])
     assert meta["gates"] == {"gpu": fig_vram.NOT_VRAM, "gpu_oom": fig_vram.NO_OOM}
     for claim in meta["claims"]:  # L8d: no 4-GPU run on these 2 ranks, nothing to judge
         assert "not VRAM" in claim["reason"] if claim["id"] != "L8d" else claim["reason"]
-    t = c.pd.read_csv(store.tables_dir(PROFILE) / "fig-vram.csv")
+    t = c.pd.read_csv(store.tables_dir(SCALE) / "fig-vram.csv")
     assert len(t) == 24 and set(t["status"]) == {"ok", "unsupported"}
     assert (t["memory_kind"].dropna() == "host_peak_rss").all()
     # 4 ranks on a CPU: L8d's rule has runs to judge, and the gate says why it cannot
     fake_runs("L8", template_rows(gpus=(1, 2, 4)))
-    driver.build("fig-vram", PROFILE)
+    driver.build("fig-vram", SCALE)
     l8d = next(cl_ for cl_ in meta_of("fig-vram")["claims"] if cl_["id"] == "L8d")
     assert l8d["verdict"] == cl.UNMEASURED and "QAT on 1 device is unsupported" in l8d["reason"]
 
@@ -507,7 +507,7 @@ def test_l8_claims_on_gpu(llm_sandbox):
         if r["method"] == "lora" and r["gpus"] > 1 and r.get("status", "ok") == "ok":
             r["peak_memory_bytes"] = int(r["peak_memory_bytes"] * 0.9)
     fake_runs("L8", rows)
-    driver.build("fig-vram", PROFILE)
+    driver.build("fig-vram", SCALE)
     assert verdicts("fig-vram") == {
         "L8a": cl.HOLDS,
         "L8b": cl.HOLDS,
@@ -515,7 +515,7 @@ def test_l8_claims_on_gpu(llm_sandbox):
         "L8d": cl.HOLDS,
         "L8e": cl.HOLDS,
     }
-    t = c.pd.read_csv(store.tables_dir(PROFILE) / "fig-vram.csv")
+    t = c.pd.read_csv(store.tables_dir(SCALE) / "fig-vram.csv")
     assert (t["status"] == "oom").sum() == 3
     meta = meta_of("fig-vram")
     assert meta["gates"] == {}
@@ -526,7 +526,7 @@ def test_l8_claims_on_gpu(llm_sandbox):
 
     rows = template_rows("cuda", gpus=(1, 2, 4), mem={**MEM, "qlora": 25.0})  # QAT fits on 2
     fake_runs("L8", rows)
-    driver.build("fig-vram", PROFILE)
+    driver.build("fig-vram", SCALE)
     v = verdicts("fig-vram")
     assert v["L8c"] == cl.FAILS and v["L8d"] == cl.FAILS and v["L8b"] == cl.FAILS  # no drop: 1.0x
 
@@ -545,7 +545,7 @@ def as_runs(rows: list[dict]) -> c.pd.DataFrame:
 
 
 def test_l5_rules_on_a_gpu_table():
-    t = fig_templates.table(as_runs(template_rows("cuda", gpus=(1, 4))), PROFILE)
+    t = fig_templates.table(as_runs(template_rows("cuda", gpus=(1, 4))), SCALE)
     ids = ("L5a", "L5b", "L5c", "L5d")
     assert {i: judge(i, t)["verdict"] for i in ids} == dict.fromkeys(ids, cl.HOLDS)
     fast_qat = t.assign(s_per_it=t["s_per_it"].where(t["method"] != "qat", t["s_per_it"] / 8))
@@ -561,7 +561,7 @@ def test_l6_rules_on_a_gpu_table():
     rows = [r for r in template_rows("cuda", gpus=(1, 2, 3, 4)) if r["method"] in ("lora", "dpo")]
     for r in rows:  # whole epochs, time falling with the GPUs
         r["epoch_time_s"] = SIT[r["method"]] * SIZE[r["dataset"]] * 100 / r["gpus"]
-    t = fig_template_scaling.table(as_runs(rows), PROFILE)
+    t = fig_template_scaling.table(as_runs(rows), SCALE)
     assert judge("L6a", t)["verdict"] == cl.HOLDS and judge("L6b", t)["verdict"] == cl.HOLDS
     slower_at_3 = t.assign(tuning_time_s=t["tuning_time_s"] * t["gpus"].map({3: 2.0}).fillna(1))
     assert judge("L6a", slower_at_3)["verdict"] == cl.FAILS
@@ -606,7 +606,7 @@ def test_l8_memory_rules_on_a_gpu_table():
         if r["method"] == "lora" and r["gpus"] > 1 and r.get("status", "ok") == "ok":
             r["peak_memory_bytes"] = int(r["peak_memory_bytes"] * 0.9)
     runs = as_runs(rows)
-    t = fig_vram.table(runs, PROFILE)
+    t = fig_vram.table(runs, SCALE)
     assert fig_vram.gates(runs, t) == {}
     ids = ("L8a", "L8b", "L8c", "L8d", "L8e")
     assert {i: judge(i, t)["verdict"] for i in ids} == dict.fromkeys(ids, cl.HOLDS)
@@ -689,19 +689,18 @@ def test_l9_rules_on_gpu_profiles():
 
 
 def test_figures_are_drawn_from_the_tables(llm_sandbox, monkeypatch, tmp_path):
-    from analysis import draw as fc
 
-    monkeypatch.setattr(fc, "OUT_DIR", tmp_path)
+    monkeypatch.setattr(store, "REPORT_OUT_DIR", tmp_path)
     fake_runs("L1", l1_rows(1.2))
     fake_runs("L5", template_rows())
     fake_runs("L6", [r for r in template_rows() if r["method"] in ("lora", "dpo")])
     fake_runs("L8", template_rows())
     for target in ("fig-datasets", "fig-templates", "fig-template-scaling", "fig-vram"):
-        driver.build(target, PROFILE)
-        png = driver.draw(target, PROFILE)
+        driver.build(target, SCALE)
+        png = driver.draw(target, SCALE)
         assert png.is_file() and png.stat().st_size > 10_000
 
 
 def test_missing_sweep_says_what_to_run(llm_sandbox):
     with pytest.raises(c.AnalysisError, match="make fig-vram"):
-        driver.build("fig-vram", PROFILE)
+        driver.build("fig-vram", SCALE)

@@ -362,7 +362,7 @@ def test_l5_writes_the_token_table_and_a_note_per_template(l5_sandbox, monkeypat
     from analysis import draw as fc
     from analysis.artifacts import fig_templates as f5
 
-    monkeypatch.setattr(fc, "OUT_DIR", tmp_path)
+    monkeypatch.setattr(store, "REPORT_OUT_DIR", tmp_path)
     df, meta = fc.load(f5.TARGET, "test")
     assert len(f5.token_lines(meta)) == 1 + 3
     assert fc.save(f5.figure(df, meta), f5.TARGET, "test").is_file()

@@ -41,7 +41,7 @@ def test_every_llm_entry_of_every_profile_validates(monkeypatch):
         [*LLM_EXPS, "N2"]
     )
     checked = 0
-    for p in real["profiles"]:
+    for p in real["scales"]:
         for e in LLM_EXPS:
             for spec in mx.expand(e, p, real).specs:
                 llm_spec.validate(spec)  # canonical specs stay valid
@@ -54,7 +54,7 @@ def test_every_llm_entry_of_every_profile_validates(monkeypatch):
     paper = {e: len(mx.expand(e, "paper", real).specs) for e in mine}
     assert paper == {"L1": 4 * 4, "L2": 2 * 4, "L5": 3 * 4 * 2, "L6": 3 * 2 * 4, "L8": 3 * 4 * 4}
     smoke = {s["method"] for s in mx.expand("L5", "smoke", real).specs}
-    assert smoke == set(llm_spec.METHODS)  # every method stays in the smoke profile
+    assert smoke == set(llm_spec.METHODS)  # every method stays in the smoke scale
 
 
 def test_template_runs_are_shared_between_l5_l6_l8():
@@ -277,7 +277,7 @@ def yaml_matrix(sandbox: Path) -> dict:
     import yaml
 
     m = yaml.safe_load((sandbox / "matrix.yaml").read_text())
-    m["profiles"]["test"]["llm"] = {"model": "tiny", "max_steps": 8, "template_rows": 16}
+    m["scales"]["test"]["llm"] = {"model": "tiny", "max_steps": 8, "template_rows": 16}
     return m
 
 
@@ -290,15 +290,15 @@ def write_matrix(sandbox: Path, m: dict) -> None:
 def counting(fn, calls: list):  # noqa: ANN001, ANN201
     """Wrap sweep.execute: supported cells are not launched here (recorded as a stub instead)."""
 
-    def wrapper(spec, profile, info, *rest):  # noqa: ANN001, ANN202
+    def wrapper(spec, scale, info, *rest):  # noqa: ANN001, ANN202
         calls.append(spec)
         if llm_spec.unsupported_reason(spec):
-            return fn(spec, profile, info, *rest)
+            return fn(spec, scale, info, *rest)
         name = mx.run_name(spec)
-        stage = store.start_staging(profile, name, "test")
+        stage = store.start_staging(scale, name, "test")
         store.write_json_atomic(stage / store.SPEC, spec)
         store.write_json_atomic(stage / store.SUMMARY, {"name": name, "status": "ok"})
-        store.publish(stage, profile, name)
+        store.publish(stage, scale, name)
         return {"status": "ok"}
 
     return wrapper

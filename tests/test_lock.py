@@ -26,8 +26,8 @@ def dead_pid() -> int:
     return p.pid
 
 
-def plant(profile: str, name: str, host: str, pid: int, age_s: float = 0.0) -> Path:
-    path = lock.lock_path(profile, name)
+def plant(scale: str, name: str, host: str, pid: int, age_s: float = 0.0) -> Path:
+    path = lock.lock_path(scale, name)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps({"host": host, "pid": pid, "job": "42", "since": "then"}))
     if age_s:
@@ -79,7 +79,7 @@ def test_the_holder_touches_its_lock(sandbox, monkeypatch):
 
 def start(env: dict[str, str]) -> subprocess.Popen:
     return subprocess.Popen(
-        [sys.executable, str(FAKE_SWEEP), "--profile", "test", "--exp", "V3", "--exp", "V4"],
+        [sys.executable, str(FAKE_SWEEP), "--scale", "test", "--exp", "V3", "--exp", "V4"],
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,

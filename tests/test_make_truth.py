@@ -40,7 +40,7 @@ PLAN_ROW = re.compile(
 def walk(tmp_path_factory: pytest.TempPathFactory) -> dict:
     tmp = tmp_path_factory.mktemp("truth")
     matrix = yaml.safe_load((REPO / "experiments" / "matrix.yaml").read_text())
-    matrix["profiles"]["smoke"]["gpus"] = [1]  # L2's from-profile GPU counts
+    matrix["scales"]["smoke"]["gpus"] = [1]  # L2's from-scale GPU counts
     for e in ("N1", "N2"):
         matrix["experiments"][e]["repeats"] = 1
         matrix["experiments"][e]["vary"]["gpus"]["smoke"] = [1]

@@ -21,7 +21,6 @@ from typing import Any
 
 import pytest
 
-from analysis import draw as figcommon
 from run import settings, store
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -122,7 +121,7 @@ def done(done_template, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict
 
 
 def sweeps_run(out: str) -> list[str]:
-    return [e for e in SWEEPS if f"-m run.sweep --profile smoke --exp {e}" in out]
+    return [e for e in SWEEPS if f"-m run.sweep --scale smoke --exp {e}" in out]
 
 
 def test_a_made_artifact_is_up_to_date(done):
@@ -192,7 +191,7 @@ def test_the_report_is_remade_from_a_newer_figure_or_table_alone(done):
     for step, newer in ((5, done["png"]), (7, done["other"])):
         os.utime(newer, (base + step, base + step))
         dry = make(tmp, "-n", TARGET, "PROFILE=smoke").stdout
-        assert "-m report.build --profile smoke" in dry
+        assert "-m report.build --scale smoke" in dry
         # nothing else: fig-loss's table is read as it is, its sweep (V7) is not re-checked
         assert sweeps_run(dry) == [] and "-m analysis" not in dry and "--exp V7" not in dry
         os.utime(done["report"], (base + step + 1, base + step + 1))
@@ -209,7 +208,7 @@ def test_make_n_and_a_bad_profile_create_nothing(tmp_path):
         bad = make(tmp_path, "-n", goal, "PROFILE=bogus")
         assert bad.returncode == 2 and bad.stdout == ""
         [line] = bad.stderr.splitlines()
-        assert "PROFILE must be a profile of" in line and "got 'bogus'" in line
+        assert "PROFILE must be a scale of" in line and "got 'bogus'" in line
     assert not (tmp_path / "results").exists() and not (tmp_path / "venv").exists()
 
 
@@ -221,8 +220,8 @@ def test_the_makefile_and_python_put_the_report_in_the_same_place(tmp_path, monk
     monkeypatch.setenv("RESULTS_DIR", str(Path(results)))
     got = {n: REPO / variable(tmp_path, n, "PROFILE=quick", results=results)
            for n in ("REPORT_OUT", "FIGS")}  # fmt: skip
-    assert got["REPORT_OUT"] == (REPO / figcommon.report_dir("quick")).resolve()
-    assert got["FIGS"] == (REPO / figcommon.figures_dir("quick")).resolve()
+    assert got["REPORT_OUT"] == (REPO / store.report_dir("quick")).resolve()
+    assert got["FIGS"] == (REPO / store.figures_dir("quick")).resolve()
     default = results in ("results", "./results", f"{REPO}/results")
     assert (got["REPORT_OUT"] == REPO / "report" / "out" / "quick") == default
 
@@ -272,7 +271,7 @@ def test_a_bad_setting_is_refused_whether_or_not_work_is_left(done, setting):
 
 def test_profile_is_checked_before_the_venv_exists_without_pyyaml(tmp_path):
     """make checks the settings with python3 before `make venv`: PROFILE against the matrix's
-    profiles even where that Python has no PyYAML."""
+    scales even where that Python has no PyYAML."""
     code = "import sys; sys.modules['yaml'] = None; from run import settings; sys.exit(settings.main(['--check']))"  # noqa: E501
     env = {k: v for k, v in os.environ.items() if k not in [s.name for s in settings.SETTINGS]}
     for value, rc in (("smoke", 0), ("paper", 0), ("bogus", 2)):
@@ -335,8 +334,8 @@ def test_with_a_run_left_make_all_checks_cuda_and_prints_the_plan_before_any_swe
     lines = make(all_done, "-n", "all", "PROFILE=smoke").stdout.splitlines()
     cmds = [ln for ln in lines if " -m " in ln]
     assert cmds[0].endswith("-m run.node.probe --check-cuda")
-    assert cmds[1].endswith("-m run.sweep.plan --profile smoke --brief")
+    assert cmds[1].endswith("-m run.sweep.plan --scale smoke --brief")
     # then V3's sweep (V3 only: every other record and run is whole), its tables, the report
     assert [c for c in cmds if "-m run.sweep " in c] == [
-        f"{Path(variable(all_done, 'PY'))} -m run.sweep --profile smoke --exp V3"
+        f"{Path(variable(all_done, 'PY'))} -m run.sweep --scale smoke --exp V3"
     ]

@@ -17,13 +17,13 @@ from run.vision import spec as vision_spec
 def test_every_entry_of_every_profile_validates():
     real = mx.load_matrix(mx.matrix_file())
     entries, specs = mx.check_all(real)
-    n_exp, n_prof = len(real["experiments"]), len(real["profiles"])
+    n_exp, n_prof = len(real["experiments"]), len(real["scales"])
     # V1..V11 and L1..L9 of EXPERIMENTS.md, O1..O4 beyond the papers, N1/N2 the noise floor
     assert n_exp == 26
     assert n_prof == 3
     assert entries == n_exp * n_prof
     expected = sum(
-        len(mx.expand(e, p, real).specs) for p in real["profiles"] for e in real["experiments"]
+        len(mx.expand(e, p, real).specs) for p in real["scales"] for e in real["experiments"]
     )
     assert specs == expected and specs > 200
 
@@ -67,15 +67,15 @@ def test_only_the_smoke_precision_runs_are_narrowed_to_learn_in_minutes():
     runs (V8-V11, O2) too, so that they learn (issue 26); every other run, and every quick or
     paper run, is the full-width model with a plain run name."""
     real = mx.load_matrix(mx.matrix_file())
-    for profile in real["profiles"]:
+    for scale in real["scales"]:
         for exp in real["experiments"]:
-            e = mx.expand(exp, profile, real)
+            e = mx.expand(exp, scale, real)
             if e.workload != "vision":
                 continue
-            narrow = profile == "smoke" and exp in ("V3", "V4", "V7", "O1", "V8", "V9", "V10",
+            narrow = scale == "smoke" and exp in ("V3", "V4", "V7", "O1", "V8", "V9", "V10",
                                                      "V11", "O2")  # fmt: skip
             for spec, name in zip(e.specs, e.run_names, strict=True):
-                assert spec["width_mult"] == (0.25 if narrow else 1.0), (exp, profile)
+                assert spec["width_mult"] == (0.25 if narrow else 1.0), (exp, scale)
                 assert ("-w0.25" in name) == narrow, name
     learn = {tuple(sorted((k, v) for k, v in s.items() if k not in ("precision", "pin_memory",
              "gpus"))) for x in ("V3", "V4", "V7") for s in mx.expand(x, "smoke", real).specs}  # fmt: skip
@@ -123,21 +123,21 @@ def _with(edit):  # noqa: ANN001, ANN202 - a copy of the real matrix with one ed
         ),
         (lambda m: m["experiments"]["L5"].pop("target"), "L5: missing key(s) target"),
         (
-            lambda m: m["profiles"]["quick"].update(gpu=[1]),
-            "profile 'quick': unknown key 'gpu' (known: description, device, gpus, llm, profiling, "
+            lambda m: m["scales"]["quick"].update(gpu=[1]),
+            "scale 'quick': unknown key 'gpu' (known: description, device, gpus, llm, profiling, "
             "vision)",
         ),
         (
-            lambda m: m["profiles"]["paper"]["profiling"].update(visoin={}),
-            "profile 'paper': profiling: unknown key 'visoin' (known: llm, vision)",
+            lambda m: m["scales"]["paper"]["profiling"].update(visoin={}),
+            "scale 'paper': profiling: unknown key 'visoin' (known: llm, vision)",
         ),
         (
             lambda m: m.update(experiment={}),
-            "matrix: unknown key 'experiment' (known: experiments, profiles)",
+            "matrix: unknown key 'experiment' (known: experiments, scales)",
         ),
         (
-            lambda m: m["profiles"]["smoke"].pop("gpus"),
-            "V1: 'gpus: from-profile', but profile 'smoke' sets no gpus",
+            lambda m: m["scales"]["smoke"].pop("gpus"),
+            "V1: 'gpus: from-scale', but scale 'smoke' sets no gpus",
         ),
     ],
 )
@@ -145,7 +145,7 @@ def test_a_key_the_matrix_does_not_know_is_one_line_at_any_level(edit, line, tmp
     bad = tmp_path / "matrix.yaml"
     bad.write_text(yaml.safe_dump(_with(edit), sort_keys=False))
     with pytest.raises(mx.MatrixError) as err:
-        mx.check_all(mx.load_matrix(bad)) if "from-profile" in line else mx.load_matrix(bad)
+        mx.check_all(mx.load_matrix(bad)) if "from-scale" in line else mx.load_matrix(bad)
     assert str(err.value) == line
     # the matrix check as make test runs it: that line, exit 2, nothing else
     proc = subprocess.run(
@@ -158,7 +158,7 @@ def test_a_key_the_matrix_does_not_know_is_one_line_at_any_level(edit, line, tmp
 def test_unknown_experiment_and_profile():
     with pytest.raises(mx.MatrixError, match="unknown experiment 'V99'"):
         mx.expand("V99", "smoke")
-    with pytest.raises(mx.MatrixError, match="unknown profile 'huge'"):
+    with pytest.raises(mx.MatrixError, match="unknown scale 'huge'"):
         mx.expand("V1", "huge")
     with pytest.raises(mx.MatrixError, match="unknown target"):
         mx.experiments_for_target("fig-nothing")

@@ -229,10 +229,9 @@ def test_the_report_shows_the_section_and_counts_our_claims_apart(sandbox, monke
     mx.matrix_file().write_text(yaml.safe_dump(m))
     # the runs as the sweep would list them, already on their steps (the ladder's own test is
     # test_runs_of_the_matrix_land_on_their_ladder_steps)
-    monkeypatch.setattr(driver, "runs_of", lambda exps, profile: (gpu_set(), []))
-    monkeypatch.setattr(fo, "assign", lambda runs, profile, matrix=None: runs)
-    monkeypatch.setattr(figcommon, "OUT_DIR", sandbox / "out")
-    monkeypatch.setattr(build, "figures_dir", figcommon.figures_dir)
+    monkeypatch.setattr(driver, "runs_of", lambda exps, scale: (gpu_set(), []))
+    monkeypatch.setattr(fo, "assign", lambda runs, scale, matrix=None: runs)
+    monkeypatch.setattr(store, "REPORT_OUT_DIR", sandbox / "out")
     driver.build(fo.TARGET, "test")
     png = driver.draw(fo.TARGET, "test")
     _, meta = figcommon.load(fo.TARGET, "test")
@@ -311,7 +310,7 @@ def test_our_claims_coverage_names_the_paper_profile_not_the_paper():
     gates = {**driver.default_gates(df), **fo.gates(df, t)}
     o1b = next(c for c in cs.load() if c["id"] == "O1b")
     got = cl.judge(o1b, t, fo.paper(), gates, driver.paper_gpus(["O1"]))
-    assert got["coverage"] == "judged on 1-2 GPU(s) (the paper profile runs 4)"
+    assert got["coverage"] == "judged on 1-2 GPU(s) (the paper scale runs 4)"
     v1a = next(c for c in cs.load() if c["id"] == "V1a")
     assert "of the paper's" in cl.coverage(cr.Outcome(True, gpus={1, 2}), [1, 2, 4], False)
     assert v1a.get("origin", cs.PAPER) == cs.PAPER
@@ -349,7 +348,7 @@ def test_profiled_faithful_and_optimised_steps_are_diffed(sandbox):
     from run import store
 
     df = runs(vision("O1", O1, 1.3, gpus=(1,)) + llm(1.25, 0.3))
-    df.attrs["profile"] = "test"
+    df.attrs["scale"] = "test"
     t = fo.per_run(df)
     assert fo.extra(df, t)[fo.PROFILE_DIFF].empty  # nothing profiled: an empty table, no note
     assert not any("profiled steps" in n for n in fo.notes(df, t))

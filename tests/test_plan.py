@@ -34,16 +34,16 @@ def real(tmp_path, monkeypatch):
     return mx.load_matrix(REAL_MATRIX)
 
 
-def spec_of(exp: str, profile: str, matrix: dict, **want) -> dict:
+def spec_of(exp: str, scale: str, matrix: dict, **want) -> dict:
     specs = [
-        s for s in mx.expand(exp, profile, matrix).specs if all(s[k] == v for k, v in want.items())
+        s for s in mx.expand(exp, scale, matrix).specs if all(s[k] == v for k, v in want.items())
     ]
     assert len(specs) == 1, (exp, want, len(specs))
     return specs[0]
 
 
-def finish(profile: str, row: plan.PlanRow, status: str = "ok", wall: float = 10.0, hw=None):
-    d = store.run_dir(profile, row.name)
+def finish(scale: str, row: plan.PlanRow, status: str = "ok", wall: float = 10.0, hw=None):
+    d = store.run_dir(scale, row.name)
     store.write_json_atomic(d / store.SPEC, row.spec)
     store.write_json_atomic(d / store.PROVENANCE, {"hardware": hw if hw is not None else CPU2})
     summary = {"name": row.name, "status": status, "launch_wall_s": wall}
@@ -223,7 +223,7 @@ def test_calibration_is_the_median_ratio_of_finished_runs(sandbox):
         "test",
         calib=calib.calibration_detail("test", CPU2, matrix),
     )
-    assert "calibrated on 3 local run(s) of this profile: vision x2.00 (3 runs)" in text
+    assert "calibrated on 3 local run(s) of this scale: vision x2.00 (3 runs)" in text
 
 
 def test_gpu_hours_and_wall_time_count_missing_runs_only():
@@ -258,7 +258,7 @@ def test_a_gpu_profile_on_a_machine_without_gpus_is_planned_for_the_papers_node(
     real, monkeypatch, capsys
 ):
     monkeypatch.setattr(plan.hw, "probe", lambda: dict(CPU2))
-    assert plan.main(["--profile", "paper", "--exp", "V3", "--exp", "L8"]) == 0
+    assert plan.main(["--scale", "paper", "--exp", "V3", "--exp", "L8"]) == 0
     out = capsys.readouterr().out
     assert "estimated for a 4 x H100 node; this machine has no GPU" in out
     assert " skipped " not in out and "skipped)" not in out
@@ -279,7 +279,7 @@ def test_a_gpu_profile_on_a_machine_without_gpus_is_planned_for_the_papers_node(
 
 def test_a_cpu_profile_on_a_cpu_machine_is_planned_for_this_machine(sandbox, monkeypatch, capsys):
     monkeypatch.setattr(plan.hw, "probe", lambda: dict(CPU2))
-    assert plan.main(["--profile", "test", "--brief"]) == 0
+    assert plan.main(["--scale", "test", "--brief"]) == 0
     out = capsys.readouterr().out
     assert "estimated for this machine: no GPU, 2 CPU core(s) for gloo ranks" in out
     assert "model: a crude CPU model" in out
@@ -288,9 +288,9 @@ def test_a_cpu_profile_on_a_cpu_machine_is_planned_for_this_machine(sandbox, mon
 @pytest.mark.parametrize(
     ("argv", "what"),
     [
-        (["--profile", "quick", "--exp", "V99"], "unknown experiment 'V99'"),
-        (["--profile", "nope"], "unknown profile 'nope'"),
-        (["--profile", "paper", "--gpus", "0"], "--gpus 0"),
+        (["--scale", "quick", "--exp", "V99"], "unknown experiment 'V99'"),
+        (["--scale", "nope"], "unknown scale 'nope'"),
+        (["--scale", "paper", "--gpus", "0"], "--gpus 0"),
     ],
 )
 def test_bad_input_is_one_error_line_and_exit_2(real, monkeypatch, capsys, argv, what):

@@ -93,7 +93,7 @@ def test_sweep_with_profiler_nsys_stops_before_any_run(sandbox, monkeypatch, cap
 
     monkeypatch.setattr(probe, "probe", lambda: {**_info(), "nsys": None})
     monkeypatch.setenv("PROFILER", "nsys")
-    assert sweep.main(["--profile", "test", "--exp", "V3"]) == 2
+    assert sweep.main(["--scale", "test", "--exp", "V3"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "nsys is not on the PATH" in err[0]
     assert not store.runs_dir("test").exists() and not store.sweeps_dir("test").exists()
@@ -122,9 +122,9 @@ def test_window_checked_against_the_run() -> None:
 
 def test_every_matrix_profile_has_valid_windows() -> None:
     m = mx.load_matrix()
-    for prof in m["profiles"]:
+    for prof in m["scales"]:
         for workload in ("vision", "llm"):
-            assert m["profiles"][prof]["profiling"][workload]  # data, not code defaults
+            assert m["scales"][prof]["profiling"][workload]  # data, not code defaults
             profiling.window_for(prof, workload, m)
     assert profiling.window_for("paper", "llm", m)["max_seconds"] == 720  # the paper's window
 

@@ -66,7 +66,7 @@ def test_a_bad_setting_is_one_line_exit_2_and_nothing_written(name, bare, monkey
 def test_the_real_m_path_too(bare):
     """One program started as make starts it: a process of its own."""
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    proc = subprocess.run([sys.executable, "-m", "run.sweep", "--profile", "smoke", "--exp", "V1"],
+    proc = subprocess.run([sys.executable, "-m", "run.sweep", "--scale", "smoke", "--exp", "V1"],
                           cwd=bare, env=env, capture_output=True, text=True)  # fmt: skip
     assert (proc.returncode, proc.stdout, proc.stderr) == (2, "", LINE)
     assert list(bare.iterdir()) == []

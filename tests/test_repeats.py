@@ -51,7 +51,7 @@ def test_a_bad_repeats_value_is_one_clear_line(monkeypatch, raw, real):
     assert str(exc.value) == msg
     with pytest.raises(mx.MatrixError, match="REPEATS must be a whole number"):
         mx.expand("V3", "smoke", real)  # everything that expands the matrix refuses it
-    assert mx.main(["--profile", "smoke", "--exp", "V3"]) == 2
+    assert mx.main(["--scale", "smoke", "--exp", "V3"]) == 2
 
 
 @pytest.mark.parametrize("exp_id", ["V3", "L1"])
@@ -86,8 +86,8 @@ def test_every_experiment_multiplies_by_repeats_and_the_check_passes(monkeypatch
     ones = {e: mx.expand(e, "smoke", real) for e in real["experiments"]}
     _, n_one = mx.check_all(real)
     own = [e for e, x in real["experiments"].items() if x.get("repeats", 1) > 1]
-    # specs of N1/N2 over every profile: they run 3 repeats with REPEATS=1 and with 2 alike
-    n_own = sum(len(mx.expand(e, p, real).specs) for e in own for p in real["profiles"])
+    # specs of N1/N2 over every scale: they run 3 repeats with REPEATS=1 and with 2 alike
+    n_own = sum(len(mx.expand(e, p, real).specs) for e in own for p in real["scales"])
     monkeypatch.setenv("REPEATS", "2")
     for e, one in ones.items():
         two = mx.expand(e, "smoke", real)

@@ -54,10 +54,8 @@ def make_report(module_sandbox) -> tuple:
     mp.setenv("FAKE_DEVICE", "NVIDIA H100 (fake)")
     mp.setattr(vision_launch, "launch_command", fake_sweep.fake_launch)
     sweep.sweep(list(VISION.values()), "test")
-    from analysis import draw as figcommon
 
-    mp.setattr(figcommon, "OUT_DIR", tmp / "out")
-    mp.setattr(build, "figures_dir", figcommon.figures_dir)
+    mp.setattr(store, "REPORT_OUT_DIR", tmp / "out")
     for target in VISION:
         driver.build(target, "test")
         if target.startswith("fig-"):
@@ -65,7 +63,7 @@ def make_report(module_sandbox) -> tuple:
     written = build.render("test", [store.results_root()])
     tables = {p.stem: json.loads(p.read_text()) for p in store.tables_dir("test").glob("*.json")}
     csvs = {p.stem: pd.read_csv(p) for p in store.tables_dir("test").glob("*.csv")}
-    return {p.suffix: p.read_text() for p in written}, figcommon.report_dir("test"), tables, csvs
+    return {p.suffix: p.read_text() for p in written}, store.report_dir("test"), tables, csvs
 
 
 def verdicts(built, target: str) -> dict[str, str]:
@@ -243,7 +241,7 @@ def test_two_results_folders_give_one_column_per_machine(built, tmp_path):
     import shutil
 
     other = tmp_path / "h100"
-    shutil.copytree(store.profile_dir("test"), store.profile_dir("test", other))
+    shutil.copytree(store.scale_dir("test"), store.scale_dir("test", other))
     for prov in store.runs_dir("test", other).glob(f"*/{store.PROVENANCE}"):
         p = store.read_json(prov)
         p["hardware"] = {**p["hardware"], "gpu_count": 4, "gpu_model": "NVIDIA H100 (other)"}
@@ -275,5 +273,5 @@ def test_the_appendix_counts_each_shared_run_once_and_paths_can_break(built):
 
 
 def test_every_gate_a_claim_needs_is_written_out_for_the_appendix():
-    gates = {g for c in cs.load() for g in c.get("needs", [])}
-    assert len(gates) >= 6 and gates <= set(build.NEEDS_TEXT), gates - set(build.NEEDS_TEXT)
+    gates = {g for c in cs.load() for g in c.get("gates", [])}
+    assert len(gates) >= 6 and gates <= set(build.GATE_TEXT), gates - set(build.GATE_TEXT)

@@ -1,4 +1,4 @@
-"""Results stay where they belong: the report refuses tables made for another profile in one
+"""Results stay where they belong: the report refuses tables made for another scale in one
 line and writes nothing; files in tables/ that no artifact wrote are named, never fatal; a results
 folder other than the checkout's results/ gets its report beside it."""
 
@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pytest
 
-from analysis import draw as figcommon
 from report import build, inputs
 from run import store
 
@@ -21,10 +20,10 @@ def results(tmp_path, monkeypatch) -> Path:
     return root
 
 
-def table(root: Path, profile: str, target: str, made_for: str, **meta) -> Path:
-    path = store.tables_dir(profile, root) / f"{target}.json"
+def table(root: Path, scale: str, target: str, made_for: str, **meta) -> Path:
+    path = store.tables_dir(scale, root) / f"{target}.json"
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps({"target": target, "profile": made_for, **meta}))
+    path.write_text(json.dumps({"target": target, "scale": made_for, **meta}))
     path.with_suffix(".csv").write_text("a\n1\n")
     return path
 
@@ -33,12 +32,12 @@ def test_a_table_of_another_profile_is_refused_in_one_line(results, capsys):
     table(results, "quick", "fig-loss", "quick")
     copied = table(results, "quick", "fig-vram", "smoke")
     before = sorted(p.name for p in store.tables_dir("quick", results).iterdir())
-    assert build.main(["--profile", "quick"]) == 2
+    assert build.main(["--scale", "quick"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("error: "), err
     assert str(copied) in err[0] and "'smoke'" in err[0] and "'quick'" in err[0]
     # nothing written: no report, no figures, the tables as they were
-    assert not figcommon.report_dir("quick").exists()
+    assert not store.report_dir("quick").exists()
     assert sorted(p.name for p in store.tables_dir("quick", results).iterdir()) == before
 
 
@@ -46,7 +45,7 @@ def test_every_results_folder_is_checked(results, tmp_path):
     other = tmp_path / "reference"
     table(results, "quick", "fig-vram", "quick")
     table(other, "quick", "fig-vram", "paper")
-    with pytest.raises(inputs.ReportError, match=r"records profile 'paper', not 'quick'"):
+    with pytest.raises(inputs.ReportError, match=r"records scale 'paper', not 'quick'"):
         inputs.checked_roots("quick", [results, other])
 
 
@@ -65,16 +64,16 @@ def test_files_no_artifact_wrote_are_named_not_fatal(results, capsys):
 def test_a_broken_table_or_an_unknown_profile_is_one_line(results, capsys):
     path = table(results, "smoke", "fig-vram", "smoke")
     path.write_text("{not json")
-    assert build.main(["--profile", "smoke"]) == 2
+    assert build.main(["--scale", "smoke"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and str(path) in err[0]
-    assert build.main(["--profile", "bogus"]) == 2
-    assert capsys.readouterr().err.strip() == "error: unknown profile 'bogus'"
+    assert build.main(["--scale", "bogus"]) == 2
+    assert capsys.readouterr().err.strip() == "error: unknown scale 'bogus'"
     assert not (results / "bogus").exists()
 
 
 def test_the_report_of_results_elsewhere_goes_beside_them(results, monkeypatch):
-    assert figcommon.report_dir("smoke") == results / "smoke" / "report"
-    assert figcommon.figures_dir("smoke") == results / "smoke" / "report" / "figures"
+    assert store.report_dir("smoke") == results / "smoke" / "report"
+    assert store.figures_dir("smoke") == results / "smoke" / "report" / "figures"
     monkeypatch.setenv("RESULTS_DIR", str(store.REPO / "results"))
-    assert figcommon.report_dir("smoke") == figcommon.OUT_DIR / "smoke"
+    assert store.report_dir("smoke") == store.REPORT_OUT_DIR / "smoke"

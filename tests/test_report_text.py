@@ -1,7 +1,7 @@
 """What the report says, read as a reviewer reads it (issue 26, item 5): the settings the runs
-actually used beside the paper profile's, wording that follows what ran (no repeats wording
+actually used beside the paper scale's, wording that follows what ran (no repeats wording
 with one repeat), one meaning of "efficiency", the CPU caveat once, tables narrow enough for a
-PDF page, the noise floor with the tally, the next profile's cost and a bounded length.
+PDF page, the noise floor with the tally, the next scale's cost and a bounded length.
 
 The rendered report is made as test_report.py makes its own (a fake sweep of V1-V4 and V7)."""
 
@@ -33,7 +33,7 @@ def built(module_sandbox):
 
 def test_the_settings_are_the_runs_own(built):
     """conftest's TINY_VISION is what the fake runs' spec.json files hold: the report says so,
-    not the paper profile's 64 / 0.001 / 500 px."""
+    not the paper scale's 64 / 0.001 / 500 px."""
     md = built[0][".md"]
     assert "| vision: batch size per rank | 16 |" in md
     assert "| vision: learning rate (Adam) | 0.002 |" in md
@@ -48,7 +48,7 @@ def test_the_settings_are_the_runs_own(built):
 
 def test_settings_group_values_and_set_the_paper_profile_beside(tmp_path):
     """Smoke-like runs (V3 at 64 px, a quarter-width model, lr 0.003) read from their folders,
-    and the real matrix's paper profile for the same experiments."""
+    and the real matrix's paper scale for the same experiments."""
     root = tmp_path / "results"
     base = {"workload": "vision", "dataset": "digits", "scenario": "A", "train_images": 256,
             "test_images": 128, "image_size": 32, "width_mult": 1.0, "batch_size": 16,
@@ -146,7 +146,7 @@ def test_an_older_table_without_the_new_keys_still_renders(built, tmp_path):
     """Tables written before verdict_text, noise, cells and runs existed: the verdict is shown,
     and the CSV stays the way to the runs; a noise table adds its spread to the tally."""
     other = tmp_path / "old"
-    shutil.copytree(store.profile_dir("test"), store.profile_dir("test", other))
+    shutil.copytree(store.scale_dir("test"), store.scale_dir("test", other))
     for path in store.tables_dir("test", other).glob("*.json"):
         meta = json.loads(path.read_text())
         for c in meta["claims"]:
@@ -177,16 +177,16 @@ def test_pdf_tables_are_cut_to_fit_the_page(built):
 
 def test_next_on_a_gpu_node_reads_the_plan_and_names_what_it_decides():
     text = (
-        '{"profile": "quick", "runs": 148, "missing": 136, "gpu_hours": 3.1997, "wall_s": 4616.7, '
+        '{"scale": "quick", "runs": 148, "missing": 136, "gpu_hours": 3.1997, "wall_s": 4616.7, '
         '"wall": "1 h 17 min", "node": "4 x H100"}'
     )
     got = nextgpu.parse_plan(text)
     assert got == {"runs": "148", "gpu_hours": "3.20", "wall": "1 h 17 min", "node": "4 x H100"}
     assert nextgpu.parse_plan("error: no GPU") == {}
-    claim = {"needs": ["gpu"]}
+    claim = {"gates": ["gpu"]}
     unmeasured = {"verdict": "not measured"}
     assert nextgpu.decides(claim, unmeasured, {"gpu": "no GPU"}, {1, 2}, {1, 2, 4})
-    assert not nextgpu.decides({"needs": ["multi_numa"]}, unmeasured, {"multi_numa": "1 node"},
+    assert not nextgpu.decides({"gates": ["multi_numa"]}, unmeasured, {"multi_numa": "1 node"},
                                {1, 2}, {1, 2, 4})  # fmt: skip
     assert nextgpu.decides({}, unmeasured, {}, {1, 2}, {1, 2, 4})  # a GPU count it adds
     assert not nextgpu.decides({}, unmeasured, None, {1, 2}, {1, 2, 4})  # not built here

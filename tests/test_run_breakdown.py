@@ -32,7 +32,7 @@ def write_breakdown(run: str, ranks: dict[int, dict[str, float] | None], blocked
 
 def runs(*names: str, status: str = "ok") -> pd.DataFrame:
     df = pd.DataFrame({"run": list(names), "status": status, "gpus": 2, "device": "cuda"})
-    df.attrs["profile"] = "test"
+    df.attrs["scale"] = "test"
     return df
 
 

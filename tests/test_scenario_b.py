@@ -171,20 +171,20 @@ SCENARIO_B_EXPERIMENTS = ("V8", "V9", "V10", "V11", "O2")
 
 def test_every_scenario_b_cell_of_a_profile_trains_the_same_model_on_the_same_set():
     """DataLoader against DALI, NCHW against NHWC, NUMA off against bound: like for like, so
-    whatever sizes Scenario B's runs (the smoke profile's learning setup, issue 26) is the same
-    in every cell of V8-V11 and O2 of a profile."""
+    whatever sizes Scenario B's runs (the smoke scale's learning setup, issue 26) is the same
+    in every cell of V8-V11 and O2 of a scale."""
     from run.sweep import matrix as mx
 
     real = mx.load_matrix(REPO / "experiments" / "matrix.yaml")
     keys = ("dataset", "image_size", "width_mult", "train_images", "test_images", "epochs",
             "batch_size", "lr", "seed")  # fmt: skip
-    for profile in mx.profiles(real):
+    for scale in mx.scales(real):
         setups = {
             tuple(s[k] for k in keys)
             for exp in SCENARIO_B_EXPERIMENTS
-            for s in mx.expand(exp, profile, real, n_repeats=1).specs
+            for s in mx.expand(exp, scale, real, n_repeats=1).specs
         }
-        assert len(setups) == 1, (profile, setups)
+        assert len(setups) == 1, (scale, setups)
 
 
 @pytest.mark.integration

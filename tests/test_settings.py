@@ -21,7 +21,7 @@ BAD = {
     "whole": ["abc", "1.5", "1e3"],
     "number": ["abc", "0", "-1", "nan", "inf"],
     "choice": ["maybe"],
-    "profile": ["bogus"],
+    "scale": ["bogus"],
     "file": ["/no/such/matrix.yaml"],
     "url": ["huggingface.co", "ftp://mirror"],
     "index": ["cu126"],
@@ -41,12 +41,12 @@ def good_value(s: settings.Setting, tmp_path: Path) -> tuple[str, object]:
         return f" {s.low + 2} ", s.low + 2
     if s.kind == "number":
         return "2.5", 2.5
-    if s.kind in ("choice", "profile"):
+    if s.kind in ("choice", "scale"):
         first = s.choices[0] if s.choices else "smoke"
         return first, first
     if s.kind == "file":
         path = tmp_path / "some.yaml"
-        path.write_text("profiles: {smoke: {}}\n")
+        path.write_text("scales: {smoke: {}}\n")
         return str(path), path
     if s.kind == "path":
         return "/somewhere/else", Path("/somewhere/else")
@@ -149,9 +149,9 @@ def test_the_messages_of_the_old_readers_stay(unset):
 
 
 def test_the_declarations_agree_with_the_code_they_describe():
-    # PROFILE's words name the real matrix's profiles
-    profiles = list(mx.load_matrix(settings.BY_NAME["MATRIX_FILE"].default)["profiles"])
-    assert f"({', '.join(profiles)})" in settings.BY_NAME["PROFILE"].accepts
+    # PROFILE's words name the real matrix's scales
+    scales = list(mx.load_matrix(settings.BY_NAME["MATRIX_FILE"].default)["scales"])
+    assert f"({', '.join(scales)})" in settings.BY_NAME["PROFILE"].accepts
     for s in SETTINGS:
         if s.kind == "whole":
             assert f">= {s.low}" in s.accepts, s.name
@@ -171,7 +171,7 @@ def test_the_readme_table_is_the_declared_one():
 def test_a_plan_with_a_bad_setting_is_one_line_and_creates_nothing(tmp_path):
     results = tmp_path / "results"
     proc = subprocess.run(
-        [sys.executable, "-m", "run.sweep.plan", "--profile", "smoke"],
+        [sys.executable, "-m", "run.sweep.plan", "--scale", "smoke"],
         cwd=REPO, env=clean_env(NUMA="maybe", RESULTS_DIR=str(results)),
         capture_output=True, text=True,
     )  # fmt: skip

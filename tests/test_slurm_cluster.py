@@ -5,7 +5,7 @@ and the report job follows it, a requeue near the time limit and a cancel lose n
 The runs are the sandbox's (tests/conftest.py): experiment V3 (table-precision) and the vision
 noise cells N1 of a tiny matrix, a few seconds each on CPU with gloo ranks; N2 (the LLM noise
 cells) asks for more ranks than any machine has, so its sweep skips them. ARTIFACTS on make's
-command line limits every job to these two targets; no profile is added for the tests.
+command line limits every job to these two targets; no scale is added for the tests.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from run.sweep import matrix as mx
 pytestmark = [pytest.mark.slurm, pytest.mark.integration]
 
 REPO = Path(__file__).resolve().parent.parent
-PROFILE = "test"
+SCALE = "test"
 ARTIFACTS = "table-precision table-noise"  # experiments V3, N1, N2 of experiments/matrix.yaml
 # Two tasks of the array on one node: a share of the GPUs each, and --oversubscribe to lift the
 # script's --exclusive (options on sbatch's command line win over its #SBATCH lines).
@@ -42,17 +42,17 @@ STOP_S = 180
 
 def _matrix(path: Path, precisions: list[str], **fixed: int) -> list[str]:
     """Reshape the sandbox's matrix to V3 (`precisions` at 1 and 2 ranks, `fixed` on top of
-    the profile's) and N1, with N2 skipped; the names of the runs to be done."""
+    the scale's) and N1, with N2 skipped; the names of the runs to be done."""
     m = yaml.safe_load(path.read_text())
     real = mx.load_matrix(REPO / "experiments" / "matrix.yaml")["experiments"]["N2"]
     v3, n1 = m["experiments"]["V3"], {**m["experiments"]["N1"], "repeats": 1}
     v3["fixed"].update(fixed)
-    v3["vary"] = {"precision": precisions, "gpus": "from-profile"}
+    v3["vary"] = {"precision": precisions, "gpus": "from-scale"}
     smoke = {k: v.get("smoke") if isinstance(v, dict) else v for k, v in real["fixed"].items()}
     n2 = {**real, "repeats": 1, "fixed": smoke, "vary": {"gpus": [4096]}}
     m["experiments"] = {"V3": v3, "N1": n1, "N2": n2}
     path.write_text(yaml.safe_dump(m))
-    specs = [s for e in ("V3", "N1") for s in mx.expand(e, PROFILE, m, n_repeats=1).specs]
+    specs = [s for e in ("V3", "N1") for s in mx.expand(e, SCALE, m, n_repeats=1).specs]
     return sorted({mx.run_name(s) for s in specs})
 
 
@@ -72,7 +72,7 @@ def tier(sandbox: Path, cluster: Cluster) -> Iterator[dict[str, str]]:
 def _submit(env: dict[str, str], nodes: int) -> list[str]:
     """`make slurm NODES=n` as the README says; the ids of the jobs it submitted."""
     got = subprocess.run(
-        ["make", "--no-print-directory", "slurm", f"NODES={nodes}", f"PROFILE={PROFILE}",
+        ["make", "--no-print-directory", "slurm", f"NODES={nodes}", f"PROFILE={SCALE}",
          f"ARTIFACTS={ARTIFACTS}"], cwd=REPO, env=env, capture_output=True, text=True,
         timeout=STOP_S)  # fmt: skip
     assert got.returncode == 0, got.stderr
@@ -86,7 +86,7 @@ def _log(env: dict[str, str], job: dict[str, str]) -> str:
 
 
 def _runs(env: dict[str, str]) -> Path:
-    return store.runs_dir(PROFILE, Path(env["RESULTS_DIR"]))
+    return store.runs_dir(SCALE, Path(env["RESULTS_DIR"]))
 
 
 def _published(env: dict[str, str]) -> list[str]:
@@ -123,7 +123,7 @@ def _all_ok(env: dict[str, str], expected: list[str]) -> None:
         epochs = [e["epoch"] for e in store.read_jsonl(run / store.EPOCHS)]
         assert epochs == list(range(1, spec["epochs"] + 1)), name
     assert _leftovers(env) == []
-    assert (Path(env["RESULTS_DIR"]) / PROFILE / "report" / "report.md").is_file()
+    assert (Path(env["RESULTS_DIR"]) / SCALE / "report" / "report.md").is_file()
 
 
 def _stamp(t: str) -> float:

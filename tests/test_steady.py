@@ -98,7 +98,7 @@ def test_a_claim_about_the_real_data_sets_is_not_measured_on_generated_ones():
     t = frame([(1, "alpaca", 0.2), (1, "grammar", 0.1), (1, "samsum", 0.1), (1, "slimorca", 0.3)],
               "gpus dataset s_per_it")  # fmt: skip
     for cid in ("L1c", "L5d"):
-        assert "real_data" in CLAIMS[cid]["needs"]
+        assert "real_data" in CLAIMS[cid]["gates"]
     got = cl.judge(CLAIMS["L1c"], t, gates={"real_data": why})
     assert got["verdict"] == cl.UNMEASURED and got["reason"] == why
 

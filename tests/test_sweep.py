@@ -87,7 +87,7 @@ def test_a_killed_sweep_resumes_with_only_the_missing_runs(fake, sandbox, monkey
     monkeypatch.setenv("FAKE_MODE", "hang:fp16")
     env = dict(os.environ)
     proc = subprocess.Popen(
-        [sys.executable, str(FAKE_SWEEP), "--profile", "test", "--exp", "V3"],
+        [sys.executable, str(FAKE_SWEEP), "--scale", "test", "--exp", "V3"],
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
@@ -128,12 +128,12 @@ def test_a_heartbeat_past_the_estimate_says_by_how_much(tmp_path):
 
 
 def _gpu_profile(sandbox: Path, monkeypatch) -> None:  # noqa: ANN001
-    """Profile `test` made a GPU profile, on a fake node of 2 GPUs that torch can use."""
+    """Scale `test` made a GPU scale, on a fake node of 2 GPUs that torch can use."""
     import yaml
 
     path = sandbox / "matrix.yaml"
     m = yaml.safe_load(path.read_text())
-    m["profiles"]["test"]["device"] = "gpu"
+    m["scales"]["test"]["device"] = "gpu"
     path.write_text(yaml.safe_dump(m))
     two = [{"index": i, "uuid": f"GPU-{i}", "name": "H100", "driver": "580.65.06"} for i in (0, 1)]
     monkeypatch.setattr(probe, "gpus", lambda: two)
@@ -151,7 +151,7 @@ def test_a_failed_gpu_sweep_writes_a_bundle_with_the_failed_runs(
     _gpu_profile(sandbox, monkeypatch)
     monkeypatch.setenv("FAKE_MODE", "fail:fp16")
     assert sweep.sweep(["V3"], "test") == 0  # failures are recorded, the sweep goes on
-    path = store.profile_dir("test") / "bundles" / "V3.tar.gz"
+    path = store.scale_dir("test") / "bundles" / "V3.tar.gz"
     out = capsys.readouterr().out.splitlines()
     assert f"[sweep] 2 run(s) failed: attach {path} to a report" in out[-1]
     with tarfile.open(path) as tar:
@@ -171,5 +171,5 @@ def test_a_failed_gpu_sweep_writes_a_bundle_with_the_failed_runs(
 def test_a_failed_sweep_of_a_cpu_profile_writes_no_bundle(fake, monkeypatch, capsys):
     monkeypatch.setenv("FAKE_MODE", "fail:fp16")
     sweep.sweep(["V3"], "test")
-    assert not (store.profile_dir("test") / "bundles").exists()
+    assert not (store.scale_dir("test") / "bundles").exists()
     assert "attach" not in capsys.readouterr().out

@@ -21,7 +21,7 @@ from run.sweep import plan
 sys.path.insert(0, str(Path(__file__).parent))
 from fake_hw import CPU2  # noqa: E402
 
-PROFILE = "test"
+SCALE = "test"
 # what each bad run's summary.json holds: cut mid-way, an opening brace, not an object
 BAD = {
     "truncated": lambda full: full[: len(full) // 2],
@@ -33,17 +33,17 @@ BAD = {
 def fabricate(exp: str) -> list[str]:
     """Finished ok runs of every cell of `exp` (as the plan names them) and its sweep record."""
     names = []
-    for i, row in enumerate(plan.build(PROFILE, [exp], CPU2)):
-        d = store.run_dir(PROFILE, row.name)
+    for i, row in enumerate(plan.build(SCALE, [exp], CPU2)):
+        d = store.run_dir(SCALE, row.name)
         store.write_json_atomic(d / store.SPEC, row.spec)
         store.write_json_atomic(d / store.PROVENANCE, {"hardware": CPU2})
         summary = {"name": row.name, "status": "ok", "device": "cpu", "launch_wall_s": 20.0 + i,
                    "total_time_s": 10.0 + i, "final_test_accuracy_pct": 90.0}  # fmt: skip
         store.write_json_atomic(d / store.SUMMARY, summary)
         names.append(row.name)
-    record = {"experiment": exp, "profile": PROFILE, "repeats": 1, "skipped": [],
+    record = {"experiment": exp, "scale": SCALE, "repeats": 1, "skipped": [],
               "runs": [{"run": n, "status": "ok", "reused": False} for n in names]}  # fmt: skip
-    store.write_json_atomic(store.sweeps_dir(PROFILE) / f"{exp}.json", record)
+    store.write_json_atomic(store.sweeps_dir(SCALE) / f"{exp}.json", record)
     return names
 
 
@@ -54,9 +54,9 @@ def tree(sandbox):
     v2 = fabricate("V2")
     good, bad = v2[0], dict(zip(BAD, v2[1:], strict=True))
     for kind, name in bad.items():
-        path = store.run_dir(PROFILE, name) / store.SUMMARY
+        path = store.run_dir(SCALE, name) / store.SUMMARY
         path.write_text(BAD[kind](path.read_text()))
-    sweeps = store.sweeps_dir(PROFILE)
+    sweeps = store.sweeps_dir(SCALE)
     (sweeps / "notes.json").write_text('{"note": "mine"}')
     (sweeps / "V99.json").write_text("garbage")
     return good, bad
@@ -68,7 +68,7 @@ def warnings(err: str) -> list[str]:
 
 def test_the_plan_counts_unreadable_runs_as_missing(tree):
     good, bad = tree
-    rows = {r.name: r for r in plan.build(PROFILE, ["V2"], CPU2)}
+    rows = {r.name: r for r in plan.build(SCALE, ["V2"], CPU2)}
     assert rows[good].state == "done"
     for name in bad.values():
         r = rows[name]
@@ -76,15 +76,15 @@ def test_the_plan_counts_unreadable_runs_as_missing(tree):
         assert r.state == "missing" and r.est_s > 0, (name, r.state)
         assert r.reason.startswith(plan.UNREADABLE) and "next sweep runs it again" in r.reason
         assert r in plan.to_spend(list(rows.values()))
-    text = plan.render(list(rows.values()), CPU2, PROFILE)
+    text = plan.render(list(rows.values()), CPU2, SCALE)
     assert "--retry-failed" not in text and "3 missing run(s) have unreadable files" in text
     # calibration learns from the readable ok runs only
-    assert calib.calibration_detail(PROFILE, CPU2, mx.load_matrix())["vision"][1] == 5
+    assert calib.calibration_detail(SCALE, CPU2, mx.load_matrix())["vision"][1] == 5
 
 
 def test_the_analysis_leaves_unreadable_runs_out(tree, capsys):
     good, bad = tree
-    out = driver.build("fig-imagesize", PROFILE)
+    out = driver.build("fig-imagesize", SCALE)
     t = pd.read_csv(out)
     assert list(t["run"]) == [good]
     got = warnings(capsys.readouterr().err)
@@ -95,7 +95,7 @@ def test_the_analysis_leaves_unreadable_runs_out(tree, capsys):
     meta = json.loads(out.with_suffix(".json").read_text())
     assert sorted(meta["left_out"]) == sorted(bad.values())
     assert any("3 run(s) left out" in n for n in meta["notes"])
-    driver.build("fig-imagesize", PROFILE)
+    driver.build("fig-imagesize", SCALE)
     assert warnings(capsys.readouterr().err) == []  # named once per process
 
 
@@ -103,7 +103,7 @@ def test_the_report_settings_leave_unreadable_runs_out(tree, capsys):
     good, bad = tree
     order = list(mx.load_matrix()["experiments"])
     root = store.results_root()
-    ran = settings.ran(root, PROFILE, order)
+    ran = settings.ran(root, SCALE, order)
     assert ran["runs"] == 5 and sorted(ran["unreadable"]) == sorted(bad.values())
     assert ran["experiments"] == ["V1", "V2"] and ran["status"] == {"ok": 5}
     got = warnings(capsys.readouterr().err)
@@ -112,22 +112,22 @@ def test_the_report_settings_leave_unreadable_runs_out(tree, capsys):
         assert sum(w.startswith(f"warning: {name}: unreadable (") for w in got) == 1
     assert sum("notes.json: not an experiment of the matrix, ignored" in w for w in got) == 1
     assert sum("V99.json: not an experiment of the matrix, ignored" in w for w in got) == 1
-    settings.ran(root, PROFILE, order)
+    settings.ran(root, SCALE, order)
     assert warnings(capsys.readouterr().err) == []  # each named once
 
 
 @pytest.mark.parametrize("text", ["{", '{"experiment": "V2"}', '{"runs": [{"name": 1}]}'])
 def test_an_unreadable_sweep_record_fails_its_artifact_in_one_line(tree, capsys, text):
-    path = store.sweeps_dir(PROFILE) / "V2.json"
+    path = store.sweeps_dir(SCALE) / "V2.json"
     path.write_text(text)
-    assert driver.main(["fig-imagesize", "--profile", PROFILE]) == 2
+    assert driver.main(["fig-imagesize", "--scale", SCALE]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and err.startswith("error: ")
     assert str(path) in err and "rerun the sweep" in err and "make fig-imagesize" in err
     # the other artifacts still build
-    assert driver.main(["fig-strategies", "--profile", PROFILE]) == 0
+    assert driver.main(["fig-strategies", "--scale", SCALE]) == 0
     # and the report names the record and goes on
-    ran = settings.ran(store.results_root(), PROFILE, list(mx.load_matrix()["experiments"]))
+    ran = settings.ran(store.results_root(), SCALE, list(mx.load_matrix()["experiments"]))
     assert ran["experiments"] == ["V1"]
     assert any(
         f"{path}: not a readable sweep record" in w for w in warnings(capsys.readouterr().err)
@@ -136,8 +136,8 @@ def test_an_unreadable_sweep_record_fails_its_artifact_in_one_line(tree, capsys,
 
 def test_a_table_of_only_unreadable_runs_is_one_error_line(tree, capsys):
     good, _ = tree
-    path = store.run_dir(PROFILE, good) / store.SUMMARY
+    path = store.run_dir(SCALE, good) / store.SUMMARY
     path.write_text("")
-    assert driver.main(["fig-imagesize", "--profile", PROFILE]) == 2
+    assert driver.main(["fig-imagesize", "--scale", SCALE]) == 2
     err = [line for line in capsys.readouterr().err.splitlines() if line.startswith("error:")]
     assert len(err) == 1 and "every run is unreadable" in err[0] and "--exp V2" in err[0]

@@ -252,12 +252,12 @@ def test_each_claim_s_gate_follows_the_one_written_rule():
     assert set(GATES) == set(CLAIMS) and len(GATES) == 58
     for cid, effect in GATES.items():
         assert cs.gpu_only(CLAIMS[cid]) == effect, cid
-        assert ("gpu" in CLAIMS[cid].get("needs", [])) == bool(effect), cid
+        assert ("gpu" in CLAIMS[cid].get("gates", [])) == bool(effect), cid
     # a claim about a GPU-only effect without the gate is refused, and so is a needless gate
     with pytest.raises(cs.ClaimError, match="V7c: it is about pinning"):
-        cs.check_gate({**CLAIMS["V7c"], "needs": ["learned"]})
-    with pytest.raises(cs.ClaimError, match="V1a: needs gpu, but is about no GPU-only effect"):
-        cs.check_gate({**CLAIMS["V1a"], "needs": ["gpu"]})
+        cs.check_gate({**CLAIMS["V7c"], "gates": ["learned"]})
+    with pytest.raises(cs.ClaimError, match="V1a: gates on gpu, but is about no GPU-only effect"):
+        cs.check_gate({**CLAIMS["V1a"], "gates": ["gpu"]})
 
 
 def test_a_cpu_verdict_on_a_gpu_only_effect_says_why():

@@ -93,8 +93,8 @@ def test_bad_input_is_one_line_and_leaves_no_summary(sandbox, over, nproc, messa
 
 def test_unknown_experiment_or_profile_is_one_line(sandbox):
     for args, message in (
-        (["--profile", "test", "--exp", "V99"], "unknown experiment 'V99'"),
-        (["--profile", "huge", "--exp", "V3"], "unknown profile 'huge'"),
+        (["--scale", "test", "--exp", "V99"], "unknown experiment 'V99'"),
+        (["--scale", "huge", "--exp", "V3"], "unknown scale 'huge'"),
     ):
         proc = subprocess.run(
             [sys.executable, "-m", "run.sweep", *args],

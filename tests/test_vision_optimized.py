@@ -22,7 +22,7 @@ from run.vision import train as vision
 
 TINY = {"train_images": 48, "test_images": 16, "epochs": 1, "batch_size": 16, "image_size": 32,
         "width_mult": 0.25}  # fmt: skip
-# The smoke profile's learning cell (V3/V4/V7: quarter width, 64 px, 1280 digits, lr 0.003).
+# The smoke scale's learning cell (V3/V4/V7: quarter width, 64 px, 1280 digits, lr 0.003).
 SMOKE = {"train_images": 1280, "test_images": 256, "epochs": 2, "batch_size": 16, "lr": 0.003,
          "image_size": 64, "width_mult": 0.25}  # fmt: skip
 SEEDS = (0, 1, 2)  # paired: the faithful and the optimised loop start from the same seeds

@@ -124,7 +124,7 @@ def test_a_third_workload_is_one_folder_and_one_registry_line(sandbox, tmp_path,
     # the one registry entry
     monkeypatch.setitem(WORKLOADS, "toy", FromModules("toy", toy_spec, toy_launch))
     matrix = {
-        "profiles": {"test": {"description": "tests", "gpus": [1], "toy": {}}},
+        "scales": {"test": {"description": "tests", "gpus": [1], "toy": {}}},
         "experiments": {
             "T1": {
                 "title": "a third workload",

@@ -16,7 +16,7 @@ from run.sweep import matrix as mx
 
 REPO = Path(__file__).resolve().parent.parent
 DUPLICATE_ID = """\
-profiles:
+scales:
   smoke: {}
 experiments:
   V1:
@@ -27,7 +27,7 @@ experiments:
     title: the copy
 """
 SYNTAX_ERROR = """\
-profiles:
+scales:
   smoke: {}
 experiments:
   V1:

@@ -33,8 +33,8 @@ def build_table(runs: pd.DataFrame, tidy: pd.DataFrame) -> pd.DataFrame:
     return t.sort_values(["o1", "o2", "k"], kind="mergesort").drop(columns=["o1", "o2", "k"])
 
 
-def table(runs: pd.DataFrame, profile: str) -> pd.DataFrame:
-    return build_table(runs, pa.run_metrics(runs, profile))
+def table(runs: pd.DataFrame, scale: str) -> pd.DataFrame:
+    return build_table(runs, pa.run_metrics(runs, scale))
 
 
 def compact(t: pd.DataFrame) -> pd.DataFrame:
@@ -45,11 +45,11 @@ def compact(t: pd.DataFrame) -> pd.DataFrame:
 def extra(runs: pd.DataFrame, t: pd.DataFrame) -> dict[str, pd.DataFrame]:
     """Beyond the paper: each profiled run's time breakdown (-breakdown CSV), beside the shares
     of API time: what the device did while the host was inside those calls."""
-    return {"breakdown": run_breakdown.table(runs, runs.attrs.get("profile"))}
+    return {"breakdown": run_breakdown.table(runs, runs.attrs.get("scale"))}
 
 
 def notes(runs: pd.DataFrame, t: pd.DataFrame) -> list[str]:
-    split = run_breakdown.table(runs, runs.attrs.get("profile"))
+    split = run_breakdown.table(runs, runs.attrs.get("scale"))
     return [*pa.notes(t, runs), run_breakdown.note(split, "-breakdown CSV")]
 
 

@@ -34,14 +34,14 @@ def _rank(dataset: Any) -> int:
     return DATASETS.index(dataset) if dataset in DATASETS else len(DATASETS)
 
 
-def table(runs: pd.DataFrame, profile: str) -> pd.DataFrame:
+def table(runs: pd.DataFrame, scale: str) -> pd.DataFrame:
     df = runs.copy()
     if df.empty:
         return pd.DataFrame(columns=COLUMNS)
     for col in COLUMNS:
         if col not in df:
             df[col] = None
-    df = st.llm_steady(df, profile)
+    df = st.llm_steady(df, scale)
     df = df.assign(_o=df["dataset"].map(_rank)).sort_values(["_o", "gpus"], kind="mergesort")
     return df[COLUMNS + st.steady_cols(df, "s_per_it", "epoch_time_s")].reset_index(drop=True)
 

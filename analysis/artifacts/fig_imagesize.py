@@ -16,8 +16,8 @@ from analysis.driver import Artifact
 KEYS = ["image_size"]
 
 
-def table(runs: pd.DataFrame, profile: str) -> pd.DataFrame:
-    df = st.with_steady(runs, profile, "total_time_s", "total_time_s")
+def table(runs: pd.DataFrame, scale: str) -> pd.DataFrame:
+    df = st.with_steady(runs, scale, "total_time_s", "total_time_s")
     df = c.speedups(df, by=["image_size"])
     df = c.speedups(df, by=["image_size"], time_col="total_time_s_steady", suffix="_steady")
     df = df.sort_values(["image_size", "gpus"])

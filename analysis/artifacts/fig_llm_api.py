@@ -38,8 +38,8 @@ def build_table(runs: pd.DataFrame, tidy: pd.DataFrame) -> pd.DataFrame:
     return t.sort_values(["o", "k"], kind="mergesort").drop(columns=["o", "k"])
 
 
-def table(runs: pd.DataFrame, profile: str) -> pd.DataFrame:
-    return build_table(runs, pa.run_metrics(runs, profile))
+def table(runs: pd.DataFrame, scale: str) -> pd.DataFrame:
+    return build_table(runs, pa.run_metrics(runs, scale))
 
 
 def compact(t: pd.DataFrame) -> pd.DataFrame:

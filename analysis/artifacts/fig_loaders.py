@@ -16,9 +16,9 @@ from run.vision.spec import LOADER_LABELS
 KEYS = ["loader"]
 
 
-def table(runs: pd.DataFrame, profile: str) -> pd.DataFrame:
+def table(runs: pd.DataFrame, scale: str) -> pd.DataFrame:
     df = runs.assign(loader_label=runs["loader"].map(LOADER_LABELS))
-    df = st.with_steady(df, profile, "total_time_s", "total_time_s")
+    df = st.with_steady(df, scale, "total_time_s", "total_time_s")
     df = df.sort_values(["loader", "gpus"], ascending=[False, True])
     return df[["loader", "loader_label", "gpus", "total_time_s", "images_per_s",
                *st.steady_cols(df, "total_time_s"), "status", "run"]]  # fmt: skip

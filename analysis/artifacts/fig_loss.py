@@ -14,10 +14,10 @@ VALUES = ["train_loss", "test_accuracy_pct"]
 ORDER = ["fp64", "fp32", "fp16"]
 
 
-def table(runs: pd.DataFrame, profile: str) -> pd.DataFrame:
+def table(runs: pd.DataFrame, scale: str) -> pd.DataFrame:
     rows = []
     for _, r in c.ok_runs(runs).iterrows():
-        for e in c.epochs_of(r["run"], profile):
+        for e in c.epochs_of(r["run"], scale):
             rows.append(
                 {
                     "precision": r["precision"],

@@ -17,10 +17,10 @@ from run.vision.spec import LOADER_LABELS
 KEYS = ["setup"]
 
 
-def table(runs: pd.DataFrame, profile: str) -> pd.DataFrame:
+def table(runs: pd.DataFrame, scale: str) -> pd.DataFrame:
     layout = runs["channels_last"].map({True: "NHWC", False: "NCHW"})
     df = runs.assign(setup=runs["loader"].map(LOADER_LABELS) + " " + layout)
-    df = st.with_steady(df, profile, "total_time_s", "total_time_s")
+    df = st.with_steady(df, scale, "total_time_s", "total_time_s")
     df = df.sort_values(["loader", "channels_last", "gpus"], ascending=[False, True, True])
     return df[["setup", "loader", "channels_last", "gpus", "total_time_s", "images_per_s",
                *st.steady_cols(df, "total_time_s"), "status", "run"]]  # fmt: skip

@@ -18,17 +18,17 @@ KEYS = ["numa"]
 NUMA_LABELS = {"off": "unbound", "bind": "bound (numactl)"}
 
 
-def provenance_of(run: str, profile: str) -> tuple[dict, int]:
+def provenance_of(run: str, scale: str) -> tuple[dict, int]:
     """The run's NUMA plan (absent on runs made before the policy existed) and how many NUMA
     nodes its machine has."""
-    prov = store.read_json(store.run_dir(profile, run) / store.PROVENANCE)
+    prov = store.read_json(store.run_dir(scale, run) / store.PROVENANCE)
     return prov.get("numa") or {}, len(prov.get("hardware", {}).get("numa_nodes") or [None])
 
 
-def table(runs: pd.DataFrame, profile: str) -> pd.DataFrame:
+def table(runs: pd.DataFrame, scale: str) -> pd.DataFrame:
     rows = []
     for _, r in runs.iterrows():
-        plan, machine_nodes = provenance_of(r["run"], profile)
+        plan, machine_nodes = provenance_of(r["run"], scale)
         nodes = ",".join(str(x["node"]) for x in plan.get("ranks", []))
         rows.append({
             "numa": r["numa"], "binding": NUMA_LABELS.get(r["numa"], r["numa"]),

@@ -56,9 +56,9 @@ HTOD_FACTOR = 100.0  # O1a's criterion: a cut below it cannot be judged where it
 
 
 # ---------------------------------------------------------------- which run is which step
-def _steps(exp: str, profile: str, matrix: dict[str, Any]) -> list[tuple[dict, int, str, str]]:
+def _steps(exp: str, scale: str, matrix: dict[str, Any]) -> list[tuple[dict, int, str, str]]:
     """(cell spec, step index, label, stage) of every cell of one experiment, repeats aside."""
-    cells = mx.expand(exp, profile, matrix, n_repeats=1).specs
+    cells = mx.expand(exp, scale, matrix, n_repeats=1).specs
     ladder = mx.ladder(exp, matrix)
     out = []
     if ladder:
@@ -81,7 +81,7 @@ def _steps(exp: str, profile: str, matrix: dict[str, Any]) -> list[tuple[dict, i
     return out
 
 
-def assign(runs: pd.DataFrame, profile: str, matrix: dict[str, Any] | None = None) -> pd.DataFrame:
+def assign(runs: pd.DataFrame, scale: str, matrix: dict[str, Any] | None = None) -> pd.DataFrame:
     """`runs` with experiment, step, step_label and stage: one row per run and experiment it is
     a cell of (a shared run is a row of each). Runs of no experiment of the target are left out."""
     matrix = matrix or mx.load_matrix()
@@ -93,7 +93,7 @@ def assign(runs: pd.DataFrame, profile: str, matrix: dict[str, Any] | None = Non
     rows = []
     for exp in mx.experiments_for_target(TARGET, matrix):
         by_name = {}
-        for spec, i, label, stage in _steps(exp, profile, matrix):
+        for spec, i, label, stage in _steps(exp, scale, matrix):
             for s in seeds:  # a repeat is the cell at another seed
                 for prof in profilers:
                     by_name[mx.run_name({**spec, "seed": s, "profiler": prof})] = (i, label, stage)
@@ -164,8 +164,8 @@ def per_run(df: pd.DataFrame) -> pd.DataFrame:
     return df[COLUMNS].reset_index(drop=True)
 
 
-def table(runs: pd.DataFrame, profile: str) -> pd.DataFrame:
-    return per_run(assign(runs, profile))
+def table(runs: pd.DataFrame, scale: str) -> pd.DataFrame:
+    return per_run(assign(runs, scale))
 
 
 # ---------------------------------------------------------------- the report's waterfall
@@ -214,10 +214,10 @@ DIFF_COLUMNS = ["experiment", "gpus", "faithful_run", "optimised_step", "optimis
                 *diff.CSV_COLUMNS]  # fmt: skip
 
 
-def profiled_pairs(t: pd.DataFrame, profile: str | None) -> list[tuple[str, Any, str, str, str]]:
+def profiled_pairs(t: pd.DataFrame, scale: str | None) -> list[tuple[str, Any, str, str, str]]:
     """(experiment, gpus, last step's label, faithful run, last step's run) wherever both steps
     have a finished, profiled run; the lowest seed of each where repeats were profiled."""
-    if profile is None or t is None or t.empty:
+    if scale is None or t is None or t.empty:
         return []
     ok = t[t["status"] == "ok"].sort_values("seed", kind="stable")
     last = t.groupby("experiment")["step"].max()
@@ -226,7 +226,7 @@ def profiled_pairs(t: pd.DataFrame, profile: str | None) -> list[tuple[str, Any,
         ends = []
         for step in (0, last[exp]):
             names = [r for r in g.loc[g["step"] == step, "run"]
-                     if diff.profiled(store.run_dir(profile, r))]  # fmt: skip
+                     if diff.profiled(store.run_dir(scale, r))]  # fmt: skip
             ends.append(names[0] if names else None)
         if last[exp] > 0 and None not in ends:
             label = g.loc[g["run"] == ends[1], "step_label"].iloc[0]
@@ -234,13 +234,13 @@ def profiled_pairs(t: pd.DataFrame, profile: str | None) -> list[tuple[str, Any,
     return pairs
 
 
-def profile_diff(t: pd.DataFrame, profile: str | None) -> tuple[pd.DataFrame, list[str]]:
+def profile_diff(t: pd.DataFrame, scale: str | None) -> tuple[pd.DataFrame, list[str]]:
     """The profile-diff table and one note line per profiled pair (or why it was not compared)."""
     frames, lines = [], []
-    for exp, gpus, label, a, b in profiled_pairs(t, profile):
+    for exp, gpus, label, a, b in profiled_pairs(t, scale):
         where = f"{exp} at {gpus:g} GPU(s), faithful -> {label}"
         try:
-            rows, missing = diff.run_diff(store.run_dir(profile, a), store.run_dir(profile, b))
+            rows, missing = diff.run_diff(store.run_dir(scale, a), store.run_dir(scale, b))
         except (ProfileError, UnrelatedError) as exc:
             lines.append(f"Profiles of {where} not compared: {exc}")
             continue
@@ -263,7 +263,7 @@ def profile_diff(t: pd.DataFrame, profile: str | None) -> tuple[pd.DataFrame, li
 def extra(runs: pd.DataFrame, t: pd.DataFrame) -> dict[str, pd.DataFrame]:
     """The profile-diff table, written even when empty so that a rebuild never leaves an older
     sweep's pairs behind."""
-    return {PROFILE_DIFF: profile_diff(t, runs.attrs.get("profile"))[0]}
+    return {PROFILE_DIFF: profile_diff(t, runs.attrs.get("scale"))[0]}
 
 
 def paper() -> None:
@@ -354,7 +354,7 @@ def notes(runs: pd.DataFrame, t: pd.DataFrame) -> list[str]:
     for (e, label), g in unsupported.groupby(["experiment", "step_label"]):
         why = str(g["reason"].iloc[0]).rstrip(".")
         out.append(f"{e} step '{label}' is unsupported here: {why}.")
-    return out + profile_diff(t, runs.attrs.get("profile"))[1]
+    return out + profile_diff(t, runs.attrs.get("scale"))[1]
 
 
 # the figure (python -m analysis fig-optimized --figure), beside this module for its size

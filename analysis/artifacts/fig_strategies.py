@@ -18,13 +18,13 @@ from run.vision.spec import STRATEGY_LABELS as LABELS
 KEYS = ["gpus"]
 
 
-def table(runs: pd.DataFrame, profile: str) -> pd.DataFrame:
+def table(runs: pd.DataFrame, scale: str) -> pd.DataFrame:
     # The 1-GPU cell is one shared run; it stands as the 1-GPU point of every strategy.
     ones = runs[runs["gpus"] == 1]
     rows = [runs[runs["gpus"] > 1]]
     for s in STRATEGIES:
         rows.append(ones.assign(strategy=s))
-    df = st.with_steady(pd.concat(rows, ignore_index=True), profile, "total_time_s",
+    df = st.with_steady(pd.concat(rows, ignore_index=True), scale, "total_time_s",
                        "total_time_s")  # fmt: skip
     df = c.speedups(df, by=["strategy"])
     df = c.speedups(df, by=["strategy"], time_col="total_time_s_steady", suffix="_steady")

@@ -25,7 +25,7 @@ COLUMNS = ["template", "dataset", "method", "method_label", "gpus", "tuning_time
            "run"]  # fmt: skip
 
 
-def table(runs: pd.DataFrame, profile: str) -> pd.DataFrame:
+def table(runs: pd.DataFrame, scale: str) -> pd.DataFrame:
     df = runs.copy()
     for col in ("epoch_time_s", "epoch_time_projected", "steps", "steps_per_epoch"):
         if col not in df:
@@ -36,7 +36,7 @@ def table(runs: pd.DataFrame, profile: str) -> pd.DataFrame:
     df["method_label"] = df["method"].map(METHOD_LABELS)
     df["_t"] = df["dataset"].map(TEMPLATE_DATASETS.index)
     df["_m"] = df["method"].map(METHODS.index)
-    df = st.llm_steady(df, profile).sort_values(["_t", "_m", "gpus"])
+    df = st.llm_steady(df, scale).sort_values(["_t", "_m", "gpus"])
     df = df.rename(columns={f"epoch_time_s{s}": f"tuning_time_s{s}"
                             for s in ("", "_steady", "_steady_lo", "_steady_hi")})  # fmt: skip
     for s in ("", "_steady"):

@@ -26,12 +26,12 @@ from run.llm.spec import METHOD_LABELS, METHODS, TEMPLATE_DATASETS
 PAPER_CSV = "template_subsets.csv"  # the subsets' sizes: set beside ours in the tokens table
 KEYS = ["template", "method"]
 TARGET = "fig-templates"
-TOKENS = "tokens"  # extra(): results/<profile>/tables/fig-templates-tokens.csv
+TOKENS = "tokens"  # extra(): results/<scale>/tables/fig-templates-tokens.csv
 COLUMNS = ["template", "dataset", "method", "method_label", "gpus", "s_per_it", "steps",
            "dataset_rows", "dataset_tokens", "status", "reason", "run"]  # fmt: skip
 
 
-def table(runs: pd.DataFrame, profile: str) -> pd.DataFrame:
+def table(runs: pd.DataFrame, scale: str) -> pd.DataFrame:
     df = runs.copy()
     for col in ("s_per_it", "steps", "dataset_rows", "dataset_tokens", "error"):
         if col not in df:
@@ -46,7 +46,7 @@ def table(runs: pd.DataFrame, profile: str) -> pd.DataFrame:
     for col in ("steps", "dataset_rows", "dataset_tokens"):
         df[col] = pd.to_numeric(df[col]).astype("Int64")
     df["reason"] = c.reasons(df)
-    df = st.llm_steady(df, profile)
+    df = st.llm_steady(df, scale)
     return df[COLUMNS + st.steady_cols(df, "s_per_it")]
 
 
@@ -125,7 +125,7 @@ def _on_cpu(meta: dict) -> bool:
 def token_lines(meta: dict) -> list[str]:
     """One line per template: our tokens (per row where the subsets differ in size) and the
     paper's, since s/it follows subset size and ours are not tokenised as the paper's were."""
-    path = store.tables_dir(meta["profile"]) / f"{TARGET}-tokens.csv"
+    path = store.tables_dir(meta["scale"]) / f"{TARGET}-tokens.csv"
     if not path.is_file():
         return []
     t = pd.read_csv(path)

@@ -39,11 +39,11 @@ BUSY = ("train_step", "eval_step")
 SPANS = ("epoch", "eval")  # the timeline's per-epoch lines: training, then evaluation
 
 
-def read(run: str, profile: str, ranks: int) -> pd.DataFrame:
+def read(run: str, scale: str, ranks: int) -> pd.DataFrame:
     """Every rank's intervals of a run, times relative to the run's first start."""
     rows = []
     for rank in range(ranks):
-        for e in store.read_jsonl(store.timeline_file(store.run_dir(profile, run), rank)):
+        for e in store.read_jsonl(store.timeline_file(store.run_dir(scale, run), rank)):
             rows.append({**e, "rank": rank})
     df = pd.DataFrame(rows, columns=["phase", "epoch", "step", "t0", "t1", "rank"])
     if len(df):
@@ -79,14 +79,14 @@ def gaps(tl: pd.DataFrame) -> tuple[pd.DataFrame, float]:
     return pd.DataFrame(out, columns=cols), threshold
 
 
-def _per_run(runs: pd.DataFrame, profile: str) -> tuple[pd.DataFrame, pd.DataFrame]:
+def _per_run(runs: pd.DataFrame, scale: str) -> tuple[pd.DataFrame, pd.DataFrame]:
     rows, all_gaps = [], []
     for _, r in runs.iterrows():
         base = {"loader": r["loader"], "gpus": r["gpus"], "status": r["status"], "run": r["run"]}
         if r["status"] != "ok":
             rows.append(base)
             continue
-        tl = read(r["run"], profile, int(r["gpus"]))
+        tl = read(r["run"], scale, int(r["gpus"]))
         shares, counts, thresholds = [], [], []
         for rank, one in tl.groupby("rank"):
             g, th = gaps(one)
@@ -108,21 +108,21 @@ def _per_run(runs: pd.DataFrame, profile: str) -> tuple[pd.DataFrame, pd.DataFra
     return pd.DataFrame(rows), g
 
 
-def table(runs: pd.DataFrame, profile: str) -> pd.DataFrame:
-    t, _ = _per_run(runs, profile)
+def table(runs: pd.DataFrame, scale: str) -> pd.DataFrame:
+    t, _ = _per_run(runs, scale)
     if not len(t):
         return t
     # beyond the paper: the GPU's own busy share where the run's profile recorded device activity
-    split = run_breakdown.table(runs, profile)[["run", "busy_pct"]]
+    split = run_breakdown.table(runs, scale)[["run", "busy_pct"]]
     t = t.merge(split.rename(columns={"busy_pct": "gpu_busy_pct"}), on="run", how="left")
     return t.sort_values(["loader", "gpus"], ascending=[False, True])
 
 
 def extra(runs: pd.DataFrame, t: pd.DataFrame) -> dict[str, pd.DataFrame]:
     """The pauses, and every busy interval (what the figure draws), one row per interval."""
-    profile = runs.attrs["profile"]
+    scale = runs.attrs["scale"]
     busy = [
-        read(r["run"], profile, int(r["gpus"])).assign(run=r["run"])
+        read(r["run"], scale, int(r["gpus"])).assign(run=r["run"])
         for _, r in runs.iterrows()
         if r["status"] == "ok"
     ]
@@ -130,8 +130,8 @@ def extra(runs: pd.DataFrame, t: pd.DataFrame) -> dict[str, pd.DataFrame]:
     busy_df = pd.concat(busy, ignore_index=True) if busy else pd.DataFrame(columns=cols)
     spans = busy_df[busy_df["phase"].isin(SPANS)][cols] if len(busy_df) else busy_df
     busy_df = busy_df[busy_df["phase"].isin(BUSY)][cols] if len(busy_df) else busy_df
-    return {GAPS: _per_run(runs, profile)[1], BUSY_TABLE: busy_df, PHASES: spans,
-            BREAKDOWN: run_breakdown.table(runs, profile)}  # fmt: skip
+    return {GAPS: _per_run(runs, scale)[1], BUSY_TABLE: busy_df, PHASES: spans,
+            BREAKDOWN: run_breakdown.table(runs, scale)}  # fmt: skip
 
 
 def title(runs: pd.DataFrame, t: pd.DataFrame) -> str:
@@ -155,7 +155,7 @@ def notes(runs: pd.DataFrame, t: pd.DataFrame) -> list[str]:
     )
     return [what + f" A pause is a gap above {PAUSE_STEPS:g} x the run's median step (at least "
             f"{MIN_PAUSE_S:g} s); the gaps are in the -gaps CSV.",
-            run_breakdown.note(run_breakdown.table(runs, runs.attrs.get("profile")),
+            run_breakdown.note(run_breakdown.table(runs, runs.attrs.get("scale")),
                                "column gpu_busy_pct, -breakdown CSV")]  # fmt: skip
 
 
@@ -173,10 +173,10 @@ STEP_SERIES = {"train_step": "training step", "eval_step": "evaluation step"}
 MARKS = {"epoch": ("epoch start", "-"), "eval": ("evaluation start", "--")}
 
 
-def _phases(profile: str) -> pd.DataFrame:
+def _phases(scale: str) -> pd.DataFrame:
     """Each epoch's training and evaluation span per rank (tables older than it: none)."""
     try:
-        return draw.extra_table(TARGET, profile, "phases")
+        return draw.extra_table(TARGET, scale, "phases")
     except FileNotFoundError:
         return pd.DataFrame(columns=["run", "rank", "phase", "epoch", "t0", "t1"])
 
@@ -185,9 +185,9 @@ def figure(df: pd.DataFrame, meta: dict) -> plt.Figure:
     ok = df[df["status"] == "ok"].sort_values(["loader", "gpus"], ascending=[False, True])
     n = max(len(ok), 1)
     fig, axes = plt.subplots(n, 1, figsize=(8, 1.0 + 1.15 * n), squeeze=False, sharex=True)
-    gaps = draw.extra_table(TARGET, meta["profile"], "gaps")
-    busy_all = draw.extra_table(TARGET, meta["profile"], "busy")
-    phases = _phases(meta["profile"])
+    gaps = draw.extra_table(TARGET, meta["scale"], "gaps")
+    busy_all = draw.extra_table(TARGET, meta["scale"], "busy")
+    phases = _phases(meta["scale"])
     pause_label = list(SERIES)[-1]
     for ax, (_, r) in zip(axes[:, 0], ok.iterrows(), strict=False):
         busy = busy_all[busy_all["run"] == r["run"]]

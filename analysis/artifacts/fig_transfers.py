@@ -37,8 +37,8 @@ def build_table(runs: pd.DataFrame, tidy: pd.DataFrame) -> pd.DataFrame:
     return t.sort_values(["o1", "o2", "kind"], kind="mergesort").drop(columns=["o1", "o2"])
 
 
-def table(runs: pd.DataFrame, profile: str) -> pd.DataFrame:
-    return build_table(runs, pa.run_metrics(runs, profile))
+def table(runs: pd.DataFrame, scale: str) -> pd.DataFrame:
+    return build_table(runs, pa.run_metrics(runs, scale))
 
 
 def compact(t: pd.DataFrame) -> pd.DataFrame:

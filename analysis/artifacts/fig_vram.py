@@ -28,7 +28,7 @@ GIB = 1024**3
 COLUMNS = ["template", "dataset", "method", "method_label", "gpus", "peak_memory_gib",
            "peak_memory_max_gib", "peak_memory_all_gpus_gib", "memory_kind", "status", "reason",
            "run"]  # fmt: skip
-# gates(): why the claims cannot be judged without a GPU (claims.yaml `needs:`)
+# gates(): why the claims cannot be judged without a GPU (claims.yaml `gates:`)
 NOT_VRAM = (
     "no GPU: the numbers are the peak host RSS of rank 0 (the whole process: Python, torch and "
     "the tiny model), not VRAM"
@@ -39,7 +39,7 @@ NO_OOM = (
 )
 
 
-def table(runs: pd.DataFrame, profile: str) -> pd.DataFrame:
+def table(runs: pd.DataFrame, scale: str) -> pd.DataFrame:
     df = runs.copy()
     for col in ("peak_memory_bytes", "peak_memory_max_bytes", "memory_kind", "error"):
         if col not in df:

@@ -18,7 +18,7 @@ KEYS = ["gpus", "pin_memory"]
 VALUES = ["iteration_time_s_per_it", "total_time_s", "relative_improvement_pct"]
 COLUMNS = ["gpus", "pin_memory", "iteration_time_s_per_it", "total_time_s", "epoch_time_projected",
            "relative_improvement_pct", "pin_memory_effective", "status", "run"]  # fmt: skip
-# gates(): why L2a cannot be judged without a GPU (claims.yaml `needs: [gpu]`)
+# gates(): why L2a cannot be judged without a GPU (claims.yaml `gates: [gpu]`)
 NO_PINNING = (
     "needs a GPU: without one there is no host-to-device copy for pinned memory to speed up, so "
     "the differences between pinned and unpinned runs are run-to-run noise, not an effect of "
@@ -26,7 +26,7 @@ NO_PINNING = (
 )
 
 
-def table(runs: pd.DataFrame, profile: str) -> pd.DataFrame:
+def table(runs: pd.DataFrame, scale: str) -> pd.DataFrame:
     df = runs.copy()
     if df.empty:
         return pd.DataFrame(columns=COLUMNS)

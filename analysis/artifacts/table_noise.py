@@ -19,9 +19,9 @@ TITLE = "Run-to-run spread between runs of identical work (the verdicts' margins
 KEYS = ["workload", "measure", "gpus"]
 
 
-def table(runs: pd.DataFrame, profile: str) -> pd.DataFrame:
-    every = noise.all_runs(profile, mx.load_matrix())
-    return noise.table(every, profile) if len(every) else pd.DataFrame(columns=noise.COLUMNS)
+def table(runs: pd.DataFrame, scale: str) -> pd.DataFrame:
+    every = noise.all_runs(scale, mx.load_matrix())
+    return noise.table(every, scale) if len(every) else pd.DataFrame(columns=noise.COLUMNS)
 
 
 def compact(t: pd.DataFrame) -> pd.DataFrame:

@@ -17,7 +17,7 @@ NO_PIN_ON_CPU = (
 )
 
 
-def table(runs: pd.DataFrame, profile: str) -> pd.DataFrame:
+def table(runs: pd.DataFrame, scale: str) -> pd.DataFrame:
     df = c.speedups(runs, by=["pin_memory"])
     off = {r["gpus"]: r["total_time_s"] for _, r in df.iterrows() if not r["pin_memory"]}
     df["efficiency_vs_unpinned_pct"] = [

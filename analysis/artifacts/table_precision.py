@@ -15,8 +15,8 @@ VALUES = ["total_time_s", "inference_accuracy_pct", "efficiency_vs_1gpu_pct",
 ORDER = ["fp64", "fp32", "fp16"]
 
 
-def table(runs: pd.DataFrame, profile: str) -> pd.DataFrame:
-    df = st.with_steady(runs, profile, "total_time_s", "total_time_s")
+def table(runs: pd.DataFrame, scale: str) -> pd.DataFrame:
+    df = st.with_steady(runs, scale, "total_time_s", "total_time_s")
     df = c.speedups(df, by=["precision"])
     df = c.speedups(df, by=["precision"], time_col="total_time_s_steady", suffix="_steady")
     for s in ("", "_steady"):

@@ -56,8 +56,8 @@ def build_table(runs: pd.DataFrame, tidy: pd.DataFrame) -> pd.DataFrame:
     return t.drop(columns="precision_order")
 
 
-def table(runs: pd.DataFrame, profile: str) -> pd.DataFrame:
-    return build_table(runs, pa.run_metrics(runs, profile))
+def table(runs: pd.DataFrame, scale: str) -> pd.DataFrame:
+    return build_table(runs, pa.run_metrics(runs, scale))
 
 
 def paper() -> pd.DataFrame:

@@ -43,7 +43,7 @@ RELATIVE_VALUES = ("efficiency_vs_unpinned_pct", "relative_improvement_pct")
 
 # What a CPU run can decide (issue 26, item 4), one rule for every claim: gloo ranks on CPU cores
 # stand in for GPUs in how work is split and timed, but an effect that exists only between a host
-# and a GPU has nothing to act on. A claim about such an effect needs a GPU (`needs: [gpu]`),
+# and a GPU has nothing to act on. A claim about such an effect needs a GPU (`gates: [gpu]`),
 # whether it says the effect is there or that it is not (a no-op cannot show a non-effect).
 GPU_ONLY = {
     "pinning": "pin_memory only changes copies from page-locked host memory to a GPU; on a CPU "
@@ -143,14 +143,14 @@ def check_cells(cl: dict[str, Any]) -> None:
 
 
 def check_gate(cl: dict[str, Any]) -> None:
-    """The one rule of what a CPU run can decide, applied to a claim: `needs: [gpu]` exactly when
+    """The one rule of what a CPU run can decide, applied to a claim: `gates: [gpu]` exactly when
     the claim is about a GPU-only effect (GPU_ONLY)."""
-    effect, gated = gpu_only(cl), "gpu" in (cl.get("needs") or [])
+    effect, gated = gpu_only(cl), "gpu" in (cl.get("gates") or [])
     if effect and not gated:
         raise ClaimError(f"claim {cl['id']}: it is about {effect}, which a CPU run cannot decide "
-                         "(analysis/claims/spec.py GPU_ONLY): add 'gpu' to its needs")  # fmt: skip
+                         "(analysis/claims/spec.py GPU_ONLY): add 'gpu' to its gates")  # fmt: skip
     if gated and not effect:
-        raise ClaimError(f"claim {cl['id']}: needs gpu, but is about no GPU-only effect "
+        raise ClaimError(f"claim {cl['id']}: gates on gpu, but is about no GPU-only effect "
                          f"({', '.join(GPU_ONLY)}): a CPU run can decide it")  # fmt: skip
 
 

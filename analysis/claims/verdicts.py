@@ -51,12 +51,12 @@ def verdict_of(o: Outcome) -> str:
 
 def coverage(o: Outcome, paper_gpus: list[int], beyond: bool = False) -> str:
     """Which GPU counts decided a verdict, beside the paper's (for a claim of our own, the
-    counts our paper profile runs: the papers never ran those experiments)."""
+    counts our paper scale runs: the papers never ran those experiments)."""
     if not o.gpus or not paper_gpus:
         return ""
     ours, theirs = _span(sorted(int(g) for g in o.gpus)), _span(sorted(paper_gpus))
     if beyond:
-        return f"judged on {ours} GPU(s) (the paper profile runs {theirs})"
+        return f"judged on {ours} GPU(s) (the paper scale runs {theirs})"
     return f"judged on {ours} of the paper's {theirs} GPUs"
 
 
@@ -106,7 +106,7 @@ def judge(
     mine = outcome(judged, ours, margin)
     theirs = outcome(cl, paper) if paper is not None else Outcome(None, why="no published data")
     verdict, reason = verdict_of(mine), mine.why
-    for gate in cl.get("needs", []):
+    for gate in cl.get("gates", []):
         why = (gates or {}).get(gate)
         if not why:
             continue

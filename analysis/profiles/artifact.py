@@ -69,11 +69,11 @@ COLUMNS = [
 ]  # fmt: skip
 
 
-def run_metrics(runs: pd.DataFrame, profile: str) -> pd.DataFrame:
+def run_metrics(runs: pd.DataFrame, scale: str) -> pd.DataFrame:
     """The tidy metrics (analysis/profiles COLUMNS) of every ok run that wrote them."""
     rows = []
     for _, r in c.ok_runs(runs).iterrows():
-        path = store.run_dir(profile, r["run"]) / profiling.PROFILE_METRICS
+        path = store.run_dir(scale, r["run"]) / profiling.PROFILE_METRICS
         if path.is_file():
             rows += read_metrics_rows(path)
     return metrics_frame(sort_rows(rows))

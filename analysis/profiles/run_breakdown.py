@@ -50,14 +50,14 @@ def summarise(run: str, rows: pd.DataFrame) -> dict:
     return out
 
 
-def table(runs: pd.DataFrame, profile: str | None) -> pd.DataFrame:
+def table(runs: pd.DataFrame, scale: str | None) -> pd.DataFrame:
     """COLUMNS for every ok run of `runs` that left a breakdown (an empty frame if none did, or
-    where no profile names the results, as for a table built from summaries alone)."""
+    where no scale names the results, as for a table built from summaries alone)."""
     rows = []
-    for _, r in runs.iterrows() if profile else ():
+    for _, r in runs.iterrows() if scale else ():
         if r.get("status") != "ok":
             continue
-        one = read(store.run_dir(profile, r["run"]))
+        one = read(store.run_dir(scale, r["run"]))
         if one is not None and len(one):
             rows.append(summarise(r["run"], one))
     return pd.DataFrame(rows, columns=COLUMNS)

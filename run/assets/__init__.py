@@ -1,1 +1,1 @@
-"""`make assets` (`python -m run.assets`): fetch what the quick and paper profiles need."""
+"""`make assets` (`python -m run.assets`): fetch what the quick and paper scales need."""

@@ -1,4 +1,4 @@
-"""`python -m run.assets` (`make assets`): fetch what the quick and paper profiles need."""
+"""`python -m run.assets` (`make assets`): fetch what the quick and paper scales need."""
 
 import sys
 

@@ -45,7 +45,7 @@ from run.vision import spec as vision_spec
 from run.vision.inputs import data_sets, to_device
 from run.vision.loop import model_for, optimizer_for, precision_setup, train_step
 
-PROFILE = "smoke"  # its O1/O3 cells are sized for one device and need no download
+SCALE = "smoke"  # its O1/O3 cells are sized for one device and need no download
 GPU_IMAGE_SIZE = 500
 
 
@@ -53,16 +53,16 @@ def ends(exp: str, **want: Any) -> tuple[dict[str, Any], dict[str, Any]]:
     """The first and last step of an experiment's ladder, on one device."""
     specs = [
         s
-        for s in mx.expand(exp, PROFILE, n_repeats=1).specs
+        for s in mx.expand(exp, SCALE, n_repeats=1).specs
         if s["gpus"] == 1 and all(s[k] == v for k, v in want.items())
     ]
     steps = {mx.ladder_step(exp, s)[0]: s for s in specs}
     return steps[min(steps)], steps[max(steps)]
 
 
-def ends_in(exp: str, profile: str) -> dict[str, Any]:
-    """The faithful step of an experiment's ladder in another profile."""
-    return mx.expand(exp, profile, n_repeats=1).specs[0]
+def ends_in(exp: str, scale: str) -> dict[str, Any]:
+    """The faithful step of an experiment's ladder in another scale."""
+    return mx.expand(exp, scale, n_repeats=1).specs[0]
 
 
 def vision_side(spec: dict[str, Any], device: torch.device, batches: int) -> dict[str, Any]:

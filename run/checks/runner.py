@@ -52,13 +52,13 @@ from run.sweep import runner as sweep
 from run.sweep.failure import root_cause
 from run.sweep.workloads import WORKLOADS
 
-PROFILE = "gpu-check"
-# The profiling windows of the checks (a matrix profile block of their own).
+SCALE = "gpu-check"
+# The profiling windows of the checks (a matrix scale block of their own).
 WINDOWS = {
     "vision": {"wait_steps": 1, "warmup_steps": 1, "active_steps": 3, "max_seconds": 0},
     "llm": {"wait_steps": 0, "warmup_steps": 1, "active_steps": 2, "max_seconds": 120},
 }
-MATRIX = {"profiles": {PROFILE: {"profiling": WINDOWS}}}
+MATRIX = {"scales": {SCALE: {"profiling": WINDOWS}}}
 REPORT = "gpu_check.json"
 # per check, unless RUN_TIMEOUT_S says otherwise: the longest check (an 8B model built with
 # random weights, then a few steps) takes minutes; a hang must not hold back the rest
@@ -69,9 +69,9 @@ def run_one(check: Check, spec: dict[str, Any], info: dict[str, Any], cuda: bool
     """One check that can run here: its data, its run through the sweep, its assertions."""
     WORKLOADS[check.workload].preflight([spec])
     name = mx.run_name(spec)
-    shutil.rmtree(store.run_dir(PROFILE, name), ignore_errors=True)  # a check runs anew
-    summary = sweep.execute(spec, PROFILE, info, MATRIX)
-    seen = Seen(summary, store.run_dir(PROFILE, name), cuda, spec["gpus"])
+    shutil.rmtree(store.run_dir(SCALE, name), ignore_errors=True)  # a check runs anew
+    summary = sweep.execute(spec, SCALE, info, MATRIX)
+    seen = Seen(summary, store.run_dir(SCALE, name), cuda, spec["gpus"])
     problems = []
     if summary.get("status") != check.status:
         problems.append(
@@ -148,7 +148,7 @@ def write_report(
 ) -> Path:
     """gpu_check.json and gpu_check.txt in results/gpu-check/, and the bundle holding them with
     the probe, the versions and each check's log tail and root cause. Returns the bundle's path."""
-    out = store.profile_dir(PROFILE)
+    out = store.scale_dir(SCALE)
     report = {
         "command": " ".join(sys.orig_argv),
         "hardware": info,
@@ -162,7 +162,7 @@ def write_report(
     runs = [
         {
             "name": r["check"],
-            "profile": PROFILE,
+            "scale": SCALE,
             "run": r.get("run"),
             "result": r["result"],
             "status": r.get("status"),

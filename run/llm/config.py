@@ -97,7 +97,7 @@ def profiler_block(spec: dict[str, Any], run_dir: Path | None, cuda: bool) -> di
         return off  # none, or nsys (which wraps the whole command instead)
     window = read_window(run_dir)
     steps = llm_spec.planned_steps(spec)
-    # The window opens after the steps the timings leave out, or later if the profile says so.
+    # The window opens after the steps the timings leave out, or later if the scale says so.
     wait = max(timing_warmup(spec["warmup_steps"], steps), window["wait_steps"])
     fitted, _ = fit_window({**window, "wait_steps": wait}, steps, "torch")
     return {

@@ -1,8 +1,8 @@
 """One archive to attach to a report from a GPU node: what the node is, what is installed, and
 why each run failed, so that a failure can be understood without access to the node.
 
-`make gpu-check` writes results/gpu-check/bundle.tar.gz; a sweep of a GPU profile with failed runs
-writes results/<profile>/bundles/<EXP>.tar.gz. Inside, under one folder named after the archive:
+`make gpu-check` writes results/gpu-check/bundle.tar.gz; a sweep of a GPU scale with failed runs
+writes results/<scale>/bundles/<EXP>.tar.gz. Inside, under one folder named after the archive:
 
     probe.txt, probe.json   what run.node.probe saw (GPUs, driver, NUMA, nsys)
     versions.json           driver, CUDA, torch, NCCL, torchtune, torchao, DALI, nsys
@@ -76,9 +76,9 @@ def versions(info: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def log_of(profile: str, name: str) -> Path | None:
+def log_of(scale: str, name: str) -> Path | None:
     """A run's log.txt: published, or still in staging when the run never finished."""
-    for folder in (store.run_dir(profile, name), *store.stagings(profile, name)):
+    for folder in (store.run_dir(scale, name), *store.stagings(scale, name)):
         if (folder / store.LOG).is_file():
             return folder / store.LOG
     return None
@@ -122,7 +122,7 @@ def build(
     runs: list[dict[str, Any]],
     files: dict[str, str] | None = None,
 ) -> Path:
-    """Write the bundle at `path`. Each of `runs` is {name, profile, run (its run name or None),
+    """Write the bundle at `path`. Each of `runs` is {name, scale, run (its run name or None),
     status, root_cause, and optionally result (a check's pass/fail/skip) and traceback}; its log
     tail is read from the run's folder."""
     top = path.name.removesuffix(".tar.gz")
@@ -137,7 +137,7 @@ def build(
     }
     listed = []
     for r in runs:
-        log = log_of(r["profile"], r["run"]) if r.get("run") else None
+        log = log_of(r["scale"], r["run"]) if r.get("run") else None
         text = tail(log)
         if r.get("traceback"):
             text += ("\n" if text else "") + "--- traceback ---\n" + r["traceback"]

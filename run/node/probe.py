@@ -290,7 +290,7 @@ def torchrun() -> list[str]:
     return [str(script)] if script.exists() else [sys.executable, "-m", "torch.distributed.run"]
 
 
-def default_profile(info: dict[str, Any] | None = None) -> str:
+def default_scale(info: dict[str, Any] | None = None) -> str:
     info = info or probe()
     return "paper" if info["gpu_count"] else "smoke"
 
@@ -334,7 +334,7 @@ def describe(info: dict[str, Any]) -> str:
         nsys = f"not in this image ({info['image_nsys']}): torch.profiler is the fallback"
     lines.append(f"nsys        {nsys or 'not found: torch.profiler is the fallback'}")
     lines.append(f"max ranks   {max_ranks(info)}")
-    lines.append(f"profile     default PROFILE={default_profile(info)}")
+    lines.append(f"scale     default PROFILE={default_scale(info)}")
     return "\n".join(lines)
 
 

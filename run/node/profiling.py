@@ -8,7 +8,7 @@ run/sweep/matrix.py resolve_profiler): `none` profiles nothing; `torch` records 
 traces per rank; `nsys` runs each rank under Nsight Systems; `auto` = nsys when it is on the PATH,
 else torch. The resolved choice is part of the run's name (`-prof_torch`, `-prof_nsys`).
 
-Window: the matrix profiles hold it as data (experiments/matrix.yaml, `profiling:` per workload):
+Window: the matrix scales hold it as data (experiments/matrix.yaml, `profiling:` per workload):
 
     wait_steps    training steps before the window opens (start-up and first-step costs excluded)
     warmup_steps  steps recorded but discarded (the profiler's own warm-up)
@@ -162,9 +162,9 @@ def record_fit(
     store.write_json_atomic(path, plan)
 
 
-def window_for(profile: str, workload: str, matrix: dict[str, Any]) -> dict[str, Any]:
-    """The window a matrix profile sets for a workload (DEFAULT_WINDOW where it sets none)."""
-    block = (matrix["profiles"].get(profile, {}).get("profiling") or {}).get(workload) or {}
+def window_for(scale: str, workload: str, matrix: dict[str, Any]) -> dict[str, Any]:
+    """The window a matrix scale sets for a workload (DEFAULT_WINDOW where it sets none)."""
+    block = (matrix["scales"].get(scale, {}).get("profiling") or {}).get(workload) or {}
     return check_window(block)
 
 

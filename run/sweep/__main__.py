@@ -1,4 +1,4 @@
-"""`python -m run.sweep --profile P --exp E [--exp ...]`: run the missing runs of experiments."""
+"""`python -m run.sweep --scale P --exp E [--exp ...]`: run the missing runs of experiments."""
 
 import sys
 

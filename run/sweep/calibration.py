@@ -1,7 +1,7 @@
 """Local calibration of the cost model (run/sweep/cost.py).
 
 Once runs exist, `calibration()` takes per workload the median over this
-profile's finished ok runs made on the same kind of machine of `launch_wall_s / estimate_s(spec)`,
+scale's finished ok runs made on the same kind of machine of `launch_wall_s / estimate_s(spec)`,
 and every estimate of that workload is multiplied by it (1.0 where no run exists).
 """
 
@@ -32,12 +32,12 @@ def _same_kind(hardware: dict[str, Any] | None, info: dict[str, Any]) -> bool:
 
 
 def calibration_detail(
-    profile: str, info: dict[str, Any], matrix: dict[str, Any]
+    scale: str, info: dict[str, Any], matrix: dict[str, Any]
 ) -> dict[str, tuple[float, int]]:
-    """Per workload: (median of launch_wall_s / estimate_s, number of runs) over this profile's
+    """Per workload: (median of launch_wall_s / estimate_s, number of runs) over this scale's
     finished ok runs made on the same kind of machine. Workloads without such runs are absent."""
     ratios: dict[str, list[float]] = {}
-    base = store.runs_dir(profile)
+    base = store.runs_dir(scale)
     if not base.is_dir():
         return {}
     windows: dict[str, dict[str, Any]] = {}
@@ -64,7 +64,7 @@ def calibration_detail(
         if workload not in WORKLOADS:
             continue
         if workload not in windows:
-            windows[workload] = profiling.window_for(profile, workload, matrix)
+            windows[workload] = profiling.window_for(scale, workload, matrix)
         try:
             est = estimate_s(spec, info, windows[workload])
         except (KeyError, TypeError, ValueError):
@@ -74,8 +74,8 @@ def calibration_detail(
     return {w: (statistics.median(r), len(r)) for w, r in ratios.items()}
 
 
-def calibration(profile: str, info: dict[str, Any], matrix: dict[str, Any]) -> dict[str, float]:
-    """Factor per workload ('vision', 'llm'): the median over this profile's finished ok runs of
+def calibration(scale: str, info: dict[str, Any], matrix: dict[str, Any]) -> dict[str, float]:
+    """Factor per workload ('vision', 'llm'): the median over this scale's finished ok runs of
     launch_wall_s / estimate_s(spec); 1.0 where there is none."""
-    detail = calibration_detail(profile, info, matrix)
+    detail = calibration_detail(scale, info, matrix)
     return {w: detail[w][0] if w in detail else 1.0 for w in WORKLOADS}

@@ -41,7 +41,7 @@ compiled is LLM_COMPILE_FACTOR faster per step; packed rows are max_seq_len toke
 token factor above). Compiling (*_COMPILE_S) and packing every row (PACK_S_PER_ROW) add start-up
 time. A cell this machine cannot run (its workload's unsupported_reason) costs nothing.
 
-CPU machines (gloo ranks, the smoke profile) use a separate crude model (CPU_* constants) fitted
+CPU machines (gloo ranks, the smoke scale) use a separate crude model (CPU_* constants) fitted
 to the smoke `make all` on 2 cores (83 runs in about 20 min: about 500 s of vision launches for
 30 runs and 465 s of LLM launches for 53 runs, 44 of them launched).
 
@@ -378,7 +378,7 @@ def estimate_s(
 ) -> float:
     """Predicted wall seconds of one launch of `spec` (start-up included) on this kind of machine
     (`info` as run.node.probe.probe() gives it), before local calibration. 0 for a cell the sweep
-    records as unsupported without launching it. `window`: the profile's profiling window for the
+    records as unsupported without launching it. `window`: the scale's profiling window for the
     spec's workload (DEFAULT_WINDOW when not given)."""
     if _unsupported(spec):
         return 0.0

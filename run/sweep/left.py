@@ -1,6 +1,6 @@
 """What is left to do: the one reading of which runs a sweep skips and which sweeps make must run.
 
-    python -m run.sweep.left --profile smoke --exp L2 --exp N1 ...   # `stale: L2` (or `stale:`)
+    python -m run.sweep.left --scale smoke --exp L2 --exp N1 ...   # `stale: L2` (or `stale:`)
 
 The sweep (runner.py) skips a cell with `skip_reason`, the plan (plan.py) calls the same cell
 `skipped`, and the Makefile asks `stale` which of its goals' sweeps must run, so that what
@@ -8,7 +8,7 @@ The sweep (runner.py) skips a cell with `skip_reason`, the plan (plan.py) calls 
 folder deleted, or a summary.json corrupted, under a newer sweep record; a setting that renames the
 runs (PROFILER, REPEATS, LLAMA3_DIR, MATRIX_FILE, ...); a GPU count that changes what is skipped.
 
-A sweep is stale when its record (results/<profile>/sweeps/<EXP>.json) is absent or unreadable,
+A sweep is stale when its record (results/<scale>/sweeps/<EXP>.json) is absent or unreadable,
 when it names other runs or other skipped cells than the matrix gives now on this machine, or when
 one of its runs has no readable summary.json (the sweep runs it again). Failed and oom runs are
 runs the sweep keeps, as the plan does. Only the matrix, the run folders and the probe are read:
@@ -29,7 +29,7 @@ from run.sweep.workloads import WORKLOADS
 
 
 def skip_reason(
-    profile: str, spec: dict[str, Any], info: dict[str, Any], limit: int, here: bool = True
+    scale: str, spec: dict[str, Any], info: dict[str, Any], limit: int, here: bool = True
 ) -> str:
     """Why the sweep skips a run on a node of `limit` ranks ("" to run it). With here=False (the
     plan of another node) only the rank count is known; the workload's own reasons (numactl, the
@@ -38,29 +38,29 @@ def skip_reason(
         unit = "GPU(s)" if info.get("gpu_count") else "CPU core(s) for gloo ranks"
         node = "this machine" if here else "the node"
         return f"needs {spec['gpus']} ranks, {node} has {limit} {unit}"
-    if not here or store.is_finished(profile, mx.run_name(spec)):
+    if not here or store.is_finished(scale, mx.run_name(spec)):
         return ""
     return WORKLOADS[spec["workload"]].skip_reason(spec, info)
 
 
 def cells(
-    exp_id: str, profile: str, info: dict[str, Any], matrix: dict[str, Any]
+    exp_id: str, scale: str, info: dict[str, Any], matrix: dict[str, Any]
 ) -> tuple[list[str], list[str]]:
     """The run names a sweep of the experiment runs (or reuses) here, and those it skips."""
     override = mx.profiler_override()
     limit = hw.max_ranks(info)
     runs: list[str] = []
     skipped: list[str] = []
-    for raw in mx.expand(exp_id, profile, matrix).specs:
+    for raw in mx.expand(exp_id, scale, matrix).specs:
         spec = mx.resolve_profiler(raw, override, info)
-        (skipped if skip_reason(profile, spec, info, limit) else runs).append(mx.run_name(spec))
+        (skipped if skip_reason(scale, spec, info, limit) else runs).append(mx.run_name(spec))
     return runs, skipped
 
 
-def is_stale(exp_id: str, profile: str, info: dict[str, Any], matrix: dict[str, Any]) -> bool:
-    runs, skipped = cells(exp_id, profile, info, matrix)
+def is_stale(exp_id: str, scale: str, info: dict[str, Any], matrix: dict[str, Any]) -> bool:
+    runs, skipped = cells(exp_id, scale, info, matrix)
     try:
-        record = store.read_json(store.sweeps_dir(profile) / f"{exp_id}.json")
+        record = store.read_json(store.sweeps_dir(scale) / f"{exp_id}.json")
         recorded = {e["run"] for e in record["runs"]}
         recorded_skips = {e["run"] for e in record.get("skipped") or []}
     except (OSError, ValueError, TypeError, KeyError):
@@ -68,28 +68,28 @@ def is_stale(exp_id: str, profile: str, info: dict[str, Any], matrix: dict[str, 
     if recorded != set(runs) or recorded_skips != set(skipped):
         return True
     for name in runs:
-        summary = store.read_summary(store.run_dir(profile, name))
+        summary = store.read_summary(store.run_dir(scale, name))
         if summary is None or store.is_unreadable(summary):
             return True
     return False
 
 
 def stale(
-    profile: str, exp_ids: list[str], info: dict[str, Any], matrix: dict[str, Any] | None = None
+    scale: str, exp_ids: list[str], info: dict[str, Any], matrix: dict[str, Any] | None = None
 ) -> list[str]:
     """The experiments among exp_ids whose sweep must run, in their order."""
     matrix = matrix or mx.load_matrix()
-    return [e for e in exp_ids if is_stale(e, profile, info, matrix)]
+    return [e for e in exp_ids if is_stale(e, scale, info, matrix)]
 
 
 @program()
 def main(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(prog="python -m run.sweep.left", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
-    ap.add_argument("--profile", required=True)
+    ap.add_argument("--scale", required=True)
     ap.add_argument("--exp", action="append", default=[], help="experiment id (repeatable)")
     args = ap.parse_args(argv)
-    print("stale:", *stale(args.profile, args.exp, hw.probe()))
+    print("stale:", *stale(args.scale, args.exp, hw.probe()))
     return 0
 
 

@@ -2,7 +2,7 @@
 
 Sweeps that share a results folder (the nodes of a SLURM job array, `make -j`, two terminals)
 each take the runs no other sweep has taken. A lock is the file
-`results/<profile>/runs/.locks/<run-name>.lock`, created with O_CREAT | O_EXCL, which is atomic on
+`results/<scale>/runs/.locks/<run-name>.lock`, created with O_CREAT | O_EXCL, which is atomic on
 local file systems and on the shared ones clusters use (NFSv3+, Lustre, GPFS). It says who holds
 it (host, pid, SLURM job, since when), and its holder touches it every LOCK_STALE_S / 4 seconds while
 the run goes.
@@ -34,8 +34,8 @@ def stale_s() -> float:
     return float(settings.value("LOCK_STALE_S"))
 
 
-def lock_path(profile: str, name: str, root: Path | None = None) -> Path:
-    return store.runs_dir(profile, root) / LOCKS / f"{name}.lock"
+def lock_path(scale: str, name: str, root: Path | None = None) -> Path:
+    return store.runs_dir(scale, root) / LOCKS / f"{name}.lock"
 
 
 def holder(path: Path) -> dict[str, Any] | None:
@@ -125,9 +125,9 @@ def _create(path: Path) -> bool:
     return True
 
 
-def acquire(profile: str, name: str, root: Path | None = None) -> Lock | None:
+def acquire(scale: str, name: str, root: Path | None = None) -> Lock | None:
     """The run's lock, or None while another live sweep holds it. Recovers a stale lock."""
-    path = lock_path(profile, name, root)
+    path = lock_path(scale, name, root)
     if _create(path):
         return Lock(path)
     if not is_stale(path):

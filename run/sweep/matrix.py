@@ -1,8 +1,8 @@
 """Expand experiments/matrix.yaml into validated run specs.
 
-python -m run.sweep.matrix --profile smoke            # list every run of every experiment
-python -m run.sweep.matrix --profile smoke --exp V3   # the runs of one experiment
-python -m run.sweep.matrix --check                    # validate every entry of every profile
+python -m run.sweep.matrix --scale smoke            # list every run of every experiment
+python -m run.sweep.matrix --scale smoke --exp V3   # the runs of one experiment
+python -m run.sweep.matrix --check                    # validate every entry of every scale
 
 Repeats. REPEATS=n (environment, default 1; `repeats()` is the only reader) runs every run spec n
 times: repeat 0 is the spec itself, repeat k >= 1 the same spec with `seed` = its seed + k. The
@@ -14,10 +14,10 @@ experiments still share a repeat whose spec is identical.
 Ladders. An experiment may hold `ladder:`, a list of steps, each `{step: <label>, <key>: <value>,
 ...}`: step 0 is the faithful run, and each later step keeps every key of the step before and adds
 (or changes) its own, so consecutive steps differ by one change (the waterfall of issue 20). The
-ladder is one more axis, crossed with `vary:`. Its values are scalars, the same in every profile,
-and a key a ladder sets may be in `fixed` only as a scalar and in no profile's defaults: so the
+ladder is one more axis, crossed with `vary:`. Its values are scalars, the same in every scale,
+and a key a ladder sets may be in `fixed` only as a scalar and in no scale's defaults: so the
 faithful value of every ladder key is known from the entry alone, which is what lets
-`ladder_step` tell any spec's step without a profile.
+`ladder_step` tell any spec's step without a scale.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from run import settings, yamlfile
 from run.errors import UserError
 from run.program import program
 from run.sweep import schema
-from run.sweep.schema import FROM_PROFILE
+from run.sweep.schema import FROM_SCALE
 from run.sweep.workloads import WORKLOADS
 
 REPEATS_ENV = "REPEATS"
@@ -41,7 +41,7 @@ STEP = "step"  # a ladder step's label: not a spec key
 
 
 class MatrixError(UserError):
-    """A matrix entry, profile or experiment id that cannot be used."""
+    """A matrix entry, scale or experiment id that cannot be used."""
 
 
 @dataclass(frozen=True)
@@ -83,30 +83,30 @@ def check_keys(matrix: Any) -> None:
         raise MatrixError(str(exc)) from None
 
 
-def profiles(matrix: dict[str, Any] | None = None) -> list[str]:
-    return list((matrix or load_matrix())["profiles"])
+def scales(matrix: dict[str, Any] | None = None) -> list[str]:
+    return list((matrix or load_matrix())["scales"])
 
 
 DEVICES = ("gpu", "any")
 
 
-def profile_device(profile: str, matrix: dict[str, Any] | None = None) -> str:
-    """`gpu` for profiles that must never train on a CPU (quick, paper), else `any`."""
-    prof = (matrix or load_matrix())["profiles"].get(profile)
+def scale_device(scale: str, matrix: dict[str, Any] | None = None) -> str:
+    """`gpu` for scales that must never train on a CPU (quick, paper), else `any`."""
+    prof = (matrix or load_matrix())["scales"].get(scale)
     if prof is None:
-        raise MatrixError(f"unknown profile '{profile}'")
+        raise MatrixError(f"unknown scale '{scale}'")
     device = prof.get("device", "any")
     if device not in DEVICES:
-        raise MatrixError(f"profile '{profile}': device {device!r} is not one of gpu, any")
+        raise MatrixError(f"scale '{scale}': device {device!r} is not one of gpu, any")
     return device
 
 
-def _per_profile(value: Any, profile: str, known: list[str]) -> Any:
-    """A value may be given per profile as {smoke: .., quick: .., paper: ..}."""
+def _per_scale(value: Any, scale: str, known: list[str]) -> Any:
+    """A value may be given per scale as {smoke: .., quick: .., paper: ..}."""
     if isinstance(value, dict) and value and set(value) <= set(known):
-        if profile not in value:
-            raise MatrixError(f"value {value} has no entry for profile '{profile}'")
-        return value[profile]
+        if scale not in value:
+            raise MatrixError(f"value {value} has no entry for scale '{scale}'")
+        return value[scale]
     return value
 
 
@@ -133,18 +133,18 @@ def repeat_spec(spec: dict[str, Any], k: int) -> dict[str, Any]:
 
 
 def expand(
-    exp_id: str, profile: str, matrix: dict[str, Any] | None = None, n_repeats: int | None = None
+    exp_id: str, scale: str, matrix: dict[str, Any] | None = None, n_repeats: int | None = None
 ) -> Experiment:
-    """All resolved, validated, canonical specs of one experiment under one profile, each cell
+    """All resolved, validated, canonical specs of one experiment under one scale, each cell
     `n_repeats` times (default: `repeats()`, i.e. REPEATS), or the experiment's own `repeats` when
     that is more."""
     n = repeats() if n_repeats is None else n_repeats
     if n < 1:
         raise MatrixError(f"{REPEATS_ENV} must be a whole number >= 1, got {n!r}")
     matrix = matrix or load_matrix()
-    known = profiles(matrix)
-    if profile not in known:
-        raise MatrixError(f"unknown profile '{profile}' (known: {', '.join(known)})")
+    known = scales(matrix)
+    if scale not in known:
+        raise MatrixError(f"unknown scale '{scale}' (known: {', '.join(known)})")
     exps = matrix["experiments"]
     if exp_id not in exps:
         raise MatrixError(f"unknown experiment '{exp_id}' (known: {', '.join(exps)})")
@@ -158,21 +158,21 @@ def expand(
     if workload not in WORKLOADS:
         raise MatrixError(f"{exp_id}: unknown workload '{workload}'")
     wl = WORKLOADS[workload]
-    prof = matrix["profiles"][profile]
+    prof = matrix["scales"][scale]
 
     base = dict(wl.defaults)
     base.update(prof.get(workload, {}))
     base["workload"] = workload
     for key, value in (entry.get("fixed") or {}).items():
-        base[key] = _per_profile(value, profile, known)
-        if base[key] == FROM_PROFILE:
-            base[key] = _from_profile(exp_id, key, profile, prof)
+        base[key] = _per_scale(value, scale, known)
+        if base[key] == FROM_SCALE:
+            base[key] = _from_scale(exp_id, key, scale, prof)
 
     axes = []
     for key, values in (entry.get("vary") or {}).items():
-        values = _per_profile(values, profile, known)
-        if values == FROM_PROFILE:
-            values = _from_profile(exp_id, key, profile, prof)
+        values = _per_scale(values, scale, known)
+        if values == FROM_SCALE:
+            values = _from_scale(exp_id, key, scale, prof)
         if not isinstance(values, list) or not values:
             raise MatrixError(f"{exp_id}: axis '{key}' must be a non-empty list, got {values!r}")
         axes.append([(key, v) for v in values])
@@ -186,9 +186,7 @@ def expand(
             spec = dict(base)
             spec.update(combo)
             spec.update(overlay)
-            where = (
-                f"{exp_id} ({profile}, ladder step '{label}')" if label else f"{exp_id} ({profile})"
-            )
+            where = f"{exp_id} ({scale}, ladder step '{label}')" if label else f"{exp_id} ({scale})"
             try:
                 wl.validate(spec)
             except ValueError as exc:
@@ -218,11 +216,9 @@ def expand(
     )
 
 
-def _from_profile(exp_id: str, key: str, profile: str, prof: dict[str, Any]) -> Any:
+def _from_scale(exp_id: str, key: str, scale: str, prof: dict[str, Any]) -> Any:
     if key not in prof:
-        raise MatrixError(
-            f"{exp_id}: '{key}: {FROM_PROFILE}', but profile '{profile}' sets no {key}"
-        )
+        raise MatrixError(f"{exp_id}: '{key}: {FROM_SCALE}', but scale '{scale}' sets no {key}")
     return prof[key]
 
 
@@ -242,7 +238,7 @@ def _ladder_steps(
         raise MatrixError(f"{exp_id}: unknown workload '{workload}'")
     vary = set(entry.get("vary") or {})
     fixed = entry.get("fixed") or {}
-    known = profiles(matrix)
+    known = scales(matrix)
     out: list[tuple[str, dict[str, Any]]] = []
     overlay: dict[str, Any] = {}
     for i, step in enumerate(raw):
@@ -262,14 +258,14 @@ def _ladder_steps(
             if key in vary or key in ("seed", "workload"):
                 raise MatrixError(f"{where}: '{key}' cannot be a ladder key (vary or seed owns it)")
             if isinstance(value, (dict, list)):
-                raise MatrixError(f"{where}: {key}={value!r} must be one value for every profile")
+                raise MatrixError(f"{where}: {key}={value!r} must be one value for every scale")
             if (
                 isinstance(fixed.get(key), dict)
-                or fixed.get(key) == FROM_PROFILE
-                or any(key in (matrix["profiles"][p].get(workload) or {}) for p in known)
+                or fixed.get(key) == FROM_SCALE
+                or any(key in (matrix["scales"][p].get(workload) or {}) for p in known)
             ):
                 raise MatrixError(
-                    f"{where}: '{key}' is set per profile elsewhere, so its faithful value is unknown"
+                    f"{where}: '{key}' is set per scale elsewhere, so its faithful value is unknown"
                 )
         if i > 0 and not keys:
             raise MatrixError(f"{where}: changes nothing (the step sets no key)")
@@ -341,9 +337,9 @@ def experiments_for_target(target: str, matrix: dict[str, Any] | None = None) ->
 
 
 def check_all(matrix: dict[str, Any] | None = None) -> tuple[int, int]:
-    """Validate every experiment under every profile. Returns (entries checked, specs checked).
+    """Validate every experiment under every scale. Returns (entries checked, specs checked).
 
-    Also checks that a run name never stands for two different specs within a profile, which is
+    Also checks that a run name never stands for two different specs within a scale, which is
     what lets experiments share identical runs by name.
     """
     if not matrix:
@@ -351,16 +347,16 @@ def check_all(matrix: dict[str, Any] | None = None) -> tuple[int, int]:
     else:
         check_keys(matrix)
     entries = specs_checked = 0
-    for profile in profiles(matrix):
-        profile_device(profile, matrix)
+    for scale in scales(matrix):
+        scale_device(scale, matrix)
         by_name: dict[str, dict[str, Any]] = {}
         for exp_id in matrix["experiments"]:
-            exp = expand(exp_id, profile, matrix)
+            exp = expand(exp_id, scale, matrix)
             entries += 1
             for spec in exp.specs:
                 name = run_name(spec)
                 if name in by_name and by_name[name] != spec:
-                    raise MatrixError(f"run name {name} stands for two different specs ({profile})")
+                    raise MatrixError(f"run name {name} stands for two different specs ({scale})")
                 by_name[name] = spec
                 specs_checked += 1
     return entries, specs_checked
@@ -369,7 +365,7 @@ def check_all(matrix: dict[str, Any] | None = None) -> tuple[int, int]:
 @program()
 def main(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    ap.add_argument("--profile", default="smoke")
+    ap.add_argument("--scale", default="smoke")
     ap.add_argument("--exp", action="append", help="experiment id (repeatable); default all")
     ap.add_argument("--check", action="store_true")
     args = ap.parse_args(argv)
@@ -379,7 +375,7 @@ def main(argv: list[str]) -> int:
         return 0
     matrix = load_matrix()
     for exp_id in args.exp or list(matrix["experiments"]):
-        exp = expand(exp_id, args.profile, matrix)
+        exp = expand(exp_id, args.scale, matrix)
         times = f" ({exp.repeats} repeats per cell)" if exp.repeats > 1 else ""
         print(f"{exp.id} [{exp.target}] {exp.title}: {len(exp.specs)} runs{times}")
         for name in exp.run_names:

@@ -1,5 +1,5 @@
 """The paper's published times, read from reference/paper/*.csv (never retyped): the anchors of the
-cost model (run/sweep/cost.py) and the paper's node, which a plan for a GPU profile assumes on a
+cost model (run/sweep/cost.py) and the paper's node, which a plan for a GPU scale assumes on a
 machine without GPUs."""
 
 from __future__ import annotations

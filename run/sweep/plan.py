@@ -1,6 +1,6 @@
 """What a sweep will cost, known before anything runs: every run with its state and estimate.
 
-    python -m run.sweep.plan --profile quick [--exp V3 --exp L1 ...] [--gpus N] [--brief]
+    python -m run.sweep.plan --scale quick [--exp V3 --exp L1 ...] [--gpus N] [--brief]
 
 One line per unique run (runs shared by experiments appear once, with their experiments): its
 state (done, missing, failed, oom, unsupported, skipped; a run whose summary.json or spec.json
@@ -13,7 +13,7 @@ missing runs).
 Without --exp it plans what `make all` runs: every experiment with an analysis module.
 
 Which node. This machine (run.node.probe), unless `--gpus N` names another node of N GPUs, or the
-profile needs GPUs (`device: gpu` in experiments/matrix.yaml) and this machine has none: then it
+scale needs GPUs (`device: gpu` in experiments/matrix.yaml) and this machine has none: then it
 plans for the paper's node (4 x H100, the largest GPU count of Table 2) and says so. A run
 needing more ranks than the node has (run.node.probe.max_ranks), or one this machine cannot run
 (a numa_bind cell without numactl), is `skipped` with its reason, by the sweep's own test
@@ -53,7 +53,7 @@ UNREADABLE = "unreadable run files"
 
 
 class PlanError(UserError):
-    """A plan that cannot be made (bad profile, experiment or GPU count)."""
+    """A plan that cannot be made (bad scale, experiment or GPU count)."""
 
 
 @dataclass
@@ -87,12 +87,12 @@ def default_experiments(matrix: dict[str, Any]) -> list[str]:
 
 
 def plan_node(
-    profile: str, info: dict[str, Any], matrix: dict[str, Any], target_gpus: int | None = None
+    scale: str, info: dict[str, Any], matrix: dict[str, Any], target_gpus: int | None = None
 ) -> tuple[dict[str, Any], str]:
     """The machine the plan is for, and a sentence saying which it is."""
     if target_gpus is not None and target_gpus < 1:
         raise PlanError(f"--gpus {target_gpus}: a node has at least 1 GPU")
-    needs_gpu = mx.profile_device(profile, matrix) == "gpu"
+    needs_gpu = mx.scale_device(scale, matrix) == "gpu"
     if target_gpus is None and not (needs_gpu and not on_gpu(info)):
         if on_gpu(info):
             return info, f"estimated for this machine: {info['gpu_count']} x {info['gpu_model']}"
@@ -116,14 +116,14 @@ def plan_node(
 
 
 def _state(
-    profile: str, name: str, spec: dict[str, Any], node: dict[str, Any], here: bool
+    scale: str, name: str, spec: dict[str, Any], node: dict[str, Any], here: bool
 ) -> tuple[str, str]:
     """The state the sweep will find a run in, and why (skipped, failed, unsupported, unreadable).
     Skipped is the sweep's own test (run/sweep/left.py): numa_bind cells without numactl too."""
-    why = left.skip_reason(profile, spec, node, hw.max_ranks(node), here)
+    why = left.skip_reason(scale, spec, node, hw.max_ranks(node), here)
     if why:
         return "skipped", why
-    run = store.run_dir(profile, name)
+    run = store.run_dir(scale, name)
     summary = store.read_summary(run)
     if summary is not None and not store.is_unreadable(summary):
         status = summary["status"]
@@ -141,7 +141,7 @@ def _state(
 
 
 def build(
-    profile: str,
+    scale: str,
     exp_ids: list[str] | None,
     info: dict[str, Any],
     matrix: dict[str, Any] | None = None,
@@ -149,16 +149,16 @@ def build(
 ) -> list[PlanRow]:
     """One row per unique run of the experiments (all of `make all` when None), in order."""
     matrix = matrix or mx.load_matrix()
-    node, _ = plan_node(profile, info, matrix, target_gpus)
+    node, _ = plan_node(scale, info, matrix, target_gpus)
     here = target_gpus is None and not node.get("assumed_node")  # not another node
-    factors = calibration(profile, node, matrix)
+    factors = calibration(scale, node, matrix)
     override = mx.profiler_override()
     if override == "nsys" and node.get("assumed_node") and not node.get("nsys"):
         node = {**node, "nsys": "nsys (assumed on the node)"}
-    windows = {w: profiling.window_for(profile, w, matrix) for w in WORKLOADS}
+    windows = {w: profiling.window_for(scale, w, matrix) for w in WORKLOADS}
     rows: dict[str, PlanRow] = {}
     for exp_id in exp_ids if exp_ids is not None else default_experiments(matrix):
-        exp = mx.expand(exp_id, profile, matrix)
+        exp = mx.expand(exp_id, scale, matrix)
         for raw in exp.specs:
             spec = mx.resolve_profiler(raw, override, node)
             name = mx.run_name(spec)
@@ -166,7 +166,7 @@ def build(
                 if exp_id not in rows[name].experiments:
                     rows[name].experiments.append(exp_id)
                 continue
-            state, reason = _state(profile, name, spec, node, here)
+            state, reason = _state(scale, name, spec, node, here)
             if state == "missing" and not reason and expect_oom(spec, node):
                 reason = f"estimated as out of memory below {QAT_FITS_GPUS} GPUs, as the paper's"
             workload = spec["workload"]
@@ -228,7 +228,7 @@ def _counts(rows: list[PlanRow]) -> str:
 def render(
     rows: list[PlanRow],
     info: dict[str, Any],
-    profile: str,
+    scale: str,
     *,
     node_note: str | None = None,
     calib: dict[str, tuple[float, int]] | None = None,
@@ -243,9 +243,7 @@ def render(
             else "estimated for this machine (no GPU)"
         )
     exps = _experiments(rows, matrix)
-    out = [
-        f"plan for PROFILE={profile}: {len(rows)} runs of {len(exps)} experiment(s); {node_note}"
-    ]
+    out = [f"plan for PROFILE={scale}: {len(rows)} runs of {len(exps)} experiment(s); {node_note}"]
     n_repeats = mx.repeats()
     if n_repeats > 1:
         out.append(
@@ -346,7 +344,7 @@ def _calibrated(calib: dict[str, tuple[float, int]]) -> str:
         return "no local runs to calibrate on yet (factor 1.0)"
     local = ", ".join(f"{w} x{f:.2f} ({n} runs)" for w, (f, n) in sorted(calib.items()))
     n = sum(k for _, k in calib.values())
-    return f"calibrated on {n} local run(s) of this profile: {local}"
+    return f"calibrated on {n} local run(s) of this scale: {local}"
 
 
 def _model(info: dict[str, Any]) -> str:
@@ -361,7 +359,7 @@ def _model(info: dict[str, Any]) -> str:
 @program()
 def main(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    ap.add_argument("--profile", help="smoke, quick, paper (default: what `make all` picks)")
+    ap.add_argument("--scale", help="smoke, quick, paper (default: what `make all` picks)")
     ap.add_argument(
         "--exp", action="append", help="experiment id (repeatable); default: make all's"
     )
@@ -370,20 +368,20 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--json", action="store_true", help="the totals as one JSON object")
     args = ap.parse_args(argv)
     info = hw.probe()
-    profile = args.profile or hw.default_profile(info)
+    scale = args.scale or hw.default_scale(info)
     matrix = mx.load_matrix()
-    node, note = plan_node(profile, info, matrix, args.gpus)
-    rows = build(profile, args.exp, info, matrix, args.gpus)
-    calib = calibration_detail(profile, node, matrix)
+    node, note = plan_node(scale, info, matrix, args.gpus)
+    rows = build(scale, args.exp, info, matrix, args.gpus)
+    calib = calibration_detail(scale, node, matrix)
     if args.json:  # what the report's "next on a GPU node" reads (report/nextgpu.py)
         where = (f"{node['gpu_count']} x {node['gpu_model']}".removesuffix(
             " (assumed: the paper's GPU)") if on_gpu(node) else "this machine (no GPU)")  # fmt: skip
-        print(json.dumps({"profile": profile, "runs": len(rows),
+        print(json.dumps({"scale": scale, "runs": len(rows),
                           "missing": len(to_spend(rows)), "gpu_hours": gpu_hours(rows),
                           "wall_s": wall_s(rows), "wall": fmt_s(wall_s(rows)),
                           "node": where}))  # fmt: skip
         return 0
-    print(render(rows, node, profile, node_note=note, calib=calib, matrix=matrix, brief=args.brief))
+    print(render(rows, node, scale, node_note=note, calib=calib, matrix=matrix, brief=args.brief))
     return 0
 
 

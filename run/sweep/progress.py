@@ -1,5 +1,5 @@
 """What a sweep prints while it runs: `[k/N] run-name` with the run's estimate, the time of this
-sweep and the ETA of the profile (estimates from the plan's cost model, run/sweep/cost.py), and a
+sweep and the ETA of the scale (estimates from the plan's cost model, run/sweep/cost.py), and a
 heartbeat line with the run's last log line while it goes."""
 
 from __future__ import annotations
@@ -23,16 +23,16 @@ def hms(seconds: float | None) -> str:
 
 
 class Progress:
-    """`[k/N]` over the profile's runnable runs, with estimates from run/sweep/cost.py's cost model."""
+    """`[k/N]` over the scale's runnable runs, with estimates from run/sweep/cost.py's cost model."""
 
-    def __init__(self, profile: str, info: dict[str, Any], matrix: dict[str, Any]) -> None:
+    def __init__(self, scale: str, info: dict[str, Any], matrix: dict[str, Any]) -> None:
         self.t0 = time.monotonic()
         self.total = 0
         self.done = 0
-        self.left_s = 0.0  # estimated seconds of the profile's runs still to launch
+        self.left_s = 0.0  # estimated seconds of the scale's runs still to launch
         self.estimates: dict[str, float] = {}
         try:
-            rows = plan.build(profile, None, info, matrix)
+            rows = plan.build(scale, None, info, matrix)
         except Exception as exc:  # noqa: BLE001 - progress must never stop a sweep
             print(f"[sweep] no estimates ({type(exc).__name__}: {exc})", flush=True)
             rows = []
@@ -41,7 +41,7 @@ class Progress:
                 continue
             self.total += 1
             # the plan marks unsupported cells before they are recorded: those are still to do
-            todo = row.state == "unsupported" and not store.is_finished(profile, row.name)
+            todo = row.state == "unsupported" and not store.is_finished(scale, row.name)
             if row.state == "missing" or todo:
                 self.estimates[row.name] = row.est_s
                 self.left_s += row.est_s
@@ -53,7 +53,7 @@ class Progress:
         est = self.estimates.get(name)
         return (
             f"[{self.done}/{max(self.total, self.done)}] {name} (est. {hms(est)}; this sweep "
-            f"{hms(time.monotonic() - self.t0)}, ETA of the profile {hms(self.left_s)})"
+            f"{hms(time.monotonic() - self.t0)}, ETA of the scale {hms(self.left_s)})"
         )
 
     def finish(self, name: str) -> None:

@@ -1,14 +1,14 @@
 """Run every missing run of one or more experiments; resumable and failure-tolerant.
 
-    python -m run.sweep --profile smoke --exp V3 [--exp V4 ...] [--retry-failed]
+    python -m run.sweep --scale smoke --exp V3 [--exp V4 ...] [--retry-failed]
 
 For each run spec of the experiments: a finished run (its summary.json exists) is skipped; a run
 that needs more GPUs (or, on CPU, more cores for gloo ranks) than this job may use is skipped and
 listed as such; everything else is launched, its output captured in the run's log.txt. A run that
 fails or runs out of memory is stored with that status and its root cause (run/sweep/failure.py), and
 the sweep goes on. When every run of an experiment has been dealt with,
-results/<profile>/sweeps/<EXP>.json records the outcome; that file is what the Makefile waits for.
-A GPU sweep with failed runs also writes results/<profile>/bundles/<EXP>.tar.gz (run/node/bundle.py).
+results/<scale>/sweeps/<EXP>.json records the outcome; that file is what the Makefile waits for.
+A GPU sweep with failed runs also writes results/<scale>/bundles/<EXP>.tar.gz (run/node/bundle.py).
 With REPEATS=n (run/sweep/matrix.py) every cell runs n times with seeds seed..seed+n-1, each repeat a run
 of its own: the record lists every repeat's run, and a rerun launches only the missing repeats.
 `--only-repeat k` runs repeat k alone, no record: the Makefile spreads the noise repeats over `make all`.
@@ -16,10 +16,10 @@ Sweeps sharing a results folder (SLURM job array, `make -j`) take each run under
 (run/sweep/lock.py): a run another sweep holds is waited for after this sweep's own runs, and run here
 if that sweep died.
 
-Before anything runs: the profile's device (a `gpu` profile never trains on a CPU), GPUs that the
+Before anything runs: the scale's device (a `gpu` scale never trains on a CPU), GPUs that the
 installed torch cannot use, the profiler choice and every data set are checked; bad input stops
 the sweep with one line `error: ...` and exit 2. While it runs, each launch prints
-`[k/N] run-name` with its estimate and the profile's ETA (N counts the profile's runs this machine
+`[k/N] run-name` with its estimate and the scale's ETA (N counts the scale's runs this machine
 can run, across experiments), and a heartbeat line at least every HEARTBEAT_S seconds.
 """
 
@@ -118,7 +118,7 @@ def profile_metrics(spec: dict[str, Any], stage: Path, summary: dict[str, Any]) 
 
 def execute(
     spec: dict[str, Any],
-    profile: str,
+    scale: str,
     info: dict[str, Any],
     matrix: dict[str, Any] | None = None,
     progress: Progress | None = None,
@@ -127,14 +127,14 @@ def execute(
     the run's lock). Returns its summary. Interrupted (Ctrl-C, SIGTERM, a full disk), it leaves
     no process and no staging folder behind, and nothing published."""
     name = mx.run_name(spec)
-    run = store.run_dir(profile, name)
+    run = store.run_dir(scale, name)
     lifeline.stop_earlier(run)
-    store.discard_staging(profile, name)
+    store.discard_staging(scale, name)
     tag = lifeline.new_attempt(run)
-    stage = store.start_staging(profile, name, lifeline.attempt_id(tag))
+    stage = store.start_staging(scale, name, lifeline.attempt_id(tag))
     try:
-        summary = _run_in(stage, tag, spec, profile, info, matrix, progress)
-        store.publish(stage, profile, name)
+        summary = _run_in(stage, tag, spec, scale, info, matrix, progress)
+        store.publish(stage, scale, name)
     except BaseException:
         with lifeline.shielded():
             lifeline.stop(tag)
@@ -147,7 +147,7 @@ def _run_in(
     stage: Path,
     tag: str,
     spec: dict[str, Any],
-    profile: str,
+    scale: str,
     info: dict[str, Any],
     matrix: dict[str, Any] | None,
     progress: Progress | None,
@@ -155,7 +155,7 @@ def _run_in(
     name = mx.run_name(spec)
     store.write_json_atomic(stage / store.SPEC, spec)
     if spec.get("profiler", "none") != "none":
-        window = profiling.window_for(profile, spec["workload"], matrix or mx.load_matrix())
+        window = profiling.window_for(scale, spec["workload"], matrix or mx.load_matrix())
         profiling.write_plan(stage, spec, window)
     reason = WORKLOADS[spec["workload"]].unsupported_reason(spec)
     if reason:
@@ -203,7 +203,7 @@ def _run_in(
 
 def attempt(
     spec: dict[str, Any],
-    profile: str,
+    scale: str,
     info: dict[str, Any],
     matrix: dict[str, Any],
     progress: Progress | None,
@@ -212,19 +212,19 @@ def attempt(
     """The run's entry in the sweep record: reused, or run under its lock; None if another
     sweep holds the lock (run/sweep/lock.py)."""
     name = mx.run_name(spec)
-    summary = store.read_summary(store.run_dir(profile, name))
+    summary = store.read_summary(store.run_dir(scale, name))
     if not _wanted(summary, retry_failed):
         return {"run": name, "status": summary["status"], "reused": True}
-    held = lock.acquire(profile, name)
+    held = lock.acquire(scale, name)
     if held is None:
         return None
     with held:
-        summary = store.read_summary(store.run_dir(profile, name))
+        summary = store.read_summary(store.run_dir(scale, name))
         if not _wanted(summary, retry_failed):  # finished by another sweep meanwhile
             return {"run": name, "status": summary["status"], "reused": True}
         if store.is_unreadable(summary):
             print(f"[sweep] {name}: {summary['error']}: running it again", flush=True)
-        summary = execute(spec, profile, info, matrix, progress)
+        summary = execute(spec, scale, info, matrix, progress)
     return {"run": name, "status": summary["status"], "reused": False}
 
 
@@ -238,7 +238,7 @@ def _wanted(summary: dict[str, Any] | None, retry_failed: bool) -> bool:
 
 def wait_for(
     spec: dict[str, Any],
-    profile: str,
+    scale: str,
     info: dict[str, Any],
     matrix: dict[str, Any],
     progress: Progress | None,
@@ -247,16 +247,16 @@ def wait_for(
     """A run another sweep had taken: its result once published, or run here if that sweep
     died (its lock goes stale). A run retried by the other sweep is not retried again."""
     while True:
-        got = attempt(spec, profile, info, matrix, progress, retry_failed=False)
+        got = attempt(spec, scale, info, matrix, progress, retry_failed=False)
         if got is not None:
             return got
         time.sleep(settings.value("LOCK_POLL_S"))
 
 
-def check_device(profile: str, info: dict[str, Any], matrix: dict[str, Any]) -> None:
-    """A GPU profile never trains on a CPU; GPUs that torch cannot use stop every profile."""
+def check_device(scale: str, info: dict[str, Any], matrix: dict[str, Any]) -> None:
+    """A GPU scale never trains on a CPU; GPUs that torch cannot use stop every scale."""
     hw.check_cuda(info)
-    if mx.profile_device(profile, matrix) == "gpu" and not info["gpu_count"]:
+    if mx.scale_device(scale, matrix) == "gpu" and not info["gpu_count"]:
         hidden = info.get("gpus_on_node", 0)
         why = (
             f"the node has {hidden} GPU(s) but CUDA_VISIBLE_DEVICES / SLURM hides them all"
@@ -264,7 +264,7 @@ def check_device(profile: str, info: dict[str, Any], matrix: dict[str, Any]) -> 
             else "this machine has none (nvidia-smi lists no GPU)"
         )
         raise UserError(
-            f"profile '{profile}' runs on CUDA GPUs and {why}: use PROFILE=smoke on a CPU "
+            f"scale '{scale}' runs on CUDA GPUs and {why}: use PROFILE=smoke on a CPU "
             "machine, or run on a GPU node"
         )
 
@@ -282,7 +282,7 @@ def repeat_index(specs: tuple[dict[str, Any], ...] | list[dict[str, Any]]) -> li
 
 
 def sweep(
-    exp_ids: list[str], profile: str, retry_failed: bool = False, only_repeat: int | None = None
+    exp_ids: list[str], scale: str, retry_failed: bool = False, only_repeat: int | None = None
 ) -> int:
     """Every missing run of the experiments, then each one's record. `only_repeat` k: only the
     k-th repeat of each cell (seed + k) and no record, a part of the sweep run at its own point
@@ -291,7 +291,7 @@ def sweep(
     limit = hw.max_ranks(info)
     override = mx.profiler_override()
     matrix = mx.load_matrix()
-    expanded = [mx.expand(e, profile, matrix) for e in exp_ids]
+    expanded = [mx.expand(e, scale, matrix) for e in exp_ids]
     if only_repeat is not None:
         expanded = [
             dataclasses.replace(exp, specs=tuple(
@@ -300,7 +300,7 @@ def sweep(
             for exp in expanded
         ]  # fmt: skip
     numa.plan(1, info)  # NUMA=bind without numactl, or a bad NUMA value: stop before any run
-    check_device(profile, info, matrix)
+    check_device(scale, info, matrix)
     # The profiler choice is resolved for every spec before anything runs, so PROFILER=nsys
     # without nsys stops here with one line, not halfway through a sweep.
     resolved = {
@@ -312,7 +312,7 @@ def sweep(
         specs = [s for exp in expanded for s in exp.specs if s["workload"] == name]
         if specs:
             workload.preflight([s for s in specs if s["gpus"] <= limit])
-    progress = Progress(profile, info, matrix)
+    progress = Progress(scale, info, matrix)
     # First every experiment's own runs, then the runs other sweeps held: nodes sharing the
     # results folder wait only once, at the end, not at the tail of every experiment.
     ran: dict[str, list[dict[str, Any]]] = {exp.id: [] for exp in expanded}
@@ -321,20 +321,20 @@ def sweep(
     for exp in expanded:
         for spec in resolved[exp.id]:
             name = mx.run_name(spec)
-            why = left.skip_reason(profile, spec, info, limit)  # the plan's `skipped` too
+            why = left.skip_reason(scale, spec, info, limit)  # the plan's `skipped` too
             if why:
                 skipped[exp.id].append({"run": name, "gpus": spec["gpus"], "reason": why})
                 print(f"[sweep] {name}: skipped ({why})", flush=True)
                 continue
-            got = attempt(spec, profile, info, matrix, progress, retry_failed)
+            got = attempt(spec, scale, info, matrix, progress, retry_failed)
             if got is None:
-                who = lock.describe(lock.lock_path(profile, name))
+                who = lock.describe(lock.lock_path(scale, name))
                 print(f"[sweep] {name}: taken by {who}; waiting for it later", flush=True)
                 taken.append((exp.id, spec))
             else:
                 ran[exp.id].append(got)
     for exp_id, spec in taken:
-        ran[exp_id].append(wait_for(spec, profile, info, matrix, progress, retry_failed))
+        ran[exp_id].append(wait_for(spec, scale, info, matrix, progress, retry_failed))
     if only_repeat is not None:  # a part: the whole sweep writes the record, reusing these runs
         done = sum(1 for e in expanded for r in ran[e.id] if not r["reused"])
         print(
@@ -345,13 +345,13 @@ def sweep(
         record: dict[str, Any] = {
             "experiment": exp.id,
             "target": exp.target,
-            "profile": profile,
+            "scale": scale,
             "repeats": exp.repeats,
             "runs": ran[exp.id],
             "skipped": skipped[exp.id],
             "hardware": {k: info[k] for k in ("gpu_count", "gpu_model", "cpu_count", "nsys")},
         }
-        store.write_json_atomic(store.sweeps_dir(profile) / f"{exp.id}.json", record)
+        store.write_json_atomic(store.sweeps_dir(scale) / f"{exp.id}.json", record)
         done = sum(1 for r in ran[exp.id] if not r["reused"])
         print(
             f"[sweep] {exp.id}: {len(ran[exp.id])} runs ({done} new, "
@@ -359,13 +359,13 @@ def sweep(
             flush=True,
         )
     failed = [r for exp in expanded for r in ran[exp.id] if r["status"] == "failed"]
-    if failed and mx.profile_device(profile, matrix) == "gpu":
-        send_back(profile, exp_ids, info, failed)
+    if failed and mx.scale_device(scale, matrix) == "gpu":
+        send_back(scale, exp_ids, info, failed)
     return 0
 
 
 def send_back(
-    profile: str, exp_ids: list[str], info: dict[str, Any], failed: list[dict[str, Any]]
+    scale: str, exp_ids: list[str], info: dict[str, Any], failed: list[dict[str, Any]]
 ) -> Path | None:
     """A GPU sweep with failed runs: one archive (run/node/bundle.py) with the probe, the versions and
     each failed run's log tail and root cause, named after the experiments so that sweeps sharing
@@ -373,16 +373,16 @@ def send_back(
     runs = [
         {
             "name": r["run"],
-            "profile": profile,
+            "scale": scale,
             "run": r["run"],
             "status": r["status"],
-            "root_cause": store.read_json(store.run_dir(profile, r["run"]) / store.SUMMARY).get(
+            "root_cause": store.read_json(store.run_dir(scale, r["run"]) / store.SUMMARY).get(
                 "error"
             ),
         }
         for r in failed
     ]
-    path = store.profile_dir(profile) / "bundles" / f"{'-'.join(sorted(set(exp_ids)))}.tar.gz"
+    path = store.scale_dir(scale) / "bundles" / f"{'-'.join(sorted(set(exp_ids)))}.tar.gz"
     try:
         bundle.build(path, info, runs)
     except OSError as exc:  # the runs are recorded already; a missing bundle must not hide them
@@ -403,7 +403,7 @@ def main(argv: list[str]) -> int:
         description=__doc__,
         formatter_class=argparse.RawTextHelpFormatter,
     )
-    ap.add_argument("--profile", required=True)
+    ap.add_argument("--scale", required=True)
     ap.add_argument("--exp", action="append", required=True, help="experiment id, e.g. V3")
     ap.add_argument("--retry-failed", action="store_true", help="run failed runs again")
     ap.add_argument("--only-repeat", type=int, metavar="K",
@@ -415,4 +415,4 @@ def main(argv: list[str]) -> int:
     # SIGTERM (SLURM's requeue, a killed make) unwinds like Ctrl-C: the run in flight is stopped
     # with all its processes, its staging folder removed and its lock released at once.
     unwind_on_signals()
-    return sweep(args.exp, args.profile, args.retry_failed, args.only_repeat)
+    return sweep(args.exp, args.scale, args.retry_failed, args.only_repeat)

@@ -2,7 +2,7 @@
 for `vary:` would silently drop an axis). run/sweep/matrix.py refuses such a matrix with the one
 line `check` raises.
 
-Spec keys (a profile's workload block, `fixed`, `vary`, ladder steps) are the workload's own,
+Spec keys (a scale's workload block, `fixed`, `vary`, ladder steps) are the workload's own,
 checked by its validate() when the specs are expanded; profiling windows by run/node/profiling.py.
 """
 
@@ -11,14 +11,14 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-FROM_PROFILE = "from-profile"  # a fixed value or an axis taken from the profile's own key
-TOP_KEYS = ("profiles", "experiments")
-PROFILE_KEYS = (
+FROM_SCALE = "from-scale"  # a fixed value or an axis taken from the scale's own key
+TOP_KEYS = ("scales", "experiments")
+SCALE_KEYS = (
     "description",
     "device",
     "gpus",
     "profiling",
-)  # + a block per workload, + from-profile keys
+)  # + a block per workload, + from-scale keys
 EXPERIMENT_KEYS = ("title", "source", "target", "workload", "fixed", "vary", "ladder", "repeats")
 REQUIRED_EXPERIMENT_KEYS = ("title", "source", "target", "workload")
 
@@ -39,7 +39,7 @@ def check(matrix: Any, workloads: Iterable[str]) -> None:
     for key in TOP_KEYS:
         if not isinstance(matrix.get(key), dict) or not matrix[key]:
             raise ValueError(f"matrix: '{key}' must be a non-empty mapping")
-    from_profile = set()
+    from_scale = set()
     for exp_id, entry in matrix["experiments"].items():
         if not isinstance(entry, dict):
             raise ValueError(f"{exp_id}: an experiment must be a mapping of its keys")
@@ -50,10 +50,10 @@ def check(matrix: Any, workloads: Iterable[str]) -> None:
         for block in ("fixed", "vary"):
             for key, value in (entry.get(block) or {}).items():
                 values = value.values() if isinstance(value, dict) else [value]
-                from_profile |= {key for v in values if v == FROM_PROFILE}
-    for name, prof in matrix["profiles"].items():
-        where = f"profile '{name}'"
+                from_scale |= {key for v in values if v == FROM_SCALE}
+    for name, prof in matrix["scales"].items():
+        where = f"scale '{name}'"
         if not isinstance(prof, dict):
             raise ValueError(f"{where} must be a mapping of its keys")
-        _unknown(where, prof, [*PROFILE_KEYS, *workloads, *from_profile])
+        _unknown(where, prof, [*SCALE_KEYS, *workloads, *from_scale])
         _unknown(f"{where}: profiling", prof.get("profiling") or {}, workloads)

@@ -3,7 +3,7 @@ of the torchtune config that points at them.
 
 Template subsets (the journal's three 500-row sets, run/llm/catalog.py TEMPLATES): the rows are
 `sorted(random.Random(0).sample(range(len(parent)), k))`, so the same parent always gives the same
-subset, in parent order. k is the profile's `template_rows` (500 in the paper, fewer in smoke).
+subset, in parent order. k is the scale's `template_rows` (500 in the paper, fewer in smoke).
 
 DPO preference pairs (the paper does not say how it made them; this is our documented assumption):
 for row i of a set, the prompt is the row's prompt exactly as the SFT recipe would present it,
