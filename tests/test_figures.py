@@ -73,10 +73,6 @@ TOP, BACKWARD = "top CPU op: ", " (backward node, with its autograd-engine call)
 COPIES = {"memcpy_htod": "HtoD", "memcpy_dtod": "DtoD", "memcpy_dtoh": "DtoH"}
 
 
-def gpus(g: int) -> str:
-    return "1 GPU" if g == 1 else f"{g} GPUs"
-
-
 def legend_of(rows: pd.DataFrame, col: str, name) -> set[str]:
     """The legend labels of the values of `col` among `rows` (`name`: a dict, None: not drawn)."""
     named = (name.get(v) if isinstance(name, dict) else name(v) for v in rows[col].dropna())
@@ -115,8 +111,8 @@ def profile_legend(df: pd.DataFrame) -> set[str]:
 LEGENDS = {
     "fig-strategies": lambda d: legend_of(finished(d), "strategy",
                                           {"ddp": "DDP", "ddp_rr": "DDP-RR", "ddp_ds": "DDP-DS"}),
-    "fig-imagesize": lambda d: legend_of(finished(d), "gpus", gpus),
-    "fig-datasets": lambda d: legend_of(finished(d), "gpus", gpus),
+    "fig-imagesize": lambda d: legend_of(finished(d), "gpus", common.gpus_label),
+    "fig-datasets": lambda d: legend_of(finished(d), "gpus", common.gpus_label),
     "fig-loss": lambda d: legend_of(finished(d), "precision", str.upper),  # (x pin on/off)
     "fig-loaders": lambda d: legend_of(finished(d), "loader_label", str),
     "fig-nhwc": lambda d: legend_of(finished(d), "setup", str),
@@ -124,8 +120,8 @@ LEGENDS = {
     # the LLM matrices: a cell that did not finish is an "n/a" in its place, its series kept
     "fig-templates": lambda d: legend_of(d, "method_label", str),
     "fig-template-scaling": lambda d: legend_of(d, "method_label", str),
-    "fig-vram": lambda d: legend_of(d, "gpus", gpus),
-    "fig-optimized": lambda d: legend_of(d, "gpus", gpus),
+    "fig-vram": lambda d: legend_of(d, "gpus", common.gpus_label),
+    "fig-optimized": lambda d: legend_of(d, "gpus", common.gpus_label),
     "fig-transfers": lambda d: (legend_of(measured(d), "metric", COPIES)
                                 or legend_of(measured(d), "metric",
                                              {"cpu:aten::copy_": "aten::copy_ (host copies)"})),
