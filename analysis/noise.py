@@ -1,17 +1,21 @@
 """Run-to-run noise, measured where the claims are judged (issues 26 and 38).
 
 Every set of runs in a results folder that did identical work is a measurement of spread: the
-seed repeats (the noise cells N1/N2 of experiments/matrix.yaml, and REPEATS=n), and on a CPU each
-pin_memory pair (pinning is a no-op without a GPU, the losses are bit-identical) and each NUMA
-pair where binding changed nothing (one NUMA node, or not bound). A set's spread in a quantity is
+seed repeats (the noise cells N1/N2 of experiments/matrix.yaml, and REPEATS=n) with the noise
+cells' run beside a busy core (`busy_repeats`, run/node/busy.py: the same work, only the machine's
+load differs), and on a CPU each pin_memory pair (pinning is a no-op without a GPU, the losses are
+bit-identical) and each NUMA pair where binding changed nothing (one NUMA node, or not bound).
+Because the busy run is in its cell's set, the largest spread, and so every margin, covers a run
+beside a busy core: two sweeps of identical work, one beside other work, measured spreads that a
+quiet sweep's did not bound (issue 38, `make check-verdicts`). A set's spread in a quantity is
 (max - min) / median over its runs; the margin a claim needs is the largest spread measured for
 its workload, its rank counts and its quantity anywhere in the folder, twice over (`Floor.margin`). A
 quantity whose spread was not measured has an infinite margin: it is compared only where its
 cells have repeats of their own (analysis/claims/outcome.py).
 
 The noise cells run spread over the sweep, not back to back: their first repeat before the first
-experiment, the second between the vision and the LLM experiments, the third at the end (the
-Makefile's NOISE_PART stamps, `python -m run.sweep --only-repeat k`).
+experiment, the second between the vision and the LLM experiments, the third and the busy one at
+the end (the Makefile's `.noise-k` stamps, `python -m run.sweep --only-repeat k`).
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ import pandas as pd
 from analysis import common as c
 from analysis import steady as st
 from run import store
+from run.node import busy
 
 TARGET = "table-noise"
 # The quantities measured on every run: a summary field, a per-epoch field (one spread per
@@ -62,9 +67,10 @@ VALUE_MEASURES: dict[str, dict[str, tuple[str, ...]]] = {
 # Values that divide by the 1-GPU run: their margin counts the 1-rank spread too.
 VS_ONE_GPU = ("speedup_vs_1gpu", "efficiency_pct", "efficiency_vs_1gpu_pct")
 # Spec fields that tell runs of identical work apart; which of them are no-ops depends on the run.
-SEED, PIN, NUMA = "seed", "pin_memory", "numa"
+SEED, PIN, NUMA, BESIDE = "seed", "pin_memory", "numa", busy.BESIDE
 KIND = {SEED: "seed repeats", PIN: "pin_memory pair (a no-op on a CPU)",
-        NUMA: "NUMA binding pair (a no-op here: one node or not bound)"}  # fmt: skip
+        NUMA: "NUMA binding pair (a no-op here: one node or not bound)",
+        BESIDE: "a run beside a busy core"}  # fmt: skip
 # Accuracy is a share bounded by 0 and 100: near chance a relative spread says nothing, so its
 # spread is in points (max - min), and a margin is those points against the compared value.
 POINTS = ("accuracy",)
@@ -104,9 +110,10 @@ def all_runs(scale: str, matrix: dict[str, Any]) -> pd.DataFrame:
 
 
 def _noop_keys(run: str, scale: str, summary_device: Any) -> set[str]:
-    """The spec fields that change nothing for this run: the seed always counts as a repeat, pin_memory
+    """The spec fields that change nothing for this run: the seed always counts as a repeat, and so
+    does a run beside a busy core (the same work, only the machine's load differs), pin_memory
     without a GPU, numa where the run was not bound or the machine has one node."""
-    out = {SEED}
+    out = {SEED, BESIDE}
     if str(summary_device or "cpu") == "cpu":
         out.add(PIN)
     try:
@@ -144,8 +151,9 @@ def work_sets(runs: pd.DataFrame, scale: str) -> list[tuple[list[int], str]]:
     for members in groups.values():
         if len(members) < 2:
             continue
-        differ = [k for k in (SEED, PIN, NUMA)
-                  if len({repr(specs[i].get(k)) for i in members}) > 1]  # fmt: skip
+        differ = [k for k in (SEED, PIN, NUMA, BESIDE)
+                  if len({repr(specs[i].get(k, busy.NOTHING if k == BESIDE else None))
+                          for i in members}) > 1]  # fmt: skip
         kind = " and ".join(KIND[k] for k in differ) or "identical specs"
         out.append((members, kind))
     return out

@@ -38,6 +38,7 @@ READ_FROM_RUN = {
     "run.settings",
     "run.yamlfile",
     "run.node.profiling",
+    "run.node.busy",  # the `beside` spec key noise.py groups by (issue 38)
     "run.sweep.matrix",
     # the vocabulary: templates, methods, data sets, strategies, loaders and their labels
     "run.llm.catalog",

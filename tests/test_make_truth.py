@@ -43,6 +43,7 @@ def walk(tmp_path_factory: pytest.TempPathFactory) -> dict:
     matrix["scales"]["smoke"]["gpus"] = [1]  # L2's from-scale GPU counts
     for e in ("N1", "N2"):
         matrix["experiments"][e]["repeats"] = 1
+        matrix["experiments"][e]["busy_repeats"] = 0  # no run beside a busy core here
         matrix["experiments"][e]["vary"]["gpus"]["smoke"] = [1]
     (tmp / "matrix.yaml").write_text(yaml.safe_dump(matrix, sort_keys=False))
     drop = ("PROFILER", "REPEATS", "PROFILE", "MAKEFLAGS", "MFLAGS", "MAKELEVEL", "LLAMA3_DIR",

@@ -119,7 +119,7 @@ def _with(edit):  # noqa: ANN001, ANN202 - a copy of the real matrix with one ed
     [
         (
             lambda m: m["experiments"]["V3"].update(varry=m["experiments"]["V3"].pop("vary")),
-            "V3: unknown key 'varry' (known: fixed, ladder, repeats, source, target, title, vary, workload)",
+            "V3: unknown key 'varry' (known: busy_repeats, fixed, ladder, repeats, source, target, title, vary, workload)",
         ),
         (lambda m: m["experiments"]["L5"].pop("target"), "L5: missing key(s) target"),
         (

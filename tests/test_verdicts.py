@@ -313,16 +313,18 @@ def test_two_independent_sweeps_agree_on_every_decided_verdict(sandbox, monkeypa
     assert set(a) == set(b) == {"V1a", "V1b"}
     assert check_verdicts.compare(a, b)[1] == []
     for root, judged in zip(roots, (a, b), strict=True):
-        # three finished runs of each noise cell, and every timing verdict names its floor
+        # three finished seeds of each noise cell and its run beside a busy core (issue 38), and
+        # every timing verdict names its floor
         t = pd.read_csv(root / "test" / "tables" / "table-noise.csv")
         t = t[t["measure"] == "total_time_s"]
-        assert len(t) == 2 and (t["runs"] == 3).all() and t["spread_pct"].notna().all()
+        assert len(t) == 2 and (t["runs"] == 4).all() and t["spread_pct"].notna().all()
+        assert (t["kind"] == "seed repeats and a run beside a busy core").all()
         assert all(c["noise"].startswith("run-to-run spread") for c in judged.values())
         # the verdicts name the quantity their margin is the spread of, and where it was measured
         assert all(c["margin_of"]["workload"] == "vision" for c in judged.values())
         # each rank had the same one-thread share of the machine, and its record says so
         summaries = list((root / "test" / "runs").glob("*/summary.json"))
-        assert len(summaries) == 8  # V1: 4 runs, N1: 6 of which two are V1's
+        assert len(summaries) == 10  # V1: 4 runs, N1: 8 of which two are V1's (2 -busy)
         for s in summaries:
             summary = json.loads(s.read_text())
             assert summary["cpu_threads_per_rank"] == 1 and summary["cpu_loader_workers"] == 0

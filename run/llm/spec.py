@@ -49,7 +49,7 @@ from typing import Any
 from run import settings
 from run.llm import catalog
 from run.llm.catalog import SYNTHETIC_ROWS
-from run.node import toolchain
+from run.node import busy, toolchain
 
 METHODS = ("lora", "qlora", "dpo", "qat")
 METHOD_LABELS = {"lora": "LoRA", "qlora": "QLoRA", "dpo": "DPO", "qat": "QAT"}  # as the papers say
@@ -130,9 +130,11 @@ CHOICES: dict[str, tuple[Any, ...]] = {
 
 
 def validate(spec: dict[str, Any]) -> None:
-    unknown = set(spec) - set(DEFAULTS)
+    # `beside` (run/node/busy.py) is optional: absent, a plain run, whose spec and name stay
+    unknown = set(spec) - set(DEFAULTS) - {busy.BESIDE}
     if unknown:
         raise ValueError(f"unknown llm spec key(s): {', '.join(sorted(unknown))}")
+    busy.check(spec)
     missing = set(DEFAULTS) - set(spec)
     if missing:
         raise ValueError(f"missing llm spec key(s): {', '.join(sorted(missing))}")
@@ -267,6 +269,7 @@ def run_name(spec: dict[str, Any]) -> str:
     # single runs stay as they were.
     if spec.get("seed", DEFAULTS["seed"]) != DEFAULTS["seed"]:
         parts.append(f"seed{spec['seed']}")
+    parts += busy.name_parts(spec)  # a run beside a busy core (the noise cells' busy repeat)
     return "-".join(parts)
 
 

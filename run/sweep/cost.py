@@ -55,7 +55,7 @@ import math
 from typing import Any
 
 from run.llm import spec as llm_spec
-from run.node import profiling
+from run.node import busy, profiling
 from run.sweep.paper import paper_node_gpus, table2, table3, table5, tokens_per_row
 from run.sweep.workloads import WORKLOADS
 from run.vision import spec as vision_spec
@@ -270,7 +270,8 @@ def _vision_cpu_loop(spec: dict[str, Any], info: dict[str, Any]) -> float:
     units = spec["epochs"] * (_vision_images_per_rank(spec) + EVAL_COST_SHARE * eval_images)
     pixels = (spec["image_size"] / 32) ** 2 * _vision_width(spec)
     per_thread = units * pixels * CPU_PRECISION_FACTOR[spec["precision"]]
-    oversubscribed = max(1.0, g / cores)
+    # a run beside a busy core (run/node/busy.py) shares the cores with its burner too
+    oversubscribed = max(1.0, (g + busy.busy_cores(spec)) / cores)
     return per_thread * CPU_VISION_S_PER_IMAGE_32PX / threads * oversubscribed
 
 
@@ -306,7 +307,8 @@ def llm_s_per_it(spec: dict[str, Any], info: dict[str, Any]) -> float:
         return s5 * method * _token_factor(spec, relative_tokenizer=False) * compiled
     cores = _cores(info)
     base = CPU_LLM_S_PER_IT if spec["model"] == "tiny" else CPU_8B_S_PER_IT
-    return base * method * _token_factor(spec, relative_tokenizer=True) * max(1.0, g / cores)
+    load = g + busy.busy_cores(spec)  # ranks, and a busy core's burner (run/node/busy.py)
+    return base * method * _token_factor(spec, relative_tokenizer=True) * max(1.0, load / cores)
 
 
 def expect_oom(spec: dict[str, Any], info: dict[str, Any]) -> bool:

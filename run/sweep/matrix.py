@@ -11,6 +11,12 @@ run/vision/spec.py and run/llm/spec.py), so repeat 0 keeps the name it always ha
 is a run of its own in the store (a killed sweep reruns only the missing ones), and two
 experiments still share a repeat whose spec is identical.
 
+Busy repeats. An experiment may hold `busy_repeats: k` (a whole number, or a map per scale; at
+most its repeats): repeats 0..k-1 of each cell run once more beside a busy core (spec key
+`beside: busy-core`, run name `...-busy`, run/node/busy.py), after every other repeat, so that
+the spread of the cell's runs covers a run beside a load the machine may meet (issue 38: the
+noise cells N1/N2 have one).
+
 Ladders. An experiment may hold `ladder:`, a list of steps, each `{step: <label>, <key>: <value>,
 ...}`: step 0 is the faithful run, and each later step keeps every key of the step before and adds
 (or changes) its own, so consecutive steps differ by one change (the waterfall of issue 20). The
@@ -31,6 +37,7 @@ from typing import Any
 
 from run import settings, yamlfile
 from run.errors import UserError
+from run.node import busy
 from run.program import program
 from run.sweep import schema
 from run.sweep.schema import FROM_SCALE
@@ -54,6 +61,7 @@ class Experiment:
     # every repeat's spec: first each cell's repeat 0, then each cell's repeat 1, and so on
     specs: tuple[dict[str, Any], ...] = field(default_factory=tuple)
     repeats: int = 1
+    busy_repeats: int = 0  # repeats that also run beside a busy core (after all the others)
 
     @property
     def run_names(self) -> list[str]:
@@ -159,6 +167,12 @@ def expand(
         raise MatrixError(f"{exp_id}: unknown workload '{workload}'")
     wl = WORKLOADS[workload]
     prof = matrix["scales"][scale]
+    n_busy = _per_scale(entry.get("busy_repeats", 0), scale, known)
+    if not isinstance(n_busy, int) or isinstance(n_busy, bool) or not 0 <= n_busy <= n:
+        raise MatrixError(
+            f"{exp_id}: busy_repeats must be a whole number from 0 to its repeats ({n}), "
+            f"got {n_busy!r}"
+        )
 
     base = dict(wl.defaults)
     base.update(prof.get(workload, {}))
@@ -205,6 +219,15 @@ def expand(
         for spec in cells:
             rep = repeat_spec(spec, k)
             specs.setdefault(run_name(rep), rep)
+    # Then the busy repeats, last: in the sweep's order they run with the last repeat, at its end.
+    for k in range(n_busy):
+        for spec in cells:
+            rep = {**repeat_spec(spec, k), busy.BESIDE: busy.BUSY_CORE}
+            try:
+                wl.validate(rep)
+            except ValueError as exc:
+                raise MatrixError(f"{exp_id} ({scale}), busy repeat {k}: {exc}") from exc
+            specs.setdefault(run_name(rep), rep)
     return Experiment(
         id=exp_id,
         title=entry["title"],
@@ -213,6 +236,7 @@ def expand(
         workload=workload,
         specs=tuple(specs.values()),
         repeats=n,
+        busy_repeats=n_busy,
     )
 
 
@@ -377,6 +401,8 @@ def main(argv: list[str]) -> int:
     for exp_id in args.exp or list(matrix["experiments"]):
         exp = expand(exp_id, args.scale, matrix)
         times = f" ({exp.repeats} repeats per cell)" if exp.repeats > 1 else ""
+        if exp.busy_repeats:
+            times += f" (+{exp.busy_repeats} per cell beside a busy core)"
         print(f"{exp.id} [{exp.target}] {exp.title}: {len(exp.specs)} runs{times}")
         for name in exp.run_names:
             print(f"  {name}")

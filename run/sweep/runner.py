@@ -11,7 +11,8 @@ results/<scale>/sweeps/<EXP>.json records the outcome; that file is what the Mak
 A GPU sweep with failed runs also writes results/<scale>/bundles/<EXP>.tar.gz (run/node/bundle.py).
 With REPEATS=n (run/sweep/matrix.py) every cell runs n times with seeds seed..seed+n-1, each repeat a run
 of its own: the record lists every repeat's run, and a rerun launches only the missing repeats.
-`--only-repeat k` runs repeat k alone, no record: the Makefile spreads the noise repeats over `make all`.
+`--only-repeat k` runs repeat k alone, no record: the Makefile spreads the noise repeats over `make all`;
+a run beside a busy core (run/node/busy.py) runs only in the whole sweep, after the other repeats.
 Sweeps sharing a results folder (SLURM job array, `make -j`) take each run under a lock
 (run/sweep/lock.py): a run another sweep holds is waited for after this sweep's own runs, and run here
 if that sweep died.
@@ -39,7 +40,7 @@ from typing import Any
 
 from run import settings, store
 from run.errors import UserError, unwind_on_signals
-from run.node import bundle, lifeline, numa, profiling, provenance
+from run.node import bundle, busy, lifeline, numa, profiling, provenance
 from run.node import probe as hw
 from run.program import program
 from run.sweep import left, lock
@@ -167,10 +168,11 @@ def _run_in(
     store.write_json_atomic(stage / store.PROVENANCE, prov)
     if cmd:
         head = progress.start(name) if progress else f"[sweep] {name}"
-        line = f"$ {shlex.join(cmd)}  {numa.note(prov['numa'])}"
-        print(f"{head}\n        {line}", flush=True)
+        line = f"$ {shlex.join(cmd)}  {numa.note(prov['numa'])}{busy.note(spec)}"
+        print(f"{head}\n        {line}".replace("\n#", "\n        #"), flush=True)
         store.write_text_atomic(stage / store.LOG, f"{line}\n")
-        rc, wall = run_logged(cmd, stage / store.LOG, progress, name, tag)
+        with busy.beside(busy.is_busy(spec), {**os.environ, lifeline.ATTEMPT_ENV: tag}):
+            rc, wall = run_logged(cmd, stage / store.LOG, progress, name, tag)
         if progress:
             progress.finish(name)
         summary = store.read_summary(stage) or {}
@@ -292,11 +294,11 @@ def sweep(
     override = mx.profiler_override()
     matrix = mx.load_matrix()
     expanded = [mx.expand(e, scale, matrix) for e in exp_ids]
-    if only_repeat is not None:
+    if only_repeat is not None:  # never a run beside a busy core: those run with the whole sweep
         expanded = [
             dataclasses.replace(exp, specs=tuple(
                 s for s, k in zip(exp.specs, repeat_index(exp.specs), strict=True)
-                if k == only_repeat))
+                if k == only_repeat and not busy.is_busy(s)))
             for exp in expanded
         ]  # fmt: skip
     numa.plan(1, info)  # NUMA=bind without numactl, or a bad NUMA value: stop before any run

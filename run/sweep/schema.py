@@ -19,7 +19,17 @@ SCALE_KEYS = (
     "gpus",
     "profiling",
 )  # + a block per workload, + from-scale keys
-EXPERIMENT_KEYS = ("title", "source", "target", "workload", "fixed", "vary", "ladder", "repeats")
+EXPERIMENT_KEYS = (
+    "title",
+    "source",
+    "target",
+    "workload",
+    "fixed",
+    "vary",
+    "ladder",
+    "repeats",
+    "busy_repeats",
+)
 REQUIRED_EXPERIMENT_KEYS = ("title", "source", "target", "workload")
 
 

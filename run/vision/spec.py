@@ -9,7 +9,7 @@ import math
 from typing import Any
 
 from run import settings
-from run.node import toolchain
+from run.node import busy, toolchain
 
 STRATEGIES = ("ddp", "ddp_rr", "ddp_ds")
 STRATEGY_LABELS = {"ddp": "DDP", "ddp_rr": "DDP-RR", "ddp_ds": "DDP-DS"}  # as the papers say
@@ -65,9 +65,11 @@ POSITIVE_INTS = ("train_images", "test_images", "epochs", "batch_size", "image_s
 
 def validate(spec: dict[str, Any]) -> None:
     """Raise ValueError naming the first key that is unknown, missing or out of range."""
-    unknown = set(spec) - set(DEFAULTS)
+    # `beside` (run/node/busy.py) is optional: absent, a plain run, whose spec and name stay
+    unknown = set(spec) - set(DEFAULTS) - {busy.BESIDE}
     if unknown:
         raise ValueError(f"unknown vision spec key(s): {', '.join(sorted(unknown))}")
+    busy.check(spec)
     missing = set(DEFAULTS) - set(spec)
     if missing:
         raise ValueError(f"missing vision spec key(s): {', '.join(sorted(missing))}")
@@ -175,4 +177,5 @@ def run_name(spec: dict[str, Any]) -> str:
     # single runs stay as they were.
     if spec.get("seed", DEFAULTS["seed"]) != DEFAULTS["seed"]:
         parts.append(f"seed{spec['seed']}")
+    parts += busy.name_parts(spec)  # a run beside a busy core (the noise cells' busy repeat)
     return "-".join(parts)
