@@ -2,8 +2,8 @@
 
 Not a figure of the papers: the floor every verdict is judged against (analysis/noise.py). Its
 table has one row per set of runs in this results folder that did identical work (the noise
-cells' seed repeats, spread over the sweep; on a CPU each pin_memory pair and each NUMA pair that
-bound nothing) and per quantity; the report's table keeps the largest spread of each workload,
+cells' seed repeats, spread over the sweep, with their run beside a busy core; on a CPU each
+pin_memory pair and each NUMA pair that bound nothing) and per quantity; the report's table keeps the largest spread of each workload,
 quantity and rank count, the margin a comparison of single runs must clear there.
 """
 
@@ -42,7 +42,8 @@ def notes(runs: pd.DataFrame, t: pd.DataFrame) -> list[str]:
         "runs differ most). A verdict's margin is the largest spread of its quantity at its "
         "rank counts; a quantity without such a set decides only where its cells have repeats. "
         "The noise cells (N1/N2) run their three seeds at the start, the middle and the end of "
-        "the sweep."
+        "the sweep, and seed 0 once more at the end beside a busy core (one process spinning on "
+        "the CPU while the run runs), so that every margin covers a run beside that load."
     ]
 
 
