@@ -6,6 +6,7 @@ from __future__ import annotations
 import copy
 import json
 import os
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -272,3 +273,27 @@ def test_the_busy_run_is_in_its_cells_set_and_sets_the_margin(tmp_path, monkeypa
     # without it, the quiet seeds alone: 20 %
     quiet = noise.table(pd.DataFrame(rows[:3]), "t")
     assert quiet[quiet["measure"] == "s_per_it"]["spread_pct"].iloc[0] == pytest.approx(20.0)
+
+
+def test_a_burner_dies_with_a_killed_sweep(tmp_path):
+    """SIGKILL leaves the sweep no finally: the parent-death signal stops the burner anyway."""
+    tag = _tag(tmp_path)
+    code = (
+        f"import os, sys, time; sys.path.insert(0, {str(REPO)!r}); from run.node import busy; "
+        f"busy.start({{**os.environ, {lifeline.ATTEMPT_ENV!r}: {tag!r}}}); print('up', flush=True); "
+        "time.sleep(60)"
+    )
+    sweep = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    try:
+        assert sweep.stdout.readline().strip() == "up"
+        assert len(lifeline.members(tag)) == 1
+        sweep.kill()
+        sweep.wait()
+        deadline = time.monotonic() + 10
+        while lifeline.members(tag) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert lifeline.members(tag) == []
+    finally:
+        sweep.kill()
+        sweep.wait()
+        lifeline.stop(tag)
