@@ -312,7 +312,8 @@ def test_quick_fits_an_hour_on_a_4_gpu_h100_node(real, monkeypatch):
     rows = plan.build("quick", None, H100X4, real)
     assert all(r.state in ("missing", "unsupported") for r in rows)
     minutes = plan.wall_s(rows) / 60
-    # 64 min before O1-O4, 73 before the noise cells N1/N2 (issue 26)
+    # 64 min before O1-O4, 73 before the noise cells N1/N2 (issue 26), 77 before their runs beside a
+    # busy core (issue 38: 78.6 min)
     assert minutes <= 80, f"quick plans {minutes:.0f} min on 4 x H100"
     # the same plan when made on a laptop for the paper's node
     assert plan.wall_s(plan.build("quick", None, CPU2, real)) / 60 == pytest.approx(minutes)
