@@ -157,7 +157,8 @@ help: ## show this help
 # between runs of identical work (analysis/noise.py): the noise cells (N1/N2, target table-noise)
 # run before any table is made. In `make all` (and check-verdicts) every sweep runs before the
 # first table, and the noise cells' repeats are spread over them (`spread`): repeat 0 first,
-# repeat 1 between the vision and the LLM experiments, the last with their own sweep at the end.
+# repeat 1 between the vision and the LLM experiments, the last with their own sweep at the end,
+# and with it their runs beside a busy core (`busy_repeats`, run/node/busy.py; --only-repeat skips them).
 # A stamp is remade when a noise cell is missing (STALE), so a rerun keeps the spread.
 $(SWEEPS)/.noise-%: $(RUN_SRC) | $(VENV_STAMP)
 	$(PY) -m run.sweep --scale $(PROFILE) $(addprefix --exp ,$(exp_table-noise)) --only-repeat $*
