@@ -40,7 +40,7 @@ from typing import Any
 
 from run import settings
 from run.errors import UserError
-from run.llm.assets import AssetError, data_root, real_checkpointer, real_tokenizer
+from run.llm.assets import AssetError, data_root, llama3_dir, real_checkpointer, real_tokenizer
 from run.llm.catalog import DATASETS
 from run.llm.data.readers import check_row, iter_jsonl, write_jsonl
 from run.program import program
@@ -179,8 +179,7 @@ def fetch_mnist(root: Path) -> Got:
 
 # ---------------------------------------------------------------- the model
 def model_dir() -> Path:
-    value = settings.value("LLAMA3_DIR")
-    return value.expanduser() if value else data_root() / "Meta-Llama-3-8B-Instruct"
+    return llama3_dir() or data_root() / "Meta-Llama-3-8B-Instruct"
 
 
 def model_complete(folder: Path) -> bool:
