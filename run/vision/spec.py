@@ -153,29 +153,21 @@ def run_name(spec: dict[str, Any]) -> str:
         f"e{spec['epochs']}",
         f"n{spec['train_images']}",
     ]
-    if spec["width_mult"] != 1:
-        parts.append(f"w{spec['width_mult']:g}")
-    if spec["scenario"] != "A":
-        parts.append(f"scen{spec['scenario']}")
-    if spec["loader"] != "torch":
-        parts.append(spec["loader"])
-    if spec["channels_last"]:
-        parts.append("nhwc")
-    if spec["upsample"] != "host":
-        parts.append("updev")
-    if spec["fused_optimizer"]:
-        parts.append("fused")
-    if spec["compile"]:
-        parts.append("compile")
-    if spec["host_sync"] != "step":
-        parts.append("sync_epoch")
-    if spec["numa"] != "policy":
-        parts.append(f"numa_{spec['numa']}")
-    if spec["profiler"] != "none":
-        parts.append(f"prof_{spec['profiler']}")
-    # A repeat's seed (run/sweep/matrix.py, REPEATS): the default seed adds nothing, so names of
-    # single runs stay as they were.
-    if spec.get("seed", DEFAULTS["seed"]) != DEFAULTS["seed"]:
-        parts.append(f"seed{spec['seed']}")
+    optional = (
+        (spec["width_mult"] != 1, f"w{spec['width_mult']:g}"),
+        (spec["scenario"] != "A", f"scen{spec['scenario']}"),
+        (spec["loader"] != "torch", spec["loader"]),
+        (spec["channels_last"], "nhwc"),
+        (spec["upsample"] != "host", "updev"),
+        (spec["fused_optimizer"], "fused"),
+        (spec["compile"], "compile"),
+        (spec["host_sync"] != "step", "sync_epoch"),
+        (spec["numa"] != "policy", f"numa_{spec['numa']}"),
+        (spec["profiler"] != "none", f"prof_{spec['profiler']}"),
+        # A repeat's seed (run/sweep/matrix.py, REPEATS): the default seed adds nothing, so names
+        # of single runs stay as they were.
+        (spec.get("seed", DEFAULTS["seed"]) != DEFAULTS["seed"], f"seed{spec.get('seed')}"),
+    )
+    parts += [part for on, part in optional if on]
     parts += busy.name_parts(spec)  # a run beside a busy core (the noise cells' busy repeat)
     return "-".join(parts)
