@@ -168,30 +168,21 @@ def _refuse(s: Setting, raw: str, accepts: str = "") -> SettingError:
     return SettingError(f"{s.name} must be {accepts or s.accepts}, got {got}")
 
 
-def _whole(s: Setting, raw: str) -> int:
-    try:
-        n = int(raw)
-    except ValueError:
-        raise _refuse(s, raw) from None
-    if n < s.low:
-        raise _refuse(s, raw)
-    return n
+def _accept(
+    parse: Callable[[str], Any], ok: Callable[[Setting, Any], bool]
+) -> Callable[[Setting, str], Any]:
+    """A parser: what `parse` makes of the text, refused when it cannot or `ok` says no."""
 
+    def parser(s: Setting, raw: str) -> Any:
+        try:
+            got = parse(raw)
+        except ValueError:
+            raise _refuse(s, raw) from None
+        if not ok(s, got):
+            raise _refuse(s, raw)
+        return got
 
-def _number(s: Setting, raw: str) -> float:
-    try:
-        x = float(raw)
-    except ValueError:
-        raise _refuse(s, raw) from None
-    if not (math.isfinite(x) and x > 0):
-        raise _refuse(s, raw)
-    return x
-
-
-def _choice(s: Setting, raw: str) -> str:
-    if raw not in s.choices:
-        raise _refuse(s, raw)
-    return raw
+    return parser
 
 
 def _scale(s: Setting, raw: str) -> str:
@@ -201,35 +192,20 @@ def _scale(s: Setting, raw: str) -> str:
     return raw
 
 
-def _file(s: Setting, raw: str) -> Path:
-    path = Path(raw).expanduser()
-    if not path.is_file():
-        raise _refuse(s, raw)
-    return path
-
-
-def _url(s: Setting, raw: str) -> str:
-    if not URL.match(raw):
-        raise _refuse(s, raw)
-    return raw
-
-
-def _index(s: Setting, raw: str) -> str:
+def _is_index(s: Setting, raw: str) -> bool:
     # pip takes a local folder laid out as an index too; a bare `cu126` is the usual slip
-    if not (INDEX_URL.match(raw) or Path(raw).expanduser().is_dir()):
-        raise _refuse(s, raw)
-    return raw
+    return bool(INDEX_URL.match(raw) or Path(raw).expanduser().is_dir())
 
 
 PARSERS: dict[str, Callable[[Setting, str], Any]] = {
-    "whole": _whole,
-    "number": _number,
-    "choice": _choice,
+    "whole": _accept(int, lambda s, n: n >= s.low),
+    "number": _accept(float, lambda s, x: math.isfinite(x) and x > 0),
+    "choice": _accept(str, lambda s, raw: raw in s.choices),
     "scale": _scale,
-    "file": _file,
+    "file": _accept(lambda raw: Path(raw).expanduser(), lambda s, path: path.is_file()),
     "path": lambda s, raw: Path(raw),  # callers expand ~ where they always did
-    "url": _url,
-    "index": _index,
+    "url": _accept(str, lambda s, raw: bool(URL.match(raw))),
+    "index": _accept(str, _is_index),
     "text": lambda s, raw: raw,
     "secret": lambda s, raw: raw,
 }
