@@ -33,20 +33,9 @@ LLM on GPUs (Llama3-8B, anchor: Table 5, LoRA fp32 batch 2 on alpaca-cleaned, s/
                      + planned steps * s/it * profiler slowdown over its window
     QAT below QAT_FITS_GPUS GPUs: start-up, load and one step (the paper's runs ran out of memory)
 
-The optimisations of issue 20 (O1-O4; none published, all assumptions): upsample=device is
-priced as pinning (Table 3's ratio, the copy made cheaper); channels_last, fused Adam and
-torch.compile multiply the vision step (CHANNELS_LAST_FACTOR, FUSED_FACTOR, COMPILE_FACTOR), and
-compile and host_sync=epoch lower its launch-bound floor; bf16 is costed as FP16. An LLM run
-compiled is LLM_COMPILE_FACTOR faster per step; packed rows are max_seq_len tokens each (the
-token factor above). Compiling (*_COMPILE_S) and packing every row (PACK_S_PER_ROW) add start-up
-time. A cell this machine cannot run (its workload's unsupported_reason) costs nothing.
-
-CPU machines (gloo ranks, the smoke scale) use a separate crude model (CPU_* constants) fitted
-to the smoke `make all` on 2 cores (83 runs in about 20 min: about 500 s of vision launches for
-30 runs and 465 s of LLM launches for 53 runs, 44 of them launched).
-
-A workload this model does not know (a third one, README "Adding a workload") is priced at
-OTHER_S_PER_STEP per planned step plus OTHER_STARTUP_S, until its own model is written here.
+The optimisations of issue 20 (O1-O4), the CPU machines' crude model (gloo ranks, the smoke
+scale) and a workload this model does not know are priced by the constants below, each with its
+source. A cell this machine cannot run (its workload's unsupported_reason) costs nothing.
 """
 
 from __future__ import annotations
