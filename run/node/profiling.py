@@ -1,12 +1,9 @@
 """Profiling as a config block: which profiler, which window, where traces go, the nsys command.
 
 The profilers a rank runs (the no-op twin, torch.profiler, the nsys capture range) are in
-run/node/profilers.py; this module loads no torch, so analysis/ imports its file names.
-
-Choice (`profiler` in a spec; PROFILER=none|auto|torch|nsys on any make target overrides it, see
-run/sweep/matrix.py resolve_profiler): `none` profiles nothing; `torch` records torch.profiler Chrome
-traces per rank; `nsys` runs each rank under Nsight Systems; `auto` = nsys when it is on the PATH,
-else torch. The resolved choice is part of the run's name (`-prof_torch`, `-prof_nsys`).
+run/node/profilers.py; this module loads no torch, so analysis/ imports its file names. The
+README ("Profiling") says how the choice resolves, how a run fits its window and why nsys runs
+with `--kill=none`.
 
 Window: the matrix scales hold it as data (experiments/matrix.yaml, `profiling:` per workload):
 
@@ -20,12 +17,6 @@ Window: the matrix scales hold it as data (experiments/matrix.yaml, `profiling:`
                   event of the window in memory and a whole 20-epoch run overflows its activity
                   buffers (a partial trace). nsys streams to disk and takes the whole window.
 
-The sweep writes the window of a run into RUN/profiling.json before the launch. The run fits it
-to its real step count (`fit_window`: a window longer than the run would never close, so no
-trace would be written) and adds what it used under "effective", with the reasons it changed it.
-Shares are computed against the recorded window's own wall time (the trace span, or nsys's
-capture range), never the run's.
-
 Files inside a run folder (analysis imports these names):
 
     torch_traces/rank{R}.pt.trace.json.gz       vision, torch.profiler
@@ -34,19 +25,6 @@ Files inside a run folder (analysis imports these names):
     profile_metrics.csv                         the tidy metrics table, written after the run by
                                                 `python -m analysis.profiles.collect` (the sweep
                                                 calls it as a program: run/ imports no analysis)
-
-The nsys command line (built by `nsys_command`) for a torchrun launch is
-
-    torchrun --standalone --nproc_per_node=N --no-python \\
-        nsys profile --trace=cuda,nvtx,osrt,cudnn,cublas --sample=none --cpuctxsw=none \\
-        --capture-range=cudaProfilerApi --capture-range-end=stop --kill=none \\
-        --force-overwrite=true --output=RUN/nsys/rank%q{RANK} python -m run.vision ...
-
-so every rank writes its own report; the vision loop opens and closes the capture window with
-torch.cuda.profiler.start()/stop() (cudaProfilerApi). The LLM recipes cannot be edited, so their
-window is nsys's own `--duration=max_seconds` from the start instead. `--kill=none` always: by
-default nsys sends SIGTERM to the application when a duration window ends, and the run would
-die before writing its summary.
 """
 
 from __future__ import annotations
