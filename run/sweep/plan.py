@@ -107,12 +107,8 @@ def plan_node(
         "gpus": [],
         "assumed_node": model is None,
     }
-    gpu = model or PAPER_GPU
-    if on_gpu(info):
-        here = f"this machine has {info['gpu_count']} x {info['gpu_model']}"
-    else:
-        here = "this machine has no GPU"
-    return node, f"estimated for a {n} x {gpu} node; {here}"
+    here = f"{info['gpu_count']} x {info['gpu_model']}" if on_gpu(info) else "no GPU"
+    return node, f"estimated for a {n} x {model or PAPER_GPU} node; this machine has {here}"
 
 
 def _state(
@@ -311,12 +307,8 @@ def _totals(rows: list[PlanRow], info: dict[str, Any]) -> list[str]:
             f"Llama3-8B stand-ins: {n_random} run(s) with random weights, {n_bytes} with the byte "
             "tokenizer (no LLAMA3_DIR / LLAMA3_TOKENIZER: `make assets HF_TOKEN=hf_...`)"
         )
-    out.append(
-        f"GPU-hours still to spend: {gpu_hours(rows):.2f} (missing runs: est x GPUs; on a CPU "
-        "machine, gloo ranks count as GPUs)"
-        if not on_gpu(info)
-        else f"GPU-hours still to spend: {gpu_hours(rows):.2f} (missing runs: est x GPUs)"
-    )
+    gloo = "" if on_gpu(info) else "; on a CPU machine, gloo ranks count as GPUs"
+    out.append(f"GPU-hours still to spend: {gpu_hours(rows):.2f} (missing runs: est x GPUs{gloo})")
     out.append(
         f"wall time on this node: {fmt_s(wall_s(rows)) if to_spend(rows) else 'nothing to run'} "
         "(one run at a time: the sum of est over missing runs)"
