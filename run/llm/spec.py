@@ -5,19 +5,10 @@ the command the sweep runs (`python -m run.llm.tune --run-dir DIR`, under torchr
 ranks); run/llm/tune.py reads DIR/spec.json, builds the torchtune config and runs torchtune's own
 recipe.
 
-`weights`: `tiny` for the tiny model (random weights we generate); for llama3_8b `real` reads the
-checkpoint in LLAMA3_DIR and `random` builds the same architecture with random weights (time and
-memory are real, the loss is meaningless). `auto` (the default) resolves when the matrix is
-expanded: tiny -> tiny; llama3_8b -> real if LLAMA3_DIR is set, else random. Random-weight runs
-carry `-random` in their names, so they never stand in for real ones.
-
-`tokenizer`: `auto` resolves like the weights: tiny -> bytes (a byte-level llama3-format
-tokenizer we generate); llama3_8b -> llama3 when LLAMA3_TOKENIZER or LLAMA3_DIR gives Meta's
-tokenizer.model, else bytes. One token per byte makes sequences about 4x longer than Llama3's
-BPE, so 8B run names always carry the kind (`-tok_llama3`, `-tok_bytes`): results of two
-tokenizers are never mixed. `max_seq_len` caps every sequence (0 = the model's default cap:
-768 tokens for tiny, 2048 for Llama3-8B; the papers state none, and 2048 is above nearly every
-row of the paper's sets with the real tokenizer while it bounds the byte tokenizer's).
+`weights`, `tokenizer` and `max_seq_len`: `auto` resolves when the matrix is expanded
+(resolve_weights, resolve_tokenizer; 0 = the model's cap, DEFAULT_MAX_SEQ_LEN). The README ("How
+a run works", Llama3-8B) says what each choice means, and why 8B run names carry `-random` and
+`-tok_<kind>`: a stand-in never passes for a real run, nor results of two tokenizers for one.
 
 `recipe`: `auto` picks torchtune's single-device recipe on 1 device and the distributed one on
 more; `distributed` runs the distributed recipe even on 1 rank under torchrun (gpu-check uses
@@ -64,7 +55,9 @@ OPTIMIZERS = ("adamw", "paged_adamw8bit")
 # torchtune's PackedDataset packs (and so tokenises) every row before the first step; above this
 # many rows (C4-200M's grammar set) that is hours of start-up, not an optimisation.
 PACK_MAX_ROWS = 1_000_000
-# The sequence cap each model gets when a spec leaves max_seq_len at 0 (see the docstring).
+# The sequence cap each model gets when a spec leaves max_seq_len at 0. The papers state none:
+# 2048 is above nearly every row of the paper's sets with the real tokenizer, and it bounds the
+# byte tokenizer's sequences (about 4x longer).
 DEFAULT_MAX_SEQ_LEN = {"tiny": 768, "llama3_8b": 2048}
 TINY_CONTEXT = 1024  # the tiny llama3's max_seq_len (run/llm/tiny.py TINY_ARCH)
 # A run longer than this is a mistake in the matrix (an unbounded epoch), not an experiment.
