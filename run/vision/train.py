@@ -1,33 +1,14 @@
 """Vision workload: torchvision MobileNetV2 trained on MNIST (Scenario A) under DDP.
 
-The sweep launches every run as (the exact command is the first line of each run's log.txt):
+The sweep launches every run under torchrun (the exact command is the first line of each run's
+log.txt); the README ("How a run works") gives the command, the three strategies and why the
+input batch is cast on the host to the precision's dtype. With `profiler: torch` or `nsys` the
+profilers of run/node/profilers.py step in the loop, over run/node/profiling.py's window.
 
-    torchrun --standalone --nproc_per_node=N -m run.vision --spec RUN/spec.json --run-dir RUN
-
-With `profiler: torch` each rank records a torch.profiler window (RUN/torch_traces/rankR...);
-with `profiler: nsys` the sweep starts every rank under `nsys profile` and the loop opens and
-closes its capture range. run/node/profilers.py holds both (`none` is a no-op twin), and
-run/node/profiling.py the window.
-
-gloo ranks on CPU, NCCL with one GPU per rank on a GPU node. This module is the entry point, read
-top to bottom: the checks, one process per rank, then train(): data (run/vision/inputs.py), model
-and precision, the training loop with its three strategies and evaluation (run/vision/loop.py),
-the summary.
-
-Strategies (EXPERIMENTS.md):
-  ddp     every rank trains on the whole data set (N ranks do N times the work)
-  ddp_rr  every rank loads every batch and copies it to its GPU ("all data is still being sent to
-          all GPUs"), but trains only on batches i with i % world == rank; wrapped in Join, since
-          ranks run out of batches at different steps
-  ddp_ds  DistributedSampler: each rank loads and trains on its own shard only
-DDP and DDP-DS are plain DDP: no Join, no collective beyond DDP's gradient all-reduce per step.
-
-Precision: the input batch is cast on the host (in the DataLoader, before pinning) to the dtype
-the precision computes in (fp64 double, fp32 float, fp16 half, bf16 bfloat16), so the
-host-to-device bytes follow the precision as in the paper's profiles (HtoD 226 / 104 / 50 s for
-FP64 / FP32 / FP16). FP16 keeps the model in fp32 under autocast with a GradScaler (mixed
-precision, as the paper's "FP16 mixed"). The running loss is summed on the device and read once
-per epoch: no per-step host synchronisation beyond what the paper's loop has.
+This module is the entry point, read top to bottom: the checks, one process per rank, then
+train(): data (run/vision/inputs.py), model and precision, the training loop with its three
+strategies and evaluation (run/vision/loop.py), the summary. The running loss is summed on the
+device and read once per epoch: no per-step host synchronisation beyond what the paper's loop has.
 
 Optimisations (issue 20; each off by default, so the faithful runs keep their loop and names):
   upsample=device   the loader yields the stored uint8 28x28 images; the batch is copied as uint8
