@@ -27,6 +27,7 @@ from .metrics import (
     add_launch_all,
     by_metric,
     read_metrics_csv,
+    reading,
 )
 from .torch_trace import GZIP_MAGIC, read_torch_trace
 
@@ -71,13 +72,8 @@ def detect_source(path: str | os.PathLike[str]) -> str:
         raise ProfileError(
             path, "nsys report, not an export: run `nsys export --type sqlite` on it first"
         )
-    try:
-        with open(path, "rb") as fh:
-            head = fh.read(len(SQLITE_MAGIC))
-    except FileNotFoundError as exc:
-        raise ProfileError(path, "file not found") from exc
-    except OSError as exc:
-        raise ProfileError(path, f"cannot read file ({exc.strerror or exc})") from exc
+    with reading(path), open(path, "rb") as fh:
+        head = fh.read(len(SQLITE_MAGIC))
     if head.startswith(SQLITE_MAGIC):
         return "nsys"
     if head.startswith(GZIP_MAGIC) or head.lstrip()[:1] in (b"{", b"["):

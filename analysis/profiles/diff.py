@@ -49,7 +49,7 @@ from .diff_table import (  # PAPER_TOTAL and WALL: the artifact imports them fro
     regressions,
     render,
 )
-from .metrics import ProfileError, TidyRow, profile_rows
+from .metrics import ProfileError, TidyRow, profile_rows, reading
 from .rows import read_metrics_rows, write_rows_atomic
 from .steps import Choice, StepError
 
@@ -122,11 +122,8 @@ def build_parser(prog: str = "python -m analysis.profiles.cli diff") -> argparse
 
 def _read_csv(path: Path) -> list[TidyRow]:
     try:
-        return read_metrics_rows(path)
-    except FileNotFoundError as exc:
-        raise ProfileError(path, "file not found") from exc
-    except OSError as exc:
-        raise ProfileError(path, f"cannot read file ({exc.strerror or exc})") from exc
+        with reading(path):
+            return read_metrics_rows(path)
     except ValueError as exc:  # a missing column, a field that is not a number, not UTF-8
         raise ProfileError(path, f"not a metrics CSV ({str(exc).splitlines()[0]})") from exc
 
