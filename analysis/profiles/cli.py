@@ -21,7 +21,7 @@ from pathlib import Path
 from . import breakdown as bdown
 from . import coverage as cov
 from . import load_steps, load_with_breakdown, run_names, steps
-from .kineto_kinds import HIP, HIP_METRICS
+from .kineto_fold import HIP, HIP_METRICS
 from .metrics import (
     COLUMNS,
     COPY_METRICS,
