@@ -16,12 +16,8 @@ Times are integer nanoseconds. One file is taken as one rank: an export that cov
 processes (nsys run around torchrun) is summed over all of them.
 
 Counting (issue 19):
-  * `nsys profile --cudabacktrace` writes, beside each call row, a second row of event class
-    TRACE_PROCESS_EVENT_CUDABACKTRACE with the same globalTid and correlationId (named without the
-    `_v7000` suffix). Only the call rows count: the backtrace class is filtered out by its id in
-    ENUM_NSYS_EVENT_CLASS; a file without that table (nsys 2022) keeps one row per
-    (globalTid, correlationId), the one of the lowest event class (calls are 0 and 1, backtraces
-    67), or the first written where there is no eventClass column.
+  * `nsys profile --cudabacktrace` writes a second row beside each call (named without the
+    `_v7000` suffix); only the call rows count (nsys_schema.runtime_calls tells them apart).
   * A batched copy (cudaMemcpyBatchAsync) is one row with copyCount copies: calls sum copyCount.
   * Unified-memory copy kinds (copyKind 11-13) are the metric memcpy_unified.
 
