@@ -231,7 +231,7 @@ def test_unprofiled_or_failed_runs_are_left_alone(tmp_path: Path) -> None:
 def test_real_two_rank_cpu_run_gives_per_rank_metrics(cpu_checks) -> None:
     """run.vision under torchrun with 2 gloo ranks and torch.profiler, then the sweep's step:
     gpu-check's multi-vision-ddp-allreduce check (the session's run, tests/real_runs.py)."""
-    from analysis.profiles import read_metrics_csv
+    from analysis.profiles.metrics import read_metrics_csv
 
     run = cpu_checks["multi-vision-ddp-allreduce"]
     assert run.spec["profiler"] == "torch" and run.spec["gpus"] == 2

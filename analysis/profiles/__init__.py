@@ -2,8 +2,7 @@
 
 A file is read with `read_profile_breakdown` (its RankProfile, whose rows are the tidy table's,
 and its time breakdown), several ranks' files with `load_with_breakdown`; the CLI (cli.py) writes
-the table as CSV. Reading needs no pandas; the artifact's frames do (`read_metrics_csv`,
-`by_metric`, `add_launch_all`).
+the table as CSV. Reading needs no pandas; the artifact's frames (metrics.py) do.
 """
 
 from __future__ import annotations
@@ -16,35 +15,17 @@ from pathlib import Path
 
 from . import steps
 from .breakdown import Breakdown, read_nsys, read_torch
-from .metrics import (
-    COLUMNS,
-    KERNEL_LAUNCH_ALL,
-    LAUNCH_APIS,
-    METRICS,
-    SQLITE_MAGIC,
-    ProfileError,
-    RankProfile,
-    add_launch_all,
-    by_metric,
-    read_metrics_csv,
-)
+from .metrics import SQLITE_MAGIC, ProfileError, RankProfile, reading
 from .torch_trace import GZIP_MAGIC, read_torch_trace
 
 __all__ = [
-    "COLUMNS",
-    "KERNEL_LAUNCH_ALL",
-    "LAUNCH_APIS",
-    "METRICS",
     "Breakdown",
     "ProfileError",
     "RankProfile",
-    "add_launch_all",
-    "by_metric",
     "detect_source",
     "load_steps",
     "load_with_breakdown",
     "rank_from_path",
-    "read_metrics_csv",
     "read_nsys_sqlite",
     "read_profile_breakdown",
     "read_torch_trace",
@@ -71,13 +52,8 @@ def detect_source(path: str | os.PathLike[str]) -> str:
         raise ProfileError(
             path, "nsys report, not an export: run `nsys export --type sqlite` on it first"
         )
-    try:
-        with open(path, "rb") as fh:
-            head = fh.read(len(SQLITE_MAGIC))
-    except FileNotFoundError as exc:
-        raise ProfileError(path, "file not found") from exc
-    except OSError as exc:
-        raise ProfileError(path, f"cannot read file ({exc.strerror or exc})") from exc
+    with reading(path), open(path, "rb") as fh:
+        head = fh.read(len(SQLITE_MAGIC))
     if head.startswith(SQLITE_MAGIC):
         return "nsys"
     if head.startswith(GZIP_MAGIC) or head.lstrip()[:1] in (b"{", b"["):

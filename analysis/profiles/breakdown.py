@@ -16,14 +16,8 @@ clock. Every such wall holds every CUDA record of the file, so the unions are th
 records; where it would not (a session known only by its length, anchored at the first record),
 the window is widened to the CUDA activity span, kept as Breakdown.activity either way.
 
-One pass per file (`read_nsys`, `read_torch`): the metrics reader's own reading feeds the unions.
-nsys (breakdown_nsys): two scans in its pool of read-only connections, counting the call, kernel
-and copy metrics from the rows they read in place of the GROUP BYs; each table is read in stored
-order, checked sorted by start and merged chunk by chunk, so one chunk per table is held; a
-table out of order is read again sorted by SQLite. Kineto
-(breakdown_kineto): the intervals are folded a window at a time, holding back the later half for
-events still to come; a trace shuffled deeper than that is read a second time, keeping every
-interval (16 bytes each) to sort at the end.
+One pass per file (`read_nsys`, `read_torch`): the metrics reader's own reading feeds the unions,
+in memory that does not grow with the file (breakdown_nsys and breakdown_kineto say how).
 
 Times are integer nanoseconds in both readers, so the two agree exactly on the same job. Kineto
 writes microseconds as floats (three decimals): start = round(ts * 1000) and

@@ -21,7 +21,7 @@ from pathlib import Path
 from . import breakdown as bdown
 from . import coverage as cov
 from . import load_steps, load_with_breakdown, run_names, steps
-from .kineto_kinds import HIP, HIP_METRICS
+from .kineto_fold import HIP, HIP_METRICS
 from .metrics import (
     COLUMNS,
     COPY_METRICS,
@@ -35,7 +35,7 @@ from .metrics import (
     TidyRow,
     profile_rows,
 )
-from .rows import MetricTotal, metric_totals, sort_rows, with_launch_all, write_rows_atomic
+from .rows import MetricTotal, metric_totals, sort_rows, with_launch_all, write_tables
 
 PROG = "python -m analysis.profiles.cli"
 COMMAND = "profread"  # the console command pyproject.toml installs
@@ -204,17 +204,6 @@ def _run_name(args: argparse.Namespace) -> str:
     return Path(args.out).stem if args.out else DEFAULT_RUN
 
 
-def _write(tables: Sequence[tuple[str, Sequence[str], list]]) -> bool:
-    """Write (path, columns, rows) tables; False after one error line if one cannot be."""
-    for dest, columns, rows in tables:
-        try:
-            write_rows_atomic(dest, columns, rows)
-        except OSError as exc:
-            print(f"error: {dest}: cannot write ({exc.strerror or exc})", file=sys.stderr)
-            return False
-    return True
-
-
 def read(args: argparse.Namespace, command: str | None, choice: steps.Choice | None) -> int:
     """Run `summary` (command None: the command-less form) or `breakdown` on parsed arguments,
     over the chosen steps where there are (steps.py)."""
@@ -228,12 +217,9 @@ def read(args: argparse.Namespace, command: str | None, choice: steps.Choice | N
             got = load_steps(args.files, choice, cpu_ops=not args.no_cpu_ops)
             both = [(rank, prof, sr.breakdown) for rank, prof, sr in got]
             each = {i: sr.each for i, (_, _, sr) in enumerate(got)}
-    except ProfileError as exc:
+    except (ProfileError, steps.StepError) as exc:
         print(f"error: {exc}", file=sys.stderr)
-        return 1
-    except steps.StepError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+        return 1 if isinstance(exc, ProfileError) else 2
     run = _run_name(args)
     splits = [(rank, split) for rank, _, split in both]
     split_rows = [row for rank, split in splits for row in bdown.breakdown_rows(run, rank, split)]
@@ -244,7 +230,7 @@ def read(args: argparse.Namespace, command: str | None, choice: steps.Choice | N
         for i in order
     ]
     if command == "breakdown":
-        if args.out and not _write([(args.out, bdown.COLUMNS, split_rows)]):
+        if args.out and not write_tables([(args.out, bdown.COLUMNS, split_rows)]):
             return 1
         print("\n".join(line for block in lines for line in block))
         if args.out:
@@ -254,7 +240,7 @@ def read(args: argparse.Namespace, command: str | None, choice: steps.Choice | N
     rows = sort_rows(row for rank, prof in profiles for row in profile_rows(run, rank, prof))
     split_out = args.breakdown_out or (bdown.breakdown_path(args.out) if args.out else None)
     tables = [(args.out, COLUMNS + WALL_COLUMNS, rows), (split_out, bdown.COLUMNS, split_rows)]
-    if not _write([t for t in tables if t[0]]):
+    if not write_tables([t for t in tables if t[0]]):
         return 1
     print(summary(rows, profiles, args.top))
     print("\n".join(line for block in lines for line in block))

@@ -49,8 +49,8 @@ from .diff_table import (  # PAPER_TOTAL and WALL: the artifact imports them fro
     regressions,
     render,
 )
-from .metrics import ProfileError, TidyRow, profile_rows
-from .rows import read_metrics_rows, write_rows_atomic
+from .metrics import ProfileError, TidyRow, profile_rows, reading
+from .rows import read_metrics_rows, write_tables
 from .steps import Choice, StepError
 
 if TYPE_CHECKING:
@@ -122,11 +122,8 @@ def build_parser(prog: str = "python -m analysis.profiles.cli diff") -> argparse
 
 def _read_csv(path: Path) -> list[TidyRow]:
     try:
-        return read_metrics_rows(path)
-    except FileNotFoundError as exc:
-        raise ProfileError(path, "file not found") from exc
-    except OSError as exc:
-        raise ProfileError(path, f"cannot read file ({exc.strerror or exc})") from exc
+        with reading(path):
+            return read_metrics_rows(path)
     except ValueError as exc:  # a missing column, a field that is not a number, not UTF-8
         raise ProfileError(path, f"not a metrics CSV ({str(exc).splitlines()[0]})") from exc
 
@@ -308,17 +305,10 @@ def main(argv: Sequence[str] | None = None, prog: str | None = None) -> int:
     try:
         side_a = read_side(args.a, not args.no_cpu_ops, choice=choice)
         side_b = read_side(args.b, not args.no_cpu_ops, choice=choice)
-    except ProfileError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
-    except StepError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    try:
         agg_a, agg_b, missing = both_figures(side_a, side_b, (args.a, args.b), args.allow_mixed)
-    except UnrelatedError as exc:
+    except (ProfileError, StepError, UnrelatedError) as exc:
         print(f"error: {exc}", file=sys.stderr)
-        return 2
+        return 1 if isinstance(exc, ProfileError) else 2
     slower: list[str] = []
     if args.fail_if is not None:
         asked = [m for m in args.metric or () if m.startswith(split.PREFIX)]
@@ -332,12 +322,8 @@ def main(argv: Sequence[str] | None = None, prog: str | None = None) -> int:
             print(f"error: --metric {exc.args[0]} is in neither A nor B", file=sys.stderr)
             return 2
     diff = compare(agg_a, agg_b)
-    if args.out:
-        try:
-            write_rows_atomic(args.out, CSV_COLUMNS, diff)
-        except OSError as exc:
-            print(f"error: {args.out}: cannot write ({exc.strerror or exc})", file=sys.stderr)
-            return 1
+    if args.out and not write_tables([(args.out, CSV_COLUMNS, diff)]):
+        return 1
     header = [_side_line("A", args.a, side_a[0]), _side_line("B", args.b, side_b[0])]
     header += [missing] if missing else []
     print(render(diff, header))

@@ -15,11 +15,11 @@ import costs a fifth of a small trace's whole reading. `name()` says which decod
 bench prints it).
 """
 
+import functools
 import importlib.util
 from collections.abc import Callable
 from typing import Any
 
-_loaded: list = []  # [the decode function, or None where msgspec is not installed]
 _ABSENT: Any = None  # msgspec.UNSET once imported: a field the element does not hold
 
 
@@ -27,15 +27,10 @@ class Records(list):
     """A batch ready for kineto_fold.fold: (ts, dur, cat, name, event) of its complete events."""
 
 
+@functools.cache
 def decoder() -> Callable[[str], list | None] | None:
     """The function decoding a JSON array's text into Events (None where msgspec refuses it), or
     None where msgspec is not installed; msgspec is imported at the first call."""
-    if not _loaded:
-        _loaded.append(_make())
-    return _loaded[0]
-
-
-def _make() -> Callable[[str], list | None] | None:
     global _ABSENT
     try:
         import msgspec

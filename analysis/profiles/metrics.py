@@ -32,10 +32,11 @@ imported inside them only.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple, TextIO
@@ -147,6 +148,17 @@ class ProfileError(Exception):
         self.path = str(path)
         self.problem = problem
         super().__init__(f"{self.path}: {problem}")
+
+
+@contextlib.contextmanager
+def reading(path: str | os.PathLike[str]) -> Iterator[None]:
+    """A file that fails to open or read, as one ProfileError line."""
+    try:
+        yield
+    except FileNotFoundError as exc:
+        raise ProfileError(path, "file not found") from exc
+    except OSError as exc:
+        raise ProfileError(path, f"cannot read file ({exc.strerror or exc})") from exc
 
 
 @dataclass

@@ -16,12 +16,8 @@ Times are integer nanoseconds. One file is taken as one rank: an export that cov
 processes (nsys run around torchrun) is summed over all of them.
 
 Counting (issue 19):
-  * `nsys profile --cudabacktrace` writes, beside each call row, a second row of event class
-    TRACE_PROCESS_EVENT_CUDABACKTRACE with the same globalTid and correlationId (named without the
-    `_v7000` suffix). Only the call rows count: the backtrace class is filtered out by its id in
-    ENUM_NSYS_EVENT_CLASS; a file without that table (nsys 2022) keeps one row per
-    (globalTid, correlationId), the one of the lowest event class (calls are 0 and 1, backtraces
-    67), or the first written where there is no eventClass column.
+  * `nsys profile --cudabacktrace` writes a second row beside each call (named without the
+    `_v7000` suffix); only the call rows count (nsys_schema.runtime_calls tells them apart).
   * A batched copy (cudaMemcpyBatchAsync) is one row with copyCount copies: calls sum copyCount.
   * Unified-memory copy kinds (copyKind 11-13) are the metric memcpy_unified.
 
@@ -80,6 +76,7 @@ from .metrics import (
     memcpy_metric,
     nccl_metric,
     newer_version_note,
+    reading,
     runtime_metric,
 )
 from .nsys_schema import (
@@ -225,13 +222,8 @@ def with_capture(profile: RankProfile, capture: str | None) -> RankProfile:
 
 
 def _check_magic(path: Path) -> None:
-    try:
-        with open(path, "rb") as fh:
-            head = fh.read(len(SQLITE_MAGIC))
-    except FileNotFoundError as exc:
-        raise ProfileError(path, "file not found") from exc
-    except OSError as exc:
-        raise ProfileError(path, f"cannot read file ({exc.strerror})") from exc
+    with reading(path), open(path, "rb") as fh:
+        head = fh.read(len(SQLITE_MAGIC))
     if head != SQLITE_MAGIC:
         raise ProfileError(path, "not a SQLite file (expected an `nsys export --type sqlite` file)")
 
@@ -334,19 +326,8 @@ def _runtime_rows(
     spans: list[tuple[int, int]],
     counted: dict[int, list] | None = None,
 ) -> list[Row]:
-    if counted is not None:
-        groups = _as_grouped(counted)
-    else:
-        groups = _grouped(con, runtime_calls(con, columns), "nameId")
-    names = strings(con, [g[0] for g in groups])
-    rows = []
-    for name_id, calls, total, lo, hi in groups:
-        spans.append((lo, hi))
-        raw = names.get(name_id, f"<nameId {name_id}>")
-        metric = runtime_metric(raw)
-        if metric:
-            rows.append(Row(metric, raw, calls, (total or 0) / _NS_PER_S))
-    return rows
+    groups = _grouped(con, runtime_calls(con, columns), "nameId") if counted is None else counted
+    return _named_rows(con, groups, spans, runtime_metric, "<nameId {}>")
 
 
 def _kernel_rows(
@@ -355,14 +336,21 @@ def _kernel_rows(
     spans: list[tuple[int, int]],
     counted: dict[int, list[int]] | None = None,
 ) -> list[Row]:
-    """Kernel metric rows: from a GROUP BY, or from `counted` (read_nsys_with's)."""
-    groups = _grouped(con, KERNEL, name_col) if counted is None else _as_grouped(counted)
+    groups = _grouped(con, KERNEL, name_col) if counted is None else counted
+    return _named_rows(con, groups, spans, nccl_metric, "")
+
+
+def _named_rows(con: sqlite3.Connection, groups: list[tuple] | dict[int, list],
+                spans: list[tuple[int, int]], metric_of: Callable[[str], str | None],
+                unnamed: str) -> list[Row]:  # fmt: skip
+    """Metric rows of groups by StringIds id: a GROUP BY's, or read_nsys_with's `counted`."""
+    groups = _as_grouped(groups) if isinstance(groups, dict) else groups
     names = strings(con, [g[0] for g in groups])
     rows = []
     for name_id, calls, total, lo, hi in groups:
         spans.append((lo, hi))
-        raw = names.get(name_id, "")
-        metric = nccl_metric(raw)
+        raw = names.get(name_id, unnamed.format(name_id))
+        metric = metric_of(raw)
         if metric:
             rows.append(Row(metric, raw, calls, (total or 0) / _NS_PER_S))
     return rows

@@ -12,6 +12,7 @@ from __future__ import annotations
 import csv
 import math
 import os
+import sys
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import NamedTuple, TextIO
@@ -150,6 +151,17 @@ def write_rows_atomic(
         out.writerows([_cell(v) for v in row] for row in rows)
 
     return atomic_write(path, write)
+
+
+def write_tables(tables: Sequence[tuple[str, Sequence[str], list]]) -> bool:
+    """Write (path, columns, rows) tables; False after one error line if one cannot be."""
+    for dest, columns, rows in tables:
+        try:
+            write_rows_atomic(dest, columns, rows)
+        except OSError as exc:
+            print(f"error: {dest}: cannot write ({exc.strerror or exc})", file=sys.stderr)
+            return False
+    return True
 
 
 def _cell(value: object) -> object:

@@ -9,25 +9,22 @@ only when a run folder is read, never to read a profile file.
 
 from __future__ import annotations
 
+import functools
 import sys
 from pathlib import Path
 from types import ModuleType
 
 from .metrics import ProfileError
 
-_UNKNOWN = object()
-_loaded: list = [_UNKNOWN]
 
-
+@functools.cache
 def profiling() -> ModuleType | None:
     """run/node/profiling.py, or None where the reader runs without the artifact's run/."""
-    if _loaded[0] is _UNKNOWN:
-        try:
-            from run.node import profiling as module
-        except ImportError:
-            module = None
-        _loaded[0] = module
-    return _loaded[0]
+    try:
+        from run.node import profiling as module
+    except ImportError:
+        return None
+    return module
 
 
 def settings_refused() -> bool:

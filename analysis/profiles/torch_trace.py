@@ -17,7 +17,7 @@ Kernel, Memcpy, Memset and Operator (kineto_fold.KIND_BY_CAT), put GPU events on
 A ROCm build's trace writes its HIP calls under cuda_runtime: the profile's device_kind is
 "HIP/ROCm", and its calls are rows of their own HIP metrics, never CUDA's; a trace with GPU events
 of categories this reader does not know, and none it knows, is a ProfileError naming the
-categories found (kineto_kinds). A CPU-only trace has no GPU categories, so it yields no CUDA rows
+categories found (kineto_fold). A CPU-only trace has no GPU categories, so it yields no CUDA rows
 (absent, not zero).
 
 `cpu:<op>` rows: the calls, and the wall time inside the op (kineto_cpu: the union of its calls,
@@ -40,9 +40,8 @@ from typing import Any, TextIO
 from . import kineto_fast
 from .intervals import us_ns
 from .kineto_cpu import CpuUnions
-from .kineto_fold import KINDS, Feed, Folded, fold
+from .kineto_fold import HIP, KINDS, Feed, Folded, device_kind, fold, hip_metric, unknown_gpu
 from .kineto_gzip import GzipText
-from .kineto_kinds import HIP, device_kind, hip_metric, unknown_gpu
 from .metrics import (
     CPU_PREFIX,
     ProfileError,

@@ -18,8 +18,8 @@ import pandas as pd
 import pytest
 from corpus_reading import kineto_figures, nsys_figures
 
-from analysis.profiles import read_metrics_csv
 from analysis.profiles.cli import main
+from analysis.profiles.metrics import read_metrics_csv
 from analysis.profiles.synth import (
     BACKTRACE_CLASS,
     DRIVER_CLASS,

@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 from profile_builders import cli_fails, make_nsys
 
-from analysis.profiles import collect, read_metrics_csv, read_nsys_sqlite
+from analysis.profiles import collect, read_nsys_sqlite
+from analysis.profiles.metrics import read_metrics_csv
 from analysis.profiles.nsys_sqlite import SPAN_ACTIVITY, SPAN_SESSION, choose_wall, with_capture
 from run import store
 from run.llm import launch as llm_launch

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 from profile_builders import cli_fails, kineto_event, make_nsys, write_trace
 
-from analysis.profiles import read_metrics_csv
 from analysis.profiles.cli import main
+from analysis.profiles.metrics import read_metrics_csv
 from analysis.profiles.rows import write_rows_atomic
 
 REPO = Path(__file__).resolve().parents[2]

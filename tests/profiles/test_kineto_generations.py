@@ -12,9 +12,10 @@ from pathlib import Path
 import pytest
 from profile_builders import cli_fails, kineto_event, write_trace
 
-from analysis.profiles import ProfileError, kineto_cpu, read_metrics_csv, read_profile_breakdown
+from analysis.profiles import ProfileError, kineto_cpu, read_profile_breakdown
 from analysis.profiles.cli import main
-from analysis.profiles.kineto_kinds import CUDA, HIP
+from analysis.profiles.kineto_fold import CUDA, HIP
+from analysis.profiles.metrics import read_metrics_csv
 from analysis.profiles.torch_trace import read_torch_trace
 
 # Modern category -> the name torch 1.8-1.10 wrote (libkineto before its late-2021 renames).

@@ -10,8 +10,8 @@ import pandas as pd
 import pytest
 from profile_builders import assert_independent, cli_table, make_nsys
 
-from analysis.profiles import by_metric, read_nsys_sqlite
-from analysis.profiles.metrics import add_launch_all, profile_rows
+from analysis.profiles import read_nsys_sqlite
+from analysis.profiles.metrics import add_launch_all, by_metric, profile_rows
 from analysis.profiles.nsys_sqlite import with_capture
 from analysis.profiles.rows import metric_totals, with_launch_all
 from run.node.profiling import CAPTURE_API

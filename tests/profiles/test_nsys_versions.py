@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 from profile_builders import assert_independent, cli_table, make_nsys
 
-from analysis.profiles import by_metric, read_nsys_sqlite
-from analysis.profiles.metrics import add_launch_all
+from analysis.profiles import read_nsys_sqlite
+from analysis.profiles.metrics import add_launch_all, by_metric
 from analysis.profiles.synth import MEMCPY_OPER, NSYS_VERSIONS, write_nsys_sqlite
 
 RUNTIME = [

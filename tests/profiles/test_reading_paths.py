@@ -152,11 +152,12 @@ def test_capture_modes_are_the_launchs() -> None:
 
 def test_run_folder_without_run_is_one_line(tmp_path: Path, monkeypatch) -> None:
     (tmp_path / "run1").mkdir()
-    monkeypatch.setattr(run_names, "_loaded", [None])  # as installed: no run/
-    with pytest.raises(ProfileError) as err:
-        read_side(str(tmp_path / "run1"))
+    with monkeypatch.context() as m:
+        m.setattr(run_names, "profiling", lambda: None)  # as installed: no run/
+        with pytest.raises(ProfileError) as err:
+            read_side(str(tmp_path / "run1"))
     assert "\n" not in str(err.value) and "name its profile files" in str(err.value)
-    monkeypatch.setattr(run_names, "_loaded", [run_names._UNKNOWN])
+    run_names.profiling.cache_clear()
     assert run_names.profiling() is profiling
     with pytest.raises(ProfileError, match="no profile_metrics.csv and no traces"):
         read_side(str(tmp_path / "run1"))

@@ -17,8 +17,9 @@ import pytest
 from corpus_files import corpus_file
 from profile_builders import REPO, kineto_event, make_nsys, write_trace
 
-from analysis.profiles import load_steps, read_metrics_csv
+from analysis.profiles import load_steps
 from analysis.profiles.cli import main
+from analysis.profiles.metrics import read_metrics_csv
 from analysis.profiles.steps import Choice, StepError, spans, step_numbers
 
 # Three 10 us steps. Runtime calls, kernels (one NCCL kernel across the step 0/1 boundary) and a

@@ -10,9 +10,9 @@ import pandas as pd
 import pytest
 from profile_builders import assert_independent, cli_table, kineto_event, write_trace
 
-from analysis.profiles import by_metric, read_torch_trace
+from analysis.profiles import read_torch_trace
 from analysis.profiles import torch_trace as tt
-from analysis.profiles.metrics import add_launch_all
+from analysis.profiles.metrics import add_launch_all, by_metric
 
 
 def test_gpu_trace_plain_and_gzip_as_the_independent_reading(
