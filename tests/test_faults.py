@@ -318,12 +318,19 @@ def test_a_process_an_earlier_attempt_left_is_stopped_and_named(tier):
     assert _consistent(tier) == 1
 
 
-def test_run_files_follow_the_umask(tmp_path):
+WRITERS = {  # every atomic writer of run/: mkstemp alone makes 0o600
+    "store": "from run import store; store.write_json_atomic(p, {})",
+    "data": "from run.llm.data import readers; readers.write_jsonl(p, [{}])",
+    "bundle": "from run.node import bundle; bundle.write(p, {'a': 'b'})",
+}
+
+
+@pytest.mark.parametrize("writer", sorted(WRITERS))
+def test_run_files_follow_the_umask(tmp_path, writer):
     code = (
-        "import os, sys; os.umask(0o027); from pathlib import Path; from run import store; "
-        "p = Path(sys.argv[1]); store.write_json_atomic(p, {}); "
-        "print(oct(os.stat(p).st_mode & 0o777))"
+        "import os, sys; os.umask(0o027); from pathlib import Path; p = Path(sys.argv[1]); "
+        f"{WRITERS[writer]}; print(oct(os.stat(p).st_mode & 0o777))"
     )
-    done = subprocess.run([sys.executable, "-c", code, str(tmp_path / "x.json")], cwd=REPO,
+    done = subprocess.run([sys.executable, "-c", code, str(tmp_path / "x")], cwd=REPO,
                           capture_output=True, text=True, check=True)  # fmt: skip
-    assert done.stdout.strip() == "0o640"  # mkstemp alone makes 0o600
+    assert done.stdout.strip() == "0o640"

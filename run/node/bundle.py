@@ -103,6 +103,7 @@ def write(path: Path, members: dict[str, str]) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
+        os.fchmod(fd, store.FILE_MODE)  # mkstemp makes 0o600: follow the umask as run files do
         with os.fdopen(fd, "wb") as fh, tarfile.open(fileobj=fh, mode="w:gz") as tar:
             for name, text in members.items():
                 data = text.encode()

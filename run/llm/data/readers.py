@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
-from run import settings
+from run import settings, store
 from run.llm.assets import AssetError
 from run.llm.catalog import DataSet
 
@@ -41,6 +41,7 @@ def write_jsonl(path: Path, rows: Iterable[dict[str, Any]]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
+        os.fchmod(fd, store.FILE_MODE)  # mkstemp makes 0o600: follow the umask as run files do
         with os.fdopen(fd, "w") as fh:
             for row in rows:
                 fh.write(json.dumps(row, sort_keys=True) + "\n")
