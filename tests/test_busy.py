@@ -91,6 +91,33 @@ def test_the_provenance_records_the_load_beside_the_run():
     assert provenance.collect(plain, [], {})["beside"] == {"busy_cores": 0}
 
 
+@pytest.mark.parametrize(("ranks", "cores", "others", "n"),
+                         [(1, 2, 0, 2), (2, 2, 0, 1), (2, 2, 1, 0), (1, 2, 1, 1), (1, 2, 5, 0),
+                          (4, 16, 0, 13), (4, 16, 20, 0)])  # fmt: skip
+def test_burners_bring_the_machine_to_one_process_over_its_cores(ranks, cores, others, n):
+    assert busy.burners_for(ranks, cores, others) == n
+
+
+def test_a_cpu_busy_run_is_sized_to_the_load_found_and_a_gpu_one_gets_one(monkeypatch):
+    spec = {"workload": "llm", "gpus": 1, busy.BESIDE: busy.BUSY_CORE}
+    monkeypatch.setattr(busy, "cores", lambda: 2)
+    monkeypatch.setattr(busy, "running_now", lambda: 1)  # another sweep's busy core, say
+    n, rec = busy.sized(spec, one=False)
+    assert n == 1 and rec["busy_cores"] == 1 and rec["others_running"] == 1
+    assert "1 other runnable process(es) found; 1 burner(s)" in rec["sized"]
+    assert busy.sized(spec, one=True)[0] == busy.BURNERS == 1
+    assert busy.sized({**spec, busy.BESIDE: busy.NOTHING}, one=False) == (0, {"busy_cores": 0})
+
+
+def test_the_running_processes_are_counted_without_the_counter():
+    procs = busy.start(dict(os.environ), 2)
+    try:
+        time.sleep(0.2)
+        assert busy.running_now() >= 2  # two spinning burners are always runnable
+    finally:
+        busy.stop(procs)
+
+
 def test_only_repeat_never_runs_the_busy_repeat(tmp_path, monkeypatch):
     """`make all` spreads repeats 0 and 1 over the sweep (`--only-repeat k`); the busy run comes
     with the whole sweep of the noise cells at the end."""
@@ -144,8 +171,8 @@ def burners(monkeypatch):
     started: list = []
     real = busy.start
 
-    def start(env):
-        procs = real(env)
+    def start(env, n=busy.BURNERS):
+        procs = real(env, n)
         started.extend(procs)
         return procs
 
@@ -226,17 +253,26 @@ def test_a_sweep_runs_only_the_busy_runs_beside_a_burner_and_leaves_none(fake, b
     assert runner.sweep(["N1"], "test") == 0
     names = fake.read_text().split()
     assert len(names) == 8 and [n.endswith("-busy") for n in names] == [False] * 6 + [True] * 2
-    assert len(burners) == 2 and _gone(burners)
+    assert _gone(burners)
     assert lifeline.members(f"{store.runs_dir('test').resolve()}/") == []
+    started = 0
     for name in names:
         run = store.run_dir("test", name)
         prov = store.read_json(run / store.PROVENANCE)
         lines = (run / store.LOG).read_text().splitlines()
         loud = name.endswith("-busy")
-        assert prov["beside"]["busy_cores"] == int(loud)
-        said = lines[1:2] == [busy.note({busy.BESIDE: busy.BUSY_CORE}).strip()]
+        n = prov["beside"]["busy_cores"]
+        started += n
+        if loud:  # sized to the load found: ranks + others + burners = cores + OVER_CORES
+            others, spec = prov["beside"]["others_running"], store.read_json(run / store.SPEC)
+            assert n == busy.burners_for(spec["gpus"], busy.cores(), others)
+            assert f"{others} other runnable" in prov["beside"]["sized"]
+        else:
+            assert n == 0
+        said = lines[1:2] == [busy.note({busy.BESIDE: busy.BUSY_CORE}, n).strip()]
         assert said == loud and lines[0].startswith("$ ")
         assert store.read_summary(run)["status"] == "ok"
+    assert started == len(burners)  # each burner a provenance names was started, and stopped
     record = store.read_json(store.sweeps_dir("test") / "N1.json")
     assert {r["run"] for r in record["runs"]} == set(names)
 

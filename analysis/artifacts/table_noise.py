@@ -42,8 +42,9 @@ def notes(runs: pd.DataFrame, t: pd.DataFrame) -> list[str]:
         "runs differ most). A verdict's margin is the largest spread of its quantity at its "
         "rank counts; a quantity without such a set decides only where its cells have repeats. "
         "The noise cells (N1/N2) run their three seeds at the start, the middle and the end of "
-        "the sweep, and seed 0 once more at the end beside a busy core (one process spinning on "
-        "the CPU while the run runs), so that every margin covers a run beside that load."
+        "the sweep, and seed 0 once more at the end beside a busy core (on a CPU, processes "
+        "spinning until the machine has one runnable process more than its cores, counting work "
+        "already running; on a GPU node one), so that every margin covers a run beside that load."
     ]
 
 

@@ -8,22 +8,32 @@ the margin every verdict must clear then covers a run beside a busy core.
 
 The spec key `beside` (optional in every workload's spec: absent, or `none`, is a plain run) says
 so, and the run name spells it (`-busy`), so that such a run is a results folder of its own. While
-the run's command runs, the sweep (run/sweep/runner.py) keeps BURNERS processes spinning on the CPU
-beside it: each a Python loop doing nothing else, at the sweep's own priority (not niced), started
-just before the command and stopped and reaped when it ends, fails, times out or is interrupted.
-Each burner carries the attempt's tag and dies with the sweep (run/node/lifeline.py), so none
-outlives the run. The run's provenance records it (`record`).
+the run's command runs, the sweep (run/sweep/runner.py) keeps burners spinning on the CPU beside
+it: each a Python loop doing nothing else, at the sweep's own priority (not niced), started just
+before the command and stopped and reaped when it ends, fails, times out or is interrupted. Each
+burner carries the attempt's tag and dies with the sweep (run/node/lifeline.py), so none outlives
+the run. The run's provenance records how many, and the load they were sized to (`record`).
 
-On a GPU node a burner takes one of many host cores: the run still measures something true (the
-host-side work of the step beside one busy core), only a smaller disturbance than on a 2-core CPU.
+How many (`count`). On CPU ranks (one compute thread each) a fixed single burner measured two
+different loads: beside a 1-rank run on 2 cores it took the idle core and slowed nothing (a quiet
+sweep's LLM 1-rank spread with it: 9.0 %), while in a sweep already beside a busy core it was a
+second one (82 %: `make check-verdicts`, issue 38). So on a CPU the burners bring the machine to
+one runnable process more than it has cores while the ranks run, counting the work already
+running there (/proc/stat's procs_running, sampled before the command starts): the same load
+however busy the sweep already was, and none added where other work already makes it. On a GPU
+node a single burner takes one of many host cores: the run still measures something true (the
+host-side work of the step beside one busy core) without starving its data loaders.
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
 import shlex
+import statistics
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -33,7 +43,9 @@ BESIDE = "beside"  # the spec key
 NOTHING, BUSY_CORE = "none", "busy-core"
 CHOICES = (NOTHING, BUSY_CORE)
 NAME_PART = "busy"  # what the run name adds for a run beside a busy core
-BURNERS = 1  # busy cores beside the run
+BURNERS = 1  # busy cores beside a run on a GPU node (and the cost model's estimate)
+OVER_CORES = 1  # on a CPU: runnable processes beyond the cores while a busy run runs
+SAMPLES, SAMPLE_GAP_S = 25, 0.02  # reads of procs_running before the command starts
 BURN_CODE = "while True: pass"
 
 
@@ -53,10 +65,10 @@ def is_busy(spec: dict[str, Any]) -> bool:
     return spec.get(BESIDE, NOTHING) == BUSY_CORE
 
 
-def busy_cores(spec: dict[str, Any]) -> int:
-    """Cores the sweep keeps busy beside the spec's run (0 for a plain run): the cost model's
+def busy_cores(spec: dict[str, Any], ranks: int, n_cores: int) -> int:
+    """Burners beside the spec's run on a quiet CPU (0 for a plain run): the cost model's
     (run/sweep/cost.py) ranks + burners on a CPU's cores."""
-    return BURNERS if is_busy(spec) else 0
+    return burners_for(ranks, n_cores, 0) if is_busy(spec) else 0
 
 
 def name_parts(spec: dict[str, Any]) -> list[str]:
@@ -64,32 +76,74 @@ def name_parts(spec: dict[str, Any]) -> list[str]:
     return [NAME_PART] if is_busy(spec) else []
 
 
-def record(spec: dict[str, Any]) -> dict[str, Any]:
+def running_now() -> int:
+    """Runnable processes on the machine besides this one: the median of SAMPLES reads of
+    /proc/stat's procs_running (which counts this reader too); 0 where there is no /proc."""
+    seen = []
+    for i in range(SAMPLES):
+        try:
+            with open("/proc/stat") as fh:
+                line = next(ln for ln in fh if ln.startswith("procs_running "))
+        except (OSError, StopIteration):
+            return 0
+        seen.append(int(line.split()[1]) - 1)
+        if i + 1 < SAMPLES:
+            time.sleep(SAMPLE_GAP_S)
+    return max(0, int(statistics.median(seen)))
+
+
+def cores() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+def burners_for(ranks: int, n_cores: int, others: int) -> int:
+    """Burners that make `ranks` plus `others` runnable processes OVER_CORES more than `n_cores`."""
+    return max(0, n_cores + OVER_CORES - ranks - others)
+
+
+def sized(spec: dict[str, Any], one: bool) -> tuple[int, dict[str, Any]]:
+    """(burners to start beside the spec's run, its provenance record): BURNERS where `one` (a
+    GPU node, or a run with no command), else sized to the load found now (module docstring)."""
+    if not is_busy(spec):
+        return 0, record(spec)
+    if one:
+        return BURNERS, record(spec)
+    others = running_now()
+    n = burners_for(int(spec.get("gpus", 1)), cores(), others)
+    return n, record(spec, n, others)
+
+
+def record(spec: dict[str, Any], n: int = BURNERS, others: int | None = None) -> dict[str, Any]:
     """What the run's provenance says of the load the sweep put beside it."""
     if not is_busy(spec):
         return {"busy_cores": 0}
+    sized = ("a GPU node: one burner" if others is None else
+             f"{others} other runnable process(es) found; {n} burner(s) bring the machine to "
+             f"{OVER_CORES} more than its {cores()} cores with the run's ranks")  # fmt: skip
     return {
-        "busy_cores": BURNERS,
+        "busy_cores": n,
+        "others_running": others,
+        "sized": sized,
         "burner": burn_command(),
         "priority": "the sweep's own (not niced by the sweep)",
-        "note": f"beside a busy core: {BURNERS} burner(s) spinning while the run's command ran",
+        "note": f"beside a busy core: {n} burner(s) spinning while the run's command ran",
     }
 
 
-def note(spec: dict[str, Any]) -> str:
+def note(spec: dict[str, Any], n: int = BURNERS) -> str:
     """What the run's first log line (and the sweep's output) adds for a run beside a busy core:
     a second line; nothing for a plain run."""
     if not is_busy(spec):
         return ""
-    return (f"\n# beside a busy core: {BURNERS} burner(s) ({shlex.join(burn_command())}, "
+    return (f"\n# beside a busy core: {n} burner(s) ({shlex.join(burn_command())}, "
             "at the sweep's priority), stopped with the run")  # fmt: skip
 
 
-def start(env: dict[str, str]) -> list[subprocess.Popen]:
-    """Start the burners, with `env` (the attempt's tag) and tied to this process's life."""
+def start(env: dict[str, str], n: int = BURNERS) -> list[subprocess.Popen]:
+    """Start `n` burners, with `env` (the attempt's tag) and tied to this process's life."""
     procs: list[subprocess.Popen] = []
     try:
-        for _ in range(BURNERS):
+        for _ in range(n):
             procs.append(
                 subprocess.Popen(
                     burn_command(),
@@ -116,11 +170,11 @@ def stop(procs: list[subprocess.Popen]) -> None:
 
 
 @contextlib.contextmanager
-def beside(busy_core: bool, env: dict[str, str]) -> Iterator[list[subprocess.Popen]]:
-    """The burners (none unless `busy_core`) spinning while the block runs: stopped and reaped
+def beside(n: int, env: dict[str, str]) -> Iterator[list[subprocess.Popen]]:
+    """`n` burners (True: BURNERS; none for 0) spinning while the block runs: stopped and reaped
     when it ends, fails or is interrupted, a second Ctrl-C notwithstanding. The block stops its
     attempt's processes first (lifeline.stop, which finds the burners by their tag too)."""
-    procs = start(env) if busy_core else []
+    procs = start(env, BURNERS if n is True else n) if n else []
     try:
         yield procs
     finally:

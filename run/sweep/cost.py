@@ -260,7 +260,7 @@ def _vision_cpu_loop(spec: dict[str, Any], info: dict[str, Any]) -> float:
     pixels = (spec["image_size"] / 32) ** 2 * _vision_width(spec)
     per_thread = units * pixels * CPU_PRECISION_FACTOR[spec["precision"]]
     # a run beside a busy core (run/node/busy.py) shares the cores with its burner too
-    oversubscribed = max(1.0, (g + busy.busy_cores(spec)) / cores)
+    oversubscribed = max(1.0, (g + busy.busy_cores(spec, g, cores)) / cores)
     return per_thread * CPU_VISION_S_PER_IMAGE_32PX / threads * oversubscribed
 
 
@@ -296,7 +296,7 @@ def llm_s_per_it(spec: dict[str, Any], info: dict[str, Any]) -> float:
         return s5 * method * _token_factor(spec, relative_tokenizer=False) * compiled
     cores = _cores(info)
     base = CPU_LLM_S_PER_IT if spec["model"] == "tiny" else CPU_8B_S_PER_IT
-    load = g + busy.busy_cores(spec)  # ranks, and a busy core's burner (run/node/busy.py)
+    load = g + busy.busy_cores(spec, g, cores)  # ranks, and a busy run's burners (run/node/busy.py)
     return base * method * _token_factor(spec, relative_tokenizer=True) * max(1.0, load / cores)
 
 

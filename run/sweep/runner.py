@@ -5,17 +5,17 @@
 For each run spec of the experiments: a finished run (its summary.json exists) is skipped; a run
 that needs more GPUs (or, on CPU, more cores for gloo ranks) than this job may use is skipped and
 listed as such; everything else is launched, its output captured in the run's log.txt. A run that
-fails or runs out of memory is stored with that status and its root cause (run/sweep/failure.py), and
-the sweep goes on. When every run of an experiment has been dealt with,
-results/<scale>/sweeps/<EXP>.json records the outcome; that file is what the Makefile waits for.
-A GPU sweep with failed runs also writes results/<scale>/bundles/<EXP>.tar.gz (run/node/bundle.py).
-With REPEATS=n (run/sweep/matrix.py) every cell runs n times with seeds seed..seed+n-1, each repeat a run
-of its own: the record lists every repeat's run, and a rerun launches only the missing repeats.
-`--only-repeat k` runs repeat k alone, no record: the Makefile spreads the noise repeats over `make all`;
-a run beside a busy core (run/node/busy.py) runs only in the whole sweep, after the other repeats.
-Sweeps sharing a results folder (SLURM job array, `make -j`) take each run under a lock
-(run/sweep/lock.py): a run another sweep holds is waited for after this sweep's own runs, and run here
-if that sweep died.
+fails or runs out of memory is stored with that status and its root cause (run/sweep/failure.py),
+and the sweep goes on. When every run of an experiment has been dealt with,
+results/<scale>/sweeps/<EXP>.json records the outcome; that file is what the Makefile waits for. A
+GPU sweep with failed runs also writes results/<scale>/bundles/<EXP>.tar.gz (run/node/bundle.py).
+With REPEATS=n (run/sweep/matrix.py) every cell runs n times with seeds seed..seed+n-1, each repeat
+a run of its own: the record lists every repeat's run, and a rerun launches only the missing
+repeats. `--only-repeat k` runs repeat k alone, no record: the Makefile spreads the noise repeats
+over `make all`; a run beside a busy core (run/node/busy.py) runs only in the whole sweep, after the
+other repeats. Sweeps sharing a results folder (SLURM job array, `make -j`) take each run under a
+lock (run/sweep/lock.py): a run another sweep holds is waited for after this sweep's own runs, and
+run here if that sweep died.
 
 Before anything runs: the scale's device (a `gpu` scale never trains on a CPU), GPUs that the
 installed torch cannot use, the profiler choice and every data set are checked; bad input stops
@@ -165,13 +165,14 @@ def _run_in(
     else:
         cmd = launch_command(spec, stage, info)
     prov = provenance.collect(spec, cmd, info)
+    burners, prov["beside"] = busy.sized(spec, bool(info.get("gpu_count")) or not cmd)
     store.write_json_atomic(stage / store.PROVENANCE, prov)
     if cmd:
         head = progress.start(name) if progress else f"[sweep] {name}"
-        line = f"$ {shlex.join(cmd)}  {numa.note(prov['numa'])}{busy.note(spec)}"
+        line = f"$ {shlex.join(cmd)}  {numa.note(prov['numa'])}{busy.note(spec, burners)}"
         print(f"{head}\n        {line}".replace("\n#", "\n        #"), flush=True)
         store.write_text_atomic(stage / store.LOG, f"{line}\n")
-        with busy.beside(busy.is_busy(spec), {**os.environ, lifeline.ATTEMPT_ENV: tag}):
+        with busy.beside(burners, {**os.environ, lifeline.ATTEMPT_ENV: tag}):
             rc, wall = run_logged(cmd, stage / store.LOG, progress, name, tag)
         if progress:
             progress.finish(name)
@@ -181,13 +182,8 @@ def _run_in(
             oom = any(p in text for p in OOM_PATTERNS)
             timeout = settings.value("RUN_TIMEOUT_S")
             error = f"timed out after {timeout} s" if rc is None else root_cause(text, rc)
-            summary = {
-                "name": name,
-                "status": "oom" if oom else "failed",
-                "error": error,
-                "returncode": rc,
-                "total_time_s": None,
-            }
+            summary = {"name": name, "status": "oom" if oom else "failed", "error": error,
+                       "returncode": rc, "total_time_s": None}  # fmt: skip
         summary["launch_wall_s"] = round(wall, 3)
         summary = profile_metrics(spec, stage, summary)
         store.write_json_atomic(stage / store.SUMMARY, summary)
