@@ -92,9 +92,11 @@ def test_the_provenance_records_the_load_beside_the_run():
 
 
 @pytest.mark.parametrize(("ranks", "cores", "others", "n"),
-                         [(1, 2, 0, 2), (2, 2, 0, 1), (2, 2, 1, 0), (1, 2, 1, 1), (1, 2, 5, 0),
-                          (4, 16, 0, 13), (4, 16, 20, 0)])  # fmt: skip
-def test_burners_bring_the_machine_to_one_process_over_its_cores(ranks, cores, others, n):
+                         [(1, 2, 0, 2), (2, 2, 0, 1), (2, 2, 1, 1), (1, 2, 1, 1), (1, 2, 5, 1),
+                          (4, 16, 0, 13), (4, 16, 20, 1)])  # fmt: skip
+def test_burners_bring_the_machine_to_one_process_over_its_cores_and_add_at_least_one(
+    ranks, cores, others, n
+):
     assert busy.burners_for(ranks, cores, others) == n
 
 
@@ -263,7 +265,7 @@ def test_a_sweep_runs_only_the_busy_runs_beside_a_burner_and_leaves_none(fake, b
         loud = name.endswith("-busy")
         n = prov["beside"]["busy_cores"]
         started += n
-        if loud:  # sized to the load found: ranks + others + burners = cores + OVER_CORES
+        if loud:  # sized to the load found: cores + OVER_CORES runnable, at least one burner
             others, spec = prov["beside"]["others_running"], store.read_json(run / store.SPEC)
             assert n == busy.burners_for(spec["gpus"], busy.cores(), others)
             assert f"{others} other runnable" in prov["beside"]["sized"]
