@@ -102,13 +102,14 @@ def test_burners_bring_the_machine_to_one_process_over_its_cores_and_add_at_leas
 
 def test_a_cpu_busy_run_is_sized_to_the_load_found_and_a_gpu_one_gets_one(monkeypatch):
     spec = {"workload": "llm", "gpus": 1, busy.BESIDE: busy.BUSY_CORE}
-    monkeypatch.setattr(busy, "cores", lambda: 2)
+    cpu2 = {"gpu_count": 0, "affinity_cpus": 2, "cpu_count": 2}
     monkeypatch.setattr(busy, "running_now", lambda: 1)  # another sweep's busy core, say
-    n, rec = busy.sized(spec, one=False)
+    n, rec = busy.sized(spec, cpu2)
     assert n == 1 and rec["busy_cores"] == 1 and rec["others_running"] == 1
     assert "1 other runnable process(es) found; 1 burner(s)" in rec["sized"]
-    assert busy.sized(spec, one=True)[0] == busy.BURNERS == 1
-    assert busy.sized({**spec, busy.BESIDE: busy.NOTHING}, one=False) == (0, {"busy_cores": 0})
+    assert "than its 2 cores" in rec["sized"]
+    assert busy.sized(spec, {**cpu2, "gpu_count": 4})[0] == busy.BURNERS == 1
+    assert busy.sized({**spec, busy.BESIDE: busy.NOTHING}, cpu2) == (0, {"busy_cores": 0})
 
 
 def test_the_running_processes_are_counted_without_the_counter():
@@ -267,7 +268,7 @@ def test_a_sweep_runs_only_the_busy_runs_beside_a_burner_and_leaves_none(fake, b
         started += n
         if loud:  # sized to the load found: cores + OVER_CORES runnable, at least one burner
             others, spec = prov["beside"]["others_running"], store.read_json(run / store.SPEC)
-            assert n == busy.burners_for(spec["gpus"], busy.cores(), others)
+            assert n == busy.burners_for(spec["gpus"], len(os.sched_getaffinity(0)), others)
             assert f"{others} other runnable" in prov["beside"]["sized"]
         else:
             assert n == 0

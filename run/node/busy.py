@@ -14,7 +14,7 @@ before the command and stopped and reaped when it ends, fails, times out or is i
 burner carries the attempt's tag and dies with the sweep (run/node/lifeline.py), so none outlives
 the run. The run's provenance records how many, and the load they were sized to (`record`).
 
-How many (`count`). On CPU ranks (one compute thread each) a fixed single burner measured two
+How many (`sized`). On CPU ranks (one compute thread each) a fixed single burner measured two
 different loads: beside a 1-rank run on 2 cores it took the idle core and slowed nothing (a quiet
 sweep's LLM 1-rank spread with it: 9.0 %), while in a sweep already beside a busy core it was a
 second one (82 %: `make check-verdicts`, issue 38). So on a CPU the burners bring the machine to
@@ -28,7 +28,6 @@ host-side work of the step beside one busy core) without starving its data loade
 from __future__ import annotations
 
 import contextlib
-import os
 import shlex
 import statistics
 import subprocess
@@ -37,7 +36,7 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-from run.node import lifeline
+from run.node import lifeline, probe
 
 BESIDE = "beside"  # the spec key
 NOTHING, BUSY_CORE = "none", "busy-core"
@@ -92,10 +91,6 @@ def running_now() -> int:
     return max(0, int(statistics.median(seen)))
 
 
-def cores() -> int:
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-
-
 def burners_for(ranks: int, n_cores: int, others: int) -> int:
     """Burners that make `ranks` plus `others` runnable processes OVER_CORES more than `n_cores`,
     and at least one: a sweep already at that load measures its run beside one busy core more
@@ -104,25 +99,29 @@ def burners_for(ranks: int, n_cores: int, others: int) -> int:
     return max(1, n_cores + OVER_CORES - ranks - others)
 
 
-def sized(spec: dict[str, Any], one: bool) -> tuple[int, dict[str, Any]]:
-    """(burners to start beside the spec's run, its provenance record): BURNERS where `one` (a
-    GPU node, or a run with no command), else sized to the load found now (module docstring)."""
+def sized(spec: dict[str, Any], info: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+    """(burners to start beside the spec's run on the machine `info` (run.node.probe) describes,
+    its provenance record): BURNERS on a GPU node, else sized to the load found now."""
     if not is_busy(spec):
         return 0, record(spec)
-    if one:
+    if info.get("gpu_count"):
         return BURNERS, record(spec)
-    others = running_now()
-    n = burners_for(int(spec.get("gpus", 1)), cores(), others)
-    return n, record(spec, n, others)
+    others, n_cores = running_now(), probe.max_ranks(info)
+    n = burners_for(int(spec.get("gpus", 1)), n_cores, others)
+    return n, record(spec, n, (others, n_cores))
 
 
-def record(spec: dict[str, Any], n: int = BURNERS, others: int | None = None) -> dict[str, Any]:
-    """What the run's provenance says of the load the sweep put beside it."""
+def record(
+    spec: dict[str, Any], n: int = BURNERS, found: tuple[int, int] | None = None
+) -> dict[str, Any]:
+    """What the run's provenance says of the load the sweep put beside it; `found` is (other
+    runnable processes, cores) where the burners were sized to them."""
     if not is_busy(spec):
         return {"busy_cores": 0}
-    sized = ("a GPU node: one burner" if others is None else
+    others, n_cores = found or (None, None)
+    sized = ("one burner (a GPU node)" if found is None else
              f"{others} other runnable process(es) found; {n} burner(s) bring the machine to at "
-             f"least {OVER_CORES} more than its {cores()} cores with the run's ranks")  # fmt: skip
+             f"least {OVER_CORES} more than its {n_cores} cores with the run's ranks")  # fmt: skip
     return {
         "busy_cores": n,
         "others_running": others,
@@ -174,10 +173,10 @@ def stop(procs: list[subprocess.Popen]) -> None:
 
 @contextlib.contextmanager
 def beside(n: int, env: dict[str, str]) -> Iterator[list[subprocess.Popen]]:
-    """`n` burners (True: BURNERS; none for 0) spinning while the block runs: stopped and reaped
+    """`n` burners (none for 0) spinning while the block runs: stopped and reaped
     when it ends, fails or is interrupted, a second Ctrl-C notwithstanding. The block stops its
     attempt's processes first (lifeline.stop, which finds the burners by their tag too)."""
-    procs = start(env, BURNERS if n is True else n) if n else []
+    procs = start(env, int(n)) if n else []
     try:
         yield procs
     finally:

@@ -165,7 +165,7 @@ def _run_in(
     else:
         cmd = launch_command(spec, stage, info)
     prov = provenance.collect(spec, cmd, info)
-    burners, prov["beside"] = busy.sized(spec, bool(info.get("gpu_count")) or not cmd)
+    burners, prov["beside"] = busy.sized(spec, info) if cmd else (0, prov["beside"])
     store.write_json_atomic(stage / store.PROVENANCE, prov)
     if cmd:
         head = progress.start(name) if progress else f"[sweep] {name}"
