@@ -143,3 +143,28 @@ def cpu_checks(tmp_path_factory: pytest.TempPathFactory):
         for var in ("LLAMA3_DIR", "LLAMA3_TOKENIZER", "LLM_DATASETS_DIR"):
             mp.delenv(var, raising=False)
         return real_runs.make()
+
+
+# ---- t7-slurm: test_report.py's fake sweep and report, made once for the modules that read it ----
+@pytest.fixture(scope="session")
+def fake_report_made(tmp_path_factory: pytest.TempPathFactory):
+    """test_report.make_report's fake sweep of V1-V4 and V7, its tables, figures and report, once
+    per session: (its sandbox folder, what make_report returns). As with cpu_checks, its
+    environment is set only while it is made, so it leaks into no other test."""
+    import test_report  # tests/ is on sys.path for the test modules (pytest rootdir)
+
+    root = tmp_path_factory.mktemp("fake-report")
+    with pytest.MonkeyPatch.context() as mp:
+        sandbox_env(root, mp)
+        return root, test_report.make_report((root, mp))
+
+
+@pytest.fixture(scope="module")
+def fake_report(fake_report_made):
+    """fake_report_made for a module's tests (test_report.py, test_report_text.py): its sandbox
+    (RESULTS_DIR, MATRIX_FILE, ...) set again for the module, as when each module made its own;
+    what make_report returned. Readers copy the results folder before changing anything."""
+    root, built = fake_report_made
+    with pytest.MonkeyPatch.context() as mp:
+        sandbox_env(root, mp)  # writes the same matrix.yaml again
+        yield built

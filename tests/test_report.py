@@ -37,16 +37,19 @@ VISION = {
 
 
 @pytest.fixture(scope="module")
-def built(module_sandbox):
-    """One fake sweep of V1-V4, V7, its tables, figures and report, shared by the tests here."""
-    return make_report(module_sandbox)
+def built(fake_report):
+    """The fake sweep of V1-V4, V7, its tables, figures and report (make_report), made once per
+    session for this module and test_report_text.py (conftest's fake_report), with its sandbox
+    set for this module's tests."""
+    return fake_report
 
 
-def make_report(module_sandbox) -> tuple:
-    """The fake sweep, its tables, figures and report in a module's sandbox (test_report_text.py
-    builds its own the same way): (texts by suffix, the report's folder, tables' JSON, tables'
-    CSV). The report goes where the report of these results goes: beside them."""
-    tmp, mp = module_sandbox
+def make_report(sandbox: tuple[Path, pytest.MonkeyPatch]) -> tuple:
+    """The fake sweep, its tables, figures and report in a sandbox (folder, MonkeyPatch): (texts
+    by suffix, the report's folder, tables' JSON, tables' CSV). The report goes where the report
+    of these results goes: beside them. Tests only read what it makes (a test that renders again
+    or changes tables copies the results folder first)."""
+    tmp, mp = sandbox
     launches = tmp / "launches.txt"
     launches.touch()
     mp.setenv("FAKE_LAUNCHES", str(launches))

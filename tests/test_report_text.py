@@ -3,32 +3,29 @@ actually used beside the paper scale's, wording that follows what ran (no repeat
 with one repeat), one meaning of "efficiency", the CPU caveat once, tables narrow enough for a
 PDF page, the noise floor with the tally, the next scale's cost and a bounded length.
 
-The rendered report is made as test_report.py makes its own (a fake sweep of V1-V4 and V7)."""
+The rendered report is test_report.py's (a fake sweep of V1-V4 and V7), made once per session for
+both modules (conftest's fake_report)."""
 
 from __future__ import annotations
 
 import json
 import re
 import shutil
-import sys
-from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import test_report  # noqa: E402
-
-from analysis.claims import spec as cs  # noqa: E402
-from analysis.claims import verdicts as cl  # noqa: E402
-from report import build, nextgpu, settings, tables, wording  # noqa: E402
-from run import store  # noqa: E402
-from run.sweep import matrix as mx  # noqa: E402
+from analysis.claims import spec as cs
+from analysis.claims import verdicts as cl
+from report import build, nextgpu, settings, tables, wording
+from run import store
+from run.sweep import matrix as mx
 
 
 @pytest.fixture(scope="module")
-def built(module_sandbox):
-    """test_report.py's fake sweep of V1-V4 and V7, and its report, in this module's sandbox."""
-    return test_report.make_report(module_sandbox)
+def built(fake_report):
+    """test_report.py's fake sweep of V1-V4 and V7, and its report, with its sandbox set for this
+    module's tests."""
+    return fake_report
 
 
 def test_the_settings_are_the_runs_own(built):
