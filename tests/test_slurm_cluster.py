@@ -4,7 +4,9 @@ and the report job follows it, a requeue near the time limit and a cancel lose n
 
 The runs are the sandbox's (tests/conftest.py): experiment V3 (table-precision) and the vision
 noise cells N1 of a tiny matrix, a few seconds each on CPU with gloo ranks; N2 (the LLM noise
-cells) asks for more ranks than any machine has, so its sweep skips them. ARTIFACTS on make's
+cells) asks for more ranks than any machine has, so its sweep skips them. The requeue and the
+cancel need only two runs of 4 epochs (N1 made of V3's very runs), so that the run they stop
+always has epochs left (a 1-epoch run caught at its only epoch is at its end). ARTIFACTS on make's
 command line limits every job to these two targets; no scale is added for the tests.
 """
 
@@ -40,13 +42,20 @@ JOB_S = 900
 STOP_S = 180
 
 
-def _matrix(path: Path, precisions: list[str], **fixed: int) -> list[str]:
+def _matrix(
+    path: Path, precisions: list[str], noise_is_v3: bool = False, **fixed: int
+) -> list[str]:
     """Reshape the sandbox's matrix to V3 (`precisions` at 1 and 2 ranks, `fixed` on top of
-    the scale's) and N1, with N2 skipped; the names of the runs to be done."""
+    the scale's) and N1, with N2 skipped; the names of the runs to be done. N1 is one seed and
+    its run beside a busy core per rank count, or with `noise_is_v3` the very runs of V3's fp32
+    cells (the same `fixed`, no busy run): then every run is one of V3's."""
     m = yaml.safe_load(path.read_text())
     real = mx.load_matrix(REPO / "experiments" / "matrix.yaml")["experiments"]["N2"]
     v3, n1 = m["experiments"]["V3"], {**m["experiments"]["N1"], "repeats": 1}
     v3["fixed"].update(fixed)
+    if noise_is_v3:
+        n1["fixed"].update(fixed)
+        n1["busy_repeats"] = 0
     v3["vary"] = {"precision": precisions, "gpus": "from-scale"}
     smoke = {k: v.get("smoke") if isinstance(v, dict) else v for k, v in real["fixed"].items()}
     n2 = {**real, "repeats": 1, "fixed": smoke, "vary": {"gpus": [4096]}}
@@ -147,7 +156,10 @@ def test_the_cluster_starts_and_takes_the_job_script_as_written(cluster):
 
 
 def test_an_array_of_two_shares_the_runs_then_the_report_job_builds_the_report(tier, cluster):
-    expected = _matrix(Path(tier["MATRIX_FILE"]), ["fp64", "fp32", "fp16"])
+    # fp64 and fp32 (fp16 on a CPU is the slowest cell): 4 runs of V3 and N1's 2 beside a busy
+    # core, 3 a task if they split evenly; N1's seed-0 runs are V3's fp32 ones
+    expected = _matrix(Path(tier["MATRIX_FILE"]), ["fp64", "fp32"])
+    assert len(expected) == 6
     t0 = time.monotonic()
     array, report = _submit(tier, nodes=2)
     done = cluster.wait(report, ("COMPLETED", "FAILED", "CANCELLED"), timeout=JOB_S)
@@ -181,8 +193,10 @@ def test_an_array_of_two_shares_the_runs_then_the_report_job_builds_the_report(t
 def test_a_requeue_stops_the_run_in_flight_and_the_restart_runs_only_the_missing_ones(
     tier, cluster
 ):
-    # Long enough to be caught mid-run (4 epochs), short enough for CI.
-    expected = _matrix(Path(tier["MATRIX_FILE"]), ["fp32"], epochs=4, train_images=256)
+    # Two runs, each long enough to be caught mid-run (4 epochs), short enough for CI: the
+    # first is finished, the second stopped after its first epoch with three to go.
+    expected = _matrix(Path(tier["MATRIX_FILE"]), ["fp32"], True, epochs=4, train_images=256)
+    assert len(expected) == 2
     (job_id,) = _submit(tier, nodes=1)
     stopped = _in_flight(tier, after=1)
     finished = {n: (_runs(tier) / n / store.SUMMARY).stat().st_mtime_ns for n in _published(tier)}
@@ -216,7 +230,8 @@ def test_a_requeue_stops_the_run_in_flight_and_the_restart_runs_only_the_missing
 
 
 def test_a_cancelled_job_leaves_nothing_half_written_and_a_resubmission_completes(tier, cluster):
-    expected = _matrix(Path(tier["MATRIX_FILE"]), ["fp32"], epochs=4, train_images=256)
+    expected = _matrix(Path(tier["MATRIX_FILE"]), ["fp32"], True, epochs=4, train_images=256)
+    assert len(expected) == 2  # the first stopped after its first epoch of 4
     (job_id,) = _submit(tier, nodes=1)
     stopped = _in_flight(tier, after=0)
     cluster.run("scancel", job_id)
