@@ -133,7 +133,8 @@ def fake(sandbox, monkeypatch):
 def cpu_checks(tmp_path_factory: pytest.TempPathFactory):
     """gpu-check's check list run once on this CPU (tests/real_runs.py), for the tests that read
     its runs. Its environment is set only while the runs are made, so it leaks into no test;
-    the readers use the runs' absolute paths. Only integration tests ask for it."""
+    the readers use the runs' absolute paths. Only integration tests ask for it. The one-rank LLM
+    checks run in a second process beside the one-rank vision ones (real_runs.Lane)."""
     import real_runs  # tests/ is on sys.path for the test modules (pytest rootdir)
 
     root = tmp_path_factory.mktemp("cpu-checks")
@@ -142,7 +143,7 @@ def cpu_checks(tmp_path_factory: pytest.TempPathFactory):
         mp.setenv("LLM_DATA_ROOT", str(root / "llm"))
         for var in ("LLAMA3_DIR", "LLAMA3_TOKENIZER", "LLM_DATASETS_DIR"):
             mp.delenv(var, raising=False)
-        return real_runs.make()
+        return real_runs.make(scratch=root / "side-lane")
 
 
 # ---- t7-slurm: test_report.py's fake sweep and report, made once for the modules that read it ----

@@ -60,7 +60,9 @@ def test_the_check_list_passes_on_cpu(cpu_checks):
     """Every check that can run on a CPU passes there; the CUDA-only ones say why they skip.
     (The session's runs of the list, tests/real_runs.py: the integration tests read them.)"""
     records = cpu_checks.records
-    assert len(records) == len(cases.CHECKS)
+    # in the list's order, one line each, however real_runs split the list into lanes
+    assert [r["check"] for r in records] == [c.name for c in cases.CHECKS]
+    assert [ln.split()[1].rstrip(":") for ln in cpu_checks.lines] == [c.name for c in cases.CHECKS]
     by_name = {r["check"]: r for r in records}
     skipped = {n for n, r in by_name.items() if r["result"] == "skip"}
     assert skipped == {"vision-oom", "llm-llama3-8b-lora"} | (
@@ -70,10 +72,24 @@ def test_the_check_list_passes_on_cpu(cpu_checks):
     )
     failed = {n: r["problems"] for n, r in by_name.items() if r["result"] == "fail"}
     assert not failed, failed
-    assert len(cpu_checks.lines) == len(records)
     rr = cpu_checks["vision-ddp-rr"].summary()
     if rr["world_size"] == 2:  # every batch reached rank 0, half of them were trained on
         assert rr["rank0_batches_to_device"] == 8 and rr["rank0_batches_trained"] == 4
+
+
+def test_a_side_lane_that_dies_leaves_each_of_its_checks_failed_with_its_log(sandbox):
+    """cpu_checks runs the one-rank LLM checks in a second process (tests/real_runs.py): a check
+    that process leaves without a record is that check's failure, with the lane's last lines
+    (here run_checks refuses a check it does not know, before running anything)."""
+    import real_runs  # tests/ is on sys.path for the test modules (pytest rootdir)
+
+    lane = real_runs.Lane(["no-such-check"], real_runs.gloo_machine(), sandbox / "lane")
+    ((rec, line),) = lane.finish()
+    assert rec["check"] == "no-such-check" and rec["result"] == "fail" and rec["run"] is None
+    (why,) = rec["problems"]
+    assert why.startswith("the side lane (exit status 1) left no record: ")
+    assert "unknown check(s): no-such-check" in why
+    assert line == f"FAIL no-such-check: {why}"
 
 
 def test_learns_wants_two_whole_epochs_and_a_lower_second_one(tmp_path):
