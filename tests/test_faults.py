@@ -3,7 +3,9 @@ full disk, read-only results or a bad setting loses nothing, leaves no process, 
 and a rerun completes.
 
 Each case runs a real sweep (`python -m run.sweep`) of experiment F1: one vision cell at 1 and 2
-gloo ranks under real torchrun, a few seconds each, in a results folder of its own.
+gloo ranks under real torchrun, a few seconds each, in a results folder of its own. One finished
+F1 sweep is made once (`swept`); the cases that start from a finished sweep, or from one that died
+after publishing its 1-rank run, start from a copy of it.
 """
 
 from __future__ import annotations
@@ -130,9 +132,38 @@ def _one_line(err: str) -> str:
     return lines[0]
 
 
-def test_a_sweep_killed_outright_leaves_no_process_and_a_rerun_completes(tier):
+@pytest.fixture(scope="module")
+def swept(tmp_path_factory: pytest.TempPathFactory, make_sandbox) -> Path:
+    """The results of one finished F1 sweep (F2's run is its 1-rank one), made once for the cases
+    that start from a finished sweep, or from one that died after its 1-rank run: each copies
+    it, none changes it."""
+    tmp = tmp_path_factory.mktemp("swept")
+    with pytest.MonkeyPatch.context() as mp:
+        make_sandbox(tmp, mp)
+        env = _tier_env(tmp)
+    done = _finish(env)
+    assert done.returncode == 0, done.stderr
+    assert _consistent(env) == 2
+    _clean(env)
+    return Path(env["RESULTS_DIR"])
+
+
+def _died_after_one_run(env: dict[str, str], swept: Path) -> None:
+    """The results of an F1 sweep that died after publishing its 1-rank run, before its record:
+    a copy of `swept` without the 2-rank run and the records. The next sweep reuses the 1-rank
+    run and launches the 2-rank one at once: the run a signal case stops in flight."""
+    root = Path(env["RESULTS_DIR"])
+    shutil.copytree(swept, root, symlinks=True)
+    (two,) = _runs(env).glob("*2gpu*")
+    shutil.rmtree(two)
+    shutil.rmtree(store.sweeps_dir(SCALE, root))
+    assert len([r for r in _runs(env).iterdir() if not r.name.startswith(".")]) == 1
+
+
+def test_a_sweep_killed_outright_leaves_no_process_and_a_rerun_completes(tier, swept):
     # As `kill -9` on make's process group: the sweep and torchrun die, the ranks (sessions of
     # their own) must follow through their parent-death signal.
+    _died_after_one_run(tier, swept)
     proc = _sweep(tier, start_new_session=True)
     stage = _in_flight(tier)
     os.killpg(proc.pid, signal.SIGKILL)
@@ -142,6 +173,7 @@ def test_a_sweep_killed_outright_leaves_no_process_and_a_rerun_completes(tier):
     assert not (stage / store.SUMMARY).exists()
     done = _finish(tier)
     assert done.returncode == 0, done.stderr
+    assert f"[sweep] {EXP}: 2 runs (1 new, 1 reused)" in done.stdout  # the published run kept
     assert _consistent(tier) == 2
     _clean(tier)
 
@@ -152,11 +184,12 @@ def _sigint_ignored() -> None:
 
 @pytest.mark.parametrize(("sig", "code", "word"), [(signal.SIGINT, 130, "Ctrl-C"),
                                                   (signal.SIGTERM, 143, "SIGTERM")])  # fmt: skip
-def test_an_interrupted_sweep_says_one_line_and_leaves_nothing(tier, sig, code, word):
+def test_an_interrupted_sweep_says_one_line_and_leaves_nothing(tier, swept, sig, code, word):
     # The sweep starts with SIGINT ignored, as a script's background job (and a CI's make test)
     # starts it: Python then leaves SIGINT ignored unless the sweep takes it back. It used to
     # stay ignored: Ctrl-C killed torchrun alone, and the sweep recorded the run failed and
     # exited 0. With SIGINT at its default the sweep takes the same path.
+    _died_after_one_run(tier, swept)
     proc = _sweep(tier, start_new_session=True, preexec_fn=_sigint_ignored)
     _in_flight(tier)
     # Ctrl-C reaches the terminal's whole process group; SIGTERM (SLURM, kill) the sweep alone.
@@ -171,22 +204,8 @@ def test_an_interrupted_sweep_says_one_line_and_leaves_nothing(tier, sig, code, 
     _clean(tier)
     done = _finish(tier)
     assert done.returncode == 0, done.stderr
+    assert f"[sweep] {EXP}: 2 runs (1 new, 1 reused)" in done.stdout
     assert _consistent(tier) == 2
-
-
-@pytest.fixture(scope="module")
-def swept(tmp_path_factory: pytest.TempPathFactory, make_sandbox) -> Path:
-    """The results of one finished F1 sweep (F2's run is its 1-rank one), made once for the cases
-    that start from a finished sweep: each copies it, none changes it."""
-    tmp = tmp_path_factory.mktemp("swept")
-    with pytest.MonkeyPatch.context() as mp:
-        make_sandbox(tmp, mp)
-        env = _tier_env(tmp)
-    done = _finish(env)
-    assert done.returncode == 0, done.stderr
-    assert _consistent(env) == 2
-    _clean(env)
-    return Path(env["RESULTS_DIR"])
 
 
 def test_corrupt_summaries_are_failed_runs_that_the_next_sweep_redoes(tier, swept):
@@ -261,7 +280,7 @@ def test_read_only_results_say_one_line_and_a_rerun_when_writable_completes(tier
     assert _consistent(tier) == 1
 
 
-def test_every_bad_setting_stops_the_sweep_before_any_work(tier):
+def test_every_bad_setting_stops_the_sweep_before_any_work(tier, swept):
     bad = settings.bad_values()
     assert len(bad) == len(settings.SETTINGS)  # every setting a user can set has a bad value
     checked = 0
@@ -277,9 +296,14 @@ def test_every_bad_setting_stops_the_sweep_before_any_work(tier):
         assert not Path(tier["RESULTS_DIR"]).exists(), name
         checked += 1
     assert checked >= 10
+    # The same environment without a bad value passes every check and ends the sweep: on a copy
+    # of `swept`, whose 1-rank run is F2's, reused (a fresh F2 run in this environment is what
+    # the process-left, full-disk and read-only cases make).
+    shutil.copytree(swept, tier["RESULTS_DIR"], symlinks=True)
     done = _finish(tier, ONE)
     assert done.returncode == 0, done.stderr
-    assert _consistent(tier) == 1
+    assert f"[sweep] {ONE}: 1 runs (0 new, 1 reused)" in done.stdout
+    assert _consistent(tier) == 2
 
 
 def test_a_timed_out_run_is_failed_and_leaves_no_process(tier):
