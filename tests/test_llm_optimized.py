@@ -37,6 +37,14 @@ def llm_env(tmp_path_factory):
     return env
 
 
+@pytest.fixture(scope="module")
+def unpacked(tmp_path_factory, llm_env):
+    """32 rows, unpacked, with bitsandbytes' PagedAdamW8bit: the paged optimizer's own run, and
+    the unpacked reference of the packed run (rows, steps and tokens do not depend on the
+    optimizer), made once for both."""
+    return run_llm(tmp_path_factory.mktemp("unpacked"), llm_env, 32, optimizer="paged_adamw8bit")
+
+
 def run_llm(tmp_path: Path, env: dict, rows: int, **over) -> tuple[dict, list]:
     spec = {
         **llm_spec.DEFAULTS,
@@ -80,8 +88,8 @@ def check_learns(summary: dict, steps: list) -> None:
     assert summary["tokens_trained"] > 0 and summary["tokens_per_s"] > 0
 
 
-def test_packed_fused_compiled_lora_learns_and_packs(tmp_path, llm_env):
-    plain, _ = run_llm(tmp_path, llm_env, 32)
+def test_packed_fused_compiled_lora_learns_and_packs(tmp_path, llm_env, unpacked):
+    plain, _ = unpacked
     opt, steps = run_llm(tmp_path, llm_env, 32, packed=True, fused_optimizer=True, compile=True)
     check_learns(opt, steps)
     assert "compile: true" in opt["_config"] and "packed: true" in opt["_config"]
@@ -95,13 +103,14 @@ def test_packed_fused_compiled_lora_learns_and_packs(tmp_path, llm_env):
     assert 0.5 * plain["tokens_trained"] < opt["tokens_trained"] <= 1.05 * plain["tokens_trained"]
 
 
-def test_paged_adamw8bit_learns_with_smaller_states(tmp_path, llm_env, cpu_checks):
-    # the plain AdamW run of the same tiny model and rows: gpu-check's LoRA check (the session's)
+def test_paged_adamw8bit_learns_with_smaller_states(unpacked, cpu_checks):
+    # the plain AdamW run of the same tiny model: gpu-check's LoRA check (the session's), of 8
+    # rows (the states follow the model's trained parameters, not the rows)
     lora = cpu_checks["llm-lora"]
     plain = lora.summary()
     assert (lora.spec["method"], lora.spec["gpus"], plain["dataset_rows"]) == ("lora", 1, 8)
     assert plain["optimizer"] == "torch.optim.AdamW"
-    paged, steps = run_llm(tmp_path, llm_env, 8, optimizer="paged_adamw8bit")
+    paged, steps = unpacked
     check_learns(paged, steps)
     assert paged["optimizer"] == "bitsandbytes.optim.PagedAdamW8bit"
     assert paged["optimizer_paged"] is False  # no CUDA: bitsandbytes does not page
