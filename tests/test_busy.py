@@ -85,10 +85,16 @@ def test_the_spec_key_is_optional_checked_and_named_in_both_workloads():
 
 
 def test_the_provenance_records_the_load_beside_the_run():
-    plain = {"workload": "vision", "gpus": 1}
-    got = provenance.collect({**plain, busy.BESIDE: busy.BUSY_CORE}, [], {})["beside"]
+    plain, gpu_node = {"workload": "vision", "gpus": 1}, {"gpu_count": 4}
+    n, got = busy.sized({**plain, busy.BESIDE: busy.BUSY_CORE}, gpu_node)
     assert got["busy_cores"] == 1 and "not niced" in got["priority"] and "busy core" in got["note"]
-    assert provenance.collect(plain, [], {})["beside"] == {"busy_cores": 0}
+    assert n == 1 and busy.sized(plain, gpu_node) == (0, {"busy_cores": 0})
+    # a busy spec whose run has no command (unsupported here) had no burner beside it
+    assert busy.sized({**plain, busy.BESIDE: busy.BUSY_CORE}, {}, runs=False) == (
+        0,
+        {"busy_cores": 0},
+    )
+    assert "beside" not in provenance.collect(plain, [], {})  # the sweep's runner writes it
 
 
 @pytest.mark.parametrize(("ranks", "cores", "others", "n"),

@@ -44,7 +44,8 @@ def notes(runs: pd.DataFrame, t: pd.DataFrame) -> list[str]:
         "The noise cells (N1/N2) run their three seeds at the start, the middle and the end of "
         "the sweep, and seed 0 once more at the end beside a busy core (on a CPU, processes "
         "spinning until the machine has one runnable process more than its cores, counting work "
-        "already running, and at least one; on a GPU node one), so that every margin covers a run beside that load."
+        "already running, and at least one; on a GPU node one), so that every margin covers a run "
+        "beside that load."
     ]
 
 

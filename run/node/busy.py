@@ -99,25 +99,24 @@ def burners_for(ranks: int, n_cores: int, others: int) -> int:
     return max(1, n_cores + OVER_CORES - ranks - others)
 
 
-def sized(spec: dict[str, Any], info: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+def sized(
+    spec: dict[str, Any], info: dict[str, Any], runs: bool = True
+) -> tuple[int, dict[str, Any]]:
     """(burners to start beside the spec's run on the machine `info` (run.node.probe) describes,
-    its provenance record): BURNERS on a GPU node, else sized to the load found now."""
-    if not is_busy(spec):
-        return 0, record(spec)
+    its provenance record): BURNERS on a GPU node, else sized to the load found now; none where
+    no command `runs` (an unsupported spec)."""
+    if not is_busy(spec) or not runs:
+        return 0, {"busy_cores": 0}
     if info.get("gpu_count"):
-        return BURNERS, record(spec)
+        return BURNERS, record()
     others, n_cores = running_now(), probe.max_ranks(info)
     n = burners_for(int(spec.get("gpus", 1)), n_cores, others)
-    return n, record(spec, n, (others, n_cores))
+    return n, record(n, (others, n_cores))
 
 
-def record(
-    spec: dict[str, Any], n: int = BURNERS, found: tuple[int, int] | None = None
-) -> dict[str, Any]:
-    """What the run's provenance says of the load the sweep put beside it; `found` is (other
+def record(n: int = BURNERS, found: tuple[int, int] | None = None) -> dict[str, Any]:
+    """What a busy run's provenance says of the load the sweep put beside it; `found` is (other
     runnable processes, cores) where the burners were sized to them."""
-    if not is_busy(spec):
-        return {"busy_cores": 0}
     others, n_cores = found or (None, None)
     sized = ("one burner (a GPU node)" if found is None else
              f"{others} other runnable process(es) found; {n} burner(s) bring the machine to at "
@@ -176,7 +175,7 @@ def beside(n: int, env: dict[str, str]) -> Iterator[list[subprocess.Popen]]:
     """`n` burners (none for 0) spinning while the block runs: stopped and reaped
     when it ends, fails or is interrupted, a second Ctrl-C notwithstanding. The block stops its
     attempt's processes first (lifeline.stop, which finds the burners by their tag too)."""
-    procs = start(env, int(n)) if n else []
+    procs = start(env, n) if n else []
     try:
         yield procs
     finally:

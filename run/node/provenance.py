@@ -73,7 +73,7 @@ def torch_build() -> dict[str, Any]:
 
 
 def collect(spec: dict[str, Any], command: list[str], hardware: dict[str, Any]) -> dict[str, Any]:
-    from run.node import busy, numa, threads
+    from run.node import numa, threads
 
     return {
         # the NUMA policy in force, whether the ranks were bound and each rank's node
@@ -87,6 +87,4 @@ def collect(spec: dict[str, Any], command: list[str], hardware: dict[str, Any]) 
         "cpu_threads_per_rank": None if hardware.get("gpu_count") else threads.per_rank(),
         "command": command,
         "spec": spec,
-        # the load the sweep put beside the run (run/node/busy.py): busy_cores 0 for a plain run
-        "beside": busy.record(spec),
     }

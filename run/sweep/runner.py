@@ -165,7 +165,8 @@ def _run_in(
     else:
         cmd = launch_command(spec, stage, info)
     prov = provenance.collect(spec, cmd, info)
-    burners, prov["beside"] = busy.sized(spec, info) if cmd else (0, prov["beside"])
+    # the load the sweep puts beside the run (run/node/busy.py): busy_cores 0 for a plain run
+    burners, prov["beside"] = busy.sized(spec, info, runs=bool(cmd))
     store.write_json_atomic(stage / store.PROVENANCE, prov)
     if cmd:
         head = progress.start(name) if progress else f"[sweep] {name}"
