@@ -1,18 +1,8 @@
-"""Model files every LLM run shares: the data folder and its lock, the byte tokenizer, and the
-real Llama3-8B folder. The tiny llama3's own files are built by run/llm/tiny.py.
-
-Everything generated lands under data/llm/ (gitignored; LLM_DATA_ROOT moves it), is written
-atomically and is deterministic, so a fresh clone makes the same files on first use:
-
-    <folder>/tokenizer.model        tiktoken BPE file: the 256 single bytes, ranks 0..255
-    <folder>/special_tokens.json    the llama3 special tokens at ids 256.. (HF added_tokens)
-
-(<folder> is data/llm/tiny/ for the tiny model, data/llm/bytes_tokenizer/ for Llama3-8B.)
-
-The real model comes from LLAMA3_DIR (e.g. a Meta-Llama-3-8B-Instruct download): either Meta's
-`original/consolidated.00.pth` or the Hugging Face `model-0000N-of-00004.safetensors` layout, and
-`original/tokenizer.model`. With `weights: random` no checkpoint is read (see weights.py); the
-tokenizer then comes from LLAMA3_TOKENIZER, LLAMA3_DIR, or falls back to the byte tokenizer.
+"""Model files every LLM run shares: the data folder (LLM_DATA_ROOT, data/llm/) and its lock, the
+byte tokenizer and the real Llama3-8B folder; run/llm/tiny.py builds the tiny llama3's own files.
+What we generate is written atomically and deterministically, so a fresh clone makes the same
+files. LLAMA3_DIR holds Meta's `original/consolidated.00.pth` or the Hugging Face safetensors
+layout, and `original/tokenizer.model`; `weights: random` reads no checkpoint (weights.py).
 """
 
 from __future__ import annotations
@@ -30,20 +20,10 @@ from run.store import write_json_atomic, write_text_atomic
 
 # The 13 llama3 special tokens torchtune's Llama3Tokenizer looks up, placed right after the bytes.
 SPECIAL_TOKENS = (
-    "<|begin_of_text|>",
-    "<|end_of_text|>",
-    "<|reserved_special_token_0|>",
-    "<|reserved_special_token_1|>",
-    "<|finetune_right_pad_id|>",
-    "<|step_id|>",
-    "<|start_header_id|>",
-    "<|end_header_id|>",
-    "<|eom_id|>",
-    "<|eot_id|>",
-    "<|python_tag|>",
-    "<|image|>",
-    "<|video|>",
-)
+    "<|begin_of_text|> <|end_of_text|> <|reserved_special_token_0|> <|reserved_special_token_1|> "
+    "<|finetune_right_pad_id|> <|step_id|> <|start_header_id|> <|end_header_id|> <|eom_id|> "
+    "<|eot_id|> <|python_tag|> <|image|> <|video|>"
+).split()
 
 
 class AssetError(UserError):
@@ -67,13 +47,10 @@ def locked(name: str = ".lock") -> Iterator[None]:
             fcntl.flock(fh, fcntl.LOCK_UN)
 
 
-# ---------------------------------------------------------------- byte tokenizer
 def byte_tokenizer_files(folder: Path) -> tuple[Path, Path]:
-    """Write (once) a llama3-compatible tokenizer whose vocabulary is the 256 bytes.
-
-    Every text round-trips; one token per byte, so sequences are about 4x longer than with
-    Llama3's 128k BPE vocabulary. Good enough for the tiny model, labelled wherever it is used.
-    """
+    """Write (once) a llama3-compatible tokenizer whose vocabulary is the 256 bytes (a tiktoken
+    BPE file, ranks 0..255, and the special tokens at 256.., HF added_tokens): every text
+    round-trips, in sequences about 4x longer than with Llama3's 128k vocabulary."""
     model = folder / "tokenizer.model"
     special = folder / "special_tokens.json"
     if not model.is_file():
@@ -85,7 +62,6 @@ def byte_tokenizer_files(folder: Path) -> tuple[Path, Path]:
     return model, special
 
 
-# ---------------------------------------------------------------- real model
 def llama3_dir() -> Path | None:
     value = settings.value("LLAMA3_DIR")
     return value.expanduser() if value else None

@@ -1,8 +1,6 @@
-"""Shims that let torchtune 0.6.1's distributed recipes run on CPU with gloo ranks.
-
-`apply()` is called by run/llm/tune.py before a recipe is built. Where CUDA is available it
-changes nothing: the GPU runs use torchtune exactly as installed. Each shim replaces one name the
-recipes look up at call time (`training.<name>`), in this process only; no file is edited.
+"""Shims that let torchtune 0.6.1's distributed recipes run on CPU with gloo ranks: each replaces
+one name the recipes look up at call time (`training.<name>`), in this process only; with CUDA
+nothing is changed.
 """
 
 from __future__ import annotations
@@ -14,19 +12,14 @@ _applied: list[str] = []
 
 
 def process_group_backend(cuda: bool) -> str:
-    """The backend our launcher passes to init_process_group.
-
-    torchtune's distributed recipe_main calls init_process_group("cuda:nccl,cpu:gloo"); the CPU
-    build of torch has no NCCL, so without CUDA the process group is plain gloo. (We call the
-    recipe class ourselves rather than its recipe_main, so this is the only place it is decided.)
-    """
+    """torchtune's recipe_main uses "cuda:nccl,cpu:gloo" (we call the recipe class, not its
+    recipe_main); the CPU build of torch has no NCCL, so without CUDA it is plain gloo."""
     return "cuda:nccl,cpu:gloo" if cuda else "gloo"
 
 
 def _host_memory_stats(device: Any = None, reset_stats: bool = True) -> dict[str, float]:
-    """training.get_memory_stats raises on CPU; the distributed recipes call it unconditionally
-    after model init (to log it). On CPU report the process's peak host RSS in the same GiB keys,
-    which the recipes only print; our metric logger labels CPU memory as host RSS separately."""
+    """training.get_memory_stats raises on CPU, and the distributed recipes call it after model
+    init to print it: the peak host RSS in its GiB keys (the summary labels it host RSS)."""
     from run.llm.metrics import GIB, host_peak_rss_bytes
 
     rss = host_peak_rss_bytes() / GIB
@@ -34,14 +27,13 @@ def _host_memory_stats(device: Any = None, reset_stats: bool = True) -> dict[str
 
 
 def _cleanup_before_training() -> None:
-    """training.cleanup_before_training calls torch.cpu.empty_cache() and
-    torch.cpu.reset_peak_memory_stats(), which do not exist; on CPU only the gc.collect() part
-    has anything to do."""
+    """training.cleanup_before_training's torch.cpu.empty_cache() and reset_peak_memory_stats()
+    do not exist: on CPU only its gc.collect() has anything to do."""
     gc.collect()
 
 
 def apply(cuda: bool) -> list[str]:
-    """Install the shims when there is no CUDA; returns their names (printed in the run log)."""
+    """Install the shims when there is no CUDA; their names, for the run log."""
     if cuda or _applied:
         return list(_applied)
     from torchtune import training

@@ -1,15 +1,10 @@
 """The torchtune config of an LLM run, built from its spec; every file it names is made or checked.
 
-configs/llm/<method>_<single_device|distributed>.yaml hold the paper's values; `build_config` sets
-the spec's sizes, device and optimizer on it, and our blocks: the model (the tiny llama3's
-builders for `model: tiny`), checkpointer, tokenizer, data set, metric logger and profiler.
-`prepare` checks the spec first, so bad input stops with one line (SpecError, AssetError) before
-anything runs: run/llm/tune.py calls it before a run writes anything, run/llm/launch.py before a
-sweep starts. run/llm/tune.py saves the result as RUN/torchtune_config.yaml (run.store
-TORCHTUNE_CONFIG).
-
-No torch at import (the sweep imports this through launch.py); torchtune is loaded only where a
-tokenizer or model is built.
+configs/llm/<method>_<single_device|distributed>.yaml hold the paper's values; we set the spec's
+sizes, device and optimizer on it, and our blocks. `prepare` checks the spec first, so bad input
+stops with one line (SpecError, AssetError) before anything runs: run/llm/tune.py calls it before a
+run writes anything, run/llm/launch.py before a sweep starts. No torch at import (the sweep
+imports this); torchtune is loaded only where a tokenizer or model is built.
 """
 
 from __future__ import annotations
@@ -25,7 +20,6 @@ from run.llm.assets import AssetError
 from run.llm.catalog import parent_of
 from run.llm.data.subsets import dataset_config
 from run.llm.metrics import timing_warmup
-from run.llm.recipes import recipe_name
 from run.node.profiling import TORCH_TRACE_DIR, fit_window, read_window
 from run.store import TORCHTUNE_OUTPUT_DIR
 
@@ -120,9 +114,8 @@ def profiler_block(spec: dict[str, Any], run_dir: Path | None, cuda: bool) -> di
 
 
 def optimizer_block(spec: dict[str, Any], paper: dict[str, Any]) -> dict[str, Any]:
-    """The `optimizer:` block: the paper's (torch.optim.AdamW, its config's weight decay) with the
-    spec's learning rate, fused if asked, or bitsandbytes' paged 8-bit AdamW with the same lr and
-    weight decay. The recipes build it with config.instantiate(cfg.optimizer, params)."""
+    """The paper's optimizer (its config's AdamW) with the spec's lr, fused if asked, or
+    bitsandbytes' paged 8-bit AdamW with the same lr and weight decay."""
     block = {**paper, "lr": spec["lr"]}
     if spec["optimizer"] == "paged_adamw8bit":
         # Same hyper-parameters; `fused` is torch's option, bitsandbytes has none. Without CUDA
@@ -163,13 +156,19 @@ def sized_config(spec: dict[str, Any], run_dir: Path | None, cuda: bool) -> dict
     return cfg
 
 
-def build_config(
-    spec: dict[str, Any], run_dir: Path | None, cuda: bool
+def prepare(
+    spec: dict[str, Any], run_dir: Path | None = None, cuda: bool = False
 ) -> tuple[dict[str, Any], dict[str, Any]]:
-    """The full torchtune config of a run (plain dict) and facts about it for the summary;
-    makes any missing asset or data file."""
-    if recipe_name(spec["method"], llm_spec.distributed(spec)) is None:
-        raise SpecError(llm_spec.unsupported_reason(spec) or f"no recipe for {spec['method']}")
+    """Check a spec and make every file it needs: (the full torchtune config, facts for the
+    summary), or a one-line SpecError/AssetError."""
+    try:
+        llm_spec.validate(spec)
+    except ValueError as exc:
+        raise SpecError(str(exc)) from exc
+    spec = llm_spec.canonical(spec)
+    reason = llm_spec.unsupported_reason(spec)
+    if reason:
+        raise SpecError(reason)
     cfg = sized_config(spec, run_dir, cuda)
     # the checkpoint first: a wrong LLAMA3_DIR is reported as such, not as a missing tokenizer
     cfg["checkpointer"] = checkpointer_block(spec, run_dir)
@@ -199,19 +198,3 @@ def build_config(
     cfg["save_final_checkpoint"] = False
     cfg["dataset_stats"] = spec["dataset"] in llm_spec.TEMPLATE_DATASETS
     return cfg, {"tokenizer": tokenizer_kind}
-
-
-def prepare(
-    spec: dict[str, Any], run_dir: Path | None = None, cuda: bool = False
-) -> tuple[dict[str, Any], dict[str, Any]]:
-    """Check a spec and make everything it needs: (torchtune config, facts), or a one-line
-    SpecError/AssetError."""
-    try:
-        llm_spec.validate(spec)
-    except ValueError as exc:
-        raise SpecError(str(exc)) from exc
-    spec = llm_spec.canonical(spec)
-    reason = llm_spec.unsupported_reason(spec)
-    if reason:
-        raise SpecError(reason)
-    return build_config(spec, run_dir, cuda)

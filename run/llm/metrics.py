@@ -1,12 +1,11 @@
 """The metric logger torchtune's recipes instantiate from the config's `metric_logger:` block.
 
-Every recipe calls `self._metric_logger.log_dict(payload, step)` once per optimizer step (rank 0
-only in the distributed recipes), with the loss, the learning rate, tokens_per_second_per_gpu and,
-on CUDA with `log_peak_memory_stats: True`, torchtune's peak active/allocated/reserved memory in
-GiB (reset after each reading, so each value is the peak within that step). This class stamps each
-call with the wall time since the previous one (the step time, data loading included; the first
-step counts from the start of `train()`), adds the process's peak host RSS, appends one JSON line
-to steps.jsonl and keeps the records for the run summary. Nothing is parsed from console text.
+Every recipe calls `log_dict(payload, step)` once per optimizer step (rank 0 only in the
+distributed recipes) with the loss, the learning rate, tokens_per_second_per_gpu and, on CUDA,
+torchtune's peak memory in GiB (reset after each reading: the peak within that step). We stamp
+each call with the wall time since the previous one (the step time, data loading included; the
+first step counts from the start of `train()`), add the peak host RSS and append it to
+steps.jsonl. Nothing is parsed from console text.
 """
 
 from __future__ import annotations
@@ -22,6 +21,11 @@ from run.store import STEPS, append_jsonl
 
 GIB = 1024**3
 CUDA_PEAKS = ("peak_memory_active", "peak_memory_alloc", "peak_memory_reserved")
+# every run's summary has these (None where a run had no steps or the records lack them)
+SUMMARY_NUMBERS = (
+    "s_per_it tokens_per_s tokens_per_s_per_gpu first_loss final_loss losses_finite "
+    "loss_window_steps head_loss tail_loss tokens_trained"
+).split()
 
 
 def host_peak_rss_bytes() -> int:
@@ -38,37 +42,17 @@ def _scalar(value: Any) -> Any:
 
 
 def timing_warmup(warmup_steps: int, steps: int) -> int:
-    """How many leading steps the mean step time leaves out.
-
-    The spec's warm-up steps (the learning-rate warm-up, 100 in the paper) but never more than a
-    quarter of the steps, so short runs (63 steps of a 500-row subset on 4 GPUs; 8 in smoke)
-    still average over most of their steps.
-    """
+    """Leading steps the mean step time leaves out: the spec's warm-up (100 in the paper) but at
+    most a quarter of the steps, so short runs (63 steps of a 500-row subset on 4 GPUs; 8 in
+    smoke) still average over most of their steps."""
     return max(0, min(warmup_steps, steps // 4))
 
 
-def loss_window(steps: int) -> int:
-    """Steps averaged for head_loss and tail_loss: a quarter of the run, at least one."""
-    return max(1, steps // 4)
-
-
 def summarize(records: list[dict[str, Any]], warmup_steps: int, world_size: int) -> dict[str, Any]:
-    """The summary numbers of a run from its per-step records (pure; unit-tested)."""
+    """The summary numbers of a run from its per-step records."""
     steps = len(records)
-    out: dict[str, Any] = {
-        "steps": steps,
-        "warmup_steps_excluded": 0,
-        "s_per_it": None,
-        "tokens_per_s": None,
-        "tokens_per_s_per_gpu": None,
-        "first_loss": None,
-        "final_loss": None,
-        "losses_finite": None,
-        "loss_window_steps": None,
-        "head_loss": None,
-        "tail_loss": None,
-        "tokens_trained": None,
-    }
+    out: dict[str, Any] = {"steps": steps, "warmup_steps_excluded": 0}
+    out.update(dict.fromkeys(SUMMARY_NUMBERS))
     if not steps:
         return out
     excluded = timing_warmup(warmup_steps, steps)
@@ -86,11 +70,10 @@ def summarize(records: list[dict[str, Any]], warmup_steps: int, world_size: int)
     out["final_loss"] = losses[-1]
     out["losses_finite"] = all(isinstance(v, (int, float)) and math.isfinite(v) for v in losses)
     if out["losses_finite"]:
-        # "Loss after N steps", comparable across runs of the same N: one step's loss is the mean
-        # over one batch (2 rows in the paper) and jumps from batch to batch, so the mean of the
-        # last quarter of the steps stands for it, and the first quarter's mean beside it says
-        # whether the loss fell.
-        k = loss_window(steps)
+        # "Loss after N steps": one step's loss is the mean over one batch (2 rows in the paper)
+        # and jumps from batch to batch, so the mean of the last quarter of the steps stands for
+        # it, and the first quarter's mean beside it says whether the loss fell.
+        k = max(1, steps // 4)
         out["loss_window_steps"] = k
         out["head_loss"] = sum(losses[:k]) / k
         out["tail_loss"] = sum(losses[-k:]) / k
@@ -109,13 +92,8 @@ def summarize(records: list[dict[str, Any]], warmup_steps: int, world_size: int)
 
 
 class RunMetricLogger:
-    """torchtune MetricLoggerInterface writing run_dir/steps.jsonl (see module docstring).
-
-    Args:
-        run_dir: the run folder.
-        warmup_steps: leading steps left out of the mean step time (capped, see timing_warmup).
-        world_size: ranks of the run (tokens_per_second_per_gpu * world_size = tokens/s).
-    """
+    """torchtune's MetricLoggerInterface writing run_dir/steps.jsonl; world_size: ranks of the
+    run (tokens_per_second_per_gpu * world_size = tokens/s)."""
 
     def __init__(self, run_dir: str, warmup_steps: int = 0, world_size: int = 1, **_: Any):
         self.run_dir = Path(run_dir)

@@ -1,27 +1,18 @@
 """torchtune's installed recipes, loaded by path and extended (never copied, never edited).
 
-The recipes ship in site-packages as `recipes/<name>.py` beside the torchtune package, in a
-folder whose __init__ refuses imports on purpose; `tune run` finds them by that path too. Each file
-defines one recipe class; `extended(name)` returns a subclass of it with ProjectRecipeMixin, which
-adds only what the experiments need:
-
-- pin_memory (L2): the recipes build their DataLoader without it. After the recipe's own
-  `_setup_data` we rebuild the loader from the same dataset, sampler, batch size, collate function
-  and drop_last, with `pin_memory` from the config (our key `pin_memory`).
+They ship as site-packages/recipes/<name>.py, in a folder whose __init__ refuses imports; `tune run`
+finds them by path too. `extended(name)` subclasses a file's recipe class with ProjectRecipeMixin:
+- pin_memory (L2): the recipes build their DataLoader without it, so it is rebuilt with it.
 - Timing: the metric logger (metrics.py) is started and stopped around `train()`; on CUDA the peak
-  memory counters are reset first, as the distributed recipes already do, so that the single-device
-  recipes' first-step peak does not include model loading.
-- Checkpoints: the fine-tuned weights are not a result of these experiments (an 8B merged
-  checkpoint is 32 GB per run), so `save_checkpoint` is skipped unless `save_final_checkpoint`.
-- Data set size: rows and tokens of the training set (template subsets) for the summary.
-- Profiler for the DPO recipes: lora_dpo_* in torchtune 0.6.1 ignore the config's `profiler:`
-  block. When it is enabled and the recipe has set up no profiler of its own, we build it from
-  the same block (torchtune.training.setup_torch_profiler) and step it after every optimizer step
-  on every rank, as the other recipes do at the end of each step.
-- Profiler window: fitted to the run's real step count (the recipe's `_steps_per_epoch` x
-  epochs, known once its DataLoader exists) with run.node.profiling.fit_window before torchtune builds
-  the profiler, and recorded by rank 0 in RUN/profiling.json. A window longer than the run would
-  never close, and torchtune would write no trace.
+  memory counters are reset first, as the distributed recipes do, so that a single-device recipe's
+  first-step peak leaves out model loading.
+- No checkpoint save unless `save_final_checkpoint` (an 8B merged checkpoint is 32 GB per run).
+- The training set's rows and tokens (template subsets), for the summary.
+- lora_dpo_* in torchtune 0.6.1 ignore the `profiler:` block: we build it from the same block and
+  step it after every optimizer step, as the other recipes do at the end of each step.
+- The profiler window is fitted to the run's real steps (`_steps_per_epoch` x epochs) and recorded
+  by rank 0 in RUN/profiling.json: a window longer than the run never closes, and torchtune would
+  write no trace.
 """
 
 from __future__ import annotations
@@ -32,7 +23,6 @@ from types import ModuleType
 from typing import Any
 
 from run import settings
-from run.llm.data.counting import count_tokens
 
 # (method, distributed) -> torchtune recipe file
 RECIPES: dict[tuple[str, bool], str] = {
@@ -58,14 +48,22 @@ def recipe_name(method: str, distributed: bool) -> str | None:
     return RECIPES.get((method, bool(distributed)))
 
 
-def recipes_dir() -> Path:
-    import torchtune
-
-    return Path(torchtune.__file__).resolve().parent.parent / "recipes"
+def count_tokens(ds: Any) -> int:
+    """Tokens the model sees in a tokenised torchtune data set (SFT: tokens; DPO: both sides)."""
+    total = 0
+    for i in range(len(ds)):
+        sample = ds[i]
+        if "tokens" in sample:
+            total += len(sample["tokens"])
+        else:
+            total += len(sample["chosen_input_ids"]) + len(sample["rejected_input_ids"])
+    return total
 
 
 def load_recipe_module(name: str) -> ModuleType:
-    path = recipes_dir() / f"{name}.py"
+    import torchtune
+
+    path = Path(torchtune.__file__).resolve().parent.parent / "recipes" / f"{name}.py"
     if not path.is_file():
         raise FileNotFoundError(f"torchtune recipe file not found: {path}")
     spec = importlib.util.spec_from_file_location(f"torchtune_recipes.{name}", path)
@@ -76,8 +74,6 @@ def load_recipe_module(name: str) -> ModuleType:
 
 
 class ProjectRecipeMixin:
-    """Placed before the torchtune recipe class in the MRO; see the module docstring."""
-
     def __init__(self, cfg: Any) -> None:
         super().__init__(cfg)  # type: ignore[call-arg]
         self._pin_memory = bool(cfg.get("pin_memory", False))
@@ -116,7 +112,6 @@ class ProjectRecipeMixin:
         return (out[0], loader) if isinstance(out, tuple) else loader
 
     def _fit_profiler(self, prof_cfg: Any) -> Any:
-        """The profiler block with its window fitted to this run's steps (see the docstring)."""
         if prof_cfg is None or not bool(prof_cfg.get("enabled", False)):
             return prof_cfg
         from omegaconf import OmegaConf

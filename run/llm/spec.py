@@ -1,33 +1,17 @@
-"""What an LLM fine-tuning run spec may hold, how it is checked and named, and what cannot run.
+"""An LLM fine-tuning run spec (one cell of an L* experiment): its keys, checks and name, and what
+cannot run. run/llm/launch.py turns it into the command; run/llm/tune.py runs it.
 
-A spec is one cell of an L* experiment (experiments/matrix.yaml). run/llm/launch.py turns it into
-the command the sweep runs (`python -m run.llm.tune --run-dir DIR`, under torchrun for several
-ranks); run/llm/tune.py reads DIR/spec.json, builds the torchtune config and runs torchtune's own
-recipe.
-
-`weights`, `tokenizer` and `max_seq_len`: `auto` resolves when the matrix is expanded
-(resolve_weights, resolve_tokenizer; 0 = the model's cap, DEFAULT_MAX_SEQ_LEN). The README ("How
+`auto` weights, tokenizer, data_source and max_seq_len (0) resolve in `canonical`; the README ("How
 a run works", Llama3-8B) says what each choice means, and why 8B run names carry `-random` and
 `-tok_<kind>`: a stand-in never passes for a real run, nor results of two tokenizers for one.
+`recipe: distributed` runs the distributed recipe on 1 rank too (gpu-check exercises FSDP and QAT
+on one GPU); `data_source: synthetic` gives llama3_8b the generated sets (no download).
 
-`recipe`: `auto` picks torchtune's single-device recipe on 1 device and the distributed one on
-more; `distributed` runs the distributed recipe even on 1 rank under torchrun (gpu-check uses
-it to exercise FSDP and QAT on a single GPU). `data_source`: `auto` = the project's synthetic
-sets for tiny, the paper's real sets (offline cache) for llama3_8b; `synthetic` gives llama3_8b
-the generated sets, so a GPU check runs the real model shape without any download.
-
-Optimisations beyond the paper (issue 20; defaults = the paper's runs, so no old name changes),
-each one of torchtune's own config options: `compile` (torchtune's `compile: True`: the model's
-layers and the loss under torch.compile), `packed` (`dataset.packed: True`: rows packed into
-sequences of max_seq_len tokens, so a step carries more tokens), `fused_optimizer`
-(`optimizer.fused: True`; the paper's torchtune 0.5.0 configs already set it for AdamW, so it
-changes nothing there), `optimizer: paged_adamw8bit` (bitsandbytes.optim.PagedAdamW8bit; without
-CUDA bitsandbytes 0.50.2 keeps the 8-bit states but falls back to unpaged memory, which the
-summary says). Run names gain `compile`, `packed`, `fused`, `paged8bit`. A packed run takes fewer
-steps than `planned_steps` (an upper bound there).
-
-Every run's length is known before it starts (`planned_steps`): the matrix check refuses a spec
-whose planned steps exceed MAX_PLANNED_STEPS (a whole epoch of C4-200M is 92M steps).
+The optimisation keys (issue 20; the defaults are the paper's runs, so no old name changes) are
+torchtune's own options: `compile`, `packed` (`dataset.packed`: a step carries more tokens, so a
+packed run takes fewer steps than `planned_steps`, an upper bound), `fused_optimizer` (the paper's
+AdamW configs already set it), `optimizer: paged_adamw8bit` (without CUDA bitsandbytes 0.50.2
+keeps the 8-bit states in unpaged memory, which the summary says).
 """
 
 from __future__ import annotations
@@ -63,12 +47,7 @@ TINY_CONTEXT = 1024  # the tiny llama3's max_seq_len (run/llm/tiny.py TINY_ARCH)
 # A run longer than this is a mistake in the matrix (an unbounded epoch), not an experiment.
 MAX_PLANNED_STEPS = 50_000
 # The paper's parent sets in reference/paper/table4_llm_datasets.csv (rows per set).
-PAPER_DATASET_NAMES = {
-    "alpaca": "alpaca-cleaned",
-    "grammar": "grammar",
-    "samsum": "samsum",
-    "slimorca": "slimorca",
-}
+PAPER_DATASET_NAMES = {**{name: name for name in catalog.DATASETS}, "alpaca": "alpaca-cleaned"}
 
 DEFAULTS: dict[str, Any] = {
     "workload": "llm",
@@ -240,21 +219,18 @@ def run_name(spec: dict[str, Any]) -> str:
         parts.append(f"s{spec['max_steps']}")
     if spec.get("recipe") == "distributed" and spec["gpus"] == 1:
         parts.append("dist")
+    cap = spec.get("max_seq_len") or DEFAULT_MAX_SEQ_LEN[spec["model"]]
+    if cap != DEFAULT_MAX_SEQ_LEN[spec["model"]]:
+        parts.append(f"seq{cap}")
     if spec["model"] != "tiny":
-        cap = spec.get("max_seq_len") or DEFAULT_MAX_SEQ_LEN[spec["model"]]
-        if cap != DEFAULT_MAX_SEQ_LEN[spec["model"]]:
-            parts.append(f"seq{cap}")
         if resolve_data_source(spec) == "synthetic":
             parts.append("synth")
         if resolve_weights(spec) == "random":
             parts.append("random")
         parts.append(f"tok_{resolve_tokenizer(spec)}")
-    elif spec.get("max_seq_len") and spec["max_seq_len"] != DEFAULT_MAX_SEQ_LEN["tiny"]:
-        parts.append(f"seq{spec['max_seq_len']}")
-    for key, part in (("compile", "compile"), ("packed", "packed"), ("fused_optimizer", "fused")):
-        if spec.get(key, DEFAULTS[key]):
-            parts.append(part)
-    if spec.get("optimizer", DEFAULTS["optimizer"]) == "paged_adamw8bit":
+    flags = {"compile": "compile", "packed": "packed", "fused_optimizer": "fused"}
+    parts += [part for key, part in flags.items() if spec.get(key)]
+    if spec.get("optimizer") == "paged_adamw8bit":
         parts.append("paged8bit")
     if spec["profiler"] != "none":
         parts.append(f"prof_{spec['profiler']}")

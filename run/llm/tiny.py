@@ -1,19 +1,9 @@
-"""The tiny llama3: its architecture, the files we build for it, and its model builders.
+"""The tiny llama3: its architecture, its files (data/llm/tiny/: the byte tokenizer, model.pt with
+random weights in torchtune's key format, meta.json) and its model builders.
 
-A model's folder owns its debug flavour (as torchtitan's llama3 keeps its debug model beside the
-8B one): the sizes, the seed and the builders live here together, and run/llm/assets.py keeps
-only what every model shares (the data folder, its lock, the byte tokenizer, the real 8B folder).
-
-    data/llm/tiny/tokenizer.model        the byte tokenizer (run/llm/assets.py)
-    data/llm/tiny/special_tokens.json    its llama3 special tokens
-    data/llm/tiny/model.pt               random tiny llama3 weights in torchtune's key format
-    data/llm/tiny/meta.json              the architecture and seed that produced them
-
-The builders are named by `_component_` in the configs for `model: tiny`. They take the same
-arguments as torchtune's llama3_8b / lora_llama3_8b / qlora_llama3_8b, so a config switches
-between the 8B model and the tiny one by its `_component_` line alone. torchtune is imported
-inside them: the config side (run/llm/config.py, and through it the sweep's preflight) reads this
-module's constants without loading torch.
+The builders take the arguments of torchtune's llama3_8b / lora_llama3_8b / qlora_llama3_8b, so a
+config switches between the 8B model and the tiny one by its `_component_` line alone. torchtune
+is imported inside them: the config side (and the sweep's preflight) loads no torch.
 """
 
 from __future__ import annotations
@@ -62,41 +52,21 @@ def tiny_llama3() -> TransformerDecoder:
 
 
 def lora_tiny_llama3(
-    lora_attn_modules: list[str],
-    apply_lora_to_mlp: bool = False,
-    apply_lora_to_output: bool = False,
-    lora_rank: int = 8,
-    lora_alpha: float = 16,
-    lora_dropout: float = 0.0,
-    use_dora: bool = False,
-    quantize_base: bool = False,
+    lora_attn_modules: list[str], lora_rank: int = 8, lora_alpha: float = 16, **lora: Any
 ) -> TransformerDecoder:
+    """lora_llama3_8b's arguments and defaults, with the tiny architecture."""
     from torchtune.models.llama3 import lora_llama3
 
-    return lora_llama3(
-        lora_attn_modules=list(lora_attn_modules),
-        apply_lora_to_mlp=apply_lora_to_mlp,
-        apply_lora_to_output=apply_lora_to_output,
-        lora_rank=lora_rank,
-        lora_alpha=lora_alpha,
-        lora_dropout=lora_dropout,
-        use_dora=use_dora,
-        quantize_base=quantize_base,
-        **TINY_ARCH,
-    )
+    attn = list(lora_attn_modules)
+    return lora_llama3(attn, lora_rank=lora_rank, lora_alpha=lora_alpha, **lora, **TINY_ARCH)
 
 
 qlora_tiny_llama3 = partial(lora_tiny_llama3, quantize_base=True)
 
 
-# ---------------------------------------------------------------- its files
-def tiny_dir() -> Path:
-    return data_root() / "tiny"
-
-
 def ensure_tiny() -> Path:
     """Build and save the tiny llama3 (random weights, fixed seed) if it is not there yet."""
-    folder = tiny_dir()
+    folder = data_root() / "tiny"
     model_file = folder / "model.pt"
     meta_file = folder / "meta.json"
     with locked():

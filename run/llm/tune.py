@@ -3,27 +3,15 @@
     python -m run.llm.tune --run-dir DIR                                  # 1 device
     torchrun --standalone --nproc_per_node 2 -m run.llm.tune --run-dir DIR  # 2 GPUs / gloo ranks
 
-DIR/spec.json holds the run spec (run/llm/spec.py; the sweep writes it, run/llm/launch.py's
-launch_command gives the command). Top to bottom:
-
-1. check the spec and the machine; build or find the model, tokenizer and data files
-   (run/llm/config.py `prepare`). Bad input stops here with one line `error: ...` and exit status
-   2, before anything is written into DIR.
-2. build the torchtune config (run/llm/config.py): configs/llm/<method>_<single_device|
-   distributed>.yaml (the paper's values) with the spec's sizes, model, tokenizer, checkpointer,
-   data set and our metric logger; save it as DIR/torchtune_config.yaml (rank 0) and print it and
-   the command.
+DIR/spec.json holds the run spec (run/llm/spec.py; run/llm/launch.py gives the command).
+1. check the spec and the machine and make the model, tokenizer and data files
+   (run/llm/config.py `prepare`): bad input is one line `error: ...`, exit 2, nothing in DIR.
+2. save the torchtune config (configs/llm/<method>_<single_device|distributed>.yaml, the
+   paper's values, with the spec's sizes and our blocks) as DIR/torchtune_config.yaml.
 3. without CUDA, install the CPU shims (run/llm/compat.py) and give each rank one intra-op thread
-   (CPU_THREADS_PER_RANK overrides it, run/node/threads.py); with several ranks, init the process group (gloo on CPU,
-   torchtune's "cuda:nccl,cpu:gloo" on GPUs).
-4. load torchtune's installed recipe file by path, subclass its recipe class with our extension
-   (run/llm/recipes.py: pin_memory, timing, no checkpoint save), and run setup/train/cleanup as the
-   recipe's own recipe_main does (`train`).
-5. rank 0 writes DIR/summary.json last (`summary_of`; run/llm/metrics.py computes its numbers from
-   what the recipe logged). A CUDA out-of-memory error is caught and recorded as status "oom"
-   (exit 3).
-
-Nothing imports this module: it is the entry point, on top of config.py and the recipes.
+   (CPU_THREADS_PER_RANK overrides it); with several ranks, init the process group.
+4. run torchtune's installed recipe, extended (run/llm/recipes.py), as its recipe_main does.
+5. rank 0 writes DIR/summary.json last; a CUDA out-of-memory error is status "oom" (exit 3).
 """
 
 from __future__ import annotations
@@ -126,6 +114,7 @@ def optimizer_facts(spec: dict[str, Any], optimizer: Any, cuda: bool) -> dict[st
 def run_recipe(
     spec: dict[str, Any], cfg_dict: dict[str, Any], facts: dict[str, Any], run_dir: Path, cuda: bool
 ) -> int:
+    """Run the recipe; rank 0 (or a rank that ran out of memory) writes the summary, once."""
     import torch
 
     t_wall = time.perf_counter()
@@ -146,7 +135,37 @@ def run_recipe(
             backend=compat.process_group_backend(cuda), device_id=device
         )
     try:
-        return _run(spec, cfg_dict, facts, run_dir, cuda, shims, cpu_share, t_wall)
+        name = recipe_name(spec["method"], distributed)
+        recipe, status, error, t_train0 = train(name, cfg_dict, rank)
+        if rank != 0 and status == "ok":
+            return 0
+        logger = getattr(recipe, "_metric_logger", None)
+        numbers = logger.summary() if logger is not None else {}
+        head = {
+            "name": llm_spec.run_name(spec),
+            "status": status,
+            "error": error,
+            "recipe": name,
+            "world_size": settings.world_size(),
+            "device": "cuda" if cuda else "cpu",
+            "weights": spec["weights"],
+            "tokenizer": facts.get("tokenizer"),
+            "max_seq_len": spec["max_seq_len"],
+            "planned_steps": llm_spec.planned_steps(spec),
+            "wall_time_s": time.perf_counter() - t_wall,
+            "cpu_shims": shims,
+            **cpu_share,
+        }
+        summary = summary_of(spec, head, recipe, numbers, cuda, t_train0)
+        if status == "oom" and (run_dir / store.SUMMARY).exists():
+            return 3  # another rank recorded the OOM first
+        store.write_json_atomic(run_dir / store.SUMMARY, summary)
+        print(
+            f"[llm_tune] {status}: {numbers.get('steps')} steps, s/it {numbers.get('s_per_it')}, "
+            f"loss {numbers.get('first_loss')} -> {numbers.get('final_loss')}",
+            flush=True,
+        )
+        return 3 if status == "oom" else 0
     finally:
         # the distributed recipes' cleanup() destroys the group; after an OOM it is still up
         if distributed and torch.distributed.is_initialized():
@@ -180,45 +199,6 @@ def train(name: str, cfg_dict: dict[str, Any], rank: int) -> tuple[Any, str, str
     return recipe, status, error, t_train0
 
 
-def epoch_facts(
-    spec: dict[str, Any], numbers: dict[str, Any], stats: dict[str, Any], train_time: float
-) -> dict[str, Any]:
-    """Steps per epoch (the recipe's batches over gradient accumulation) and the epoch's time:
-    the measured one when the run covered a whole epoch, else projected from s/it and flagged."""
-    steps_per_epoch = None
-    if stats.get("batches_per_epoch") is not None:
-        steps_per_epoch = stats["batches_per_epoch"] // spec["gradient_accumulation_steps"]
-    full_epoch = bool(steps_per_epoch) and numbers.get("steps") == steps_per_epoch
-    epoch_time = None
-    if full_epoch:
-        epoch_time = train_time
-    elif numbers.get("s_per_it") and steps_per_epoch:
-        epoch_time = numbers["s_per_it"] * steps_per_epoch
-    return {
-        "steps_per_epoch": steps_per_epoch,
-        "epoch_time_s": epoch_time,
-        "epoch_time_projected": not full_epoch if epoch_time is not None else None,
-    }
-
-
-def memory_facts(numbers: dict[str, Any], cuda: bool) -> dict[str, Any]:
-    """The peak memory the summary reports: the GPU's active bytes, or the host's peak RSS."""
-    if cuda:
-        # L8 reads the last step's peak, as the paper read its logs; the maximum over steps
-        # (often the first step) is kept beside it
-        return {
-            "memory_kind": store.GPU_ACTIVE,
-            "peak_memory_bytes": numbers.get("peak_memory_active_last_bytes"),
-            "peak_memory_max_bytes": numbers.get("peak_memory_active_bytes"),
-        }
-    peak = host_peak_rss_bytes()
-    return {
-        "memory_kind": store.HOST_PEAK_RSS,
-        "peak_memory_bytes": peak,
-        "peak_memory_max_bytes": peak,
-    }
-
-
 def summary_of(
     spec: dict[str, Any],
     head: dict[str, Any],
@@ -230,66 +210,42 @@ def summary_of(
     """DIR/summary.json's content: `head` (what ran and how), the times, the metric logger's
     numbers, the data set's size, what the optimisation keys gave, and the peak memory; later
     parts win where two name the same key."""
-    logger = getattr(recipe, "_metric_logger", None)
     stats = dict(getattr(recipe, "dataset_stats", {}) or {})
-    train_time = getattr(logger, "train_time_s", None)
+    train_time = getattr(getattr(recipe, "_metric_logger", None), "train_time_s", None)
     if train_time is None:
         train_time = time.perf_counter() - t_train0
+    # an epoch's steps are the recipe's batches over gradient accumulation; its time is the
+    # measured one when the run covered a whole epoch, else projected from s/it and flagged
+    per_epoch = None
+    if stats.get("batches_per_epoch") is not None:
+        per_epoch = stats["batches_per_epoch"] // spec["gradient_accumulation_steps"]
+    full_epoch = bool(per_epoch) and numbers.get("steps") == per_epoch
+    epoch_time = None
+    if full_epoch:
+        epoch_time = train_time
+    elif numbers.get("s_per_it") and per_epoch:
+        epoch_time = numbers["s_per_it"] * per_epoch
     summary: dict[str, Any] = {
         **head,
         "total_time_s": train_time,
-        **epoch_facts(spec, numbers, stats, train_time),
+        "steps_per_epoch": per_epoch,
+        "epoch_time_s": epoch_time,
+        "epoch_time_projected": not full_epoch if epoch_time is not None else None,
         **numbers,
         **stats,
     }
     summary.update(optimizer_facts(spec, getattr(recipe, "_optimizer", None), cuda))
-    summary.update(memory_facts(numbers, cuda))
+    if cuda:
+        # L8 reads the last step's peak, as the paper read its logs; the maximum over steps
+        # (often the first step) is kept beside it
+        peak = numbers.get("peak_memory_active_last_bytes")
+        peak_max = numbers.get("peak_memory_active_bytes")
+    else:
+        peak = peak_max = host_peak_rss_bytes()
+    summary["memory_kind"] = store.GPU_ACTIVE if cuda else store.HOST_PEAK_RSS
+    summary["peak_memory_bytes"] = peak
+    summary["peak_memory_max_bytes"] = peak_max
     return summary
-
-
-def _run(
-    spec: dict[str, Any],
-    cfg_dict: dict[str, Any],
-    facts: dict[str, Any],
-    run_dir: Path,
-    cuda: bool,
-    shims: list[str],
-    cpu_share: dict[str, int],
-    t_wall: float,
-) -> int:
-    """Run the recipe; rank 0 (or a rank that ran out of memory) writes the summary, once."""
-    rank = settings.rank()
-    name = recipe_name(spec["method"], llm_spec.distributed(spec))
-    recipe, status, error, t_train0 = train(name, cfg_dict, rank)
-    if rank != 0 and status == "ok":
-        return 0
-    logger = getattr(recipe, "_metric_logger", None)
-    numbers = logger.summary() if logger is not None else {}
-    head = {
-        "name": llm_spec.run_name(spec),
-        "status": status,
-        "error": error,
-        "recipe": name,
-        "world_size": settings.world_size(),
-        "device": "cuda" if cuda else "cpu",
-        "weights": spec["weights"],
-        "tokenizer": facts.get("tokenizer"),
-        "max_seq_len": spec["max_seq_len"],
-        "planned_steps": llm_spec.planned_steps(spec),
-        "wall_time_s": time.perf_counter() - t_wall,
-        "cpu_shims": shims,
-        **cpu_share,
-    }
-    summary = summary_of(spec, head, recipe, numbers, cuda, t_train0)
-    if status == "oom" and (run_dir / store.SUMMARY).exists():
-        return 3  # another rank recorded the OOM first
-    store.write_json_atomic(run_dir / store.SUMMARY, summary)
-    print(
-        f"[llm_tune] {status}: {numbers.get('steps')} steps, s/it {numbers.get('s_per_it')}, "
-        f"loss {numbers.get('first_loss')} -> {numbers.get('final_loss')}",
-        flush=True,
-    )
-    return 3 if status == "oom" else 0
 
 
 @program()

@@ -1,19 +1,14 @@
 """The `random` weights mode: Llama3-8B's architecture with random weights, no checkpoint read.
 
-`RandomWeightsCheckpointer` stands in the config's `checkpointer:` block. Its `load_checkpoint`
-returns `{"model": RandomStateDict}`: the base model's keys, shapes and dtypes (taken from the
-builder instantiated on the meta device, so nothing is allocated for that) whose tensors are made
-when the recipe reads them: norm scales 1, every other weight N(0, std), each from a generator
-seeded by (seed, key), so two ranks or two runs see the same weights. The recipe then loads them
-through its own path, exactly as it loads a real checkpoint (QLoRA quantises them to NF4, FSDP
-shards them), so time and memory are the real ones; the loss is meaningless, and summaries say
-`weights: random`.
+`RandomWeightsCheckpointer` stands in the `checkpointer:` block; its state dict has the base
+model's keys, shapes and dtypes (from the builder on the meta device) and makes each tensor when
+the recipe reads it: norm scales 1, every other weight N(0, std) from a generator seeded by (seed,
+key), so two ranks or two runs see the same weights. The recipe loads them through its own path
+(QLoRA quantises them, FSDP shards them), so time and memory are real; the loss is meaningless.
 
-Tensors are made on the rank's GPU whenever CUDA is available (one device or several): filling
-8B fp32 numbers from a seeded generator takes seconds there, against about a minute of serial
-CPU work per run, and 4 ranks never each hold a 32 GB copy in host memory. Only one key's tensor
-exists at a time beyond what the recipe keeps. Without CUDA they are made on the CPU. The values
-depend on the device's generator: the same on every GPU run, other numbers than a CPU run's.
+Tensors are made on the rank's GPU when there is one: seconds there against about a minute of
+serial CPU work per run, and 4 ranks never each hold a 32 GB copy in host memory. The values
+depend on the device's generator: the same on every GPU run, others than a CPU run's.
 """
 
 from __future__ import annotations
@@ -29,7 +24,6 @@ from run import settings
 
 
 def weights_device() -> torch.device:
-    """This rank's GPU when there is one (see the module docstring), else the CPU."""
     if torch.cuda.is_available():
         return torch.device("cuda", settings.local_rank())
     return torch.device("cpu")
