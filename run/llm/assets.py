@@ -118,8 +118,3 @@ def llama3_tokenizer_file() -> Path:
             "tokenizer 'llama3' needs LLAMA3_TOKENIZER (a tokenizer.model file) or LLAMA3_DIR"
         )
     return real_tokenizer(folder)
-
-
-def bytes_tokenizer_folder() -> Path:
-    """Where Llama3-8B's byte tokenizer lives (the tiny model keeps its own beside it, tiny.py)."""
-    return data_root() / "bytes_tokenizer"

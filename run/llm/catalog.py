@@ -18,40 +18,29 @@ SYNTHETIC_SEED = 2025
 class DataSet:
     name: str
     hf_id: str  # the paper's Hugging Face data set
-    builder: str  # torchtune builder of the SFT data set
     columns: tuple[str, ...]  # columns every row must have
-    prompt_template: str | None  # torchtune prompt template the tokenizer applies
+    template: str | None = None  # torchtune.data's prompt template the tokenizer applies
+
+    @property
+    def builder(self) -> str:
+        """torchtune's builder of the SFT data set (one per set, named after it)."""
+        return f"torchtune.datasets.{self.name}_dataset"
+
+    @property
+    def prompt_template(self) -> str | None:
+        return f"torchtune.data.{self.template}" if self.template else None
 
 
 DATASETS: dict[str, DataSet] = {
-    "alpaca": DataSet(
-        "alpaca",
-        "yahma/alpaca-cleaned",
-        "torchtune.datasets.alpaca_dataset",
-        ("instruction", "input", "output"),
-        None,
-    ),
-    "grammar": DataSet(
-        "grammar",
-        "liweili/c4_200m",
-        "torchtune.datasets.grammar_dataset",
-        ("input", "output"),
-        "torchtune.data.GrammarErrorCorrectionTemplate",
-    ),
-    "samsum": DataSet(
-        "samsum",
-        "Samsung/samsum",
-        "torchtune.datasets.samsum_dataset",
-        ("dialogue", "summary"),
-        "torchtune.data.SummarizeTemplate",
-    ),
-    "slimorca": DataSet(
-        "slimorca",
-        "Open-Orca/SlimOrca-Dedup",
-        "torchtune.datasets.slimorca_dataset",
-        ("conversations",),
-        None,
-    ),
+    d.name: d
+    for d in (
+        DataSet("alpaca", "yahma/alpaca-cleaned", ("instruction", "input", "output")),
+        DataSet(
+            "grammar", "liweili/c4_200m", ("input", "output"), "GrammarErrorCorrectionTemplate"
+        ),
+        DataSet("samsum", "Samsung/samsum", ("dialogue", "summary"), "SummarizeTemplate"),
+        DataSet("slimorca", "Open-Orca/SlimOrca-Dedup", ("conversations",)),
+    )
 }
 # The journal's template subsets and their parent sets.
 TEMPLATES = {"instruct": "alpaca", "summary": "samsum", "error-correction": "grammar"}

@@ -11,12 +11,6 @@ from typing import Any
 _applied: list[str] = []
 
 
-def process_group_backend(cuda: bool) -> str:
-    """torchtune's recipe_main uses "cuda:nccl,cpu:gloo" (we call the recipe class, not its
-    recipe_main); the CPU build of torch has no NCCL, so without CUDA it is plain gloo."""
-    return "cuda:nccl,cpu:gloo" if cuda else "gloo"
-
-
 def _host_memory_stats(device: Any = None, reset_stats: bool = True) -> dict[str, float]:
     """training.get_memory_stats raises on CPU, and the distributed recipes call it after model
     init to print it: the peak host RSS in its GiB keys (the summary labels it host RSS)."""

@@ -31,11 +31,6 @@ class SpecError(UserError):
     """The spec cannot run as given (one line)."""
 
 
-def config_file(method: str, distributed: bool) -> Path:
-    mode = "distributed" if distributed else "single_device"
-    return CONFIG_DIR / f"{method}_{mode}.yaml"
-
-
 def tokenizer_block(spec: dict[str, Any]) -> tuple[dict[str, Any], str]:
     """The `tokenizer:` block and the tokenizer's kind (bytes or llama3), capped at the spec's
     max_seq_len (llm_spec: one stated cap per model, so byte-tokenised runs stay bounded)."""
@@ -46,7 +41,8 @@ def tokenizer_block(spec: dict[str, Any]) -> tuple[dict[str, Any], str]:
     }
     if kind == "bytes":
         # the tiny model keeps its byte tokenizer beside its weights (ensure_tiny writes both)
-        folder = tiny.ensure_tiny() if spec["model"] == "tiny" else assets.bytes_tokenizer_folder()
+        tiny_model = spec["model"] == "tiny"
+        folder = tiny.ensure_tiny() if tiny_model else assets.data_root() / "bytes_tokenizer"
         path, special = assets.byte_tokenizer_files(folder)
         block.update(path=str(path), special_tokens_path=str(special))
     else:
@@ -132,7 +128,8 @@ def optimizer_block(spec: dict[str, Any], paper: dict[str, Any]) -> dict[str, An
 def sized_config(spec: dict[str, Any], run_dir: Path | None, cuda: bool) -> dict[str, Any]:
     """The paper's config file of the run's recipe with the spec's sizes, device, optimizer and
     (for the tiny model) builders; keys keep the file's order, so saved configs compare."""
-    cfg = yamlfile.load(config_file(spec["method"], llm_spec.distributed(spec)), SpecError)
+    mode = "distributed" if llm_spec.distributed(spec) else "single_device"
+    cfg = yamlfile.load(CONFIG_DIR / f"{spec['method']}_{mode}.yaml", SpecError)
     cfg["output_dir"] = str((run_dir or Path("/tmp")) / TORCHTUNE_OUTPUT_DIR)
     cfg["device"] = "cuda" if cuda else "cpu"
     cfg["dtype"] = spec["dtype"]

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import importlib.util
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 from run import settings
@@ -58,19 +57,6 @@ def count_tokens(ds: Any) -> int:
         else:
             total += len(sample["chosen_input_ids"]) + len(sample["rejected_input_ids"])
     return total
-
-
-def load_recipe_module(name: str) -> ModuleType:
-    import torchtune
-
-    path = Path(torchtune.__file__).resolve().parent.parent / "recipes" / f"{name}.py"
-    if not path.is_file():
-        raise FileNotFoundError(f"torchtune recipe file not found: {path}")
-    spec = importlib.util.spec_from_file_location(f"torchtune_recipes.{name}", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 class ProjectRecipeMixin:
@@ -178,6 +164,14 @@ class ProjectRecipeMixin:
 
 
 def extended(name: str) -> type:
-    module = load_recipe_module(name)
+    import torchtune
+
+    path = Path(torchtune.__file__).resolve().parent.parent / "recipes" / f"{name}.py"
+    if not path.is_file():
+        raise FileNotFoundError(f"torchtune recipe file not found: {path}")
+    spec = importlib.util.spec_from_file_location(f"torchtune_recipes.{name}", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
     base = getattr(module, CLASSES[name])
     return type(f"Project{base.__name__}", (ProjectRecipeMixin, base), {"__module__": __name__})

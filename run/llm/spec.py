@@ -30,12 +30,6 @@ METHODS = ("lora", "qlora", "dpo", "qat")
 METHOD_LABELS = {"lora": "LoRA", "qlora": "QLoRA", "dpo": "DPO", "qat": "QAT"}  # as the papers say
 DATASETS = (*catalog.DATASETS, *catalog.TEMPLATES)
 TEMPLATE_DATASETS = tuple(catalog.TEMPLATES)  # in the papers' order
-MODELS = ("tiny", "llama3_8b")
-WEIGHTS = ("auto", "tiny", "real", "random")
-TOKENIZERS = ("auto", "bytes", "llama3")
-RECIPES = ("auto", "distributed")
-DATA_SOURCES = ("auto", "synthetic", "real")
-OPTIMIZERS = ("adamw", "paged_adamw8bit")
 # torchtune's PackedDataset packs (and so tokenises) every row before the first step; above this
 # many rows (C4-200M's grammar set) that is hours of start-up, not an optimisation.
 PACK_MAX_ROWS = 1_000_000
@@ -82,8 +76,8 @@ DEFAULTS: dict[str, Any] = {
 
 CHOICES: dict[str, tuple[Any, ...]] = {
     "workload": ("llm",),
-    "model": MODELS,
-    "weights": WEIGHTS,
+    "model": ("tiny", "llama3_8b"),
+    "weights": ("auto", "tiny", "real", "random"),
     "method": METHODS,
     "dataset": DATASETS,
     "pin_memory": (False, True),
@@ -91,13 +85,13 @@ CHOICES: dict[str, tuple[Any, ...]] = {
     "activation_checkpointing": (False, True),
     "shuffle": (False, True),
     "profiler": settings.PROFILERS,
-    "tokenizer": TOKENIZERS,
-    "recipe": RECIPES,
-    "data_source": DATA_SOURCES,
+    "tokenizer": ("auto", "bytes", "llama3"),
+    "recipe": ("auto", "distributed"),
+    "data_source": ("auto", "synthetic", "real"),
     "compile": (False, True),
     "packed": (False, True),
     "fused_optimizer": (False, True),
-    "optimizer": OPTIMIZERS,
+    "optimizer": ("adamw", "paged_adamw8bit"),
 }
 
 

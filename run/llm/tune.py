@@ -131,9 +131,10 @@ def run_recipe(
         if cuda:
             device = torch.device("cuda", settings.local_rank())
             torch.cuda.set_device(device)
-        torch.distributed.init_process_group(
-            backend=compat.process_group_backend(cuda), device_id=device
-        )
+        # torchtune's recipe_main passes "cuda:nccl,cpu:gloo" (we call the recipe class, not its
+        # recipe_main); the CPU build of torch has no NCCL, so without CUDA it is plain gloo
+        backend = "cuda:nccl,cpu:gloo" if cuda else "gloo"
+        torch.distributed.init_process_group(backend=backend, device_id=device)
     try:
         name = recipe_name(spec["method"], distributed)
         recipe, status, error, t_train0 = train(name, cfg_dict, rank)

@@ -67,12 +67,6 @@ class RandomStateDict(MutableMapping):
         return len(self._shapes)
 
 
-def base_shapes(builder: str) -> dict[str, tuple[torch.Size, torch.dtype]]:
-    with torch.device("meta"):
-        model = _get_component_from_path(builder)()
-    return {k: (v.shape, v.dtype) for k, v in model.state_dict().items()}
-
-
 class RandomWeightsCheckpointer:
     """A torchtune checkpointer that loads random weights of `base_model` (a builder path)."""
 
@@ -90,7 +84,9 @@ class RandomWeightsCheckpointer:
         self.dtype = {"fp32": torch.float32, "bf16": torch.bfloat16}[dtype]
 
     def load_checkpoint(self) -> dict[str, Any]:
-        shapes = {k: (s, self.dtype) for k, (s, _) in base_shapes(self.base_model).items()}
+        with torch.device("meta"):
+            model = _get_component_from_path(self.base_model)()
+        shapes = {k: (v.shape, self.dtype) for k, v in model.state_dict().items()}
         return {"model": RandomStateDict(shapes, self.seed, self.std)}
 
     def save_checkpoint(self, *args: Any, **kwargs: Any) -> None:

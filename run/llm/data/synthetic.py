@@ -1,9 +1,6 @@
-"""The generated data sets of the tiny model (data_source `synthetic`): four small sets in the
-formats of the paper's sets, made deterministically from SYNTHETIC_SEED, so a fresh clone makes
-the same files: alpaca (instruction/input/output), grammar (input/output: a sentence with injected
-errors and its correction, like C4-200M GEC), samsum (dialogue/summary) and slimorca (ShareGPT
-`conversations`). Written once as JSON Lines under data/llm/synthetic/ (run/llm/catalog.py gives
-their sizes, SYNTHETIC_ROWS).
+"""The generated data sets of the tiny model (data_source `synthetic`) in the formats of the
+paper's sets (run/llm/catalog.py), made deterministically from SYNTHETIC_SEED and written once as
+JSON Lines under data/llm/synthetic/, so a fresh clone makes the same files.
 """
 
 from __future__ import annotations
@@ -22,22 +19,15 @@ NOUNS = (
     "cat dog bird teacher farmer doctor student baker river garden window train city "
     "bridge forest letter market child painter engine"
 ).split()
-ADJS = "small quiet bright old young happy green busy cold warm tall slow clever".split()
-OPPOSITE = {
-    "small": "large",
-    "quiet": "loud",
-    "bright": "dark",
-    "old": "new",
-    "young": "old",
-    "happy": "sad",
-    "busy": "idle",
-    "cold": "hot",
-    "warm": "cool",
-    "tall": "short",
-    "slow": "fast",
-    "clever": "foolish",
-    "green": "red",
-}
+# each adjective with its opposite, in the order the generators draw them from
+OPPOSITE = dict(
+    pair.split(":")
+    for pair in (
+        "small:large quiet:loud bright:dark old:new young:old happy:sad green:red busy:idle "
+        "cold:hot warm:cool tall:short slow:fast clever:foolish"
+    ).split()
+)
+ADJS = list(OPPOSITE)
 VERBS = "walk play work wait look cook paint clean visit call".split()
 PLACES = "park station library kitchen office garden harbour museum school cafe".split()
 TIMES = ["on Monday", "on Friday", "tomorrow", "tonight", "next week", "at noon", "after lunch"]
@@ -168,16 +158,12 @@ GENERATORS: dict[str, Callable[[random.Random, int], dict[str, Any]]] = {
 }
 
 
-def synthetic_rows(name: str, n: int, seed: int = SYNTHETIC_SEED) -> list[dict[str, Any]]:
-    r = random.Random(f"{seed}-{name}")
-    return [GENERATORS[name](r, i) for i in range(n)]
-
-
 def synthetic_parent(name: str) -> Path:
     """The JSON Lines file of a generated parent set, written once (under the data lock)."""
     path = data_root() / "synthetic" / f"{name}.jsonl"
     if not path.is_file():
         with locked():
             if not path.is_file():
-                write_jsonl(path, synthetic_rows(name, SYNTHETIC_ROWS[name]))
+                r = random.Random(f"{SYNTHETIC_SEED}-{name}")
+                write_jsonl(path, [GENERATORS[name](r, i) for i in range(SYNTHETIC_ROWS[name])])
     return path
