@@ -1,20 +1,16 @@
-"""Reading and writing the LLM data files, a row at a time, and the offline Hugging Face loader.
+"""Reading and writing the LLM data files a row at a time, and the offline Hugging Face loader.
 
-Parents are never held in memory (C4-200M has 185M rows, 3.7 GB): a file is read a line at a time
-(a JSON array an element at a time), twice for a subset (count the rows, then keep the chosen
-ones, the only rows parsed and checked); a Hugging Face set (Arrow, memory-mapped) gives its
-length and the chosen rows with `select`. Whole-set DPO pairs stream from parent to file. Before a
-run, a real parent file is checked by its first rows only.
-
-The paper's sets (run/llm/catalog.py, DataSet.hf_id) are read with Hugging Face `datasets` in
-offline mode from the local cache, or from LLM_DATASETS_DIR/<name>.jsonl (or .json) when that
-folder is set. Never downloaded.
-
-Errors are AssetError with one line naming the file and the first bad line.
+Parents can be far larger than memory (C4-200M: 185M rows, 3.7 GB): a file is read a line at a
+time (a JSON array an element at a time), twice for a subset (count the rows, then parse and check
+only the chosen ones); a Hugging Face set (Arrow, memory-mapped) gives its length and the chosen
+rows with `select`. The paper's sets come from the local Hugging Face cache (offline) or
+LLM_DATASETS_DIR/<name>.jsonl (or .json), never downloaded. Errors are one-line AssetErrors
+naming the file and the first bad line.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import re
@@ -27,9 +23,6 @@ from run import settings, store
 from run.llm.assets import AssetError
 from run.llm.catalog import DataSet
 
-# Parents can be far larger than memory (C4-200M: 185M rows, 3.7 GB), so every reader here goes
-# through a file a row at a time, and a row is only parsed where it is used. The small files we
-# generate ourselves (synthetic sets, subsets, pairs) take the same paths.
 HEAD_ROWS = 100  # rows a pre-run check of a real parent parses; the rows used are checked in full
 ARRAY_CHUNK = 1 << 20  # characters read at a time from a JSON array file
 MAX_ROW_CHARS = 64 << 20  # a JSON array element longer than this is reported, not buffered on
@@ -89,12 +82,9 @@ def _parse_line(path: Path, lineno: int, line: bytes) -> Any:
 
 
 def _array_items(path: Path) -> Iterator[tuple[int, Any]]:
-    """(line where it starts, element) of a JSON array file, decoded one element at a time.
-
-    The standard library has no incremental JSON parser, so the file is read in chunks and each
-    element is decoded with raw_decode once the buffer holds all of it (an element that does not
-    decode is retried with more text until the file ends or MAX_ROW_CHARS is reached).
-    """
+    """(line where it starts, element) of a JSON array file, one element at a time: the standard
+    library has no incremental parser, so an element that does not decode yet is retried with
+    more text until the file ends or MAX_ROW_CHARS is reached."""
     decoder = json.JSONDecoder()
     with _open(path, "r") as fh:
         buf, pos, line, eof = "", 0, 1, False
@@ -112,7 +102,6 @@ def _array_items(path: Path) -> Iterator[tuple[int, Any]]:
             return True
 
         def skip_ws() -> bool:
-            """Advance past whitespace; False at the end of the file."""
             nonlocal pos, line
             while True:
                 end = _JSON_WS.match(buf, pos).end()  # type: ignore[union-attr]
@@ -136,27 +125,23 @@ def _array_items(path: Path) -> Iterator[tuple[int, Any]]:
             while True:
                 try:
                     item, end = decoder.raw_decode(buf, pos)
+                    # a number cut at the chunk's end decodes too early: wait for the next chunk
+                    if end < len(buf) or eof or not more():
+                        break
                 except json.JSONDecodeError as exc:
                     if eof or len(buf) - pos > MAX_ROW_CHARS:
                         raise _bad(path, line + buf.count("\n", pos, exc.pos), exc.msg) from exc
                     more()
-                    continue
-                # a number cut at the chunk's end decodes too early: wait for the next chunk
-                if end == len(buf) and not eof and more():
-                    continue
-                break
             yield line, item
             line += buf.count("\n", pos, end)
             pos, first = end, False
             if not skip_ws():
                 raise _bad(path, line, "the array is not closed")
-            if buf[pos] == ",":
-                pos += 1
-            elif buf[pos] == "]":
-                pos += 1
-                break
-            else:
+            if buf[pos] not in ",]":
                 raise _bad(path, line, "expected ',' or ']' after an element")
+            pos += 1
+            if buf[pos - 1] == "]":
+                break
         if skip_ws():
             raise _bad(path, line, "extra data after the array")
 
@@ -222,11 +207,10 @@ def select_rows(
 
 
 def check_head(path: Path, columns: tuple[str, ...] = (), rows: int = HEAD_ROWS) -> None:
-    """Pre-run check of a data file that may be huge: it exists and its first rows parse and
-    have the columns. The rows a run uses are checked in full when they are read."""
-    for i, _ in enumerate(iter_jsonl(path, columns), 1):
-        if i >= rows:
-            break
+    """Pre-run check of a data file that may be huge: its first rows parse and have the columns
+    (the rows a run uses are checked in full when they are read)."""
+    for _ in itertools.islice(iter_jsonl(path, columns), rows):
+        pass
 
 
 def local_file(name: str) -> Path | None:

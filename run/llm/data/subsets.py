@@ -1,17 +1,14 @@
 """What a run trains on: the template subsets, the DPO preference pairs, and the `dataset:` block
 of the torchtune config that points at them.
 
-Template subsets (the journal's three 500-row sets, run/llm/catalog.py TEMPLATES): the rows are
-`sorted(random.Random(0).sample(range(len(parent)), k))`, so the same parent always gives the same
-subset, in parent order. k is the scale's `template_rows` (500 in the paper, fewer in smoke).
+A template subset (the journal's 500-row sets; `template_rows` rows) is
+`sorted(random.Random(0).sample(range(len(parent)), k))` of its parent: the same parent always
+gives the same subset, in parent order. DPO pairs are our assumption (the paper does not say how
+it made them): for row i, the prompt as the SFT recipe presents it, `chosen` the row's own answer
+and `rejected` row i+1's (the last row takes row 0's): fluent text of the same kind and length
+that does not answer the prompt, so DPO compute matches SFT-like sequence lengths.
 
-DPO preference pairs (the paper does not say how it made them; this is our documented assumption):
-for row i of a set, the prompt is the row's prompt exactly as the SFT recipe would present it,
-`chosen` is the row's own reference response and `rejected` is the reference response of row
-i+1 (the last row takes row 0's). The rejected answer is fluent text of the same kind and length
-distribution that does not answer the prompt, so DPO compute matches SFT-like sequence lengths.
-
-Every reader is called through its module (`readers.load_hf`, ...), so a test that replaces one
+Readers are called through their module (`readers.load_hf`), so a test that replaces one
 replaces it here too.
 """
 
@@ -103,16 +100,14 @@ def sft_messages(name: str, row: dict[str, Any]) -> list[dict[str, str]]:
     from torchtune.data import AlpacaToMessages, InputOutputToMessages, ShareGPTToMessages
 
     if name == "alpaca":
-        msgs = AlpacaToMessages(train_on_input=False)(row)["messages"]
+        transform: Any = AlpacaToMessages(train_on_input=False)
     elif name == "grammar":
-        msgs = InputOutputToMessages()(row)["messages"]
+        transform = InputOutputToMessages()
     elif name == "samsum":
-        msgs = InputOutputToMessages(column_map={"input": "dialogue", "output": "summary"})(row)[
-            "messages"
-        ]
+        transform = InputOutputToMessages(column_map={"input": "dialogue", "output": "summary"})
     else:
-        msgs = ShareGPTToMessages()(row)["messages"]
-    return [{"role": m.role, "content": m.text_content} for m in msgs]
+        transform = ShareGPTToMessages()
+    return [{"role": m.role, "content": m.text_content} for m in transform(row)["messages"]]
 
 
 def iter_preference_pairs(name: str, rows: Iterable[dict[str, Any]]) -> Iterator[dict[str, Any]]:
@@ -154,44 +149,28 @@ def dataset_config(
     dataset: str, method: str, model: str, template_rows: int, data_source: str = "auto"
 ) -> dict[str, Any]:
     """The `dataset:` block of the torchtune config for a run; files are made here if needed.
-
-    The files a run trains on are checked before it starts: subsets and synthetic sets in full
-    (they are small), a real parent file or a whole-set pairs file by its first rows only (every
-    row of those was or will be checked as it is read: pairs are made from checked rows)."""
+    Subsets and synthetic sets are checked in full before the run (they are small); a real parent
+    file or whole-set pairs by their first rows (pairs are made from checked rows)."""
     if dataset not in DATASETS and dataset not in TEMPLATES:
         known = ", ".join([*DATASETS, *TEMPLATES])
         raise AssetError(f"unknown dataset '{dataset}' (known: {known})")
     source = source_for(model, data_source)
     parent = parent_of(dataset)
+    component, columns, whole = parent.builder, parent.columns, dataset not in TEMPLATES
     if method == "dpo":
-        rows = template_rows if dataset in TEMPLATES else None
-        path = pairs_file(dataset, rows, source)
-        if rows is None:
-            readers.check_head(path, ("chosen", "rejected"))
-        else:
-            readers.read_jsonl(path, ("chosen", "rejected"))
-        return {
-            "_component_": "torchtune.datasets.preference_dataset",
-            "source": "json",
-            "data_files": str(path),
-            "split": "train",
-        }
-    if dataset in TEMPLATES:
+        component, columns = "torchtune.datasets.preference_dataset", ("chosen", "rejected")
+        path = pairs_file(dataset, None if whole else template_rows, source)
+    elif not whole:
         path = template_subset(dataset, template_rows, source)
-        readers.read_jsonl(path, parent.columns)
     elif source == "synthetic":
-        path = synthetic_parent(dataset)
-        readers.read_jsonl(path, parent.columns)
+        path, whole = synthetic_parent(dataset), False
     else:
-        local = readers.local_file(dataset)
-        if local is None:
+        path = readers.local_file(dataset)
+        if path is None:
             readers.check_hf_available(parent)
             return {"_component_": parent.builder, "source": parent.hf_id, "split": "train"}
-        path = local
-        readers.check_head(path, parent.columns)
-    return {
-        "_component_": parent.builder,
-        "source": "json",
-        "data_files": str(path),
-        "split": "train",
-    }
+    if whole:
+        readers.check_head(path, columns)
+    else:
+        readers.read_jsonl(path, columns)
+    return {"_component_": component, "source": "json", "data_files": str(path), "split": "train"}
