@@ -74,25 +74,22 @@ def real_checkpointer(folder: Path) -> dict[str, Any]:
     meta = folder / "original" / "consolidated.00.pth"
     if not meta.is_file() and (folder / "consolidated.00.pth").is_file():
         meta = folder / "consolidated.00.pth"
-    if meta.is_file():
-        return {
-            "_component_": "torchtune.training.FullModelMetaCheckpointer",
-            "checkpoint_dir": str(meta.parent),
-            "checkpoint_files": [meta.name],
-            "model_type": "LLAMA3",
-        }
     shards = sorted(p.name for p in folder.glob("model-*-of-*.safetensors"))
-    if shards and (folder / "config.json").is_file():
-        return {
-            "_component_": "torchtune.training.FullModelHFCheckpointer",
-            "checkpoint_dir": str(folder),
-            "checkpoint_files": shards,
-            "model_type": "LLAMA3",
-        }
-    raise AssetError(
-        f"no Llama3-8B checkpoint in LLAMA3_DIR={folder}: expected original/consolidated.00.pth "
-        "or model-0000N-of-00004.safetensors with config.json"
-    )
+    if meta.is_file():
+        kind, folder, files = "Meta", meta.parent, [meta.name]
+    elif shards and (folder / "config.json").is_file():
+        kind, files = "HF", shards
+    else:
+        raise AssetError(
+            f"no Llama3-8B checkpoint in LLAMA3_DIR={folder}: expected "
+            "original/consolidated.00.pth or model-0000N-of-00004.safetensors with config.json"
+        )
+    return {
+        "_component_": f"torchtune.training.FullModel{kind}Checkpointer",
+        "checkpoint_dir": str(folder),
+        "checkpoint_files": files,
+        "model_type": "LLAMA3",
+    }
 
 
 def real_tokenizer(folder: Path) -> Path:

@@ -56,10 +56,9 @@ def tokenizer_block(spec: dict[str, Any]) -> tuple[dict[str, Any], str]:
 def checkpointer_block(spec: dict[str, Any], run_dir: Path | None) -> dict[str, Any]:
     out_dir = str((run_dir or Path("/tmp")) / TORCHTUNE_OUTPUT_DIR)
     if spec["model"] == "tiny":
-        folder = tiny.ensure_tiny()
         block = {
             "_component_": "torchtune.training.FullModelTorchTuneCheckpointer",
-            "checkpoint_dir": str(folder),
+            "checkpoint_dir": str(tiny.ensure_tiny()),
             "checkpoint_files": ["model.pt"],
             "model_type": "LLAMA3",
         }
@@ -102,9 +101,7 @@ def profiler_block(spec: dict[str, Any], run_dir: Path | None, cuda: bool) -> di
         "with_stack": False,
         "record_shapes": True,
         "with_flops": False,
-        "wait_steps": fitted["wait_steps"],
-        "warmup_steps": fitted["warmup_steps"],
-        "active_steps": fitted["active_steps"],
+        **{key: fitted[key] for key in ("wait_steps", "warmup_steps", "active_steps")},
         "num_cycles": 1,
     }
 
@@ -132,11 +129,8 @@ def sized_config(spec: dict[str, Any], run_dir: Path | None, cuda: bool) -> dict
     cfg = yamlfile.load(CONFIG_DIR / f"{spec['method']}_{mode}.yaml", SpecError)
     cfg["output_dir"] = str((run_dir or Path("/tmp")) / TORCHTUNE_OUTPUT_DIR)
     cfg["device"] = "cuda" if cuda else "cpu"
-    cfg["dtype"] = spec["dtype"]
-    cfg["seed"] = spec["seed"]
-    cfg["shuffle"] = spec["shuffle"]
-    cfg["batch_size"] = spec["batch_size"]
-    cfg["epochs"] = spec["epochs"]
+    for key in ("dtype", "seed", "shuffle", "batch_size", "epochs"):
+        cfg[key] = spec[key]
     cfg["max_steps_per_epoch"] = spec["max_steps"] or None
     cfg["gradient_accumulation_steps"] = spec["gradient_accumulation_steps"]
     cfg["enable_activation_checkpointing"] = spec["activation_checkpointing"]

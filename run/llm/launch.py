@@ -1,6 +1,5 @@
-"""The LLM workload as the sweep launches it: assets and data made or checked first (config.py's
-`prepare`, the same check a run makes), the command (torchrun for several ranks). With spec.py,
-what run/sweep/workloads.py's Workload asks. Imports no torch: the matrix and analysis/ load it."""
+"""The LLM workload as the sweep launches it (with spec.py, run/sweep/workloads.py's Workload).
+Imports no torch: the matrix and analysis/ load it."""
 
 from __future__ import annotations
 
@@ -29,8 +28,8 @@ def launch_command(spec: dict[str, Any], run_dir: Path, info: dict[str, Any]) ->
 
 
 def preflight(specs: list[dict[str, Any]]) -> None:
-    """Before any run starts: build the tiny model, tokenizer and data files the specs need, and
-    insist that real checkpoints and data sets are there. Raises ValueError with one line."""
+    """Before any run starts, config.py's `prepare` (the check a run makes): the files the specs
+    need are made or found there, else one line (a ValueError)."""
     for spec in specs:
         if llm_spec.unsupported_reason(spec):
             continue

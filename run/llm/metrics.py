@@ -124,15 +124,10 @@ class RunMetricLogger:
         now = time.perf_counter()
         if self._t_start is None:
             self.start()
-        record: dict[str, Any] = {
-            "step": int(step),
-            "time_s": now - (self._t_last if self._t_last is not None else now),
-            "elapsed_s": now - (self._t_start or now),
-        }
-        for key, value in payload.items():
-            record[key] = _scalar(value)
+        record = {"step": int(step), "time_s": now - self._t_last, "elapsed_s": now - self._t_start}
+        record.update({key: _scalar(value) for key, value in payload.items()})
         tps = record.get("tokens_per_second_per_gpu")
-        if isinstance(tps, (int, float)) and self._t_return is not None:
+        if isinstance(tps, (int, float)):
             # The recipe logs a rate: tokens of the step (summed over ranks) / (its step time x
             # ranks); its step clock restarts as this call returns, so the time since our last
             # return is that step time within microseconds, and the product the step's tokens

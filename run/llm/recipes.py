@@ -111,10 +111,8 @@ class ProjectRecipeMixin:
         if settings.rank() == 0 and self._run_dir is not None:
             requested = profiling.read_window(self._run_dir)
             profiling.record_fit(self._run_dir, requested, {**requested, **fitted}, why, steps)
-        out = OmegaConf.create(OmegaConf.to_container(prof_cfg, resolve=True))
-        for k in keys:
-            out[k] = fitted[k]
-        return out
+        block = OmegaConf.to_container(prof_cfg, resolve=True)
+        return OmegaConf.create({**block, **{k: fitted[k] for k in keys}})
 
     def _setup_profiler(self, cfg_profiler: Any = None) -> Any:
         return super()._setup_profiler(self._fit_profiler(cfg_profiler))  # type: ignore[misc]

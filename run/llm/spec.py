@@ -33,9 +33,8 @@ TEMPLATE_DATASETS = tuple(catalog.TEMPLATES)  # in the papers' order
 # torchtune's PackedDataset packs (and so tokenises) every row before the first step; above this
 # many rows (C4-200M's grammar set) that is hours of start-up, not an optimisation.
 PACK_MAX_ROWS = 1_000_000
-# The sequence cap each model gets when a spec leaves max_seq_len at 0. The papers state none:
-# 2048 is above nearly every row of the paper's sets with the real tokenizer, and it bounds the
-# byte tokenizer's sequences (about 4x longer).
+# The cap of max_seq_len 0. The papers state none: 2048 is above nearly every row of the paper's
+# sets with the real tokenizer, and bounds the byte tokenizer's sequences (about 4x longer).
 DEFAULT_MAX_SEQ_LEN = {"tiny": 768, "llama3_8b": 2048}
 TINY_CONTEXT = 1024  # the tiny llama3's max_seq_len (run/llm/tiny.py TINY_ARCH)
 # A run longer than this is a mistake in the matrix (an unbounded epoch), not an experiment.
@@ -115,17 +114,17 @@ def validate(spec: dict[str, Any]) -> None:
             raise ValueError(f"{key}={spec[key]!r} must be an integer >= 0")
     if not isinstance(spec["lr"], (int, float)) or isinstance(spec["lr"], bool) or spec["lr"] <= 0:
         raise ValueError(f"lr={spec['lr']!r} must be a positive number")
-    if spec["model"] == "tiny" and spec["weights"] not in ("auto", "tiny"):
-        raise ValueError(f"weights={spec['weights']!r} does not apply to the tiny model")
-    if spec["model"] != "tiny" and spec["weights"] == "tiny":
-        raise ValueError(f"weights='tiny' needs model tiny, not {spec['model']}")
     if spec["model"] == "tiny":
+        if spec["weights"] not in ("auto", "tiny"):
+            raise ValueError(f"weights={spec['weights']!r} does not apply to the tiny model")
         if spec["tokenizer"] == "llama3":
             raise ValueError("tokenizer='llama3' does not fit the tiny model (512 tokens)")
         if spec["data_source"] == "real":
             raise ValueError("data_source='real' does not apply to the tiny model")
         if spec["max_seq_len"] > TINY_CONTEXT:
             raise ValueError(f"max_seq_len={spec['max_seq_len']} exceeds the tiny model's context")
+    elif spec["weights"] == "tiny":
+        raise ValueError(f"weights='tiny' needs model tiny, not {spec['model']}")
     if spec["weights"] == "real" and spec["tokenizer"] == "bytes":
         raise ValueError("real Llama3-8B weights need the llama3 tokenizer, not bytes")
     _check_optimisations(spec)
@@ -228,8 +227,7 @@ def run_name(spec: dict[str, Any]) -> str:
         parts.append("paged8bit")
     if spec["profiler"] != "none":
         parts.append(f"prof_{spec['profiler']}")
-    # A repeat's seed (run/sweep/matrix.py, REPEATS): the default seed adds nothing, so names of
-    # single runs stay as they were.
+    # a repeat's seed (run/sweep/matrix.py, REPEATS): the default adds nothing to single runs
     if spec.get("seed", DEFAULTS["seed"]) != DEFAULTS["seed"]:
         parts.append(f"seed{spec['seed']}")
     parts += busy.name_parts(spec)  # a run beside a busy core (the noise cells' busy repeat)

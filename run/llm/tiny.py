@@ -20,12 +20,11 @@ from run.store import write_json_atomic
 if TYPE_CHECKING:
     from torchtune.modules import TransformerDecoder
 
-# The architecture of the tiny llama3. Sized for 2 CPU cores (a step of batch 2 takes a fraction
-# of a second) and for the quantisation methods: QLoRA's NF4 needs every quantised weight's element
-# count divisible by 64 x 256 (its block and scaler-block sizes), which holds for 128 x 128 and
-# 128 x 512 but not for grouped-query k/v projections of 128 x 64, hence num_kv_heads = num_heads.
-# QAT's int4 weight groups must divide each linear layer's input width (128 or 512): the launcher
-# sets the QAT group size to QAT_TINY_GROUPSIZE for the tiny model (256 for Llama3-8B).
+# Sized for 2 CPU cores (a step of batch 2 takes a fraction of a second) and for quantisation:
+# QLoRA's NF4 needs every quantised weight's element count divisible by 64 x 256 (block and
+# scaler-block sizes), true of 128 x 128 and 128 x 512 but not of grouped-query k/v projections of
+# 128 x 64, hence num_kv_heads = num_heads. QAT's int4 groups must divide each linear layer's input
+# width (128 or 512): QAT_TINY_GROUPSIZE here, 256 for Llama3-8B.
 TINY_ARCH: dict[str, Any] = {
     "vocab_size": 512,
     "num_layers": 2,
@@ -37,7 +36,7 @@ TINY_ARCH: dict[str, Any] = {
 QAT_TINY_GROUPSIZE = 32
 TINY_SEED = 1234
 
-# torchtune component path of each 8B builder -> ours (used by run/llm/config.py)
+# torchtune's 8B builders -> ours
 TINY_FOR = {
     "torchtune.models.llama3.llama3_8b": "run.llm.tiny.tiny_llama3",
     "torchtune.models.llama3.lora_llama3_8b": "run.llm.tiny.lora_tiny_llama3",

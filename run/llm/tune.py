@@ -40,25 +40,6 @@ from run.store import TORCHTUNE_CONFIG
 OOM_MARKERS = ("CUDA out of memory", "CUBLAS_STATUS_ALLOC_FAILED", "out of memory")
 
 
-def device_check(spec: dict[str, Any], world: int, cuda: bool) -> None:
-    from run.node import probe
-
-    if not cuda:
-        probe.check_cuda()  # GPUs that torch cannot use: stop, never tune on the CPU instead
-    if spec["gpus"] != world:
-        raise SpecError(
-            f"spec asks for {spec['gpus']} rank(s) but {world} were started: launch with "
-            f"run.llm.launch.launch_command (torchrun --nproc_per_node {spec['gpus']})"
-        )
-    if cuda:
-        import torch
-
-        if spec["gpus"] > torch.cuda.device_count():
-            raise SpecError(
-                f"spec asks for {spec['gpus']} GPUs, {torch.cuda.device_count()} visible"
-            )
-
-
 def is_oom(exc: BaseException) -> bool:
     import torch
 
@@ -271,10 +252,20 @@ def main(argv: list[str]) -> int:
         raise SpecError(f"spec file {spec_path} is not valid JSON: {exc.msg}") from exc
     import torch
 
+    from run.node import probe
+
     cuda = torch.cuda.is_available()
     cfg, facts = prepare(spec, run_dir, cuda)
     spec = llm_spec.canonical(spec)
-    device_check(spec, world, cuda)
+    if not cuda:
+        probe.check_cuda()  # GPUs that torch cannot use: stop, never tune on the CPU instead
+    if spec["gpus"] != world:
+        raise SpecError(
+            f"spec asks for {spec['gpus']} rank(s) but {world} were started: launch with "
+            f"run.llm.launch.launch_command (torchrun --nproc_per_node {spec['gpus']})"
+        )
+    if cuda and spec["gpus"] > torch.cuda.device_count():
+        raise SpecError(f"spec asks for {spec['gpus']} GPUs, {torch.cuda.device_count()} visible")
     if rank == 0:
         store.write_text_atomic(run_dir / TORCHTUNE_CONFIG, yaml.safe_dump(cfg, sort_keys=False))
         launched = shlex.join(getattr(sys, "orig_argv", sys.argv))
