@@ -170,10 +170,8 @@ def resolve_tokenizer(spec: dict[str, Any]) -> str:
         return "bytes"
     if spec["tokenizer"] != "auto":
         return spec["tokenizer"]
-    if resolve_weights(spec) == "real":
-        return "llama3"
     given = settings.given("LLAMA3_TOKENIZER") or settings.given("LLAMA3_DIR")
-    return "llama3" if given else "bytes"
+    return "llama3" if given or resolve_weights(spec) == "real" else "bytes"
 
 
 def resolve_data_source(spec: dict[str, Any]) -> str:

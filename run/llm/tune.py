@@ -3,15 +3,10 @@
     python -m run.llm.tune --run-dir DIR                                  # 1 device
     torchrun --standalone --nproc_per_node 2 -m run.llm.tune --run-dir DIR  # 2 GPUs / gloo ranks
 
-DIR/spec.json holds the run spec (run/llm/spec.py; run/llm/launch.py gives the command).
-1. check the spec and the machine and make the model, tokenizer and data files
-   (run/llm/config.py `prepare`): bad input is one line `error: ...`, exit 2, nothing in DIR.
-2. save the torchtune config (configs/llm/<method>_<single_device|distributed>.yaml, the
-   paper's values, with the spec's sizes and our blocks) as DIR/torchtune_config.yaml.
-3. without CUDA, install the CPU shims (run/llm/compat.py) and give each rank one intra-op thread
-   (CPU_THREADS_PER_RANK overrides it); with several ranks, init the process group.
-4. run torchtune's installed recipe, extended (run/llm/recipes.py), as its recipe_main does.
-5. rank 0 writes DIR/summary.json last; a CUDA out-of-memory error is status "oom" (exit 3).
+DIR/spec.json holds the spec (run/llm/spec.py). Bad input is one line `error: ...`, exit 2, before
+anything is written; then DIR/torchtune_config.yaml (run/llm/config.py), the CPU shims without
+CUDA (run/llm/compat.py), torchtune's recipe extended (run/llm/recipes.py) and run as its
+recipe_main does, and DIR/summary.json last; a CUDA out-of-memory error is status "oom", exit 3.
 """
 
 from __future__ import annotations
@@ -189,9 +184,8 @@ def summary_of(
     cuda: bool,
     t_train0: float,
 ) -> dict[str, Any]:
-    """DIR/summary.json's content: `head` (what ran and how), the times, the metric logger's
-    numbers, the data set's size, what the optimisation keys gave, and the peak memory; later
-    parts win where two name the same key."""
+    """DIR/summary.json: `head` (what ran and how), times, the logger's numbers, the data set's
+    size, what the optimisation keys gave and the peak memory; later parts win."""
     stats = dict(getattr(recipe, "dataset_stats", {}) or {})
     train_time = getattr(getattr(recipe, "_metric_logger", None), "train_time_s", None)
     if train_time is None:

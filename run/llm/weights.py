@@ -1,14 +1,11 @@
 """The `random` weights mode: Llama3-8B's architecture with random weights, no checkpoint read.
 
-`RandomWeightsCheckpointer` stands in the `checkpointer:` block; its state dict has the base
-model's keys, shapes and dtypes (from the builder on the meta device) and makes each tensor when
-the recipe reads it: norm scales 1, every other weight N(0, std) from a generator seeded by (seed,
-key), so two ranks or two runs see the same weights. The recipe loads them through its own path
-(QLoRA quantises them, FSDP shards them), so time and memory are real; the loss is meaningless.
-
-Tensors are made on the rank's GPU when there is one: seconds there against about a minute of
-serial CPU work per run, and 4 ranks never each hold a 32 GB copy in host memory. The values
-depend on the device's generator: the same on every GPU run, others than a CPU run's.
+RandomWeightsCheckpointer's state dict makes each tensor when the recipe reads it: norm scales 1,
+every other weight N(0, std) from a generator seeded by (seed, key), so two ranks or two runs see
+the same weights. The recipe loads them through its own path (QLoRA quantises them, FSDP shards
+them), so time and memory are real; the loss is meaningless. They are made on the rank's GPU when
+there is one: seconds against about a minute of serial CPU work, and 4 ranks never each hold a
+32 GB copy in host memory (the values then differ from a CPU run's).
 """
 
 from __future__ import annotations

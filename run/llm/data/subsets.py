@@ -1,15 +1,11 @@
 """What a run trains on: the template subsets, the DPO preference pairs, and the `dataset:` block
 of the torchtune config that points at them.
 
-A template subset (the journal's 500-row sets; `template_rows` rows) is
-`sorted(random.Random(0).sample(range(len(parent)), k))` of its parent: the same parent always
-gives the same subset, in parent order. DPO pairs are our assumption (the paper does not say how
-it made them): for row i, the prompt as the SFT recipe presents it, `chosen` the row's own answer
-and `rejected` row i+1's (the last row takes row 0's): fluent text of the same kind and length
-that does not answer the prompt, so DPO compute matches SFT-like sequence lengths.
-
-Readers are called through their module (`readers.load_hf`), so a test that replaces one
-replaces it here too.
+A template subset is `sorted(random.Random(0).sample(range(len(parent)), template_rows))` of its
+parent, in parent order. DPO pairs are our assumption (the paper does not say): for row i, the
+prompt as the SFT recipe presents it, `chosen` its own answer, `rejected` row i+1's (the last row
+takes row 0's), so DPO compute matches SFT-like sequence lengths. Readers are called through
+their module (`readers.load_hf`), so a test that replaces one replaces it here too.
 """
 
 from __future__ import annotations
@@ -58,12 +54,7 @@ def subset_indices(n_parent: int, rows: int, seed: int = SUBSET_SEED) -> list[in
 
 
 def subset_rows(name: str, rows: int, source: str) -> list[dict[str, Any]]:
-    """The rows of parent `name` at subset_indices(len(parent), rows), in parent order.
-
-    A file parent is read twice, a line at a time: once to count its rows, once to pick the
-    chosen ones (only those are parsed and checked). A Hugging Face parent gives its length and
-    the chosen rows (Dataset.select) without reading the rest.
-    """
+    """The rows of parent `name` at subset_indices(len(parent), rows), in parent order."""
     ds = DATASETS[name]
     path = parent_file(name, source)
     if path is not None:
