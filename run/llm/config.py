@@ -1,10 +1,7 @@
-"""The torchtune config of an LLM run, built from its spec; every file it names is made or checked.
-
-configs/llm/<method>_<single_device|distributed>.yaml hold the paper's values; we set the spec's
-sizes, device and optimizer on it, and our blocks. `prepare` checks the spec first, so bad input
-stops with one line (SpecError, AssetError) before anything runs: run/llm/tune.py calls it before a
-run writes anything, run/llm/launch.py before a sweep starts. No torch at import (the sweep
-imports this); torchtune is loaded only where a tokenizer or model is built.
+"""The torchtune config of an LLM run: the paper's configs/llm/<method>_<single_device|
+distributed>.yaml with the spec's sizes, device, optimizer and our blocks; every file it names is
+made or checked, so bad input is one line (SpecError, AssetError) before anything runs. No torch
+at import (the sweep imports this).
 """
 
 from __future__ import annotations

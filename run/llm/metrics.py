@@ -1,11 +1,9 @@
 """The metric logger torchtune's recipes instantiate from the config's `metric_logger:` block.
 
-Every recipe calls `log_dict(payload, step)` once per optimizer step (rank 0 only in the
-distributed recipes) with the loss, the learning rate, tokens_per_second_per_gpu and, on CUDA,
-torchtune's peak memory in GiB (reset after each reading: the peak within that step). We stamp
-each call with the wall time since the previous one (the step time, data loading included; the
-first step counts from the start of `train()`), add the peak host RSS and append it to
-steps.jsonl. Nothing is parsed from console text.
+Each optimizer step (rank 0 only in the distributed recipes) logs the loss, lr,
+tokens_per_second_per_gpu and, on CUDA, the peak memory in GiB within the step; we add the wall
+time since the previous call (the step time, data loading included; the first step counts from
+`train()`'s start) and the peak host RSS, and append it to steps.jsonl. No console text is parsed.
 """
 
 from __future__ import annotations

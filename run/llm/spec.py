@@ -1,17 +1,13 @@
 """An LLM fine-tuning run spec (one cell of an L* experiment): its keys, checks and name, and what
 cannot run. run/llm/launch.py turns it into the command; run/llm/tune.py runs it.
 
-`auto` weights, tokenizer, data_source and max_seq_len (0) resolve in `canonical`; the README ("How
-a run works", Llama3-8B) says what each choice means, and why 8B run names carry `-random` and
-`-tok_<kind>`: a stand-in never passes for a real run, nor results of two tokenizers for one.
-`recipe: distributed` runs the distributed recipe on 1 rank too (gpu-check exercises FSDP and QAT
-on one GPU); `data_source: synthetic` gives llama3_8b the generated sets (no download).
-
-The optimisation keys (issue 20; the defaults are the paper's runs, so no old name changes) are
-torchtune's own options: `compile`, `packed` (`dataset.packed`: a step carries more tokens, so a
-packed run takes fewer steps than `planned_steps`, an upper bound), `fused_optimizer` (the paper's
-AdamW configs already set it), `optimizer: paged_adamw8bit` (without CUDA bitsandbytes 0.50.2
-keeps the 8-bit states in unpaged memory, which the summary says).
+`auto` keys resolve in `canonical`; the README ("How a run works", Llama3-8B) says why 8B names
+carry `-random` and `-tok_<kind>`: a stand-in never passes for a real run, nor results of two
+tokenizers for one. `recipe: distributed` runs the distributed recipe on 1 rank too (gpu-check
+tests FSDP and QAT on one GPU); `data_source: synthetic` gives llama3_8b the generated sets.
+The optimisation keys (issue 20; the defaults are the paper's, so no old name changes) are
+torchtune's own options; `packed` runs take fewer steps than `planned_steps` (an upper bound), and
+without CUDA bitsandbytes 0.50.2 keeps paged_adamw8bit's states unpaged (the summary says so).
 """
 
 from __future__ import annotations

@@ -1,11 +1,10 @@
 """Reading and writing the LLM data files a row at a time, and the offline Hugging Face loader.
 
-Parents can be far larger than memory (C4-200M: 185M rows, 3.7 GB): a file is read a line at a
-time (a JSON array an element at a time), twice for a subset (count the rows, then parse and check
-only the chosen ones); a Hugging Face set (Arrow, memory-mapped) gives its length and the chosen
-rows with `select`. The paper's sets come from the local Hugging Face cache (offline) or
-LLM_DATASETS_DIR/<name>.jsonl (or .json), never downloaded. Errors are one-line AssetErrors
-naming the file and the first bad line.
+Parents can be far larger than memory (C4-200M: 185M rows, 3.7 GB): a file is read a line (a JSON
+array an element) at a time, twice for a subset (count, then pick), and only the rows used are
+parsed and checked; a Hugging Face set (Arrow, memory-mapped) gives its length and chosen rows
+with `select`. The paper's sets come from the local cache (offline) or LLM_DATASETS_DIR/<name>.jsonl
+(or .json), never downloaded. Errors are one line naming the file and the first bad line.
 """
 
 from __future__ import annotations
