@@ -11,7 +11,7 @@ quiet sweep's did not bound (issue 38, `make check-verdicts`). A set's spread in
 (max - min) / median over its runs; the margin a claim needs is the largest spread measured for
 its workload, its rank counts and its quantity anywhere in the folder, twice over (`Floor.margin`). A
 quantity whose spread was not measured has an infinite margin: it is compared only where its
-cells have repeats of their own (analysis/claims/outcome.py).
+cells have repeats of their own (analysis/claims/rules.py).
 
 The noise cells run spread over the sweep, not back to back: their first repeat before the first
 experiment, the second between the vision and the LLM experiments, the third and the busy one at
