@@ -1,21 +1,12 @@
-"""Run-to-run noise, measured where the claims are judged (issues 26 and 38).
+"""Run-to-run noise, measured where the claims are judged (issues 26 and 38; README "No verdict
+inside the noise").
 
-Every set of runs in a results folder that did identical work is a measurement of spread: the
-seed repeats (the noise cells N1/N2 of experiments/matrix.yaml, and REPEATS=n) with the noise
-cells' run beside a busy core (`busy_repeats`, run/node/busy.py: the same work, only the machine's
-load differs), and on a CPU each pin_memory pair (pinning is a no-op without a GPU, the losses are
-bit-identical) and each NUMA pair where binding changed nothing (one NUMA node, or not bound).
-Because the busy run is in its cell's set, the largest spread, and so every margin, covers a run
-beside a busy core: two sweeps of identical work, one beside other work, measured spreads that a
-quiet sweep's did not bound (issue 38, `make check-verdicts`). A set's spread in a quantity is
-(max - min) / median over its runs; the margin a claim needs is the largest spread measured for
-its workload, its rank counts and its quantity anywhere in the folder, twice over (`Floor.margin`). A
-quantity whose spread was not measured has an infinite margin: it is compared only where its
-cells have repeats of their own (analysis/claims/rules.py).
-
-The noise cells run spread over the sweep, not back to back: their first repeat before the first
-experiment, the second between the vision and the LLM experiments, the third and the busy one at
-the end (the Makefile's `.noise-k` stamps, `python -m run.sweep --only-repeat k`).
+Every set of runs in a results folder that did identical work measures spread: the seed repeats
+(noise cells N1/N2, REPEATS=n) with the noise cells' run beside a busy core (run/node/busy.py),
+and on a CPU each pin_memory pair (a no-op without a GPU: the losses are bit-identical) and each
+NUMA pair where binding changed nothing. A quantity whose spread was not measured has an
+infinite margin (`Floor.margin`). The noise cells run spread over the sweep, not back to back
+(the Makefile's `.noise-k` stamps, `python -m run.sweep --only-repeat k`).
 """
 
 from __future__ import annotations
