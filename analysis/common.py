@@ -199,26 +199,17 @@ def llm_cpu_notes(df: pd.DataFrame) -> list[str]:
     threads = ", ".join(
         str(int(v)) for v in sorted(set(ok.get("cpu_threads_per_rank", pd.Series()).dropna()))
     )
-    notes = [
+    bpe = " (one token per byte: sequences are about 4x longer than with Llama3's BPE)"
+    per_rank = f", {threads} intra-op thread(s) per rank (one core stands for one GPU)"
+    return [
         f"CPU run: model {', '.join(models) or '?'} (not Llama3-8B), tokenizer "
-        f"{', '.join(tokenizers) or '?'}"
-        + (
-            " (one token per byte: sequences are about 4x longer than with Llama3's BPE)"
-            if "bytes" in tokenizers
-            else ""
-        )
-        + "; synthetic data sets of the paper's formats. Times show how the pipeline behaves, "
-        "not how an 8B model does on H100s.",
-        "CPU run: the 'GPUs' are gloo ranks (torchrun) on the machine's shared cores"
-        + (
-            f", {threads} intra-op thread(s) per rank (one core stands for one GPU)"
-            if threads
-            else ""
-        )
-        + "; torchtune's distributed recipes ran with CPU shims (run/llm/compat.py). Other jobs "
-        "on the same cores add noise to every time.",
+        f"{', '.join(tokenizers) or '?'}{bpe if 'bytes' in tokenizers else ''}; synthetic data "
+        "sets of the paper's formats. Times show how the pipeline behaves, not how an 8B model "
+        "does on H100s.",
+        f"CPU run: the 'GPUs' are gloo ranks (torchrun) on the machine's shared cores"
+        f"{per_rank if threads else ''}; torchtune's distributed recipes ran with CPU shims "
+        "(run/llm/compat.py). Other jobs on the same cores add noise to every time.",
     ]
-    return notes
 
 
 PAPER_TRAIN_IMAGES = 60_000

@@ -105,11 +105,11 @@ def with_steady(df: pd.DataFrame, scale: str, total_col: str, out: str) -> pd.Da
         total = pd.to_numeric(pd.Series([r.get(total_col)]), errors="coerce").iloc[0]
         rows.append(steady(times, warmup_of(r), float(total) if total == total else None))
     s = pd.DataFrame(rows, index=df.index)
-    for col in STEADY_COLUMNS:
-        df[col] = s[col] if len(s) else None
-    df[f"{out}_steady"] = s["steady_total_s"] if len(s) else None
-    df[f"{out}_steady_lo"] = s["steady_total_lo"] if len(s) else None
-    df[f"{out}_steady_hi"] = s["steady_total_hi"] if len(s) else None
+    named = {c: c for c in STEADY_COLUMNS}
+    for x in ("", "_lo", "_hi"):
+        named[f"{out}_steady{x}"] = f"steady_total{x or '_s'}"
+    for col, src in named.items():
+        df[col] = s[src] if len(s) else None
     return df
 
 

@@ -180,12 +180,8 @@ def _pairs(cl: dict[str, Any], t: pd.DataFrame) -> tuple[Q, Q, pd.DataFrame]:
     on = [k for k in a.keys if k in b.keys]
     if a.empty() or b.empty():
         return a, b, pd.DataFrame()
-    m = (
-        a.frame.merge(b.frame, on=on, suffixes=("_a", "_b"))
-        if on
-        else a.frame.merge(b.frame, how="cross", suffixes=("_a", "_b"))
-    )
-    return a, b, m
+    how: dict[str, Any] = {"on": on} if on else {"how": "cross"}
+    return a, b, a.frame.merge(b.frame, suffixes=("_a", "_b"), **how)
 
 
 def _side(row: pd.Series, x: str) -> pd.Series:
@@ -472,12 +468,8 @@ def _status(cl: dict[str, Any], t: pd.DataFrame) -> Outcome:
         rows = rows.drop_duplicates("run") if "run" in rows else rows
         got = rows["status"].tolist()
         out.ok &= all(s == case["status"] for s in got)
-        out.facts.append(
-            ", ".join(
-                f"{group_label(r, list(case['where']))}: {r['status']}" for _, r in rows.iterrows()
-            )
-            + f" (expected {case['status']})"
-        )
+        seen = (f"{group_label(r, list(case['where']))}: {r['status']}" for _, r in rows.iterrows())
+        out.facts.append(", ".join(seen) + f" (expected {case['status']})")
         out.gpus |= set(rows["gpus"]) if "gpus" in rows else set()
     return out
 
