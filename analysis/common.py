@@ -168,18 +168,12 @@ def speedups(
         # speed-up set against a constant has the 1-rank run-to-run spread in its margin
         lo.append(b[time_col] / r[cols[2]] if ends else None)
         hi.append(b[time_col] / r[cols[1]] if ends else None)
-    df[f"speedup_vs_1gpu{suffix}"] = sp
-    df[f"efficiency_pct{suffix}"] = [
-        (100.0 * s / g) if s is not None and s == s else None
-        for s, g in zip(sp, df["gpus"], strict=True)
-    ]
-    if spread:
-        for name, vals in (("lo", lo), ("hi", hi)):
-            df[f"speedup_vs_1gpu{suffix}_{name}"] = vals
-            df[f"efficiency_pct{suffix}_{name}"] = [
-                (100.0 * s / g) if s is not None else None
-                for s, g in zip(vals, df["gpus"], strict=True)
-            ]
+    for name, vals in (("", sp), *((("_lo", lo), ("_hi", hi)) if spread else ())):
+        df[f"speedup_vs_1gpu{suffix}{name}"] = vals
+        df[f"efficiency_pct{suffix}{name}"] = [
+            (100.0 * s / g) if s is not None and s == s else None
+            for s, g in zip(vals, df["gpus"], strict=True)
+        ]
     return df
 
 
