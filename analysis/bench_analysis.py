@@ -141,19 +141,11 @@ def _read_one(kind: str, path: Path, data_bytes: int, expected: dict) -> dict:
     cmd = [sys.executable, "-m", "analysis.bench_analysis", "--child", kind, str(path)]
     out = _run_json(cmd, f"{kind} read")
     mb = data_bytes / 1e6
-    return {
-        "kind": kind,
-        "size_mb": mb,
-        "disk_mb": path.stat().st_size / 1e6,
-        "read_s": out["read_s"],
-        "read_mb_s": mb / out["read_s"],
-        "cli_s": out["cli_s"],
-        "cli_mb_s": mb / out["cli_s"],
-        "base_mb": out["base_kib"] / 1024,
-        "peak_mb": out["peak_kib"] / 1024,
-        "cli_peak_mb": out["cli_peak_kib"] / 1024,
-        "check": _check(kind, expected, out["rows"]) or "ok",
-    }
+    return {"kind": kind, "size_mb": mb, "disk_mb": path.stat().st_size / 1e6,
+            "read_s": out["read_s"], "read_mb_s": mb / out["read_s"], "cli_s": out["cli_s"],
+            "cli_mb_s": mb / out["cli_s"], "base_mb": out["base_kib"] / 1024,
+            "peak_mb": out["peak_kib"] / 1024, "cli_peak_mb": out["cli_peak_kib"] / 1024,
+            "check": _check(kind, expected, out["rows"]) or "ok"}  # fmt: skip
 
 
 def bench(sizes: Sequence[float], workdir: Path, kinds: Sequence[str]) -> list[dict]:

@@ -165,10 +165,8 @@ def startup_lines(run: dict) -> list[str]:
     return [
         f"start-up, `python -m analysis.profiles.cli summary` on a {run['kb']:.1f} KB Kineto trace"
         f" (a process from start to exit, bytecode cached), {run['runs']} runs: median"
-        f" {run['s']:.3f} s"
-        f" ({run['lo']:.3f}-{run['hi']:.3f}; CPU {run['cpu_s']:.3f} s), peak"
-        f" {run['peak_mb']:.0f} MB; `python -c pass`:"
-        f" median {run['bare_s']:.3f} s",
+        f" {run['s']:.3f} s ({run['lo']:.3f}-{run['hi']:.3f}; CPU {run['cpu_s']:.3f} s), peak"
+        f" {run['peak_mb']:.0f} MB; `python -c pass`: median {run['bare_s']:.3f} s",
         f"verdict start-up: {'PASS' if ok else 'FAIL'} (median {run['s']:.3f} s, need <="
         f" {STARTUP_LIMIT_S} s)",
     ]

@@ -140,11 +140,8 @@ def main(argv: list[str]) -> int:
         print(f"no noise table in {', '.join(missing)}: the margins cannot be checked (make "
               f"{NOISE_TARGET})")  # fmt: skip
         return 1
-    have = {k: t for k, t in sets.items() if t is not None}
-    wide = [f"A {x}" for x in outside_margins(va, have)] + [
-        f"B {x}" for x in outside_margins(vb, have)
-    ]
-    n_sets = sum(len(t.drop_duplicates("run")) for t in have.values())
+    wide = [f"{k} {x}" for k, v in (("A", va), ("B", vb)) for x in outside_margins(v, sets)]
+    n_sets = sum(len(t.drop_duplicates("run")) for t in sets.values())
     print(f"{n_sets} sets of identical runs in the two sweeps, {len(wide)} outside the margin a "
           "decided verdict used" + (":" if wide else ""))  # fmt: skip
     for line in wide:

@@ -27,17 +27,16 @@ class AnalysisError(UserError):
 def sweep_record(exp_id: str, scale: str) -> dict[str, Any]:
     """The sweep's record of one experiment; a missing or unreadable one is an AnalysisError."""
     path = store.sweeps_dir(scale) / f"{exp_id}.json"
-    if not path.is_file():
-        target = mx.load_matrix()["experiments"][exp_id]["target"]  # for the line
+    record, why = read_sweep_record(path) if path.is_file() else (None, "")
+    if record is not None:
+        return record
+    target = mx.load_matrix()["experiments"][exp_id]["target"]  # for the line
+    if not why:
         raise AnalysisError(
             f"{exp_id} has not been run for scale '{scale}' ({path} missing): "
             f"run `make {target} PROFILE={scale}`"
         )
-    record, why = read_sweep_record(path)
-    if record is not None:
-        return record
     # make counts a record newer than the sources as up to date: it must go before make reruns it
-    target = mx.load_matrix()["experiments"][exp_id]["target"]  # for the line
     raise AnalysisError(
         f"{path} is not a readable sweep record ({why}): rerun the sweep, "
         f"`rm {path} && make {target} PROFILE={scale}`"
@@ -81,15 +80,6 @@ def unreadable_why(summary: dict[str, Any]) -> str:
     return one_line(str(summary.get("why") or summary.get("error") or ""))
 
 
-def left_out(run: str, summary: dict[str, Any], exp_id: str, scale: str) -> None:
-    """Name an unreadable run on stderr, once: the table goes on without it."""
-    warn_once(
-        f"{run}: unreadable ({unreadable_why(summary)}), left out; the next sweep runs it again "
-        f"(`python -m run.sweep --scale {scale} --exp {exp_id}`)",
-        key=str(store.run_dir(scale, run)),
-    )
-
-
 def experiment_runs(exp_id: str, scale: str) -> tuple[pd.DataFrame, list[dict[str, Any]]]:
     """One row per run the sweep recorded: spec fields, then summary fields. And skipped cells.
 
@@ -103,7 +93,11 @@ def experiment_runs(exp_id: str, scale: str) -> tuple[pd.DataFrame, list[dict[st
         if summary is None:
             raise AnalysisError(f"run {entry['run']} is listed by the {exp_id} sweep but missing")
         if store.is_unreadable(summary):
-            left_out(entry["run"], summary, exp_id, scale)
+            warn_once(  # once: a run shared by several experiments is named once
+                f"{entry['run']}: unreadable ({unreadable_why(summary)}), left out; the next "
+                f"sweep runs it again (`python -m run.sweep --scale {scale} --exp {exp_id}`)",
+                key=str(d),
+            )
             bad.append(entry["run"])
             continue
         # read_summary has checked that spec.json is an object
@@ -174,18 +168,12 @@ def speedups(
         # speed-up set against a constant has the 1-rank run-to-run spread in its margin
         lo.append(b[time_col] / r[cols[2]] if ends else None)
         hi.append(b[time_col] / r[cols[1]] if ends else None)
-    df[f"speedup_vs_1gpu{suffix}"] = sp
-    df[f"efficiency_pct{suffix}"] = [
-        (100.0 * s / g) if s is not None and s == s else None
-        for s, g in zip(sp, df["gpus"], strict=True)
-    ]
-    if spread:
-        for name, vals in (("lo", lo), ("hi", hi)):
-            df[f"speedup_vs_1gpu{suffix}_{name}"] = vals
-            df[f"efficiency_pct{suffix}_{name}"] = [
-                (100.0 * s / g) if s is not None else None
-                for s, g in zip(vals, df["gpus"], strict=True)
-            ]
+    for name, vals in (("", sp), *((("_lo", lo), ("_hi", hi)) if spread else ())):
+        df[f"speedup_vs_1gpu{suffix}{name}"] = vals
+        df[f"efficiency_pct{suffix}{name}"] = [
+            (100.0 * s / g) if s is not None and s == s else None
+            for s, g in zip(vals, df["gpus"], strict=True)
+        ]
     return df
 
 
@@ -205,46 +193,20 @@ def llm_cpu_notes(df: pd.DataFrame) -> list[str]:
     threads = ", ".join(
         str(int(v)) for v in sorted(set(ok.get("cpu_threads_per_rank", pd.Series()).dropna()))
     )
-    notes = [
+    bpe = " (one token per byte: sequences are about 4x longer than with Llama3's BPE)"
+    per_rank = f", {threads} intra-op thread(s) per rank (one core stands for one GPU)"
+    return [
         f"CPU run: model {', '.join(models) or '?'} (not Llama3-8B), tokenizer "
-        f"{', '.join(tokenizers) or '?'}"
-        + (
-            " (one token per byte: sequences are about 4x longer than with Llama3's BPE)"
-            if "bytes" in tokenizers
-            else ""
-        )
-        + "; synthetic data sets of the paper's formats. Times show how the pipeline behaves, "
-        "not how an 8B model does on H100s.",
-        "CPU run: the 'GPUs' are gloo ranks (torchrun) on the machine's shared cores"
-        + (
-            f", {threads} intra-op thread(s) per rank (one core stands for one GPU)"
-            if threads
-            else ""
-        )
-        + "; torchtune's distributed recipes ran with CPU shims (run/llm/compat.py). Other jobs "
-        "on the same cores add noise to every time.",
+        f"{', '.join(tokenizers) or '?'}{bpe if 'bytes' in tokenizers else ''}; synthetic data "
+        "sets of the paper's formats. Times show how the pipeline behaves, not how an 8B model "
+        "does on H100s.",
+        f"CPU run: the 'GPUs' are gloo ranks (torchrun) on the machine's shared cores"
+        f"{per_rank if threads else ''}; torchtune's distributed recipes ran with CPU shims "
+        "(run/llm/compat.py). Other jobs on the same cores add noise to every time.",
     ]
-    return notes
 
 
 PAPER_TRAIN_IMAGES = 60_000
-
-
-def accuracy_comparable(df: pd.DataFrame) -> tuple[bool, str]:
-    """Whether test accuracies can be set against the paper's 98-99.5 %: only runs that trained
-    on the whole MNIST training set (the smoke scale trains on a few hundred images for 1-2
-    epochs, where MobileNetV2 is still near chance). Returns (comparable, why not)."""
-    ok = ok_runs(df)
-    if not len(ok):
-        return False, "no finished runs"
-    full = (ok["dataset"] == "mnist") & (ok["train_images"] >= PAPER_TRAIN_IMAGES)
-    if bool(full.all()):
-        return True, ""
-    n = int(ok["train_images"].min())
-    return False, (
-        f"not comparable: these runs trained on {n} {ok['dataset'].iloc[0]} images for "
-        f"{int(ok['epochs'].max())} epoch(s), the paper on {PAPER_TRAIN_IMAGES:,} MNIST images"
-    )
 
 
 # ---------------------------------------------------------------- the artifact contract's helpers
@@ -291,9 +253,20 @@ def not_learned(runs: pd.DataFrame) -> str:
 
 
 def not_paper_data(runs: pd.DataFrame) -> str:
-    """Why accuracies cannot be set against the paper's 98-99.5 % ("" when they can)."""
-    comparable, why = accuracy_comparable(runs)
-    return "" if comparable else f"accuracy thresholds are the paper's for MNIST; {why}"
+    """Why accuracies cannot be set against the paper's 98-99.5 % ("" when they can): only runs
+    that trained on the whole MNIST training set can (the smoke scale trains on a few hundred
+    images for 1-2 epochs, where MobileNetV2 is still near chance)."""
+    ok = ok_runs(runs)
+    why = "accuracy thresholds are the paper's for MNIST; "
+    if not len(ok):
+        return why + "no finished runs"
+    if bool(((ok["dataset"] == "mnist") & (ok["train_images"] >= PAPER_TRAIN_IMAGES)).all()):
+        return ""
+    return why + (
+        f"not comparable: these runs trained on {int(ok['train_images'].min())} "
+        f"{ok['dataset'].iloc[0]} images for {int(ok['epochs'].max())} epoch(s), the paper on "
+        f"{PAPER_TRAIN_IMAGES:,} MNIST images"
+    )
 
 
 # ---------------------------------------------------------------- compact tables shared by artifacts
@@ -353,8 +326,8 @@ def pivot(
         n = long.groupby(keys, dropna=False)["repeats"].max().reset_index()
         out = out.merge(n, on=keys, how="left")
     if rows:
-        rank = [out[k].map(lambda v, k=k: _order_of(v, rows[k])) if k in rows else out[k]
-                for k in keys]  # fmt: skip
+        rank = [out[k].map(lambda v, r=rows[k]: r.index(v) if v in r else len(r))
+                if k in rows else out[k] for k in keys]  # fmt: skip
         out = out.iloc[
             pd.DataFrame(dict(enumerate(rank))).sort_values(list(range(len(keys)))).index
         ]
@@ -367,10 +340,6 @@ def reasons(df: pd.DataFrame) -> list[str | None]:
         str(e).split(":")[0] if s != "ok" and isinstance(e, str) else None
         for e, s in zip(df["error"], df["status"], strict=True)
     ]
-
-
-def _order_of(v: Any, vals: list[Any]) -> int:
-    return vals.index(v) if v in vals else len(vals)
 
 
 def gpus_label(g: float) -> str:

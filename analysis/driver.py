@@ -115,15 +115,6 @@ def runs_of(exps: list[str], scale: str) -> tuple[pd.DataFrame, list[dict[str, A
     return runs, skipped
 
 
-def left_out_note(bad: list[str]) -> list[str]:
-    if not bad:
-        return []
-    return [
-        f"{len(bad)} run(s) left out, their files unreadable: {', '.join(bad)}; the next sweep "
-        "runs them again"
-    ]
-
-
 def default_gates(runs: pd.DataFrame) -> dict[str, str]:
     gates: dict[str, str] = {}
     if not c.on_gpu(runs):
@@ -172,6 +163,10 @@ def build(target: str, scale: str) -> Path:
     for name, df in extra.items():
         store.write_text_atomic(out.with_name(f"{target}-{name}.csv"), df.to_csv(index=False))
     entry = matrix["experiments"][exps[0]]
+    notes = list(art.notes(runs, t)) if art.notes else []
+    if bad:
+        notes.append(f"{len(bad)} run(s) left out, their files unreadable: {', '.join(bad)}; "
+                     "the next sweep runs them again")  # fmt: skip
     meta = {
         "target": target,
         "scale": scale,
@@ -182,10 +177,7 @@ def build(target: str, scale: str) -> Path:
         "source": entry["source"],
         "columns": list(t.columns),
         "claims": judged,
-        "notes": [
-            *(art.notes(runs, t) if art.notes else []),
-            *left_out_note(bad),
-        ],
+        "notes": notes,
         "left_out": bad,
         "paper_csv": art.paper_csv,
         "compact": records(compact),

@@ -1,7 +1,4 @@
-"""Our LLM template subsets' token counts beside the paper's (fig-templates' tokens table).
-
-Apart from common.py, whose helpers every artifact shares: only fig-templates reads these.
-"""
+"""Our LLM template subsets' token counts beside the paper's (fig-templates' tokens table)."""
 
 from __future__ import annotations
 
@@ -14,6 +11,10 @@ from run.llm.spec import TEMPLATE_DATASETS
 TOKENS_WITHIN_PCT = 15.0  # "comparable to the paper's template subsets": within 15 % in tokens
 TOKENIZER_NOTES = {"bytes": "one token per byte"}
 LLM_SFT_METHODS = ("lora", "qlora", "qat")  # count each row once; DPO counts chosen + rejected
+TOKENS_COLUMNS = (
+    "template tokenizer rows tokens tokens_per_row paper_rows paper_tokens paper_tokens_per_row "
+    "basis ratio diff_pct within note"
+).split()
 
 
 def llm_subset_tokens(df: pd.DataFrame) -> pd.DataFrame:
@@ -50,19 +51,14 @@ def _signed_pct(d: float) -> str:
     return f"{d:+.1f} %" if abs(d) < 10 else f"{d:+.0f} %"
 
 
-def tokens_vs_paper(
-    ours: pd.DataFrame,
-    paper_csv: str = "template_subsets.csv",
-    within_pct: float = TOKENS_WITHIN_PCT,
-) -> pd.DataFrame:
-    """Our template subsets' token counts beside the paper's (`paper_csv`: template, rows,
-    tokens), with the ratio, the difference in percent and a one-line note per subset.
+def tokens_vs_paper(ours: pd.DataFrame, paper_csv: str = "template_subsets.csv") -> pd.DataFrame:
+    """Our template subsets' token counts (`ours`: template, tokenizer, rows, tokens) beside the
+    paper's (`paper_csv`), with the ratio, the difference in percent and a note per subset.
 
-    `ours` has template (the paper's label), tokenizer, rows and tokens. A subset of the paper's
-    row count is compared by its total; one of another size (the smoke scale's 16 rows against
-    the paper's 500) by tokens per row, and its note says so: the total of a smaller subset says
-    nothing about how our rows compare with the paper's. Templates the paper lists no count for
-    are left out.
+    A subset of the paper's row count is compared by its total; one of another size (the smoke
+    scale's 16 rows against the paper's 500) by tokens per row, and its note says so: the total
+    of a smaller subset says nothing about how our rows compare with the paper's. Templates the
+    paper lists no count for are left out.
     """
     paper = paper_table(paper_csv).set_index("template")
     out = []
@@ -77,7 +73,7 @@ def tokens_vs_paper(
         tpr, p_tpr = tokens / rows, p_tokens / p_rows
         ratio = tpr / p_tpr if per_row else tokens / p_tokens
         diff = 100.0 * (ratio - 1.0)
-        within = abs(diff) <= within_pct
+        within = abs(diff) <= TOKENS_WITHIN_PCT
         tok = str(r["tokenizer"])
         if per_row:
             ours_txt = f"{tokens:,} tokens in {rows} rows = {tpr:.1f} per row"
@@ -86,10 +82,9 @@ def tokens_vs_paper(
             ours_txt = f"{tokens:,} tokens in {rows} rows"
             paper_txt = f"{p_tokens:,} tokens in {p_rows} rows ("
         if within:
-            verdict = f"within {within_pct:g} % of the paper's"
+            verdict = f"within {TOKENS_WITHIN_PCT:g} % of the paper's"
         else:
-            more = "more" if diff > 0 else "fewer"
-            verdict = f"{abs(diff):.0f} % {more} tokens than the paper's"
+            verdict = f"{abs(diff):.0f} % {'more' if diff > 0 else 'fewer'} tokens than the paper's"
         detail = [
             f"{_signed_pct(diff)}, ratio {ratio:.2f}",
             f"tokenizer {tok}" + (f": {TOKENIZER_NOTES[tok]}" if tok in TOKENIZER_NOTES else ""),
@@ -100,35 +95,9 @@ def tokens_vs_paper(
             )
         note = f"{label}: {ours_txt}, {verdict} {paper_txt}{'; '.join(detail)})."
         out.append(
-            {
-                "template": label,
-                "tokenizer": tok,
-                "rows": rows,
-                "tokens": tokens,
-                "tokens_per_row": round(tpr, 2),
-                "paper_rows": p_rows,
-                "paper_tokens": p_tokens,
-                "paper_tokens_per_row": round(p_tpr, 2),
-                "basis": "per row" if per_row else "total",
-                "ratio": round(ratio, 4),
-                "diff_pct": round(diff, 2),
-                "within": within,
-                "note": note,
-            }
-        )
-    cols = [
-        "template",
-        "tokenizer",
-        "rows",
-        "tokens",
-        "tokens_per_row",
-        "paper_rows",
-        "paper_tokens",
-        "paper_tokens_per_row",
-        "basis",
-        "ratio",
-        "diff_pct",
-        "within",
-        "note",
-    ]
-    return pd.DataFrame(out, columns=cols)
+            {"template": label, "tokenizer": tok, "rows": rows, "tokens": tokens,
+             "tokens_per_row": round(tpr, 2), "paper_rows": p_rows, "paper_tokens": p_tokens,
+             "paper_tokens_per_row": round(p_tpr, 2), "basis": "per row" if per_row else "total",
+             "ratio": round(ratio, 4), "diff_pct": round(diff, 2), "within": within, "note": note}
+        )  # fmt: skip
+    return pd.DataFrame(out, columns=TOKENS_COLUMNS)

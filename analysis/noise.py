@@ -1,21 +1,12 @@
-"""Run-to-run noise, measured where the claims are judged (issues 26 and 38).
+"""Run-to-run noise, measured where the claims are judged (issues 26 and 38; README "No verdict
+inside the noise").
 
-Every set of runs in a results folder that did identical work is a measurement of spread: the
-seed repeats (the noise cells N1/N2 of experiments/matrix.yaml, and REPEATS=n) with the noise
-cells' run beside a busy core (`busy_repeats`, run/node/busy.py: the same work, only the machine's
-load differs), and on a CPU each pin_memory pair (pinning is a no-op without a GPU, the losses are
-bit-identical) and each NUMA pair where binding changed nothing (one NUMA node, or not bound).
-Because the busy run is in its cell's set, the largest spread, and so every margin, covers a run
-beside a busy core: two sweeps of identical work, one beside other work, measured spreads that a
-quiet sweep's did not bound (issue 38, `make check-verdicts`). A set's spread in a quantity is
-(max - min) / median over its runs; the margin a claim needs is the largest spread measured for
-its workload, its rank counts and its quantity anywhere in the folder, twice over (`Floor.margin`). A
-quantity whose spread was not measured has an infinite margin: it is compared only where its
-cells have repeats of their own (analysis/claims/outcome.py).
-
-The noise cells run spread over the sweep, not back to back: their first repeat before the first
-experiment, the second between the vision and the LLM experiments, the third and the busy one at
-the end (the Makefile's `.noise-k` stamps, `python -m run.sweep --only-repeat k`).
+Every set of runs in a results folder that did identical work measures spread: the seed repeats
+(noise cells N1/N2, REPEATS=n) with the noise cells' run beside a busy core (run/node/busy.py),
+and on a CPU each pin_memory pair (a no-op without a GPU: the losses are bit-identical) and each
+NUMA pair where binding changed nothing. A quantity whose spread was not measured has an
+infinite margin (`Floor.margin`). The noise cells run spread over the sweep, not back to back
+(the Makefile's `.noise-k` stamps, `python -m run.sweep --only-repeat k`).
 """
 
 from __future__ import annotations
@@ -74,15 +65,13 @@ KIND = {SEED: "seed repeats", PIN: "pin_memory pair (a no-op on a CPU)",
 # Accuracy is a share bounded by 0 and 100: near chance a relative spread says nothing, so its
 # spread is in points (max - min), and a margin is those points against the compared value.
 POINTS = ("accuracy",)
+MEASURE_LABELS = {"total_time_s": "total time", "total_time_s_steady": "steady-state time",
+                  "s_per_it": "s/it", "images_per_s": "images/s", "tokens_per_s": "tokens/s",
+                  "train_loss": "training loss", "accuracy": "test accuracy",
+                  "tail_loss": "loss",
+                  "optimizer_state_bytes": "optimizer-state bytes"}  # fmt: skip
 COLUMNS = ["workload", "gpus", "measure", "kind", "median", "min", "max", "spread_pct",
            "spread_points", "runs", "experiments", "run"]  # fmt: skip
-
-
-def experiments(matrix: dict[str, Any]) -> dict[str, str]:
-    """workload -> the noise experiment of that workload (N1, N2), from the matrix."""
-    return {
-        e["workload"]: eid for eid, e in matrix["experiments"].items() if e.get("target") == TARGET
-    }
 
 
 # ---------------------------------------------------------------- the runs and their work
@@ -248,7 +237,7 @@ class Floor:
             for g in sorted(ranks):
                 got = t[(t["measure"] == m) & (t["gpus"] == g)] if len(t) else t
                 if got.empty:
-                    missing.append(f"{_label(m)} at {g} rank(s)")
+                    missing.append(f"{MEASURE_LABELS.get(m, m)} at {g} rank(s)")
                     continue
                 top = got.sort_values(key, ascending=False).iloc[0]
                 if best is None or top[key] > best[key]:
@@ -259,9 +248,6 @@ class Floor:
         assert best is not None
         value = MARGIN_FACTOR * (float(best[key]) if points else float(best[key]) / 100.0)
         return value, f"{describe_set(best)}, taken {MARGIN_FACTOR:g} times", points
-
-    def rows(self) -> list[dict[str, Any]]:
-        return [] if self.sets is None else self.sets.to_dict("records")
 
 
 def scope(workload: str, values: set[str], gpus: set[float],
@@ -286,19 +272,12 @@ def outside(sets: pd.DataFrame, workload: str, measures: list[str], ranks: list[
     return mine[pd.to_numeric(size, errors="coerce") > margin + 1e-9]
 
 
-def _label(measure: str) -> str:
-    return {"total_time_s": "total time", "total_time_s_steady": "steady-state time",
-            "s_per_it": "s/it", "images_per_s": "images/s", "tokens_per_s": "tokens/s",
-            "train_loss": "training loss", "accuracy": "test accuracy",
-            "tail_loss": "loss", "optimizer_state_bytes": "optimizer-state bytes"}.get(measure,
-                                                                                 measure)  # fmt: skip
-
-
 def describe_set(row: pd.Series | dict[str, Any]) -> str:
     """The set that sets a margin, as the verdicts print it."""
     size = (f"{row['spread_points']:.1f} points" if row["measure"] in POINTS
             else f"{row['spread_pct']:.1f} %")  # fmt: skip
-    return (f"run-to-run spread {size} ({row['workload']} {_label(row['measure'])}"
+    m = row["measure"]
+    return (f"run-to-run spread {size} ({row['workload']} {MEASURE_LABELS.get(m, m)}"
             f" at {int(row['gpus'])} rank(s): {row['experiments']}'s {row['kind']}, "
             f"{int(row['runs'])} runs)")  # fmt: skip
 

@@ -1,11 +1,6 @@
-"""Repeats of a run (REPEATS=n, run/sweep/matrix.py) collapsed to one row per cell.
-
-A sweep with REPEATS=n runs every cell n times, seeds seed..seed+n-1, each repeat a run of its own
-(`-seed<k>` in its name). A per-run table then holds n rows per cell that differ only in `seed`
-and `run`. `collapse()` turns it into one row per cell: each value's median over the repeats with
-its min and max (`v`, `v_min`, `v_max`), how many repeats finished (`repeats`) and which runs they
-were. Whether a difference is within the spread of the repeats is the claims engine's question
-(analysis/claims/rules.py), asked of the same median and min-max.
+"""Repeats of a run (REPEATS=n: seeds seed..seed+n-1, each a run of its own) collapsed to one
+row per cell: each value's median over the repeats with its min and max (`v`, `v_min`, `v_max`),
+how many finished (`repeats`) and which runs they were.
 """
 
 from __future__ import annotations
@@ -15,14 +10,12 @@ from typing import Any
 
 import pandas as pd
 
-# Columns that tell repeats of one cell apart; never keys.
-REPEAT_COLUMNS = ("seed", "run")
 OK = "ok"
 
 
 def _hashable(v: Any) -> Any:
-    """A key value usable in a dict: NaN/None as one marker (so missing keys group together, which
-    NaN != NaN would prevent), lists and dicts (spec fields) as tuples."""
+    """A dict key: NaN/None as one marker (NaN != NaN would split a group), lists and dicts as
+    tuples."""
     if v is None or (isinstance(v, float) and math.isnan(v)):
         return ("<missing>",)
     if isinstance(v, dict):
@@ -32,30 +25,21 @@ def _hashable(v: Any) -> Any:
     return v
 
 
-def key_columns(df: pd.DataFrame, values: list[str]) -> list[str]:
-    """The columns that make a cell: all but seed, run, status, repeats and the value columns
-    (with their _min/_max)."""
-    stats = {f"{v}{s}" for v in values for s in ("", "_min", "_max")}
-    # status is no key: a failed repeat must not split its cell from the repeats that finished
-    skip = {*REPEAT_COLUMNS, "status", "repeats", *stats}
-    return [c for c in df.columns if c not in skip]
-
-
 def collapse(df: pd.DataFrame, values: list[str]) -> pd.DataFrame:
     """One row per group of runs that differ only in seed and run (the repeats of one cell).
 
-    Per value column `v`: `v` is the median over the group's repeats, `v_min` and `v_max` their
-    range; NaN (or non-numeric) values are left out. `repeats` counts the group's runs, only those
-    with status "ok" when the table has a status column; `run` lists the runs joined by ", ".
-    Keys are every other column (key_columns), in the table's order, groups in order of first
-    appearance. With a status column, a repeat that did not end ok is left out of the statistics
-    when its group has one that did (an OOM run's partial numbers must not pull a median), and the
-    row's status is "ok"; a group without any ok run keeps its runs' values and statuses ("/").
+    Keys are every other column but status and repeats, groups in order of first appearance;
+    NaN (or non-numeric) values are left out. With a status column, `repeats` counts the ok runs,
+    and a repeat that did not end ok is left out of the statistics when its group has one that
+    did (an OOM run's partial numbers must not pull a median); a group without any ok run keeps
+    its runs' values and statuses ("/"). `run` lists the group's runs joined by ", ".
     """
     missing = [v for v in values if v not in df.columns]
     if missing:
         raise ValueError(f"collapse: the table has no column(s) {', '.join(missing)}")
-    keys = key_columns(df, values)
+    stats = {f"{v}{s}" for v in values for s in ("", "_min", "_max")}
+    # status is no key: a failed repeat must not split its cell from the repeats that finished
+    keys = [c for c in df.columns if c not in {"seed", "run", "status", "repeats", *stats}]
     has_status = "status" in df.columns
     has_run = "run" in df.columns
     out_cols = [
@@ -67,13 +51,11 @@ def collapse(df: pd.DataFrame, values: list[str]) -> pd.DataFrame:
     ]
     if df.empty:
         return pd.DataFrame(columns=out_cols)
-
     # Values as floats once, so that None, strings and NaN all read as "not measured".
     nums = {v: pd.to_numeric(df[v], errors="coerce").astype(float) for v in values}
     groups: dict[tuple[Any, ...], list[int]] = {}
     for pos, row in enumerate(df[keys].itertuples(index=False, name=None)):
         groups.setdefault(tuple(_hashable(x) for x in row), []).append(pos)
-
     rows = []
     for members in groups.values():
         first = df.iloc[members[0]]

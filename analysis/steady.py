@@ -105,29 +105,12 @@ def with_steady(df: pd.DataFrame, scale: str, total_col: str, out: str) -> pd.Da
         total = pd.to_numeric(pd.Series([r.get(total_col)]), errors="coerce").iloc[0]
         rows.append(steady(times, warmup_of(r), float(total) if total == total else None))
     s = pd.DataFrame(rows, index=df.index)
-    for col in STEADY_COLUMNS:
-        df[col] = s[col] if len(s) else None
-    df[f"{out}_steady"] = s["steady_total_s"] if len(s) else None
-    df[f"{out}_steady_lo"] = s["steady_total_lo"] if len(s) else None
-    df[f"{out}_steady_hi"] = s["steady_total_hi"] if len(s) else None
+    named = {c: c for c in STEADY_COLUMNS}
+    for x in ("", "_lo", "_hi"):
+        named[f"{out}_steady{x}"] = f"steady_total{x or '_s'}"
+    for col, src in named.items():
+        df[col] = s[src] if len(s) else None
     return df
-
-
-def ratio_range(num: pd.Series, den: pd.Series, num_col: str, den_col: str,
-                scale: float = 1.0) -> tuple[list, list]:  # fmt: skip
-    """Low and high ends of num/den (x scale) from each side's `_lo`/`_hi` (the within-run
-    spreads): the ratio's range when each time may sit anywhere in its own."""
-    lo, hi = [], []
-    for n_lo, n_hi, d_lo, d_hi in zip(num[f"{num_col}_lo"], num[f"{num_col}_hi"],
-                                      den[f"{den_col}_lo"], den[f"{den_col}_hi"], strict=True):  # fmt: skip
-        vals = [n_lo, n_hi, d_lo, d_hi]
-        if any(v is None or v != v for v in vals) or not d_lo or not d_hi:
-            lo.append(None)
-            hi.append(None)
-            continue
-        lo.append(scale * n_lo / d_hi)
-        hi.append(scale * n_hi / d_lo)
-    return lo, hi
 
 
 STEADY_SHOWN = ["warmup_share_pct", "steady_spread_pct"]  # beside the steady twins in a table

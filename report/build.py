@@ -30,7 +30,7 @@ from analysis.claims import spec as cs
 from analysis.claims import verdicts as cl
 from analysis.driver import ARTIFACTS_DIR
 from report import inputs, nextgpu, settings
-from report.tables import cell, heading, intro, side_by_side
+from report.tables import intro, side_by_side
 from report.wording import (
     hoisted,
     margin_text,
@@ -51,7 +51,6 @@ ASSUMPTIONS = ROOT / "experiments" / "assumptions.yaml"
 TEX_ESCAPES = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#",
                "_": r"\_", "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}",
                "^": r"\textasciicircum{}"}  # fmt: skip
-__all__ = ["cell", "heading", "side_by_side"]  # re-exported for the tests and older callers
 
 
 def tex(value: Any) -> str:
@@ -155,11 +154,6 @@ def _readable(path: Path) -> dict[str, Any] | None:
     return got if isinstance(got, dict) else None
 
 
-def artifact_meta(root: Path, scale: str, target: str) -> dict[str, Any] | None:
-    path = store.tables_dir(scale, root) / f"{target}.json"
-    return _readable(path) if path.is_file() else None
-
-
 # ---------------------------------------------------------------- the whole report
 def context(scale: str, roots: list[Path], out_dir: Path) -> dict[str, Any]:
     matrix = mx.load_matrix()
@@ -177,7 +171,8 @@ def context(scale: str, roots: list[Path], out_dir: Path) -> dict[str, Any]:
     for target in targets:
         exps = mx.experiments_for_target(target, matrix)
         entry = matrix["experiments"][exps[0]]
-        metas = [artifact_meta(r, scale, target) for r in roots]
+        paths = [store.tables_dir(scale, r) / f"{target}.json" for r in roots]
+        metas = [_readable(p) if p.is_file() else None for p in paths]
         implemented = (ARTIFACTS_DIR / f"{target.replace('-', '_')}.py").is_file()
         for i, meta in enumerate(metas):
             for c in (meta or {}).get("claims", []):

@@ -40,16 +40,10 @@ def _steps(s: dict[str, Any], summ: dict[str, Any] | None) -> str | None:
 # (workload, setting, value of one run from its spec and summary; None: not applicable)
 Getter = Callable[[dict[str, Any], dict[str, Any] | None], Any]
 SETTINGS: list[tuple[str, str, Getter]] = [
-    (
-        "vision",
-        "data set",
-        lambda s, _: s["dataset"] + (" (Scenario B)" if s["scenario"] == "B" else ""),
-    ),  # fmt: skip
-    (
-        "vision",
-        "train / test images",
-        lambda s, _: f"{_n(s['train_images'])} / {_n(s['test_images'])}",
-    ),  # fmt: skip
+    ("vision", "data set",
+     lambda s, _: s["dataset"] + (" (Scenario B)" if s["scenario"] == "B" else "")),
+    ("vision", "train / test images",
+     lambda s, _: f"{_n(s['train_images'])} / {_n(s['test_images'])}"),
     ("vision", "image size [px]", lambda s, _: s["image_size"]),
     ("vision", "MobileNetV2 width multiplier", lambda s, _: s["width_mult"]),
     ("vision", "batch size per rank", lambda s, _: s["batch_size"]),
@@ -57,30 +51,19 @@ SETTINGS: list[tuple[str, str, Getter]] = [
     ("vision", "DataLoader workers per rank", lambda s, _: s["num_workers"]),
     ("vision", "epochs", lambda s, _: s["epochs"]),
     # the tokenizer a run used (a plan resolves "auto" on this machine's assets: not shown)
-    (
-        "llm",
-        "model",
-        lambda s, summ: (
-            f"{s['model']}, {s['tokenizer']} tokenizer" if summ is not None else s["model"]
-        ),
-    ),  # fmt: skip
+    ("llm", "model",
+     lambda s, summ: f"{s['model']}, {s['tokenizer']} tokenizer" if summ is not None
+     else s["model"]),
     ("llm", "batch size per rank", lambda s, _: s["batch_size"]),
     ("llm", "learning rate (AdamW)", lambda s, _: s["lr"]),
-    (
-        "llm",
-        "warm-up steps (not timed)",
-        lambda s, summ: (summ or {}).get(
-            "warmup_steps_excluded", s["warmup_steps"] if summ is None else None
-        ),
-    ),
+    ("llm", "warm-up steps (not timed)",
+     lambda s, summ: (summ or {}).get("warmup_steps_excluded",
+                                      s["warmup_steps"] if summ is None else None)),
     ("llm", "steps per run (timed)", _steps),
-    (
-        "llm",
-        "template rows",
-        lambda s, _: s["template_rows"] if s["dataset"] in TEMPLATES else None,
-    ),  # fmt: skip
+    ("llm", "template rows",
+     lambda s, _: s["template_rows"] if s["dataset"] in TEMPLATES else None),
     ("any", "ranks ('GPUs') per run", lambda s, _: s["gpus"]),
-]
+]  # fmt: skip
 
 
 def values(vals: list[Any]) -> str:

@@ -153,10 +153,8 @@ def intro(table: dict[str, Any], paper_csv: str | None, beyond: bool) -> dict[st
     (`tail`)."""
     path = ""
     if "paper" in table["sources"]:
-        lead, path = (
-            "Ours beside the paper's",
-            f"reference/paper/{paper_csv or 'profiler_quotes.csv'}",
-        )
+        lead = "Ours beside the paper's"
+        path = f"reference/paper/{paper_csv or 'profiler_quotes.csv'}"
     elif beyond:
         lead = "Ours, beyond the paper (no published numbers)"
     else:

@@ -11,6 +11,7 @@ from typing import Any
 
 from analysis.claims import spec as cs
 from analysis.claims import verdicts as cl
+from analysis.noise import MEASURE_LABELS as MEASURES
 from analysis.noise import TARGET as NOISE_TARGET
 from report.nextgpu import GPU_GATES
 from report.tables import cell
@@ -96,11 +97,7 @@ def noise_floor(root: Path, scale: str) -> list[dict[str, Any]]:
 # the spreads the tally's line names (the table-noise section lists every one)
 SHOWN = ("total_time_s", "total_time_s_steady", "s_per_it", "train_loss", "accuracy",
          "quantity")  # fmt: skip
-MEASURE_LABELS = {"total_time_s": "total time", "total_time_s_steady": "steady-state time",
-                  "s_per_it": "s/it", "images_per_s": "images/s", "tokens_per_s": "tokens/s",
-                  "train_loss": "training loss", "accuracy": "test accuracy",
-                  "tail_loss": "loss", "optimizer_state_bytes": "optimizer-state bytes",
-                  "quantity": "time"}  # fmt: skip
+MEASURE_LABELS = {**MEASURES, "quantity": "time"}
 
 
 def margin_text(p: dict[str, Any]) -> str:

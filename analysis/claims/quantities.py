@@ -120,9 +120,7 @@ def num(x: float) -> str:
     """Three significant digits, integers as integers: 0.0123, 1.23, 12.3, 123, 12,345."""
     if x is None or (isinstance(x, float) and math.isnan(x)):
         return "-"
-    if x == 0 or float(x).is_integer():
-        return f"{x:,.0f}"
-    if abs(x) >= 1000 or float(x).is_integer() and abs(x) >= 100:
+    if x == 0 or float(x).is_integer() or abs(x) >= 1000:
         return f"{x:,.0f}"
     digits = max(0, 2 - int(math.floor(math.log10(abs(x)))))
     return f"{x:.{digits}f}"

@@ -119,9 +119,8 @@ def check(cl: dict[str, Any]) -> None:
     if "op" in cl and cl["op"] not in OPS:
         raise ClaimError(f"claim {cid}: unknown op '{cl['op']}'")
     if cl.get("side", "both") not in WITHIN_SIDES:
-        raise ClaimError(
-            f"claim {cid}: side '{cl['side']}' is not one of {', '.join(WITHIN_SIDES)}"
-        )
+        raise ClaimError(f"claim {cid}: side '{cl['side']}' is not one of "
+                         f"{', '.join(WITHIN_SIDES)}")  # fmt: skip
     needs = {"threshold": ("q", "than"), "compare": ("a", "b"), "trend": ("q", "along"),
              "extreme": ("q", "among", "expect"), "within": ("a", "b"),
              "correlation": ("a", "b", "r"), "spread": ("q", "among", "max_rel"),
@@ -161,13 +160,8 @@ def _quantities(cl: dict[str, Any]) -> list[dict[str, Any]]:
         for key in ("q", "a", "b"):
             if key in part:
                 base = part["a"] if key == "b" else {}
-                out.append(
-                    {
-                        **base,
-                        **part[key],
-                        "where": {**(base.get("where") or {}), **(part[key].get("where") or {})},
-                    }
-                )
+                where = {**(base.get("where") or {}), **(part[key].get("where") or {})}
+                out.append({**base, **part[key], "where": where})
     return out
 
 

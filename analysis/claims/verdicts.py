@@ -1,11 +1,6 @@
-"""The verdict on one claim: its rule's outcome on our table and on the paper's, the gates, and
-which GPU counts decided it.
-
-Verdicts: holds, does not hold, inconclusive (the medians decide, but the cells' spreads overlap,
-the margin is inside the run-to-run spread the results folder measured for the quantity, or a
-gate such as "the model learned" failed) and not measured (with the reason: a gate such as "needs a GPU", no rows
-for the quantity, metric not recorded, artifact not implemented). A claim with a range (the
-paper's min-max) has two parts, direction (the verdict) and size; `verdict_text` says both.
+"""The verdict on one claim (README "Claims are data"): its rule's outcome on our table and on the
+paper's, the gates, and which GPU counts decided it. A claim with a range (the paper's min-max)
+has two parts, direction (the verdict) and size; `verdict_text` says both.
 """
 
 from __future__ import annotations
@@ -15,9 +10,8 @@ from typing import Any
 import pandas as pd
 
 from analysis.claims import spec as cs
-from analysis.claims.outcome import Outcome
 from analysis.claims.quantities import num
-from analysis.claims.rules import judge_rule
+from analysis.claims.rules import Outcome, judge_rule
 from analysis.claims.spec import OURS, origin
 from analysis.noise import scope
 
