@@ -24,6 +24,7 @@ import matplotlib.pyplot as plt
 import pandas as pd
 
 from analysis import draw as common
+from analysis.profiles import artifact as pa
 from analysis.profiles.artifact import CPU, CPU_PROXIES, EXTRA, PAPER
 from analysis.profiles.coverage import NOT_MEASURED, PROFILER_NAMES
 from analysis.profiles.metrics import CPU_PREFIX, MEMCPY_METRICS, NCCL_METRICS
@@ -253,3 +254,12 @@ def not_run_note(not_run: pd.DataFrame, conditions: list[str]) -> str:
 
 def _wrap(label: str) -> str:
     return textwrap.fill(label, LEGEND_WIDTH)
+
+
+def notes(runs: pd.DataFrame, t: pd.DataFrame) -> list[str]:
+    """The profile artifacts' notes (analysis/profiles/artifact.py notes)."""
+    return pa.notes(t, runs)
+
+
+def gates(runs: pd.DataFrame, t: pd.DataFrame) -> dict[str, str]:
+    return {"gpu": pa.gpu_gate(runs)}

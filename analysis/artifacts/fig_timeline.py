@@ -1,19 +1,12 @@
 """V9 (J Fig.7-8): per rank, when the device was busy over the run, and the pauses between.
 
-Busy intervals come from each rank's timeline file (run/store.py TIMELINE): the training and
-evaluation steps as the host saw them (from the batch in hand to the optimiser step done). On a
-CPU that is the stand-in for the GPU's activity and is labelled so. On a GPU the intervals drawn
-are the same host steps; the GPU's own kernel records (nsys, torch.profiler) enter, beyond the
-paper, as each profiled run's time breakdown by interval union (analysis/profiles/run_breakdown.py):
-the column gpu_busy_pct (the union of kernels, copies and memsets over the rank's window) and the
--breakdown CSV.
-
-A pause is a gap between busy intervals longer than PAUSE_STEPS x the run's median step (and at
-least MIN_PAUSE_S). It is located by what follows it: the first step of an epoch ("before epoch",
-the gap counted from the epoch's start), the first evaluation step of an epoch ("before
-evaluation"), or any other step ("elsewhere"). Per run: the share of epoch and evaluation starts
-that a pause precedes (mean over ranks) and the number of pauses. The paper printed no numbers:
-no paper() table and no self-check.
+Busy intervals are each rank's training and evaluation steps as the host saw them (run/store.py
+TIMELINE; on a CPU the stand-in for the GPU's activity, labelled so). Beyond the paper, a profiled
+run's kernel records give gpu_busy_pct and the -breakdown CSV (profiles/run_breakdown.py). A pause
+is a gap longer than PAUSE_STEPS x the run's median step (and MIN_PAUSE_S), located by the step
+after it: "before epoch" (counted from the epoch's start), "before evaluation" or "elsewhere".
+Per run: the share of epoch and evaluation starts a pause precedes (mean over ranks) and the
+number of pauses. No paper numbers, no self-check.
 """
 
 from __future__ import annotations
@@ -53,7 +46,7 @@ def read(run: str, scale: str, ranks: int) -> pd.DataFrame:
 
 
 def gaps(tl: pd.DataFrame) -> tuple[pd.DataFrame, float]:
-    """The pauses of one rank's intervals and the threshold used (see the module docstring)."""
+    """The pauses of one rank's intervals and the threshold used."""
     busy = tl[tl["phase"].isin(BUSY)].sort_values("t0")
     cols = ["epoch", "where", "start_s", "length_s"]
     if busy.empty:

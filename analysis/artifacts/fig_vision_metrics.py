@@ -40,10 +40,11 @@ QUOTE_METRICS = {
     "NCCL kernels": "nccl_other",
 }
 NCCL_TOTAL_LABEL = "NCCL kernels, all (the paper's total)"
+notes = draw_profile.notes
+gates = draw_profile.gates
 
 
 def build_table(runs: pd.DataFrame, tidy: pd.DataFrame) -> pd.DataFrame:
-    """The table from the runs and their tidy profiler metrics (table() reads those from disk)."""
     t = pa.table(runs, tidy, CONDITIONS, METRICS)  # + kernel_launch_all beside cudaLaunchKernel
     t = t.assign(k=pa.kind_order(t))
     return t.sort_values([*CONDITIONS, "k"], kind="mergesort").drop(columns="k")
@@ -107,20 +108,8 @@ def compact(t: pd.DataFrame) -> pd.DataFrame:
     return c.compact(pa.per_run(t, KEYS, COMPACT), KEYS, list(COMPACT))
 
 
-def notes(runs: pd.DataFrame, t: pd.DataFrame) -> list[str]:
-    return pa.notes(t, runs)
-
-
-def gates(runs: pd.DataFrame, t: pd.DataFrame) -> dict[str, str]:
-    return {"gpu": pa.gpu_gate(runs)}
-
-
-# the figure (python -m analysis fig-vision-metrics --figure)
-
-# {what}: what the profile recorded (CUDA API calls, or CPU ops on a CPU run), from the table
+# {what}: what the profile recorded (CUDA API calls, or CPU ops on a CPU run)
 FIGURE_TITLE = "Time in {what}, by image size, GPUs and pin_memory"
-
-
 figure = draw_profile.metrics(CONDITIONS, FIGURE_TITLE)
 
 

@@ -45,7 +45,6 @@ def paper_quotes() -> dict[tuple[str, str], float]:
 
 
 def build_table(runs: pd.DataFrame, tidy: pd.DataFrame) -> pd.DataFrame:
-    """The table from the runs and their tidy profiler metrics (table() reads those from disk)."""
     t = pa.table(runs, tidy, ["precision", "gpus"], METRICS)
     quotes = paper_quotes()
     t["paper_s"] = [quotes.get((m, p)) for m, p in zip(t["metric"], t["precision"], strict=True)]
