@@ -93,9 +93,6 @@ def gates(runs: pd.DataFrame, t: pd.DataFrame) -> dict[str, str]:
     return {"real_data": c.not_real_data(runs)}
 
 
-# the figure (python -m analysis fig-datasets --figure)
-
-
 def _wide(df: pd.DataFrame, col: str) -> pd.DataFrame:
     w = df.pivot_table(index="dataset", columns="gpus", values=col, aggfunc="median")
     w = w.reindex([d for d in DATASETS if d in w.index] + [d for d in w.index if d not in DATASETS])

@@ -64,8 +64,6 @@ def gates(runs: pd.DataFrame, t: pd.DataFrame) -> dict[str, str]:
     return {"learned": c.not_learned(runs), "paper_data": c.not_paper_data(runs)}
 
 
-# the figure (python -m analysis fig-loss --figure)
-
 SAME = "pin off = on"  # the label's suffix of a pair drawn once
 
 

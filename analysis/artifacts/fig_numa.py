@@ -65,8 +65,6 @@ def gates(runs: pd.DataFrame, t: pd.DataFrame) -> dict[str, str]:
     return {"multi_numa": ""}
 
 
-# the figure (python -m analysis fig-numa --figure)
-
 BY = "binding"  # the series: one bar per value in each GPU-count group
 
 

@@ -47,7 +47,6 @@ EIGHT_BIT_SHARE = 0.9  # O4a is judged where at least this share of the adapters
 HTOD_FACTOR = 100.0  # O1a's criterion: a cut below it cannot be judged where it cannot happen
 
 
-# ---------------------------------------------------------------- which run is which step
 def _steps(exp: str, scale: str, matrix: dict[str, Any]) -> list[tuple[dict, int, str, str]]:
     cells = mx.expand(exp, scale, matrix, n_repeats=1).specs
     ladder = mx.ladder(exp, matrix)
@@ -95,7 +94,6 @@ def assign(runs: pd.DataFrame, scale: str, matrix: dict[str, Any] | None = None)
     return pd.DataFrame(rows)
 
 
-# ---------------------------------------------------------------- the per-run table
 def _col(df: pd.DataFrame, name: str) -> pd.Series:
     return pd.to_numeric(df[name], errors="coerce") if name in df else pd.Series(math.nan, df.index)
 
@@ -154,7 +152,6 @@ def table(runs: pd.DataFrame, scale: str) -> pd.DataFrame:
     return per_run(assign(runs, scale))
 
 
-# ---------------------------------------------------------------- the report's waterfall
 def compact(t: pd.DataFrame) -> pd.DataFrame:
     """Per experiment, GPU count and step: medians (min-max); a step with no finished run shows
     its status."""
@@ -192,7 +189,6 @@ def compact(t: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-# ---------------------------------------------------------------- profiled steps compared
 PROFILE_DIFF = "profile-diff"
 DIFF_COLUMNS = ["experiment", "gpus", "faithful_run", "optimised_step", "optimised_run",
                 *diff.CSV_COLUMNS]  # fmt: skip
@@ -248,7 +244,6 @@ def extra(runs: pd.DataFrame, t: pd.DataFrame) -> dict[str, pd.DataFrame]:
     return {PROFILE_DIFF: profile_diff(t, runs.attrs.get("scale"))[0]}
 
 
-# ---------------------------------------------------------------- gates and notes
 def htod_reach(t: pd.DataFrame) -> float | None:
     """The largest cut in bytes per image that upsampling on the device can give at O1's size:
     the faithful input's bytes per image over the stored image's (None without such a pair)."""

@@ -31,18 +31,37 @@ COLUMNS = ["template", "dataset", "method", "method_label", "gpus", "s_per_it", 
            "dataset_rows", "dataset_tokens", "status", "reason", "run"]  # fmt: skip
 
 
-def table(runs: pd.DataFrame, scale: str) -> pd.DataFrame:
+TEMPLATES = list(TEMPLATE_LABELS.values())
+METHOD_NAMES = list(METHOD_LABELS.values())
+
+
+def llm_cells(runs: pd.DataFrame, columns: tuple[str, ...], methods: list[str]) -> pd.DataFrame:
+    """`runs` with `columns` (None where absent), the papers' template and method labels, and
+    _t, _m: their places in the papers' orders (shared by L5, L6, L8)."""
     df = runs.copy()
-    for col in ("s_per_it", "steps", "dataset_rows", "dataset_tokens", "error"):
+    for col in columns:
         if col not in df:
             df[col] = None
-    if df.empty:
+    return df.assign(template=df["dataset"].map(TEMPLATE_LABELS),
+                     method_label=df["method"].map(METHOD_LABELS),
+                     _t=df["dataset"].map(TEMPLATE_DATASETS.index),
+                     _m=df["method"].map(methods.index))  # fmt: skip
+
+
+def by_gpus(t: pd.DataFrame, keys: list[str], value: str, unit: str, methods: list[str]):
+    """Template x method as rows (the papers' order), `value` per GPU count as columns; a cell
+    that did not finish shows its status (oom, unsupported)."""
+    t = t.assign(method=t["method_label"]) if "method_label" in t else t
+    order = {"template": TEMPLATES, "method": [METHOD_LABELS[m] for m in methods]}
+    name = {value: lambda g: f"{c.gpus_label(g)} [{unit}]"}
+    return c.pivot(t, keys, "gpus", name, rows=order, fill_status=True)
+
+
+def table(runs: pd.DataFrame, scale: str) -> pd.DataFrame:
+    if runs.empty:
         return pd.DataFrame(columns=COLUMNS)
-    df["template"] = df["dataset"].map(TEMPLATE_LABELS)
-    df["method_label"] = df["method"].map(METHOD_LABELS)
-    df["_t"] = df["dataset"].map(TEMPLATE_DATASETS.index)
-    df["_m"] = df["method"].map(METHODS.index)
-    df = df.sort_values(["gpus", "_m", "_t"])
+    cols = ("s_per_it", "steps", "dataset_rows", "dataset_tokens", "error")
+    df = llm_cells(runs, cols, METHODS).sort_values(["gpus", "_m", "_t"])
     for col in ("steps", "dataset_rows", "dataset_tokens"):
         df[col] = pd.to_numeric(df[col]).astype("Int64")
     df["reason"] = c.reasons(df)
@@ -50,19 +69,10 @@ def table(runs: pd.DataFrame, scale: str) -> pd.DataFrame:
     return df[COLUMNS + st.steady_cols(df, "s_per_it")]
 
 
-# ---------------------------------------------------------------- the report's table
-
-
 def compact(t: pd.DataFrame) -> pd.DataFrame:
-    """Template x method as rows, s/it per GPU count as columns (the paper's panels)."""
-    t = t.assign(method=t["method_label"]) if "method_label" in t else t
-    order = {"template": list(TEMPLATE_LABELS.values()),
-             "method": list(METHOD_LABELS.values())}  # fmt: skip
-    name = {"s_per_it": lambda g: f"{c.gpus_label(g)} [s/it]"}
-    return c.pivot(t, KEYS, "gpus", name, rows=order, fill_status=True)
+    return by_gpus(t, KEYS, "s_per_it", "s/it", METHODS)
 
 
-# ---------------------------------------------------------------- the subsets' token counts
 def token_table(runs: pd.DataFrame) -> pd.DataFrame:
     """Our template subsets' token counts (SFT runs) per template and tokenizer beside the
     paper's, with ratio and difference (analysis.llm_tokens.tokens_vs_paper)."""
@@ -87,7 +97,6 @@ def token_notes(tokens: pd.DataFrame) -> list[str]:
     ]
 
 
-# ---------------------------------------------------------------- the artifact contract
 def notes(runs: pd.DataFrame, t: pd.DataFrame) -> list[str]:
     out = c.llm_cpu_notes(runs) + token_notes(token_table(runs))
     unsupported = t[t["status"] == "unsupported"] if len(t) else t
@@ -108,13 +117,6 @@ def extra(runs: pd.DataFrame, t: pd.DataFrame) -> dict[str, pd.DataFrame]:
 
 def gates(runs: pd.DataFrame, t: pd.DataFrame) -> dict[str, str]:
     return {"real_data": c.not_real_data(runs)}
-
-
-# the figure (python -m analysis fig-templates --figure)
-
-TEMPLATES = list(TEMPLATE_LABELS.values())
-
-METHOD_NAMES = list(METHOD_LABELS.values())
 
 
 def _on_cpu(meta: dict) -> bool:

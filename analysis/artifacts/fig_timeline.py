@@ -152,8 +152,6 @@ def notes(runs: pd.DataFrame, t: pd.DataFrame) -> list[str]:
                                "column gpu_busy_pct, -breakdown CSV")]  # fmt: skip
 
 
-# the figure (python -m analysis fig-timeline --figure)
-
 TARGET = "fig-timeline"
 
 SERIES = {"training step": "tab:green", "evaluation step": "tab:blue",

@@ -56,8 +56,6 @@ def title(runs: pd.DataFrame, t: pd.DataFrame) -> str:
     return "Host copy time (aten::copy_; no CUDA copies, so no bytes) by template and method"
 
 
-# the figure (python -m analysis fig-transfers --figure)
-
 CONDITIONS = ["method", "dataset"]
 
 DIRECTION_NAMES = {
