@@ -1,13 +1,10 @@
 """L5 (J Fig.13): mean iteration time (s/it) by template, method (LoRA, QLoRA, DPO, QAT) and GPUs.
 
-Cells that torchtune 0.6.1 cannot run (QLoRA on several devices, QAT on one) are rows with status
-`unsupported`. The paper's template-subset sizes (reference/paper/template_subsets.csv) are shown
-beside; our subsets' token counts come from the runs' summaries (`dataset_tokens`, counted by the
-recipe extension over the training set as the model sees it). Since time follows size (L5d), a
-side table, <target>-tokens.csv, sets our counts per template and tokenizer against the paper's
-(per row when our subsets are smaller than its 500 rows) and a note per template says whether they
-are within 15 % or by how much they differ. The token counts are no claim: the paper published no
-s/it numbers, so there is no paper() table and no self-check for L5.
+Cells torchtune 0.6.1 cannot run (QLoRA on several devices, QAT on one) are rows `unsupported`.
+Since time follows size (L5d), <target>-tokens.csv sets our subsets' token counts (the runs'
+`dataset_tokens`, counted as the model sees them) per template and tokenizer against the paper's
+sizes (reference/paper/template_subsets.csv; per row where ours have fewer than its 500 rows). No
+claim on them: the paper published no s/it numbers (no paper() table, no self-check).
 """
 
 from __future__ import annotations
@@ -74,14 +71,11 @@ def compact(t: pd.DataFrame) -> pd.DataFrame:
 
 
 def token_table(runs: pd.DataFrame) -> pd.DataFrame:
-    """Our template subsets' token counts (SFT runs) per template and tokenizer beside the
-    paper's, with ratio and difference (analysis.llm_tokens.tokens_vs_paper)."""
+    """Our subsets' token counts (SFT runs) beside the paper's (llm_tokens.tokens_vs_paper)."""
     return llm_tokens.tokens_vs_paper(llm_tokens.llm_subset_tokens(runs), PAPER_CSV)
 
 
 def token_notes(tokens: pd.DataFrame) -> list[str]:
-    """A summary line (our counts and the paper's), where the table is, and one line per template
-    saying whether it is within 15 % of the paper's or by how much it differs."""
     if not len(tokens):
         return []
     parts = [
@@ -110,8 +104,7 @@ def notes(runs: pd.DataFrame, t: pd.DataFrame) -> list[str]:
 
 
 def extra(runs: pd.DataFrame, t: pd.DataFrame) -> dict[str, pd.DataFrame]:
-    """The tokens table, written even when empty so that a rebuild never leaves an older run's
-    counts behind (its notes column goes to the notes)."""
+    """Written even when empty: a rebuild never leaves an older run's counts behind."""
     return {TOKENS: token_table(runs).drop(columns="note")}
 
 
@@ -120,13 +113,11 @@ def gates(runs: pd.DataFrame, t: pd.DataFrame) -> dict[str, str]:
 
 
 def _on_cpu(meta: dict) -> bool:
-    """Whether the runs used CPU ranks: the `gpu` gate names why a GPU claim was not judged."""
     return bool((meta.get("gates") or {}).get("gpu"))
 
 
 def token_lines(meta: dict) -> list[str]:
-    """One line per template: our tokens (per row where the subsets differ in size) and the
-    paper's, since s/it follows subset size and ours are not tokenised as the paper's were."""
+    """One line per template: our tokens and the paper's (s/it follows subset size)."""
     path = store.tables_dir(meta["scale"]) / f"{TARGET}-tokens.csv"
     if not path.is_file():
         return []

@@ -33,7 +33,6 @@ SPANS = ("epoch", "eval")  # the timeline's per-epoch lines: training, then eval
 
 
 def read(run: str, scale: str, ranks: int) -> pd.DataFrame:
-    """Every rank's intervals of a run, times relative to the run's first start."""
     rows = []
     for rank in range(ranks):
         for e in store.read_jsonl(store.timeline_file(store.run_dir(scale, run), rank)):
@@ -112,7 +111,6 @@ def table(runs: pd.DataFrame, scale: str) -> pd.DataFrame:
 
 
 def extra(runs: pd.DataFrame, t: pd.DataFrame) -> dict[str, pd.DataFrame]:
-    """The pauses, and every busy interval (what the figure draws), one row per interval."""
     scale = runs.attrs["scale"]
     busy = [
         read(r["run"], scale, int(r["gpus"])).assign(run=r["run"])
@@ -128,13 +126,11 @@ def extra(runs: pd.DataFrame, t: pd.DataFrame) -> dict[str, pd.DataFrame]:
 
 
 def title(runs: pd.DataFrame, t: pd.DataFrame) -> str:
-    """What the intervals are: the host's steps on either machine (not the GPU's kernels)."""
     where = "GPU ranks" if c.on_gpu(runs) else "CPU ranks, no GPU"
     return f"Training and evaluation steps per rank over time (Scenario B, {where})"
 
 
 def compact(t: pd.DataFrame) -> pd.DataFrame:
-    """Loader and GPUs as rows: pauses and the share of epoch/evaluation starts they precede."""
     return c.compact(t, KEYS, ["boundary_pause_share", "pauses", "threshold_s"])
 
 
@@ -165,7 +161,7 @@ MARKS = {"epoch": ("epoch start", "-"), "eval": ("evaluation start", "--")}
 
 
 def _phases(scale: str) -> pd.DataFrame:
-    """Each epoch's training and evaluation span per rank (tables older than it: none)."""
+    """(tables older than it: none)"""
     try:
         return draw.extra_table(TARGET, scale, "phases")
     except FileNotFoundError:

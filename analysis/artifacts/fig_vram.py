@@ -1,14 +1,11 @@
 """L8 (J Fig.16): peak memory by template, method and GPU count.
 
-On GPUs the value is torchtune's peak active memory per GPU in the run's last step (rank 0,
-`log_peak_memory_stats`, whose counters are reset after each step), as the paper read its logs;
-the maximum over all steps (often the first, before the allocator settles) is the second column.
-`peak_memory_all_gpus_gib` is the per-GPU peak times the GPU count (ranks alike): what L8a's
-"doubles, then falls in proportion to the GPUs" keeps constant. Without a GPU the value is the
-peak resident set size of rank 0's process (`memory_kind` host_peak_rss): host memory, which the
-paper does not measure, so the VRAM claims are then "not measured" (gates) and the numbers are
-shown for what they are. Unsupported and out-of-memory cells are rows with their status. The
-paper printed no numbers for this figure: there is no paper() table and no self-check for L8.
+On GPUs: torchtune's peak active memory per GPU in the last step (rank 0, `log_peak_memory_stats`,
+reset after each step), as the paper read its logs; the maximum over all steps (often the first,
+before the allocator settles) beside. `peak_memory_all_gpus_gib` = per-GPU peak x GPUs: what
+L8a's "doubles, then falls in proportion to the GPUs" keeps constant. Without a GPU: rank 0's
+peak RSS (`memory_kind` host_peak_rss), so the VRAM claims are not measured (gates). Unsupported
+and out-of-memory cells are rows with their status. No paper numbers, no self-check.
 """
 
 from __future__ import annotations
@@ -65,14 +62,12 @@ def compact(t: pd.DataFrame) -> pd.DataFrame:
 
 
 def on_gpu_memory(runs: pd.DataFrame, t: pd.DataFrame) -> bool:
-    """Whether the peaks are GPU memory: GPU runs whose summaries read the GPU allocator."""
     kinds = set(t["memory_kind"].dropna()) if len(t) else set()
     return c.on_gpu(runs) and (not kinds or bool(kinds & store.GPU_MEMORY))
 
 
 def title(runs: pd.DataFrame, t: pd.DataFrame) -> str:
-    """The section's title: VRAM only where the peaks were read from the GPU allocator (the
-    table's memory_kind), else what a CPU run measured."""
+    """VRAM only where the peaks were read from the GPU allocator (the table's memory_kind)."""
     kinds = set(t["memory_kind"].dropna()) if len(t) else set()
     if kinds & store.GPU_MEMORY:
         return "Peak VRAM per GPU by template, method and GPUs"
