@@ -127,7 +127,8 @@ def lines_or_bars(
     return out
 
 
-def _status(s: pd.Series) -> str:
+def status(s: pd.Series) -> str:
+    """A cell's status: "ok" where some run finished, else its runs' statuses."""
     return "ok" if (s == "ok").any() else "/".join(sorted(set(s.astype(str))))
 
 
@@ -171,7 +172,7 @@ def panel_bars(
         wide = ok[ok[panel] == p].pivot_table(index=index, columns=columns, values=value,
                                               aggfunc=agg)  # fmt: skip
         st = df[df[panel] == p].pivot_table(index=index, columns=columns, values="status",
-                                            aggfunc=_status)  # fmt: skip
+                                            aggfunc=status)  # fmt: skip
         marks = st.where(st != "ok", "").replace("unsupported", "n/a")
         bars(ax, cells(wide), palette=palette, marks=cells(marks).fillna("no run"))
     return fig, list(axes[0])

@@ -18,7 +18,7 @@ from typing import Any
 import pandas as pd
 
 from analysis import common as c
-from analysis import draw_optimized, repeats
+from analysis import draw, draw_optimized, repeats
 from analysis.driver import Artifact
 from analysis.profiles import ProfileError, diff
 from analysis.profiles.diff import PAPER_TOTAL, UnrelatedError
@@ -163,9 +163,7 @@ def compact(t: pd.DataFrame) -> pd.DataFrame:
     keys = [*KEYS, "unit", "memory_kind"]
     ok = t[t["status"] == "ok"]
     med = repeats.collapse(ok[[*keys, "run", *MEASURES]], MEASURES).drop(columns="run")
-    cells = t.groupby(KEYS, dropna=False)["status"].agg(
-        lambda s: "ok" if (s == "ok").any() else "/".join(sorted(set(s.astype(str))))
-    )
+    cells = t.groupby(KEYS, dropna=False)["status"].agg(draw.status)
     out = cells.rename("status").reset_index().merge(med, on=KEYS, how="left")
     at = {(r["experiment"], r["gpus"], r["step"]): r for _, r in out.iterrows()}
     for name, base in (("speedup_vs_prev", lambda s: s - 1), ("speedup_vs_faithful", lambda s: 0)):

@@ -41,17 +41,10 @@ def compact(t: pd.DataFrame) -> pd.DataFrame:
     return pa.by_method_template(t, DIRECTIONS, "bytes", NAMES, scale=1 / MB)
 
 
-def copies_measured(t: pd.DataFrame) -> bool:
-    """Whether some run's profile measured a CUDA memcpy direction (bytes): a GPU profile."""
-    if t.empty:
-        return False
-    rows = t[(t["kind"] == pa.PAPER) & t["metric"].isin(DIRECTIONS)]
-    return bool((rows["measured"].astype(str) == "True").any())
-
-
 def title(runs: pd.DataFrame, t: pd.DataFrame) -> str:
-    """Bytes per direction where the profile has CUDA copies; on a CPU run, what it has."""
-    if copies_measured(t):
+    """Bytes per direction where a profile measured CUDA copies; on a CPU run, what it has."""
+    rows = t[(t["kind"] == pa.PAPER) & t["metric"].isin(DIRECTIONS)] if len(t) else t
+    if len(rows) and (rows["measured"].astype(str) == "True").any():
         return "Bytes moved per direction (CUDA memcpy) by template and method"
     return "Host copy time (aten::copy_; no CUDA copies, so no bytes) by template and method"
 

@@ -61,11 +61,6 @@ def compact(t: pd.DataFrame) -> pd.DataFrame:
     return ft.by_gpus(t, KEYS, "peak_memory_gib", "GiB", METHODS)
 
 
-def on_gpu_memory(runs: pd.DataFrame, t: pd.DataFrame) -> bool:
-    kinds = set(t["memory_kind"].dropna()) if len(t) else set()
-    return c.on_gpu(runs) and (not kinds or bool(kinds & store.GPU_MEMORY))
-
-
 def title(runs: pd.DataFrame, t: pd.DataFrame) -> str:
     """VRAM only where the peaks were read from the GPU allocator (the table's memory_kind)."""
     kinds = set(t["memory_kind"].dropna()) if len(t) else set()
@@ -76,7 +71,8 @@ def title(runs: pd.DataFrame, t: pd.DataFrame) -> str:
 
 def gates(runs: pd.DataFrame, t: pd.DataFrame) -> dict[str, str]:
     """`gpu` (L8a-c, L8e): the peaks are VRAM; `gpu_oom` (L8d): runs can run out of GPU memory."""
-    if on_gpu_memory(runs, t):
+    kinds = set(t["memory_kind"].dropna()) if len(t) else set()
+    if c.on_gpu(runs) and (not kinds or kinds & store.GPU_MEMORY):
         return {}
     return {"gpu": NOT_VRAM, "gpu_oom": NO_OOM}
 

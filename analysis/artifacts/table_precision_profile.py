@@ -39,14 +39,9 @@ def _quotes() -> pd.DataFrame:
     return q.assign(metric=q["metric"].map(by_name), precision=q["condition"].str.lower())
 
 
-def paper_quotes() -> dict[tuple[str, str], float]:
-    """(metric, precision) -> the seconds the paper quoted."""
-    return {(r["metric"], r["precision"]): r["value_s"] for _, r in _quotes().iterrows()}
-
-
 def build_table(runs: pd.DataFrame, tidy: pd.DataFrame) -> pd.DataFrame:
     t = pa.table(runs, tidy, ["precision", "gpus"], METRICS)
-    quotes = paper_quotes()
+    quotes = {(r["metric"], r["precision"]): r["value_s"] for _, r in _quotes().iterrows()}
     t["paper_s"] = [quotes.get((m, p)) for m, p in zip(t["metric"], t["precision"], strict=True)]
     t["precision_order"] = t["precision"].map(ORDER.index)
     t = t.sort_values(
