@@ -29,13 +29,6 @@ def _second(g: pd.DataFrame, exp: str) -> tuple[str, str]:
     return SECOND[g["workload"].iloc[0]]
 
 
-def has_repeats(df: pd.DataFrame) -> bool:
-    """Whether some step has finished repeats that differ (only then are there whiskers)."""
-    ok = df[df["status"] == "ok"]
-    spread = ok.groupby(["experiment", "gpus", "step"])["throughput"].agg(["min", "max"])
-    return bool((spread["max"] > spread["min"]).any())
-
-
 def ladder(
     ax: plt.Axes, strip: plt.Axes, g: pd.DataFrame, exp: str, palette: dict[str, str]
 ) -> None:
@@ -142,7 +135,10 @@ def figure(df: pd.DataFrame, meta: dict) -> plt.Figure:
     fig.legend(handles, labels, title="GPUs (ranks)", fontsize=8, title_fontsize=8,
                frameon=False, loc="outside right center")  # fmt: skip
     # whiskers are promised only where some step has repeats that differ
-    spread = "median, whiskers: min-max over repeats" if has_repeats(df) else "one run each"
+    ok = df[df["status"] == "ok"]
+    ends = ok.groupby(["experiment", "gpus", "step"])["throughput"].agg(["min", "max"])
+    repeats = (ends["max"] > ends["min"]).any()
+    spread = "median, whiskers: min-max over repeats" if repeats else "one run each"
     fig.suptitle(
         "Beyond the paper: the optimisations applied one at a time\n"
         f"bars: throughput, {spread}; x = speed-up over the step before\n"
