@@ -43,8 +43,8 @@ def compact(t: pd.DataFrame) -> pd.DataFrame:
 
 
 def extra(runs: pd.DataFrame, t: pd.DataFrame) -> dict[str, pd.DataFrame]:
-    """Beyond the paper: each profiled run's time breakdown (-breakdown CSV), beside the shares
-    of API time: what the device did while the host was inside those calls."""
+    """Beyond the paper: each profiled run's time breakdown, what the device did while the host
+    was inside those calls."""
     return {"breakdown": run_breakdown.table(runs, runs.attrs.get("scale"))}
 
 

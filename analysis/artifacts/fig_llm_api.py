@@ -44,9 +44,8 @@ def table(runs: pd.DataFrame, scale: str) -> pd.DataFrame:
 
 
 def compact(t: pd.DataFrame) -> pd.DataFrame:
-    """Datasets as rows (the paper's bar groups); the paper's three metrics in seconds, the
-    share of launch + sync and of HtoD in the profiled time, and s/it as columns; medians over
-    repeats. A metric no run measured stays empty (the notes and claims say why)."""
+    """Datasets as rows (the paper's bar groups), COMPACT's columns; medians over repeats; a
+    metric no run measured stays empty (the notes and claims say why)."""
     out = pa.by_run(t, KEYS, COMPACT)
     rank = out["dataset"].map(lambda d: DATASETS.index(d) if d in DATASETS else len(DATASETS))
     return out.iloc[rank.argsort(kind="stable")].reset_index(drop=True)

@@ -41,9 +41,7 @@ def table(runs: pd.DataFrame, scale: str) -> pd.DataFrame:
 
 
 def compact(t: pd.DataFrame) -> pd.DataFrame:
-    """GPUs x pin_memory as rows (the paper's bars); cudaLaunchKernel, HtoD and NCCL kernel
-    seconds (summed over ranks), the HtoD share and s/it as columns; medians over repeats; a
-    condition whose runs did not finish shows their status."""
+    """GPUs x pin_memory as rows (the paper's bars), COMPACT's columns; medians over repeats."""
     return pa.by_run(t, KEYS, COMPACT)
 
 

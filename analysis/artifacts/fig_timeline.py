@@ -149,19 +149,15 @@ def notes(runs: pd.DataFrame, t: pd.DataFrame) -> list[str]:
 
 
 TARGET = "fig-timeline"
-
 SERIES = {"training step": "tab:green", "evaluation step": "tab:blue",
           "pause (above threshold)": "tab:red"}  # fmt: skip
-
 STEP_SERIES = {"train_step": "training step", "eval_step": "evaluation step"}
-
-
 # the marks of the -phases table's spans: a line across the rank's row where each began
 MARKS = {"epoch": ("epoch start", "-"), "eval": ("evaluation start", "--")}
 
 
 def _phases(scale: str) -> pd.DataFrame:
-    """(tables older than it: none)"""
+    """Each epoch's spans per rank (tables older than it: none)."""
     try:
         return draw.extra_table(TARGET, scale, "phases")
     except FileNotFoundError:

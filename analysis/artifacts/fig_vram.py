@@ -95,8 +95,8 @@ def figure(df: pd.DataFrame, meta: dict) -> plt.Figure:
     host = not df["memory_kind"].dropna().isin(store.GPU_MEMORY).any()
     ylabel = "peak host RSS, rank 0 [GiB]" if host else "peak VRAM per GPU [GiB]"
     gpus = [draw.gpus_label(g) for g in sorted(df["gpus"].unique())]  # a failed count: n/a bars
-    fig, axes = draw.panel_bars(df, "method_label", ft.METHOD_NAMES, "template", ft.TEMPLATES, "gpus",
-                                gpus, "peak_memory_gib", "max", draw.gpus_label)  # fmt: skip
+    fig, axes = draw.panel_bars(df, "method_label", ft.METHOD_NAMES, "template", ft.TEMPLATES,
+                                "gpus", gpus, "peak_memory_gib", "max", draw.gpus_label)  # fmt: skip
     for ax, m in zip(axes, ft.METHOD_NAMES, strict=True):
         ax.set_xticks(ax.get_xticks(), [SHORT[t] for t in ft.TEMPLATES], fontsize=8)
         ax.set_title(m, fontsize=9)

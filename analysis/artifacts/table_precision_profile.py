@@ -55,8 +55,7 @@ def table(runs: pd.DataFrame, scale: str) -> pd.DataFrame:
 
 
 def paper() -> pd.DataFrame:
-    """The seconds J 4.2.1 (and C 3.4 for the broadcast kernel) quote, in table()'s shape.
-    The quotes state no GPU count: `gpus` stays empty."""
+    """The seconds J 4.2.1 (and C 3.4 for the broadcast kernel) quote; no GPU count (empty)."""
     q = _quotes()
     t = pd.DataFrame({
         "precision": q["precision"], "gpus": float("nan"), "run": "paper", "status": "ok",
@@ -69,8 +68,7 @@ def paper() -> pd.DataFrame:
 
 
 def compact(t: pd.DataFrame) -> pd.DataFrame:
-    """Precision as rows (FP64, FP32, FP16), the paper's four metrics in seconds as columns
-    (summed over ranks; medians over repeats)."""
+    """Precision as rows, the paper's four metrics in seconds (medians over repeats)."""
     return c.compact(pa.per_run(t, KEYS, COMPACT), KEYS, list(COMPACT), order={"precision": ORDER})
 
 
