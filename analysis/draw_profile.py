@@ -31,27 +31,22 @@ TOP = "top CPU op: "  # the analysis's label prefix of a run's top CPU ops
 # gradient of a matrix product) and a little bookkeeping, so the two are one series, not two
 WRAPPER = "autograd::engine::evaluate_function: "
 WRAPPED = " (backward node, with its autograd-engine call)"
+# a condition's value in a group's label (method and dataset as the papers name them)
+LABEL = {
+    "pin_memory": lambda v: "pin" if str(v) == "True" else "nopin",
+    "gpus": common.gpus_label,
+    "image_size": lambda v: f"{v} px",
+    "method": lambda v: METHOD_LABELS.get(v, str(v)),
+    "dataset": lambda v: TEMPLATE_LABELS.get(v, str(v)),
+}
 # columns that tell runs apart besides the figure's own conditions (shown when they vary, so
 # that two runs never share a group)
-NAMES = {"method": METHOD_LABELS, "dataset": TEMPLATE_LABELS}  # as the papers name them
 OTHER_CONDITIONS = ["gpus", "pin_memory", "image_size", "precision", "method", "dataset"]
 
 
 def condition_label(df: pd.DataFrame, conditions: list[str]) -> pd.Series:
     def one(r: pd.Series) -> str:
-        parts = []
-        for k in conditions:
-            v = r[k]
-            if k == "pin_memory":
-                parts.append("pin" if str(v) == "True" else "nopin")
-            elif k == "gpus":
-                parts.append(common.gpus_label(v))
-            elif k == "image_size":
-                parts.append(f"{v} px")
-            elif k in NAMES:
-                parts.append(NAMES[k].get(v, str(v)))
-            else:
-                parts.append(str(v))
+        parts = [LABEL.get(k, str)(r[k]) for k in conditions]
         # a long name ("Error Correction") on two lines: the groups' labels must not run together
         return "\n".join(textwrap.fill(p, 11) for p in parts)
 
