@@ -1,6 +1,5 @@
-"""Shared by the figures of the artifacts: read an artifact's CSV and JSON, save PNG and PDF, and draw
-the series of a panel in one way everywhere: at most MAX_SERIES series, colours from one
-qualitative palette (grey is kept for "other"), grouped bars where the x axis has few values."""
+"""Shared by the artifacts' figures: their series drawn one way everywhere (at most MAX_SERIES,
+colours from one palette, grey kept for "other", grouped bars where the x axis has few values)."""
 
 from __future__ import annotations
 
@@ -24,6 +23,7 @@ PALETTE = ["tab:blue", "tab:orange", "tab:green", "tab:red", "tab:purple", "tab:
 OTHER, OTHER_COLOUR = "other", "tab:gray"
 MAX_SERIES = 8  # per panel: more bars per group than this cannot be read
 FEW_POINTS = 2  # an x axis with this few values is drawn as grouped bars, not lines
+CPU_DALI = "\nno GPU: DALI decodes on the CPU"
 
 
 def load(target: str, scale: str) -> tuple[pd.DataFrame, dict]:
@@ -43,13 +43,12 @@ def save(fig: plt.Figure, target: str, scale: str) -> Path:
 
 
 def extra_table(target: str, scale: str, name: str) -> pd.DataFrame:
-    """A side table the analysis wrote beside the target's CSV (<target>-<name>.csv)."""
     return pd.read_csv(store.tables_dir(scale) / f"{target}-{name}.csv")
 
 
 def colours(series: Sequence[str]) -> dict[str, str]:
-    """One colour per series, in order; OTHER is grey. Raises past the palette's length, since
-    a repeated colour would make two series one."""
+    """One colour per series, OTHER grey; raises past the palette (a repeated colour would make
+    two series one)."""
     named = [x for x in series if x != OTHER]
     if len(named) > len(PALETTE):
         raise ValueError(f"{len(named)} series, the palette has {len(PALETTE)} colours")
@@ -73,12 +72,9 @@ def bars(
     hatched: Sequence[str] = (),
     marks: pd.DataFrame | None = None,
 ) -> dict[str, str]:
-    """Grouped bars: one group per row of `wide` (its index, as tick labels), one bar per column
-    in column order, a slot kept for a missing value (NaN: no bar) so that a series sits in the
-    same place in every group; `log` asks for a log axis (granted where the values span more
-    than two decades). `palette` keeps a series' colour across panels; `hatched` series are hatched (the second of
-    a pair); `marks` (same shape, text or empty) names why a slot has no bar (its status).
-    Returns series -> colour."""
+    """Grouped bars: a group per row of `wide`, a bar per column, a slot kept for a NaN so that a
+    series sits in the same place in every group; `hatched` series hatched, `marks` (same shape)
+    text written in a slot (why it has no bar). Returns series -> colour."""
     cols = palette or colours([str(c) for c in wide.columns])
     values = wide.to_numpy(dtype=float)
     positive = values[np.isfinite(values) & (values > 0)]
@@ -113,10 +109,9 @@ def lines_or_bars(
     palette: dict[str, str] | None = None,
     dashed: Sequence[str] = (),
 ) -> dict[str, str]:
-    """`wide` (index: a numeric x, columns: series) as lines, or as grouped bars when the x axis
-    has FEW_POINTS values or fewer: a line through two points suggests a trend it cannot show.
-    The `dashed` series are dashed with open markers (hatched as bars), so that one equal to
-    another still shows."""
+    """`wide` (index: a numeric x) as lines, or as grouped bars with FEW_POINTS x values or fewer
+    (a line through two points suggests a trend); `dashed` series dashed with open markers
+    (hatched as bars), so that one equal to another still shows."""
     if len(wide.index) <= FEW_POINTS:
         out = bars(ax, wide, palette=palette, hatched=dashed)
     else:
@@ -132,25 +127,13 @@ def lines_or_bars(
     return out
 
 
-def _bar_series(df: pd.DataFrame, by: str) -> list[str]:
-    """The series of `time_bars`: the values of `by` among finished runs, in table order."""
-    return list(dict.fromkeys(df.loc[df["status"] == "ok", by].astype(str)))
-
-
-def status_marks(df: pd.DataFrame, index: str, columns: str) -> pd.DataFrame:
-    """For `bars(marks=...)`: per cell, "" when a run finished, else its status ("n/a" for
-    unsupported: no recipe or no kernel for it here)."""
-    st = df.pivot_table(index=index, columns=columns, values="status", aggfunc=_status)
-    return st.where(st != "ok", "").replace("unsupported", "n/a")
-
-
-def _status(s: pd.Series) -> str:
+def status(s: pd.Series) -> str:
+    """A cell's status: "ok" where some run finished, else its runs' statuses."""
     return "ok" if (s == "ok").any() else "/".join(sorted(set(s.astype(str))))
 
 
 def legend(ax: plt.Axes, title: str | None = None, fig: plt.Figure | None = None) -> None:
-    """The legend of `ax`'s series outside the axes on the right, where it hides no bar; with
-    `fig`, one legend for the whole figure (panels that share their series)."""
+    """`ax`'s legend right of the axes, where it hides no bar; with `fig`, one for the figure."""
     handles, labels = ax.get_legend_handles_labels()
     if fig is not None:
         fig.legend(handles, labels, title=title, fontsize=8, title_fontsize=8, frameon=False,
@@ -174,10 +157,10 @@ def panel_bars(
     figsize: tuple[float, float] = (12, 3.8),
     sharey: bool = True,
 ) -> tuple[plt.Figure, list[plt.Axes]]:
-    """One panel per value of `panel` (in `panels` order) holding grouped bars: a group per value
-    of `index` (in `rows` order), a bar per value of `columns` (named by `label`, in `series`
-    order, one colour each in every panel), the `agg` of `value` over finished runs; a cell
-    without a finished run is marked with its status, or "no run" (L5, L6, L8)."""
+    """A panel per value of `panel` of grouped bars (L5, L6, L8): a group per `index` value in
+    `rows` order, a bar per `columns` value (named by `label`) in `series` order, the `agg` of
+    `value` over finished runs; a cell without one is marked with its status ("n/a" for
+    unsupported: no recipe or kernel here), or "no run"."""
     fig, axes = plt.subplots(1, len(panels), figsize=figsize, sharey=sharey, squeeze=False)
     palette = colours(series)
     ok = df[df["status"] == "ok"]
@@ -188,21 +171,11 @@ def panel_bars(
     for ax, p in zip(axes[0], panels, strict=True):
         wide = ok[ok[panel] == p].pivot_table(index=index, columns=columns, values=value,
                                               aggfunc=agg)  # fmt: skip
-        marks = status_marks(df[df[panel] == p], index, columns)
+        st = df[df[panel] == p].pivot_table(index=index, columns=columns, values="status",
+                                            aggfunc=status)  # fmt: skip
+        marks = st.where(st != "ok", "").replace("unsupported", "n/a")
         bars(ax, cells(wide), palette=palette, marks=cells(marks).fillna("no run"))
     return fig, list(axes[0])
-
-
-def time_bars(ax: plt.Axes, df: pd.DataFrame, by: str) -> list[str]:
-    """Total time as grouped bars: one group per GPU count, one bar per value of `by` in table
-    order (V8, V10, V11); medians over repeats. Returns the series drawn."""
-    df = df[df["status"] == "ok"]
-    order = _bar_series(df, by)
-    med = df.assign(**{by: df[by].astype(str)}).groupby([by, "gpus"])["total_time_s"].median()
-    bars(ax, med.unstack(by).reindex(columns=order))
-    ax.set(xlabel="GPUs (ranks)", ylabel="total time [s]")
-    legend(ax)
-    return order
 
 
 def time_bars_figure(
@@ -212,18 +185,24 @@ def time_bars_figure(
     dali: bool = True,
     note: Callable[[list[str], dict], str] | None = None,
 ) -> Callable[[pd.DataFrame, dict], plt.Figure]:
-    """The figure of total time by GPU count, one bar per value of `by` (V8, V10, V11), titled
-    `title` with its "{runs}" filled in; `dali` adds the no-GPU line of DALI (dali_on_cpu),
-    `note(series drawn, meta)` a red line over the axes when it is not empty."""
+    """The figure of median total time (V8, V10, V11): a group per GPU count, a bar per value of
+    `by` in table order; `title`'s "{runs}" filled in; `dali` says where DALI decoded on the CPU
+    (no GPU: not the pipeline the paper timed); `note(series drawn, meta)`, if any, in red."""
 
     def figure(df: pd.DataFrame, meta: dict) -> plt.Figure:
         fig, ax = plt.subplots(figsize=(width, 3.6))
-        drawn = time_bars(ax, df, by)
+        ok = df[df["status"] == "ok"]
+        drawn = list(dict.fromkeys(ok[by].astype(str)))
+        med = ok.assign(**{by: ok[by].astype(str)}).groupby([by, "gpus"])["total_time_s"].median()
+        bars(ax, med.unstack(by).reindex(columns=drawn))
+        ax.set(xlabel="GPUs (ranks)", ylabel="total time [s]")
+        legend(ax)
         why = note(drawn, meta) if note else ""
         if why:
             ax.set_title(why, fontsize=8, color="darkred")
         runs = runs_per_bar(df, [by, "gpus"])
-        fig.suptitle(f"{title.format(runs=runs)}{dali_on_cpu(meta) if dali else ''}\n"
+        cpu = dali and (meta.get("gates") or {}).get("gpu")
+        fig.suptitle(f"{title.format(runs=runs)}{CPU_DALI if cpu else ''}\n"
                      f"{subtitle(meta)}", fontsize=10)  # fmt: skip
         fig.tight_layout()  # the title's lines above the axes, not over them
         return fig
@@ -232,10 +211,8 @@ def time_bars_figure(
 
 
 def wrap_phrases(text: str, width: int) -> str:
-    """`text` on lines of at most `width` characters where it can be, broken only between
-    phrases (after a comma, semicolon or colon outside any parenthesis), never inside one: a
-    title broken mid-phrase reads as two wrong ones. A phrase longer than `width` keeps its
-    line."""
+    """`text` in lines of at most `width` where it can be, broken only between phrases (after
+    , ; : outside parentheses): a title broken mid-phrase reads as two wrong ones."""
     phrases, depth, cur = [], 0, ""
     for ch in text:
         if ch == " " and depth == 0 and cur.endswith((",", ";", ":")):
@@ -256,19 +233,13 @@ def wrap_phrases(text: str, width: int) -> str:
 
 def runs_per_bar(df: pd.DataFrame, keys: list[str]) -> str:
     """How many finished runs each drawn value is the median of, in words ("one run each"): a
-    single run per point carries its run-to-run noise, which a reader must know to weigh it."""
+    reader must know to weigh a single run's noise."""
     ok = df[df["status"] == "ok"] if "run" in df else df.iloc[:0]
     n = ok.groupby(keys)["run"].nunique() if len(ok) else pd.Series(dtype=int)
     if n.empty or n.max() <= 1:
         return "one run each"
     lo, hi = int(n.min()), int(n.max())
     return f"median of {lo} runs each" if lo == hi else f"median of {lo}-{hi} runs each"
-
-
-def dali_on_cpu(meta: dict) -> str:
-    """A title's second line where the runs had no GPU (the `gpu` gate): DALI then decodes on
-    the CPU, which is not the GPU pipeline the paper timed."""
-    return "\nno GPU: DALI decodes on the CPU" if (meta.get("gates") or {}).get("gpu") else ""
 
 
 def subtitle(meta: dict) -> str:

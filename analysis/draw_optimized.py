@@ -1,12 +1,9 @@
-"""The figure of analysis/artifacts/fig_optimized.py, in a module of its own since the two
-together pass the size a module may have.
+"""fig-optimized's figure (O1-O4), beside analysis/artifacts/fig_optimized.py for its size.
 
-O1-O4 (beyond the paper): one waterfall per ladder, the throughput of each step with its
-speed-up over the step before, and under it, in a strip of its own on a zero-based axis, the
-step's accuracy, loss or optimizer state (a twin axis cut to the data's range made one or two
-test images look like a trend, and its line ran over the speed-ups). Where a ladder's faithful and
-last steps were both profiled, one more panel per such pair: the seconds of the metrics the
-profile diff kept (fig-optimized-profile-diff.csv), before and after."""
+Per ladder the throughput of each step with its speed-up over the step before and, in a strip of
+its own on a zero-based axis, the step's accuracy, loss or optimizer state (a twin axis cut to the
+data's range made one or two test images look like a trend). Per profiled faithful/last pair, a
+panel of the profile diff's seconds, before and after."""
 
 from __future__ import annotations
 
@@ -32,31 +29,11 @@ def _second(g: pd.DataFrame, exp: str) -> tuple[str, str]:
     return SECOND[g["workload"].iloc[0]]
 
 
-def _series(df: pd.DataFrame) -> list[str]:
-    """The bars of the ladders and the lines of their strips: one per GPU count, in the same
-    colour; then the two sides of the profile-diff panels, drawn only where a pair was
-    profiled."""
-    return gpu_series(df) + list(DIFF_SIDES.values())
-
-
-def gpu_series(df: pd.DataFrame) -> list[str]:
-    return [draw.gpus_label(g) for g in sorted(df["gpus"].dropna().unique())]
-
-
-def has_repeats(df: pd.DataFrame) -> bool:
-    """Whether some step has finished repeats that differ: only then are there whiskers."""
-    ok = df[df["status"] == "ok"]
-    spread = ok.groupby(["experiment", "gpus", "step"])["throughput"].agg(["min", "max"])
-    return bool((spread["max"] > spread["min"]).any())
-
-
 def ladder(
     ax: plt.Axes, strip: plt.Axes, g: pd.DataFrame, exp: str, palette: dict[str, str]
 ) -> None:
-    """Bars: median throughput per step and GPU count, min-max whiskers where repeats differ,
-    x speed-up over the step before on top; a step that did not run is named with its status.
-    `strip` (under `ax`, same steps): the second measure's median per step and GPU count, from
-    zero."""
+    """Bars: median throughput per step and GPU count, whiskers, x speed-up on top, a status
+    where a step did not run; `strip` (under `ax`): the second measure's median, from zero."""
     steps = g.drop_duplicates("step").sort_values("step")
     labels, xs = steps["step_label"].tolist(), steps["step"].tolist()
     gpus = sorted(g["gpus"].unique())
@@ -104,8 +81,7 @@ def ladder(
 
 
 def profile_diff(scale: str) -> pd.DataFrame:
-    """The seconds rows of the profile diff (empty where no pair was profiled, or where the
-    tables predate it)."""
+    """The seconds rows of the profile diff (empty where none, or where the tables predate it)."""
     try:
         d = draw.extra_table(TARGET, scale, PROFILE_DIFF)
     except FileNotFoundError:
@@ -114,8 +90,7 @@ def profile_diff(scale: str) -> pd.DataFrame:
 
 
 def diff_panel(ax: plt.Axes, d: pd.DataFrame, palette: dict[str, str]) -> None:
-    """Horizontal bars: each kept metric's seconds in the faithful and the optimised profile,
-    the change in percent at the end of the pair (a metric on one side only says so)."""
+    """Each kept metric's seconds in both profiles, the change in percent after the pair."""
     metrics = list(dict.fromkeys(d["metric"]))[::-1]  # the diff's order, top to bottom
     rows = d.set_index("metric")
     h = 0.38
@@ -146,7 +121,8 @@ def figure(df: pd.DataFrame, meta: dict) -> plt.Figure:
     # constrained: the suptitle, the panels' titles and the strips' labels never overlap
     fig = plt.figure(figsize=(5.5 * cols, 1.0 + 4.2 * rows), layout="constrained")
     grid = fig.add_gridspec(rows, cols)
-    palette = draw.colours(_series(df))
+    gpus = [draw.gpus_label(g) for g in sorted(df["gpus"].dropna().unique())]
+    palette = draw.colours([*gpus, *DIFF_SIDES.values()])
     first = None
     for cell, exp in zip(grid, exps, strict=False):
         sub = cell.subgridspec(2, 1, height_ratios=[3, STRIP])
@@ -159,7 +135,10 @@ def figure(df: pd.DataFrame, meta: dict) -> plt.Figure:
     fig.legend(handles, labels, title="GPUs (ranks)", fontsize=8, title_fontsize=8,
                frameon=False, loc="outside right center")  # fmt: skip
     # whiskers are promised only where some step has repeats that differ
-    spread = "median, whiskers: min-max over repeats" if has_repeats(df) else "one run each"
+    ok = df[df["status"] == "ok"]
+    ends = ok.groupby(["experiment", "gpus", "step"])["throughput"].agg(["min", "max"])
+    repeats = (ends["max"] > ends["min"]).any()
+    spread = "median, whiskers: min-max over repeats" if repeats else "one run each"
     fig.suptitle(
         "Beyond the paper: the optimisations applied one at a time\n"
         f"bars: throughput, {spread}; x = speed-up over the step before\n"

@@ -1,18 +1,12 @@
 """Drawing shared by the profiler figures (V5, L3, L4, L7, L9): grouped bars per metric.
 
-The artifact CSVs (analysis/profiles/artifact.py) hold the paper's metrics ("paper metric" rows,
-measured or not), kernel launches over all launch APIs ("extra metric", drawn beside
-cudaLaunchKernel) and labelled CPU stand-ins ("cpu op" rows). A figure shows the paper's metrics
-when the profile measured them (a measured 0 is a run that did not call it); otherwise it says
-so on the figure and shows the CPU stand-ins, titled as what was recorded (torch.profiler CPU
-ops), never as zeros of the paper's metrics or as "CUDA API calls". Metrics the profiler could
-not record are named under the figure.
-
-Every group (condition) shows the same series in the same place. A CPU stand-in absent from a
-run is an op the run did not call (no allreduce on one rank), so its slot stays empty; a "top CPU
-op" row is only the run's top three, so one absent from a run says nothing about that run: such
-an op is drawn only when every group has it. CPU-op times are inclusive (an op's time holds the
-ops it calls), so the bars stand side by side, are never stacked and never summed into "other".
+A figure shows the paper's metrics when the profile measured them (a measured 0: a run that did
+not call it), else says so and shows the CPU stand-ins, titled as what was recorded, never as
+zeros of the paper's metrics or as "CUDA API calls"; metrics the profiler could not record are
+named under it. Every group shows the same series in the same place. A CPU stand-in absent from
+a run was not called (its slot stays empty); a "top CPU op" is only a run's top three, so one is
+drawn only when every group has it. CPU-op times are inclusive (an op's time holds its callees):
+side by side, never stacked nor summed into "other".
 """
 
 from __future__ import annotations
@@ -24,47 +18,35 @@ import matplotlib.pyplot as plt
 import pandas as pd
 
 from analysis import draw as common
+from analysis.profiles import artifact as pa
 from analysis.profiles.artifact import CPU, CPU_PROXIES, EXTRA, PAPER
 from analysis.profiles.coverage import NOT_MEASURED, PROFILER_NAMES
 from analysis.profiles.metrics import CPU_PREFIX, MEMCPY_METRICS, NCCL_METRICS
 from run.llm.catalog import TEMPLATE_LABELS
 from run.llm.spec import METHOD_LABELS
 
-__all__ = [
-    "NOT_MEASURED",
-    "all_conditions",
-    "condition_label",
-    "grouped_bars",
-    "metrics",
-    "metrics_figure",
-]
 LEGEND_WIDTH = 42  # characters per legend line: the all-API launch label is long
 TOP = "top CPU op: "  # the analysis's label prefix of a run's top CPU ops
 # the autograd engine's call of a backward node: its time holds the node's (MmBackward0, the
 # gradient of a matrix product) and a little bookkeeping, so the two are one series, not two
 WRAPPER = "autograd::engine::evaluate_function: "
 WRAPPED = " (backward node, with its autograd-engine call)"
+# a condition's value in a group's label (method and dataset as the papers name them)
+LABEL = {
+    "pin_memory": lambda v: "pin" if str(v) == "True" else "nopin",
+    "gpus": common.gpus_label,
+    "image_size": lambda v: f"{v} px",
+    "method": lambda v: METHOD_LABELS.get(v, str(v)),
+    "dataset": lambda v: TEMPLATE_LABELS.get(v, str(v)),
+}
 # columns that tell runs apart besides the figure's own conditions (shown when they vary, so
 # that two runs never share a group)
-NAMES = {"method": METHOD_LABELS, "dataset": TEMPLATE_LABELS}  # as the papers name them
 OTHER_CONDITIONS = ["gpus", "pin_memory", "image_size", "precision", "method", "dataset"]
 
 
 def condition_label(df: pd.DataFrame, conditions: list[str]) -> pd.Series:
     def one(r: pd.Series) -> str:
-        parts = []
-        for k in conditions:
-            v = r[k]
-            if k == "pin_memory":
-                parts.append("pin" if str(v) == "True" else "nopin")
-            elif k == "gpus":
-                parts.append(common.gpus_label(v))
-            elif k == "image_size":
-                parts.append(f"{v} px")
-            elif k in NAMES:
-                parts.append(NAMES[k].get(v, str(v)))
-            else:
-                parts.append(str(v))
+        parts = [LABEL.get(k, str)(r[k]) for k in conditions]
         # a long name ("Error Correction") on two lines: the groups' labels must not run together
         return "\n".join(textwrap.fill(p, 11) for p in parts)
 
@@ -72,8 +54,7 @@ def condition_label(df: pd.DataFrame, conditions: list[str]) -> pd.Series:
 
 
 def metrics(conditions: list[str], title: str) -> Callable[[pd.DataFrame, dict], plt.Figure]:
-    """The figure of one profile artifact (V5, L3, L4, L7): metrics_figure grouped by its
-    `conditions`, titled `title` ({what}: what the profile recorded, from the table)."""
+    """The figure of a profile artifact (V5, L3, L4, L7): metrics_figure by `conditions`."""
 
     def figure(df: pd.DataFrame, meta: dict) -> plt.Figure:
         return metrics_figure(df, meta, conditions, title, common.subtitle(meta))
@@ -89,8 +70,7 @@ def grouped_bars(
     log: bool = False,
     groups: list[str] | None = None,
 ) -> None:
-    """x: one group per condition label (`groups`, else table order); one bar per series label
-    in table order; the median over the runs of a group (repeats)."""
+    """A group per condition (`groups`, else table order), a bar per label: medians over runs."""
     conds = groups or list(dict.fromkeys(df["cond"]))
     labels = list(dict.fromkeys(df["label"]))
     vals = pd.to_numeric(df[col], errors="coerce")
@@ -109,8 +89,7 @@ def all_conditions(df: pd.DataFrame, conditions: list[str]) -> list[str]:
 
 
 def _shown(df: pd.DataFrame) -> tuple[pd.DataFrame, bool, dict[str, list[str]]]:
-    """(rows drawn, whether they are the paper's metrics, labels left out by why). `df`: ok
-    rows with `cond`."""
+    """(rows drawn, whether they are the paper's metrics, labels left out by why)."""
     measured = df["measured"].astype(str) == "True"
     ours = df["kind"].isin([PAPER, EXTRA])
     paper = df[ours & measured]
@@ -157,13 +136,12 @@ def _shown(df: pd.DataFrame) -> tuple[pd.DataFrame, bool, dict[str, list[str]]]:
 
 
 def _in_order(rows: pd.DataFrame, order: list[str]) -> pd.DataFrame:
-    """Rows sorted by their label's place in `order` (stable: the groups keep theirs)."""
     return rows.iloc[rows["label"].map(order.index).to_numpy().argsort(kind="stable")]
 
 
 def recorded(df: pd.DataFrame) -> str:
-    """What the table's drawn rows are, in words: "CUDA API calls", "... and copies", or
-    "CPU ops", by the metrics measured and the profiler that recorded them (`source`)."""
+    """What the drawn rows are, in words ("CUDA API calls", "... and copies", "CPU ops") and
+    which profiler recorded them."""
     ok = df[(df["status"] == "ok") & (df["measured"].astype(str) == "True")]
     sources = sorted(set(",".join(ok["source"].dropna().astype(str)).split(",")) - {""})
     by = " and ".join(PROFILER_NAMES.get(s, s) for s in sources) or "the profiler"
@@ -188,8 +166,8 @@ def recorded(df: pd.DataFrame) -> str:
 def metrics_figure(
     df: pd.DataFrame, meta: dict, conditions: list[str], title: str, subtitle: str
 ) -> plt.Figure:
-    """Share (%) and seconds per metric, one panel above the other; paper metrics if measured,
-    else CPU stand-ins. `title` may hold "{what}": what was recorded (`recorded`)."""
+    """Share (%) and seconds per metric, one panel above the other; `title` may hold "{what}"
+    (`recorded`)."""
     not_run = df[df["status"] != "ok"]
     df = df[df["status"] == "ok"].copy()
     df["cond"] = condition_label(df, all_conditions(df, conditions))
@@ -242,8 +220,7 @@ def metrics_figure(
 
 
 def not_run_note(not_run: pd.DataFrame, conditions: list[str]) -> str:
-    """One line naming the cells that did not finish, with their status (no group shows them);
-    "" when every run finished."""
+    """A line naming the cells that did not finish (no group shows them), with their status."""
     if not_run.empty:
         return ""
     cells = condition_label(not_run, [c for c in conditions if c in not_run])
@@ -253,3 +230,12 @@ def not_run_note(not_run: pd.DataFrame, conditions: list[str]) -> str:
 
 def _wrap(label: str) -> str:
     return textwrap.fill(label, LEGEND_WIDTH)
+
+
+def notes(runs: pd.DataFrame, t: pd.DataFrame) -> list[str]:
+    """The profile artifacts' notes (analysis/profiles/artifact.py notes)."""
+    return pa.notes(t, runs)
+
+
+def gates(runs: pd.DataFrame, t: pd.DataFrame) -> dict[str, str]:
+    return {"gpu": pa.gpu_gate(runs)}

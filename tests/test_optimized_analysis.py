@@ -87,7 +87,7 @@ def judge(df: pd.DataFrame) -> dict[str, dict]:
     t = fo.per_run(df)
     gates = {**driver.default_gates(df), **fo.gates(df, t)}
     ours = [c for c in cs.load() if cs.origin(c) == cs.OURS]
-    return {c["id"]: cl.judge(c, t, fo.paper(), gates) for c in ours}
+    return {c["id"]: cl.judge(c, t, None, gates) for c in ours}
 
 
 def test_waterfall_speedups_are_exact_and_repeats_share_one_baseline():
@@ -199,7 +199,7 @@ def test_o1a_at_small_images_says_the_cut_cannot_reach_100x():
 
 
 def test_the_artifact_has_no_paper_numbers_and_our_claims_are_labelled():
-    assert fo.paper() is None
+    assert fo.ARTIFACT.paper is None
     ours = [c for c in cs.load() if cs.origin(c) == cs.OURS]
     assert {c["id"] for c in ours} == {"O1a", "O1b", "O2a", "O3a", "O4a"}
     assert all(c["source"].startswith("ours (beyond the paper)") for c in ours)
@@ -309,7 +309,7 @@ def test_our_claims_coverage_names_the_paper_profile_not_the_paper():
     t = fo.per_run(df)
     gates = {**driver.default_gates(df), **fo.gates(df, t)}
     o1b = next(c for c in cs.load() if c["id"] == "O1b")
-    got = cl.judge(o1b, t, fo.paper(), gates, driver.paper_gpus(["O1"]))
+    got = cl.judge(o1b, t, None, gates, driver.paper_gpus(["O1"]))
     assert got["coverage"] == "judged on 1-2 GPU(s) (the paper scale runs 4)"
     v1a = next(c for c in cs.load() if c["id"] == "V1a")
     assert "of the paper's" in cl.coverage(cr.Outcome(True, gpus={1, 2}), [1, 2, 4], False)

@@ -22,10 +22,10 @@ METRICS = ["cudaLaunchKernel", "cudaStreamSynchronize", "memcpy_htod", "cudaEven
 SHORT = {"cudaLaunchKernel": "cudaLaunchKernel", "cudaStreamSynchronize": "cudaStreamSynchronize",
          "memcpy_htod": "HtoD", "cudaEventSynchronize": "cudaEventSynchronize",
          "nccl_allgather_ring_ll": "AllGather RING LL"}  # fmt: skip
+gates = draw_profile.gates
 
 
 def build_table(runs: pd.DataFrame, tidy: pd.DataFrame) -> pd.DataFrame:
-    """The table from the runs and their tidy profiler metrics (table() reads those from disk)."""
     # + kernel_launch_all beside cudaLaunchKernel; the claims' sums use METRICS, never it
     t = pa.table(runs, tidy, ["dataset", "method", "gpus"], METRICS)
     t = t.assign(o1=t["method"].map(METHODS.index), o2=t["dataset"].map(TEMPLATE_DATASETS.index),
@@ -43,8 +43,8 @@ def compact(t: pd.DataFrame) -> pd.DataFrame:
 
 
 def extra(runs: pd.DataFrame, t: pd.DataFrame) -> dict[str, pd.DataFrame]:
-    """Beyond the paper: each profiled run's time breakdown (-breakdown CSV), beside the shares
-    of API time: what the device did while the host was inside those calls."""
+    """Beyond the paper: each profiled run's time breakdown, what the device did while the host
+    was inside those calls."""
     return {"breakdown": run_breakdown.table(runs, runs.attrs.get("scale"))}
 
 
@@ -61,17 +61,9 @@ def title(runs: pd.DataFrame, t: pd.DataFrame) -> str:
     return "Share of profiled time in CPU ops (no CUDA calls recorded) by template and method"
 
 
-def gates(runs: pd.DataFrame, t: pd.DataFrame) -> dict[str, str]:
-    return {"gpu": pa.gpu_gate(runs)}
-
-
-# the figure (python -m analysis fig-api-share --figure)
-
 CONDITIONS = ["method", "dataset"]
-# {what}: what the profile recorded (CUDA API calls, or CPU ops on a CPU run), from the table
+# {what}: what the profile recorded (CUDA API calls, or CPU ops on a CPU run)
 FIGURE_TITLE = "Share of time in {what}, by template and method"
-
-
 figure = draw_profile.metrics(CONDITIONS, FIGURE_TITLE)
 
 

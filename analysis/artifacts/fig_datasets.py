@@ -47,8 +47,7 @@ def table(runs: pd.DataFrame, scale: str) -> pd.DataFrame:
 
 
 def paper() -> pd.DataFrame:
-    """Table 5's unpinned rows (LoRA, alpaca, FP32, batch 2) as L1's alpaca cells: s/it by GPU
-    count, the whole epoch's total time as the epoch time (measured, not projected)."""
+    """Table 5's unpinned rows (LoRA, alpaca, FP32, batch 2) as L1's alpaca cells."""
     p = l2.paper()
     p = p[~p["pin_memory"]]
     return pd.DataFrame(
@@ -66,9 +65,7 @@ def paper() -> pd.DataFrame:
 
 
 def compact(t: pd.DataFrame) -> pd.DataFrame:
-    """Dataset x quantity (s/it, epoch time) as rows, one column per GPU count (the paper's bar
-    groups): the median over repeats of the finished runs (with their min-max when repeats ran);
-    a cell whose runs did not finish shows their status."""
+    """Dataset x quantity (s/it, epoch time) as rows, one column per GPU count."""
     if t.empty:
         return pd.DataFrame(columns=KEYS)
     # one row per run and quantity, its value in one column: the quantities become rows
@@ -93,12 +90,9 @@ def gates(runs: pd.DataFrame, t: pd.DataFrame) -> dict[str, str]:
     return {"real_data": c.not_real_data(runs)}
 
 
-# the figure (python -m analysis fig-datasets --figure)
-
-
 def _wide(df: pd.DataFrame, col: str) -> pd.DataFrame:
     w = df.pivot_table(index="dataset", columns="gpus", values=col, aggfunc="median")
-    w = w.reindex([d for d in DATASETS if d in w.index] + [d for d in w.index if d not in DATASETS])
+    w = w.reindex(sorted(w.index, key=_rank))
     return w.rename(columns=draw.gpus_label)
 
 

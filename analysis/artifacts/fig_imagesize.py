@@ -1,7 +1,5 @@
-"""V2 (C Fig.2, J Fig.2): execution time and efficiency against image size and GPU count.
-
-The paper printed no numbers for this figure: there is no paper() table and no self-check.
-"""
+"""V2 (C Fig.2, J Fig.2): execution time and efficiency against image size and GPU count (no
+paper numbers: no paper() table, no self-check)."""
 
 from __future__ import annotations
 
@@ -38,9 +36,6 @@ def compact(t: pd.DataFrame) -> pd.DataFrame:
     }
     names = {k: v for k, v in names.items() if k in t and t[k].notna().any()}
     return c.pivot(t, KEYS, "gpus", names)
-
-
-# the figure (python -m analysis fig-imagesize --figure)
 
 
 def _wide(df: pd.DataFrame, col: str) -> pd.DataFrame:

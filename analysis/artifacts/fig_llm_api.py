@@ -27,10 +27,11 @@ COMPACT: dict[str, tuple[list[str], str]] = {
     "launch + sync [%]": (["cudaLaunchKernel", "cudaStreamSynchronize"], "share_pct"),
     "HtoD [%]": (["memcpy_htod"], "share_pct"),
 }
+notes = draw_profile.notes
+gates = draw_profile.gates
 
 
 def build_table(runs: pd.DataFrame, tidy: pd.DataFrame) -> pd.DataFrame:
-    """The table from the runs and their tidy profiler metrics (table() reads those from disk)."""
     t = pa.table(runs, tidy, ["dataset"], METRICS)  # + kernel_launch_all beside cudaLaunchKernel
     t.insert(1, "s_per_it", t["run"].map(pa.s_per_it(runs)))
     rank = t["dataset"].map(lambda d: DATASETS.index(d) if d in DATASETS else len(DATASETS))
@@ -43,29 +44,16 @@ def table(runs: pd.DataFrame, scale: str) -> pd.DataFrame:
 
 
 def compact(t: pd.DataFrame) -> pd.DataFrame:
-    """Datasets as rows (the paper's bar groups); the paper's three metrics in seconds, the
-    share of launch + sync and of HtoD in the profiled time, and s/it as columns; medians over
-    repeats. A metric no run measured stays empty (the notes and claims say why)."""
+    """Datasets as rows (the paper's bar groups), COMPACT's columns; medians over repeats; a
+    metric no run measured stays empty (the notes and claims say why)."""
     out = pa.by_run(t, KEYS, COMPACT)
     rank = out["dataset"].map(lambda d: DATASETS.index(d) if d in DATASETS else len(DATASETS))
     return out.iloc[rank.argsort(kind="stable")].reset_index(drop=True)
 
 
-def notes(runs: pd.DataFrame, t: pd.DataFrame) -> list[str]:
-    return pa.notes(t, runs)
-
-
-def gates(runs: pd.DataFrame, t: pd.DataFrame) -> dict[str, str]:
-    return {"gpu": pa.gpu_gate(runs)}
-
-
-# the figure (python -m analysis fig-llm-api --figure)
-
 CONDITIONS = ["dataset"]
-# {what}: what the profile recorded (CUDA API calls, or CPU ops on a CPU run), from the table
+# {what}: what the profile recorded (CUDA API calls, or CPU ops on a CPU run)
 FIGURE_TITLE = "Time in {what}, by dataset (LoRA, 1 GPU)"
-
-
 figure = draw_profile.metrics(CONDITIONS, FIGURE_TITLE)
 
 

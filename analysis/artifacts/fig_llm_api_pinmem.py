@@ -25,10 +25,11 @@ COMPACT: dict[str, tuple[list[str], str]] = {
     "AllGather RING LL [s]": (["nccl_allgather_ring_ll"], "total_s"),
     "other NCCL [s]": (["nccl_other"], "total_s"),
 }
+notes = draw_profile.notes
+gates = draw_profile.gates
 
 
 def build_table(runs: pd.DataFrame, tidy: pd.DataFrame) -> pd.DataFrame:
-    """The table from the runs and their tidy profiler metrics (table() reads those from disk)."""
     t = pa.table(runs, tidy, ["gpus", "pin_memory"], METRICS)  # + kernel_launch_all
     t.insert(2, "s_per_it", t["run"].map(pa.s_per_it(runs)))
     t = t.assign(k=pa.kind_order(t))
@@ -40,27 +41,13 @@ def table(runs: pd.DataFrame, scale: str) -> pd.DataFrame:
 
 
 def compact(t: pd.DataFrame) -> pd.DataFrame:
-    """GPUs x pin_memory as rows (the paper's bars); cudaLaunchKernel, HtoD and NCCL kernel
-    seconds (summed over ranks), the HtoD share and s/it as columns; medians over repeats; a
-    condition whose runs did not finish shows their status."""
+    """GPUs x pin_memory as rows (the paper's bars), COMPACT's columns; medians over repeats."""
     return pa.by_run(t, KEYS, COMPACT)
 
 
-def notes(runs: pd.DataFrame, t: pd.DataFrame) -> list[str]:
-    return pa.notes(t, runs)
-
-
-def gates(runs: pd.DataFrame, t: pd.DataFrame) -> dict[str, str]:
-    return {"gpu": pa.gpu_gate(runs)}
-
-
-# the figure (python -m analysis fig-llm-api-pinmem --figure)
-
 CONDITIONS = ["gpus", "pin_memory"]
-# {what}: what the profile recorded (CUDA API calls, or CPU ops on a CPU run), from the table
+# {what}: what the profile recorded (CUDA API calls, or CPU ops on a CPU run)
 FIGURE_TITLE = "Time in {what}, by pin_memory (LoRA, alpaca)"
-
-
 figure = draw_profile.metrics(CONDITIONS, FIGURE_TITLE)
 
 

@@ -1,7 +1,5 @@
-"""V8 (J Fig.6): Scenario B total time, DataLoader against DALI, by GPU count.
-
-The paper printed no numbers for this figure: there is no paper() table and no self-check.
-"""
+"""V8 (J Fig.6): Scenario B total time, DataLoader against DALI, by GPU count (no paper
+numbers: no paper() table, no self-check)."""
 
 from __future__ import annotations
 
@@ -38,12 +36,7 @@ def notes(runs: pd.DataFrame, t: pd.DataFrame) -> list[str]:
     ]
 
 
-# the figure (python -m analysis fig-loaders --figure)
-
-BY = "loader_label"  # the series: one bar per value in each GPU-count group
-
-
-figure = draw.time_bars_figure(BY, "DataLoader against DALI (Scenario B; {runs})")
+figure = draw.time_bars_figure("loader_label", "DataLoader against DALI (Scenario B; {runs})")
 
 
 ARTIFACT = Artifact(table=table, compact=compact, keys=KEYS, notes=notes, figure=figure)

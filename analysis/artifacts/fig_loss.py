@@ -39,9 +39,8 @@ def compact(t: pd.DataFrame) -> pd.DataFrame:
 
 
 def identical(t: pd.DataFrame) -> set[str]:
-    """The precisions whose pin_memory off and on runs agree in every epoch, loss and accuracy
-    (on a CPU, where pin_memory is a no-op, they are bit-identical): the figure draws such a
-    pair once, and the title says so."""
+    """The precisions whose pin_memory off and on runs agree in every epoch (bit-identical on a
+    CPU, where pin_memory is a no-op): drawn once, and the title says so."""
     out = set()
     ok = t[t["status"] == "ok"] if len(t) else t
     for p, g in ok.groupby(ok["precision"].astype(str)):
@@ -64,8 +63,6 @@ def gates(runs: pd.DataFrame, t: pd.DataFrame) -> dict[str, str]:
     return {"learned": c.not_learned(runs), "paper_data": c.not_paper_data(runs)}
 
 
-# the figure (python -m analysis fig-loss --figure)
-
 SAME = "pin off = on"  # the label's suffix of a pair drawn once
 
 
@@ -82,8 +79,7 @@ def _labels(df: pd.DataFrame) -> pd.Series:
 
 
 def _series(df: pd.DataFrame) -> list[str]:
-    """Precision (x pin_memory where the pair differs), FP64 first (the paper's baseline), pin
-    off before on."""
+    """FP64 first (the paper's baseline), pin off before on."""
     keys = df[["precision", "pin_memory"]].astype(str)
     rank = keys["precision"].map(lambda p: ORDER.index(p) if p in ORDER else len(ORDER))
     order = keys.assign(r=rank).sort_values(["r", "precision", "pin_memory"]).index

@@ -33,13 +33,8 @@ def compact(t: pd.DataFrame) -> pd.DataFrame:
     return out.iloc[rank.argsort(kind="stable")].reset_index(drop=True)
 
 
-# the figure (python -m analysis fig-nhwc --figure)
-
-BY = "setup"  # the series: one bar per value in each GPU-count group
-
-
 figure = draw.time_bars_figure(
-    BY, "NHWC (channels_last) DataLoader against DALI ({runs})", width=6.5
+    "setup", "NHWC (channels_last) DataLoader against DALI ({runs})", width=6.5
 )
 
 

@@ -19,8 +19,7 @@ NUMA_LABELS = {"off": "unbound", "bind": "bound (numactl)"}
 
 
 def provenance_of(run: str, scale: str) -> tuple[dict, int]:
-    """The run's NUMA plan (absent on runs made before the policy existed) and how many NUMA
-    nodes its machine has."""
+    """The run's NUMA plan (absent on older runs) and its machine's NUMA node count."""
     prov = store.read_json(store.run_dir(scale, run) / store.PROVENANCE)
     return prov.get("numa") or {}, len(prov.get("hardware", {}).get("numa_nodes") or [None])
 
@@ -60,14 +59,9 @@ def gates(runs: pd.DataFrame, t: pd.DataFrame) -> dict[str, str]:
     nodes = int(t["machine_nodes"].min())
     if nodes < 2:
         return {"multi_numa": f"{nodes} NUMA node on this machine: binding cannot change anything"}
-    if len(t) and not t[t["numa"] == "bind"]["bound"].all():
+    if not t[t["numa"] == "bind"]["bound"].all():
         return {"multi_numa": "the numa=bind runs were not bound (numactl missing)"}
     return {"multi_numa": ""}
-
-
-# the figure (python -m analysis fig-numa --figure)
-
-BY = "binding"  # the series: one bar per value in each GPU-count group
 
 
 def not_compared(drawn: list[str], meta: dict) -> str:
@@ -77,7 +71,7 @@ def not_compared(drawn: list[str], meta: dict) -> str:
 
 
 figure = draw.time_bars_figure(
-    BY, "NUMA binding of DataLoader ranks ({runs})", dali=False, note=not_compared
+    "binding", "NUMA binding of DataLoader ranks ({runs})", dali=False, note=not_compared
 )
 
 

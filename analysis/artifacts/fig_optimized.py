@@ -1,21 +1,13 @@
-"""O1-O4 (ours, beyond the paper): the optimisations the papers point at, applied one at a time.
+"""O1-O4 (ours, beyond the paper): the optimisations the papers point at, one at a time.
 
-Each ladder of experiments/matrix.yaml (run/sweep/matrix.py `ladder`) adds one change to the step
-before it, step 0 being the faithful run; O4 has no ladder and varies the optimizer instead (its
-AdamW cell is O3's faithful run, shared by name, so that run is a row of both). A run belongs to
-an experiment when its name is the name of one of the experiment's cells at the run's seed (so
-every repeat counts, whatever REPEATS was), and its step is `ladder_step` of that cell.
-
-Speed-ups are over the median of the repeats of the step before and of the faithful step, at the
-same GPU count: per run in `table` (each repeat against the same median, as common.speedups
-does), on the medians in `compact`, whose min-max spans the ends of both steps' spreads. The
-papers have no such numbers: no paper() table, no self-check; the claims are our own
-(claims.yaml `origin: ours`).
-
-Where a ladder's faithful and optimised (last) steps were both profiled (the matrix profiles no
-O-run; PROFILER=torch|nsys on the sweep does), the extra table `profile-diff` holds the change
-between their profiles (analysis/profiles/diff.py run_diff: `cli diff` in a few metrics), one
-line of it in the notes. Also beyond the paper, which profiled no such pair.
+Each ladder (run/sweep/matrix.py `ladder`) adds one change to the step before, step 0 being the
+faithful run; O4 varies the optimizer instead (its AdamW cell is O3's faithful run, a row of
+both). A run is a step of an experiment when its name is one of the experiment's cells at the
+run's seed, so every repeat counts. Speed-ups are over the median of the step before and of step
+0 at the same GPU count: per run in `table`, on medians in `compact` (its min-max spans both
+steps' spreads). No paper numbers, no self-check (claims.yaml `origin: ours`). Where a ladder's
+faithful and last steps were both profiled (PROFILER=torch|nsys), `profile-diff` holds their
+change (profiles/diff.py run_diff), one line of it in the notes.
 """
 
 from __future__ import annotations
@@ -26,7 +18,7 @@ from typing import Any
 import pandas as pd
 
 from analysis import common as c
-from analysis import draw_optimized, repeats
+from analysis import draw, draw_optimized, repeats
 from analysis.driver import Artifact
 from analysis.profiles import ProfileError, diff
 from analysis.profiles.diff import PAPER_TOTAL, UnrelatedError
@@ -37,8 +29,8 @@ TARGET = "fig-optimized"
 TITLE = "The optimisations the papers point at, one change at a time (beyond the paper)"
 KEYS = ["experiment", "gpus", "step", "step_label"]
 GIB = 1024**3
-# the loss after N steps: the mean over the last quarter of the steps (run/llm/metrics.py; one
-# step's loss jumps from batch to batch), else, for runs from before it, the last step's loss
+# the loss after N steps: the mean over the last quarter of the steps (run/llm/metrics.py),
+# else, for older runs, the last step's
 LOSS_FIELDS = ("tail_loss", "final_loss")
 UNITS = {"vision": "images/s", "llm": "tokens/s"}
 COLUMNS = ["experiment", "workload", "step", "step_label", "stage", "gpus", "image_size",
@@ -55,9 +47,7 @@ EIGHT_BIT_SHARE = 0.9  # O4a is judged where at least this share of the adapters
 HTOD_FACTOR = 100.0  # O1a's criterion: a cut below it cannot be judged where it cannot happen
 
 
-# ---------------------------------------------------------------- which run is which step
 def _steps(exp: str, scale: str, matrix: dict[str, Any]) -> list[tuple[dict, int, str, str]]:
-    """(cell spec, step index, label, stage) of every cell of one experiment, repeats aside."""
     cells = mx.expand(exp, scale, matrix, n_repeats=1).specs
     ladder = mx.ladder(exp, matrix)
     out = []
@@ -82,8 +72,7 @@ def _steps(exp: str, scale: str, matrix: dict[str, Any]) -> list[tuple[dict, int
 
 
 def assign(runs: pd.DataFrame, scale: str, matrix: dict[str, Any] | None = None) -> pd.DataFrame:
-    """`runs` with experiment, step, step_label and stage: one row per run and experiment it is
-    a cell of (a shared run is a row of each). Runs of no experiment of the target are left out."""
+    """`runs` with experiment, step, step_label and stage, a row per run and experiment."""
     matrix = matrix or mx.load_matrix()
     if runs.empty:
         return runs.assign(experiment=None, step=None, step_label=None, stage=None)
@@ -105,13 +94,11 @@ def assign(runs: pd.DataFrame, scale: str, matrix: dict[str, Any] | None = None)
     return pd.DataFrame(rows)
 
 
-# ---------------------------------------------------------------- the per-run table
 def _col(df: pd.DataFrame, name: str) -> pd.Series:
     return pd.to_numeric(df[name], errors="coerce") if name in df else pd.Series(math.nan, df.index)
 
 
 def measures(df: pd.DataFrame) -> pd.DataFrame:
-    """Throughput, quality and memory of each run, by its workload, from its summary fields."""
     df = df.copy()
     ok = df["status"] == "ok"
     vision = df["workload"] == "vision"
@@ -143,8 +130,6 @@ def measures(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def waterfall(df: pd.DataFrame) -> pd.DataFrame:
-    """Each run's throughput over the median of the step before and of step 0, same experiment
-    and GPU count (NaN where that step has no finished run)."""
     ok = df[df["status"] == "ok"].dropna(subset=["throughput"])
     med = ok.groupby(["experiment", "gpus", "step"])["throughput"].median().to_dict()
     prev, first = [], []
@@ -156,7 +141,6 @@ def waterfall(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def per_run(df: pd.DataFrame) -> pd.DataFrame:
-    """The table of runs already assigned to their steps (`assign`)."""
     if df.empty:
         return pd.DataFrame(columns=COLUMNS)
     df = waterfall(measures(df))
@@ -168,12 +152,9 @@ def table(runs: pd.DataFrame, scale: str) -> pd.DataFrame:
     return per_run(assign(runs, scale))
 
 
-# ---------------------------------------------------------------- the report's waterfall
 def compact(t: pd.DataFrame) -> pd.DataFrame:
-    """Per experiment and GPU count, each step: throughput (median, min-max over repeats), its
-    speed-up over the step before and over the faithful step (medians; the spread spans the
-    ends of both steps' ranges), accuracy or loss and peak memory. A step none of whose runs
-    finished shows its status (unsupported, failed) in place of a throughput."""
+    """Per experiment, GPU count and step: medians (min-max); a step with no finished run shows
+    its status."""
     cols = [*KEYS, "status", "throughput", "unit", "speedup_vs_prev", "speedup_vs_faithful",
             "accuracy_pct", "loss", "htod_bytes_per_image", "input_bytes_per_image",
             "optimizer_state_mib", "peak_memory_gib", "memory_kind"]  # fmt: skip
@@ -182,9 +163,7 @@ def compact(t: pd.DataFrame) -> pd.DataFrame:
     keys = [*KEYS, "unit", "memory_kind"]
     ok = t[t["status"] == "ok"]
     med = repeats.collapse(ok[[*keys, "run", *MEASURES]], MEASURES).drop(columns="run")
-    cells = t.groupby(KEYS, dropna=False)["status"].agg(
-        lambda s: "ok" if (s == "ok").any() else "/".join(sorted(set(s.astype(str))))
-    )
+    cells = t.groupby(KEYS, dropna=False)["status"].agg(draw.status)
     out = cells.rename("status").reset_index().merge(med, on=KEYS, how="left")
     at = {(r["experiment"], r["gpus"], r["step"]): r for _, r in out.iterrows()}
     for name, base in (("speedup_vs_prev", lambda s: s - 1), ("speedup_vs_faithful", lambda s: 0)):
@@ -208,15 +187,14 @@ def compact(t: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-# ---------------------------------------------------------------- profiled steps compared
 PROFILE_DIFF = "profile-diff"
 DIFF_COLUMNS = ["experiment", "gpus", "faithful_run", "optimised_step", "optimised_run",
                 *diff.CSV_COLUMNS]  # fmt: skip
 
 
 def profiled_pairs(t: pd.DataFrame, scale: str | None) -> list[tuple[str, Any, str, str, str]]:
-    """(experiment, gpus, last step's label, faithful run, last step's run) wherever both steps
-    have a finished, profiled run; the lowest seed of each where repeats were profiled."""
+    """(experiment, gpus, last step's label, faithful run, last run) where both were profiled
+    (the lowest seed)."""
     if scale is None or t is None or t.empty:
         return []
     ok = t[t["status"] == "ok"].sort_values("seed", kind="stable")
@@ -235,7 +213,6 @@ def profiled_pairs(t: pd.DataFrame, scale: str | None) -> list[tuple[str, Any, s
 
 
 def profile_diff(t: pd.DataFrame, scale: str | None) -> tuple[pd.DataFrame, list[str]]:
-    """The profile-diff table and one note line per profiled pair (or why it was not compared)."""
     frames, lines = [], []
     for exp, gpus, label, a, b in profiled_pairs(t, scale):
         where = f"{exp} at {gpus:g} GPU(s), faithful -> {label}"
@@ -261,25 +238,13 @@ def profile_diff(t: pd.DataFrame, scale: str | None) -> tuple[pd.DataFrame, list
 
 
 def extra(runs: pd.DataFrame, t: pd.DataFrame) -> dict[str, pd.DataFrame]:
-    """The profile-diff table, written even when empty so that a rebuild never leaves an older
-    sweep's pairs behind."""
+    """Written even when empty: a rebuild never leaves an older sweep's pairs behind."""
     return {PROFILE_DIFF: profile_diff(t, runs.attrs.get("scale"))[0]}
 
 
-def paper() -> None:
-    """Beyond the paper: no published numbers."""
-    return None
-
-
-# ---------------------------------------------------------------- gates and notes
-def _vision(t: pd.DataFrame) -> pd.DataFrame:
-    return t[t["workload"] == "vision"] if len(t) else t
-
-
 def htod_reach(t: pd.DataFrame) -> float | None:
-    """The largest cut in bytes per image that moving the upsampling to the device can give at
-    O1's image size: the faithful input batch's bytes per image over the stored image's (both
-    measured on every device, input_bytes_per_image). None when O1 has no such pair."""
+    """The largest cut in bytes per image that upsampling on the device can give at O1's size:
+    the faithful input's bytes per image over the stored image's (None without such a pair)."""
     o1 = t[(t["experiment"] == "O1") & (t["status"] == "ok")] if len(t) else t
     if o1.empty or o1["input_bytes_per_image"].isna().all():
         return None
@@ -289,10 +254,8 @@ def htod_reach(t: pd.DataFrame) -> float | None:
 
 
 def gates(runs: pd.DataFrame, t: pd.DataFrame) -> dict[str, str]:
-    """htod, dali_gpu: need a GPU; eight_bit_states: adapters large enough for 8-bit states
-    (O4a); large_images: images large
-    enough for O1a's 100x to be possible; learned, learned_scenario_b: O1's, O2's runs learned
-    (the accuracy parts of O1b, O2a)."""
+    """htod, dali_gpu: a GPU; eight_bit_states (O4a); large_images: O1a's 100x possible;
+    learned, learned_scenario_b: O1's, O2's runs learned (O1b, O2a)."""
     vision = runs[runs["workload"] == "vision"] if len(runs) else runs
     out: dict[str, str] = {}
     if not c.on_gpu(vision):
@@ -313,7 +276,7 @@ def gates(runs: pd.DataFrame, t: pd.DataFrame) -> dict[str, str]:
         )
     reach = htod_reach(t)
     if reach is not None and reach < HTOD_FACTOR:
-        size = _vision(t).loc[lambda d: d["experiment"] == "O1", "image_size"].max()
+        size = t.loc[t["experiment"] == "O1", "image_size"].max()
         out["large_images"] = (
             f"at {size:g} px the faithful input is only {reach:.0f}x the stored image's bytes, "
             f"so a {HTOD_FACTOR:.0f}x cut cannot happen (fp32 3-channel images need 81 px or "
@@ -357,18 +320,13 @@ def notes(runs: pd.DataFrame, t: pd.DataFrame) -> list[str]:
     return out + profile_diff(t, runs.attrs.get("scale"))[1]
 
 
-# the figure (python -m analysis fig-optimized --figure), beside this module for its size
-figure = draw_optimized.figure
-
-
 ARTIFACT = Artifact(
     table=table,
     compact=compact,
     keys=KEYS,
-    paper=paper,
     notes=notes,
     gates=gates,
     extra=extra,
     title=TITLE,
-    figure=figure,
+    figure=draw_optimized.figure,
 )

@@ -1,7 +1,5 @@
-"""V1 (C Fig.1): total time and speed-up vs 1 GPU for DDP, DDP-RR and DDP-DS.
-
-The paper printed no numbers for this figure: there is no paper() table and no self-check.
-"""
+"""V1 (C Fig.1): total time and speed-up vs 1 GPU for DDP, DDP-RR and DDP-DS (no paper
+numbers: no paper() table, no self-check)."""
 
 from __future__ import annotations
 
@@ -13,7 +11,6 @@ from analysis import draw
 from analysis import steady as st
 from analysis.driver import Artifact
 from run.vision.spec import STRATEGIES, STRATEGY_LABELS
-from run.vision.spec import STRATEGY_LABELS as LABELS
 
 KEYS = ["gpus"]
 
@@ -21,9 +18,7 @@ KEYS = ["gpus"]
 def table(runs: pd.DataFrame, scale: str) -> pd.DataFrame:
     # The 1-GPU cell is one shared run; it stands as the 1-GPU point of every strategy.
     ones = runs[runs["gpus"] == 1]
-    rows = [runs[runs["gpus"] > 1]]
-    for s in STRATEGIES:
-        rows.append(ones.assign(strategy=s))
+    rows = [runs[runs["gpus"] > 1], *(ones.assign(strategy=s) for s in STRATEGIES)]
     df = st.with_steady(pd.concat(rows, ignore_index=True), scale, "total_time_s",
                        "total_time_s")  # fmt: skip
     df = c.speedups(df, by=["strategy"])
@@ -58,16 +53,12 @@ def notes(runs: pd.DataFrame, t: pd.DataFrame) -> list[str]:
     ]
 
 
-# the figure (python -m analysis fig-strategies --figure)
-
 SHARED = "one run for all (1 rank: same work)"  # a GPU count whose strategies share one run
-
 SHARED_COLOUR = "tab:gray"
 
 
 def shared_gpus(df: pd.DataFrame) -> list[int]:
-    """The GPU counts where every strategy's row is the same run (1 GPU: one rank, the same
-    work under every strategy)."""
+    """The GPU counts where every strategy's row is the same run (1 GPU: the same work)."""
     ok = df[df["status"] == "ok"]
     if ok["strategy"].nunique() < 2:
         return []
@@ -77,7 +68,8 @@ def shared_gpus(df: pd.DataFrame) -> list[int]:
 
 def _wide(df: pd.DataFrame, col: str) -> pd.DataFrame:
     w = df.pivot_table(index="gpus", columns="strategy", values=col, aggfunc="median")
-    return w.reindex(columns=[s for s in LABELS if s in w.columns]).rename(columns=LABELS)
+    cols = [s for s in STRATEGY_LABELS if s in w.columns]
+    return w.reindex(columns=cols).rename(columns=STRATEGY_LABELS)
 
 
 def figure(df: pd.DataFrame, meta: dict) -> plt.Figure:

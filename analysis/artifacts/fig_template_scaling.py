@@ -14,9 +14,9 @@ import pandas as pd
 from analysis import common as c
 from analysis import draw
 from analysis import steady as st
+from analysis.artifacts import fig_templates as ft
 from analysis.driver import Artifact
-from run.llm.catalog import TEMPLATE_LABELS
-from run.llm.spec import METHOD_LABELS, TEMPLATE_DATASETS
+from run.llm.spec import METHOD_LABELS
 
 KEYS = ["template", "method"]
 METHODS = ["lora", "dpo"]  # of the four
@@ -26,16 +26,10 @@ COLUMNS = ["template", "dataset", "method", "method_label", "gpus", "tuning_time
 
 
 def table(runs: pd.DataFrame, scale: str) -> pd.DataFrame:
-    df = runs.copy()
-    for col in ("epoch_time_s", "epoch_time_projected", "steps", "steps_per_epoch"):
-        if col not in df:
-            df[col] = None
-    if df.empty:
+    if runs.empty:
         return pd.DataFrame(columns=COLUMNS)
-    df["template"] = df["dataset"].map(TEMPLATE_LABELS)
-    df["method_label"] = df["method"].map(METHOD_LABELS)
-    df["_t"] = df["dataset"].map(TEMPLATE_DATASETS.index)
-    df["_m"] = df["method"].map(METHODS.index)
+    cols = ("epoch_time_s", "epoch_time_projected", "steps", "steps_per_epoch")
+    df = ft.llm_cells(runs, cols, METHODS)
     df = st.llm_steady(df, scale).sort_values(["_t", "_m", "gpus"])
     df = df.rename(columns={f"epoch_time_s{s}": f"tuning_time_s{s}"
                             for s in ("", "_steady", "_steady_lo", "_steady_hi")})  # fmt: skip
@@ -57,12 +51,7 @@ def table(runs: pd.DataFrame, scale: str) -> pd.DataFrame:
 
 
 def compact(t: pd.DataFrame) -> pd.DataFrame:
-    """Template x method as rows, the tuning time per GPU count as columns (the paper's lines)."""
-    t = t.assign(method=t["method_label"]) if "method_label" in t else t
-    order = {"template": list(TEMPLATE_LABELS.values()),
-             "method": [METHOD_LABELS[m] for m in METHODS]}  # fmt: skip
-    name = {"tuning_time_s": lambda g: f"{c.gpus_label(g)} [s]"}
-    return c.pivot(t, KEYS, "gpus", name, rows=order, fill_status=True)
+    return ft.by_gpus(t, KEYS, "tuning_time_s", "s", METHODS)
 
 
 def notes(runs: pd.DataFrame, t: pd.DataFrame) -> list[str]:
@@ -74,11 +63,7 @@ def notes(runs: pd.DataFrame, t: pd.DataFrame) -> list[str]:
     return out
 
 
-# the figure (python -m analysis fig-template-scaling --figure)
-
-TEMPLATES = list(TEMPLATE_LABELS.values())
-
-METHOD_NAMES = [METHOD_LABELS[m] for m in ("lora", "dpo")]
+METHOD_NAMES = [METHOD_LABELS[m] for m in METHODS]
 
 
 def figure(df: pd.DataFrame, meta: dict) -> plt.Figure:
@@ -88,9 +73,9 @@ def figure(df: pd.DataFrame, meta: dict) -> plt.Figure:
     # and the title says the scales differ
     projected = bool(df["epoch_time_projected"].fillna(False).astype(bool).any())
     ylabel = "tuning time, one epoch [s]" + (" (projected)" if projected else "")
-    fig, axes = draw.panel_bars(df, "template", TEMPLATES, "gpus", gpus, "method_label",
+    fig, axes = draw.panel_bars(df, "template", ft.TEMPLATES, "gpus", gpus, "method_label",
                                 METHOD_NAMES, "tuning_time_s", figsize=(11, 3.6), sharey=False)  # fmt: skip
-    for ax, t in zip(axes, TEMPLATES, strict=True):
+    for ax, t in zip(axes, ft.TEMPLATES, strict=True):
         ax.set_title(f"{t} (own y scale)", fontsize=9)
         ax.set_xlabel("GPUs (ranks)")
         ax.set_ylabel(ylabel, fontsize=8)

@@ -1,13 +1,10 @@
 """L5 (J Fig.13): mean iteration time (s/it) by template, method (LoRA, QLoRA, DPO, QAT) and GPUs.
 
-Cells that torchtune 0.6.1 cannot run (QLoRA on several devices, QAT on one) are rows with status
-`unsupported`. The paper's template-subset sizes (reference/paper/template_subsets.csv) are shown
-beside; our subsets' token counts come from the runs' summaries (`dataset_tokens`, counted by the
-recipe extension over the training set as the model sees it). Since time follows size (L5d), a
-side table, <target>-tokens.csv, sets our counts per template and tokenizer against the paper's
-(per row when our subsets are smaller than its 500 rows) and a note per template says whether they
-are within 15 % or by how much they differ. The token counts are no claim: the paper published no
-s/it numbers, so there is no paper() table and no self-check for L5.
+Cells torchtune 0.6.1 cannot run (QLoRA on several devices, QAT on one) are rows `unsupported`.
+Since time follows size (L5d), <target>-tokens.csv sets our subsets' token counts (the runs'
+`dataset_tokens`, counted as the model sees them) per template and tokenizer against the paper's
+sizes (reference/paper/template_subsets.csv; per row where ours have fewer than its 500 rows). No
+claim on them: the paper published no s/it numbers (no paper() table, no self-check).
 """
 
 from __future__ import annotations
@@ -31,18 +28,37 @@ COLUMNS = ["template", "dataset", "method", "method_label", "gpus", "s_per_it", 
            "dataset_rows", "dataset_tokens", "status", "reason", "run"]  # fmt: skip
 
 
-def table(runs: pd.DataFrame, scale: str) -> pd.DataFrame:
+TEMPLATES = list(TEMPLATE_LABELS.values())
+METHOD_NAMES = list(METHOD_LABELS.values())
+
+
+def llm_cells(runs: pd.DataFrame, columns: tuple[str, ...], methods: list[str]) -> pd.DataFrame:
+    """`runs` with `columns` (None where absent), the papers' template and method labels, and
+    _t, _m: their places in the papers' orders (shared by L5, L6, L8)."""
     df = runs.copy()
-    for col in ("s_per_it", "steps", "dataset_rows", "dataset_tokens", "error"):
+    for col in columns:
         if col not in df:
             df[col] = None
-    if df.empty:
+    return df.assign(template=df["dataset"].map(TEMPLATE_LABELS),
+                     method_label=df["method"].map(METHOD_LABELS),
+                     _t=df["dataset"].map(TEMPLATE_DATASETS.index),
+                     _m=df["method"].map(methods.index))  # fmt: skip
+
+
+def by_gpus(t: pd.DataFrame, keys: list[str], value: str, unit: str, methods: list[str]):
+    """Template x method as rows (the papers' order), `value` per GPU count as columns; a cell
+    that did not finish shows its status (oom, unsupported)."""
+    t = t.assign(method=t["method_label"]) if "method_label" in t else t
+    order = {"template": TEMPLATES, "method": [METHOD_LABELS[m] for m in methods]}
+    name = {value: lambda g: f"{c.gpus_label(g)} [{unit}]"}
+    return c.pivot(t, keys, "gpus", name, rows=order, fill_status=True)
+
+
+def table(runs: pd.DataFrame, scale: str) -> pd.DataFrame:
+    if runs.empty:
         return pd.DataFrame(columns=COLUMNS)
-    df["template"] = df["dataset"].map(TEMPLATE_LABELS)
-    df["method_label"] = df["method"].map(METHOD_LABELS)
-    df["_t"] = df["dataset"].map(TEMPLATE_DATASETS.index)
-    df["_m"] = df["method"].map(METHODS.index)
-    df = df.sort_values(["gpus", "_m", "_t"])
+    cols = ("s_per_it", "steps", "dataset_rows", "dataset_tokens", "error")
+    df = llm_cells(runs, cols, METHODS).sort_values(["gpus", "_m", "_t"])
     for col in ("steps", "dataset_rows", "dataset_tokens"):
         df[col] = pd.to_numeric(df[col]).astype("Int64")
     df["reason"] = c.reasons(df)
@@ -50,28 +66,16 @@ def table(runs: pd.DataFrame, scale: str) -> pd.DataFrame:
     return df[COLUMNS + st.steady_cols(df, "s_per_it")]
 
 
-# ---------------------------------------------------------------- the report's table
-
-
 def compact(t: pd.DataFrame) -> pd.DataFrame:
-    """Template x method as rows, s/it per GPU count as columns (the paper's panels)."""
-    t = t.assign(method=t["method_label"]) if "method_label" in t else t
-    order = {"template": list(TEMPLATE_LABELS.values()),
-             "method": list(METHOD_LABELS.values())}  # fmt: skip
-    name = {"s_per_it": lambda g: f"{c.gpus_label(g)} [s/it]"}
-    return c.pivot(t, KEYS, "gpus", name, rows=order, fill_status=True)
+    return by_gpus(t, KEYS, "s_per_it", "s/it", METHODS)
 
 
-# ---------------------------------------------------------------- the subsets' token counts
 def token_table(runs: pd.DataFrame) -> pd.DataFrame:
-    """Our template subsets' token counts (SFT runs) per template and tokenizer beside the
-    paper's, with ratio and difference (analysis.llm_tokens.tokens_vs_paper)."""
+    """Our subsets' token counts (SFT runs) beside the paper's (llm_tokens.tokens_vs_paper)."""
     return llm_tokens.tokens_vs_paper(llm_tokens.llm_subset_tokens(runs), PAPER_CSV)
 
 
 def token_notes(tokens: pd.DataFrame) -> list[str]:
-    """A summary line (our counts and the paper's), where the table is, and one line per template
-    saying whether it is within 15 % of the paper's or by how much it differs."""
     if not len(tokens):
         return []
     parts = [
@@ -87,7 +91,6 @@ def token_notes(tokens: pd.DataFrame) -> list[str]:
     ]
 
 
-# ---------------------------------------------------------------- the artifact contract
 def notes(runs: pd.DataFrame, t: pd.DataFrame) -> list[str]:
     out = c.llm_cpu_notes(runs) + token_notes(token_table(runs))
     unsupported = t[t["status"] == "unsupported"] if len(t) else t
@@ -101,8 +104,7 @@ def notes(runs: pd.DataFrame, t: pd.DataFrame) -> list[str]:
 
 
 def extra(runs: pd.DataFrame, t: pd.DataFrame) -> dict[str, pd.DataFrame]:
-    """The tokens table, written even when empty so that a rebuild never leaves an older run's
-    counts behind (its notes column goes to the notes)."""
+    """Written even when empty: a rebuild never leaves an older run's counts behind."""
     return {TOKENS: token_table(runs).drop(columns="note")}
 
 
@@ -110,21 +112,12 @@ def gates(runs: pd.DataFrame, t: pd.DataFrame) -> dict[str, str]:
     return {"real_data": c.not_real_data(runs)}
 
 
-# the figure (python -m analysis fig-templates --figure)
-
-TEMPLATES = list(TEMPLATE_LABELS.values())
-
-METHOD_NAMES = list(METHOD_LABELS.values())
-
-
 def _on_cpu(meta: dict) -> bool:
-    """Whether the runs used CPU ranks: the `gpu` gate names why a GPU claim was not judged."""
     return bool((meta.get("gates") or {}).get("gpu"))
 
 
 def token_lines(meta: dict) -> list[str]:
-    """One line per template: our tokens (per row where the subsets differ in size) and the
-    paper's, since s/it follows subset size and ours are not tokenised as the paper's were."""
+    """One line per template: our tokens and the paper's (s/it follows subset size)."""
     path = store.tables_dir(meta["scale"]) / f"{TARGET}-tokens.csv"
     if not path.is_file():
         return []

@@ -1,19 +1,12 @@
 """V9 (J Fig.7-8): per rank, when the device was busy over the run, and the pauses between.
 
-Busy intervals come from each rank's timeline file (run/store.py TIMELINE): the training and
-evaluation steps as the host saw them (from the batch in hand to the optimiser step done). On a
-CPU that is the stand-in for the GPU's activity and is labelled so. On a GPU the intervals drawn
-are the same host steps; the GPU's own kernel records (nsys, torch.profiler) enter, beyond the
-paper, as each profiled run's time breakdown by interval union (analysis/profiles/run_breakdown.py):
-the column gpu_busy_pct (the union of kernels, copies and memsets over the rank's window) and the
--breakdown CSV.
-
-A pause is a gap between busy intervals longer than PAUSE_STEPS x the run's median step (and at
-least MIN_PAUSE_S). It is located by what follows it: the first step of an epoch ("before epoch",
-the gap counted from the epoch's start), the first evaluation step of an epoch ("before
-evaluation"), or any other step ("elsewhere"). Per run: the share of epoch and evaluation starts
-that a pause precedes (mean over ranks) and the number of pauses. The paper printed no numbers:
-no paper() table and no self-check.
+Busy intervals are each rank's training and evaluation steps as the host saw them (run/store.py
+TIMELINE; on a CPU the stand-in for the GPU's activity, labelled so). Beyond the paper, a profiled
+run's kernel records give gpu_busy_pct and the -breakdown CSV (profiles/run_breakdown.py). A pause
+is a gap longer than PAUSE_STEPS x the run's median step (and MIN_PAUSE_S), located by the step
+after it: "before epoch" (counted from the epoch's start), "before evaluation" or "elsewhere".
+Per run: the share of epoch and evaluation starts a pause precedes (mean over ranks) and the
+number of pauses. No paper numbers, no self-check.
 """
 
 from __future__ import annotations
@@ -40,7 +33,6 @@ SPANS = ("epoch", "eval")  # the timeline's per-epoch lines: training, then eval
 
 
 def read(run: str, scale: str, ranks: int) -> pd.DataFrame:
-    """Every rank's intervals of a run, times relative to the run's first start."""
     rows = []
     for rank in range(ranks):
         for e in store.read_jsonl(store.timeline_file(store.run_dir(scale, run), rank)):
@@ -53,7 +45,7 @@ def read(run: str, scale: str, ranks: int) -> pd.DataFrame:
 
 
 def gaps(tl: pd.DataFrame) -> tuple[pd.DataFrame, float]:
-    """The pauses of one rank's intervals and the threshold used (see the module docstring)."""
+    """The pauses of one rank's intervals and the threshold used."""
     busy = tl[tl["phase"].isin(BUSY)].sort_values("t0")
     cols = ["epoch", "where", "start_s", "length_s"]
     if busy.empty:
@@ -119,7 +111,6 @@ def table(runs: pd.DataFrame, scale: str) -> pd.DataFrame:
 
 
 def extra(runs: pd.DataFrame, t: pd.DataFrame) -> dict[str, pd.DataFrame]:
-    """The pauses, and every busy interval (what the figure draws), one row per interval."""
     scale = runs.attrs["scale"]
     busy = [
         read(r["run"], scale, int(r["gpus"])).assign(run=r["run"])
@@ -135,13 +126,11 @@ def extra(runs: pd.DataFrame, t: pd.DataFrame) -> dict[str, pd.DataFrame]:
 
 
 def title(runs: pd.DataFrame, t: pd.DataFrame) -> str:
-    """What the intervals are: the host's steps on either machine (not the GPU's kernels)."""
     where = "GPU ranks" if c.on_gpu(runs) else "CPU ranks, no GPU"
     return f"Training and evaluation steps per rank over time (Scenario B, {where})"
 
 
 def compact(t: pd.DataFrame) -> pd.DataFrame:
-    """Loader and GPUs as rows: pauses and the share of epoch/evaluation starts they precede."""
     return c.compact(t, KEYS, ["boundary_pause_share", "pauses", "threshold_s"])
 
 
@@ -159,22 +148,16 @@ def notes(runs: pd.DataFrame, t: pd.DataFrame) -> list[str]:
                                "column gpu_busy_pct, -breakdown CSV")]  # fmt: skip
 
 
-# the figure (python -m analysis fig-timeline --figure)
-
 TARGET = "fig-timeline"
-
 SERIES = {"training step": "tab:green", "evaluation step": "tab:blue",
           "pause (above threshold)": "tab:red"}  # fmt: skip
-
 STEP_SERIES = {"train_step": "training step", "eval_step": "evaluation step"}
-
-
 # the marks of the -phases table's spans: a line across the rank's row where each began
 MARKS = {"epoch": ("epoch start", "-"), "eval": ("evaluation start", "--")}
 
 
 def _phases(scale: str) -> pd.DataFrame:
-    """Each epoch's training and evaluation span per rank (tables older than it: none)."""
+    """Each epoch's spans per rank (tables older than it: none)."""
     try:
         return draw.extra_table(TARGET, scale, "phases")
     except FileNotFoundError:

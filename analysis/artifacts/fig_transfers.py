@@ -12,13 +12,7 @@ import textwrap
 import matplotlib.pyplot as plt
 import pandas as pd
 
-from analysis import draw
-from analysis.draw_profile import (
-    NOT_MEASURED,
-    all_conditions,
-    condition_label,
-    not_run_note,
-)
+from analysis import draw, draw_profile
 from analysis.driver import Artifact
 from analysis.profiles import artifact as pa
 from analysis.profiles.metrics import MEMCPY_METRICS
@@ -28,10 +22,11 @@ KEYS = ["method", "template"]
 DIRECTIONS = ["memcpy_htod", "memcpy_dtod", "memcpy_dtoh"]  # the paper's order
 NAMES = {"memcpy_htod": "HtoD [MB]", "memcpy_dtod": "DtoD [MB]", "memcpy_dtoh": "DtoH [MB]"}
 MB = 1e6
+notes = draw_profile.notes
+gates = draw_profile.gates
 
 
 def build_table(runs: pd.DataFrame, tidy: pd.DataFrame) -> pd.DataFrame:
-    """The table from the runs and their tidy profiler metrics (table() reads those from disk)."""
     t = pa.table(runs, tidy, ["dataset", "method", "gpus"], list(MEMCPY_METRICS), cpu=True)
     t = t.assign(o1=t["method"].map(METHODS.index), o2=t["dataset"].map(TEMPLATE_DATASETS.index))
     return t.sort_values(["o1", "o2", "kind"], kind="mergesort").drop(columns=["o1", "o2"])
@@ -46,30 +41,13 @@ def compact(t: pd.DataFrame) -> pd.DataFrame:
     return pa.by_method_template(t, DIRECTIONS, "bytes", NAMES, scale=1 / MB)
 
 
-def notes(runs: pd.DataFrame, t: pd.DataFrame) -> list[str]:
-    return pa.notes(t, runs)
-
-
-def copies_measured(t: pd.DataFrame) -> bool:
-    """Whether some run's profile measured a CUDA memcpy direction (bytes): a GPU profile."""
-    if t.empty:
-        return False
-    rows = t[(t["kind"] == pa.PAPER) & t["metric"].isin(DIRECTIONS)]
-    return bool((rows["measured"].astype(str) == "True").any())
-
-
 def title(runs: pd.DataFrame, t: pd.DataFrame) -> str:
-    """Bytes per direction where the profile has CUDA copies; on a CPU run, what it has."""
-    if copies_measured(t):
+    """Bytes per direction where a profile measured CUDA copies; on a CPU run, what it has."""
+    rows = t[(t["kind"] == pa.PAPER) & t["metric"].isin(DIRECTIONS)] if len(t) else t
+    if len(rows) and (rows["measured"].astype(str) == "True").any():
         return "Bytes moved per direction (CUDA memcpy) by template and method"
     return "Host copy time (aten::copy_; no CUDA copies, so no bytes) by template and method"
 
-
-def gates(runs: pd.DataFrame, t: pd.DataFrame) -> dict[str, str]:
-    return {"gpu": pa.gpu_gate(runs)}
-
-
-# the figure (python -m analysis fig-transfers --figure)
 
 CONDITIONS = ["method", "dataset"]
 
@@ -101,7 +79,7 @@ def _series(df: pd.DataFrame) -> list[str]:
 
 def figure(df: pd.DataFrame, meta: dict) -> plt.Figure:
     ok = df[df["status"] == "ok"].copy()
-    ok["cond"] = condition_label(ok, all_conditions(ok, CONDITIONS))
+    ok["cond"] = draw_profile.condition_label(ok, draw_profile.all_conditions(ok, CONDITIONS))
     rows, copies = _rows(ok)
     groups = list(dict.fromkeys(ok["cond"]))
     fig, ax = plt.subplots(figsize=(max(7.0, 0.85 * len(groups) + 2), 3.8))
@@ -112,14 +90,20 @@ def figure(df: pd.DataFrame, meta: dict) -> plt.Figure:
         draw.bars(ax, wide, log=copies, marks=zero)
         ax.tick_params(axis="x", labelsize=7)
         draw.legend(ax)
-    notes = [not_run_note(df[df["status"] != "ok"], all_conditions(ok, CONDITIONS))]
+    notes = [
+        draw_profile.not_run_note(
+            df[df["status"] != "ok"], draw_profile.all_conditions(ok, CONDITIONS)
+        )
+    ]
     if copies:
         ax.set_ylabel("moved in the window, summed over ranks [MB]")
         title = "CUDA memcpy: bytes moved per direction"
     else:
         ax.set_ylabel("aten::copy_ time, summed over ranks [s]")
         title = "Host copies (aten::copy_ time, not bytes)"
-        notes.insert(0, f"Bytes per direction: {NOT_MEASURED} (a CPU run makes no CUDA memcpy).")
+        notes.insert(
+            0, f"Bytes per direction: {draw_profile.NOT_MEASURED} (a CPU run makes no CUDA memcpy)."
+        )
     text = "\n".join(textwrap.fill(n, 120) for n in notes if n)
     fig.text(0.01, 0.0, text, fontsize=7, color="darkred", va="top")
     fig.suptitle(f"{title}, by template and method\n{draw.subtitle(meta)}", fontsize=10)

@@ -40,10 +40,11 @@ QUOTE_METRICS = {
     "NCCL kernels": "nccl_other",
 }
 NCCL_TOTAL_LABEL = "NCCL kernels, all (the paper's total)"
+notes = draw_profile.notes
+gates = draw_profile.gates
 
 
 def build_table(runs: pd.DataFrame, tidy: pd.DataFrame) -> pd.DataFrame:
-    """The table from the runs and their tidy profiler metrics (table() reads those from disk)."""
     t = pa.table(runs, tidy, CONDITIONS, METRICS)  # + kernel_launch_all beside cudaLaunchKernel
     t = t.assign(k=pa.kind_order(t))
     return t.sort_values([*CONDITIONS, "k"], kind="mergesort").drop(columns="k")
@@ -55,15 +56,9 @@ def table(runs: pd.DataFrame, scale: str) -> pd.DataFrame:
 
 def _condition(text: str) -> dict[str, object]:
     """'500px pin_memory=false (range low)', '4 GPUs pin_memory=true' -> the table's keys.
-
-    Each quote states only some conditions; the others are filled in as follows:
-    - image size: the "NCCL kernels" quotes state none; J 4.2.2 discusses the 500 px runs there,
-      so they are set at 500 px.
-    - GPUs: the HtoD and cudaStreamSynchronize quotes state no GPU count: left empty (NaN), so
-      they are compared with each other only, pinned against unpinned of the same image size.
-    - pin_memory: a quote that does not name it ("2 GPUs", "4 GPUs") is the unpinned run: the
-      text sets those against the "4 GPUs pin_memory=true" one.
-    """
+    Unstated: image size 500 px (J 4.2.2 discusses the 500 px runs by the NCCL quotes), GPUs NaN
+    (HtoD and sync quotes: compared with each other only), pin_memory off (the text sets "2 GPUs",
+    "4 GPUs" against "4 GPUs pin_memory=true")."""
     size = re.search(r"(\d+)\s*px", text)
     gpus = re.search(r"(\d+)\s*GPUs?", text)
     pin = re.search(r"pin_memory=(true|false)", text)
@@ -75,13 +70,9 @@ def _condition(text: str) -> dict[str, object]:
 
 
 def paper() -> pd.DataFrame:
-    """The seconds J 4.2.2 quotes, in table()'s shape (one row per quote).
-
-    A quoted range (HtoD without pin_memory: 85-101 s at 500 px, 3.1-3.6 s at 100 px) keeps both
-    ends as two rows of one condition, runs "paper (range low)" and "paper (range high)": the
-    engine takes them as repeats, so a claim compares the range's midpoint and shows the range,
-    and a verdict that the range's ends would split comes out inconclusive rather than decided.
-    """
+    """The seconds J 4.2.2 quotes, a row per quote. A quoted range (HtoD unpinned: 85-101 s at
+    500 px) is two rows, "paper (range low)"/"(range high)": the engine takes them as repeats, so
+    a claim compares the midpoint and a verdict the ends would split is inconclusive."""
     q = c.paper_table(PAPER_CSV)
     q = q[q["experiment"] == "vision-metrics"]
     rows = []
@@ -101,26 +92,12 @@ def paper() -> pd.DataFrame:
 
 
 def compact(t: pd.DataFrame) -> pd.DataFrame:
-    """Image size x GPUs x pin_memory as rows; the paper's metrics in seconds (summed over
-    ranks) and the share of kernel launch + NCCL as columns; medians over repeats. The paper's
-    quotes without a GPU count sit in rows with GPUs empty."""
+    """Image size x GPUs x pin_memory as rows (quotes without a GPU count: GPUs empty)."""
     return c.compact(pa.per_run(t, KEYS, COMPACT), KEYS, list(COMPACT))
 
 
-def notes(runs: pd.DataFrame, t: pd.DataFrame) -> list[str]:
-    return pa.notes(t, runs)
-
-
-def gates(runs: pd.DataFrame, t: pd.DataFrame) -> dict[str, str]:
-    return {"gpu": pa.gpu_gate(runs)}
-
-
-# the figure (python -m analysis fig-vision-metrics --figure)
-
-# {what}: what the profile recorded (CUDA API calls, or CPU ops on a CPU run), from the table
+# {what}: what the profile recorded (CUDA API calls, or CPU ops on a CPU run)
 FIGURE_TITLE = "Time in {what}, by image size, GPUs and pin_memory"
-
-
 figure = draw_profile.metrics(CONDITIONS, FIGURE_TITLE)
 
 

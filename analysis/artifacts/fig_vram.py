@@ -1,14 +1,11 @@
 """L8 (J Fig.16): peak memory by template, method and GPU count.
 
-On GPUs the value is torchtune's peak active memory per GPU in the run's last step (rank 0,
-`log_peak_memory_stats`, whose counters are reset after each step), as the paper read its logs;
-the maximum over all steps (often the first, before the allocator settles) is the second column.
-`peak_memory_all_gpus_gib` is the per-GPU peak times the GPU count (ranks alike): what L8a's
-"doubles, then falls in proportion to the GPUs" keeps constant. Without a GPU the value is the
-peak resident set size of rank 0's process (`memory_kind` host_peak_rss): host memory, which the
-paper does not measure, so the VRAM claims are then "not measured" (gates) and the numbers are
-shown for what they are. Unsupported and out-of-memory cells are rows with their status. The
-paper printed no numbers for this figure: there is no paper() table and no self-check for L8.
+On GPUs: torchtune's peak active memory per GPU in the last step (rank 0, `log_peak_memory_stats`,
+reset after each step), as the paper read its logs; the maximum over all steps (often the first,
+before the allocator settles) beside. `peak_memory_all_gpus_gib` = per-GPU peak x GPUs: what
+L8a's "doubles, then falls in proportion to the GPUs" keeps constant. Without a GPU: rank 0's
+peak RSS (`memory_kind` host_peak_rss), so the VRAM claims are not measured (gates). Unsupported
+and out-of-memory cells are rows with their status. No paper numbers, no self-check.
 """
 
 from __future__ import annotations
@@ -18,10 +15,10 @@ import pandas as pd
 
 from analysis import common as c
 from analysis import draw
+from analysis.artifacts import fig_templates as ft
 from analysis.driver import Artifact
 from run import store
-from run.llm.catalog import TEMPLATE_LABELS
-from run.llm.spec import METHOD_LABELS, METHODS, TEMPLATE_DATASETS
+from run.llm.spec import METHODS
 
 KEYS = ["method", "template"]
 GIB = 1024**3
@@ -40,14 +37,10 @@ NO_OOM = (
 
 
 def table(runs: pd.DataFrame, scale: str) -> pd.DataFrame:
-    df = runs.copy()
-    for col in ("peak_memory_bytes", "peak_memory_max_bytes", "memory_kind", "error"):
-        if col not in df:
-            df[col] = None
-    if df.empty:
+    if runs.empty:
         return pd.DataFrame(columns=COLUMNS)
-    df["template"] = df["dataset"].map(TEMPLATE_LABELS)
-    df["method_label"] = df["method"].map(METHOD_LABELS)
+    cols = ("peak_memory_bytes", "peak_memory_max_bytes", "memory_kind", "error")
+    df = ft.llm_cells(runs, cols, METHODS)
     for src, dst in (
         ("peak_memory_bytes", "peak_memory_gib"),
         ("peak_memory_max_bytes", "peak_memory_max_gib"),
@@ -58,31 +51,18 @@ def table(runs: pd.DataFrame, scale: str) -> pd.DataFrame:
         ]
     df["peak_memory_all_gpus_gib"] = pd.to_numeric(df["peak_memory_gib"]) * df["gpus"]
     df["reason"] = c.reasons(df)
-    df["_t"] = df["dataset"].map(TEMPLATE_DATASETS.index)
-    df["_m"] = df["method"].map(METHODS.index)
     df = df.sort_values(["_m", "_t", "gpus"])
     return df[COLUMNS]
 
 
 def compact(t: pd.DataFrame) -> pd.DataFrame:
     """Method x template as rows (the paper's panels, then bar groups), the peak per GPU for
-    each GPU count as columns; a cell that did not finish shows its status (oom, unsupported)."""
-    t = t.assign(method=t["method_label"]) if "method_label" in t else t
-    order = {"method": list(METHOD_LABELS.values()),
-             "template": list(TEMPLATE_LABELS.values())}  # fmt: skip
-    name = {"peak_memory_gib": lambda g: f"{c.gpus_label(g)} [GiB]"}
-    return c.pivot(t, KEYS, "gpus", name, rows=order, fill_status=True)
-
-
-def on_gpu_memory(runs: pd.DataFrame, t: pd.DataFrame) -> bool:
-    """Whether the peaks are GPU memory: GPU runs whose summaries read the GPU allocator."""
-    kinds = set(t["memory_kind"].dropna()) if len(t) else set()
-    return c.on_gpu(runs) and (not kinds or bool(kinds & store.GPU_MEMORY))
+    each GPU count as columns."""
+    return ft.by_gpus(t, KEYS, "peak_memory_gib", "GiB", METHODS)
 
 
 def title(runs: pd.DataFrame, t: pd.DataFrame) -> str:
-    """The section's title: VRAM only where the peaks were read from the GPU allocator (the
-    table's memory_kind), else what a CPU run measured."""
+    """VRAM only where the peaks were read from the GPU allocator (the table's memory_kind)."""
     kinds = set(t["memory_kind"].dropna()) if len(t) else set()
     if kinds & store.GPU_MEMORY:
         return "Peak VRAM per GPU by template, method and GPUs"
@@ -91,7 +71,8 @@ def title(runs: pd.DataFrame, t: pd.DataFrame) -> str:
 
 def gates(runs: pd.DataFrame, t: pd.DataFrame) -> dict[str, str]:
     """`gpu` (L8a-c, L8e): the peaks are VRAM; `gpu_oom` (L8d): runs can run out of GPU memory."""
-    if on_gpu_memory(runs, t):
+    kinds = set(t["memory_kind"].dropna()) if len(t) else set()
+    if c.on_gpu(runs) and (not kinds or kinds & store.GPU_MEMORY):
         return {}
     return {"gpu": NOT_VRAM, "gpu_oom": NO_OOM}
 
@@ -106,13 +87,7 @@ def notes(runs: pd.DataFrame, t: pd.DataFrame) -> list[str]:
     return out
 
 
-# the figure (python -m analysis fig-vram --figure)
-
-TEMPLATES = list(TEMPLATE_LABELS.values())
-
 SHORT = {"Instruct": "Instruct", "Summary": "Summary", "Error Correction": "Error\nCorrection"}
-
-METHOD_NAMES = list(METHOD_LABELS.values())
 
 
 def figure(df: pd.DataFrame, meta: dict) -> plt.Figure:
@@ -120,10 +95,10 @@ def figure(df: pd.DataFrame, meta: dict) -> plt.Figure:
     host = not df["memory_kind"].dropna().isin(store.GPU_MEMORY).any()
     ylabel = "peak host RSS, rank 0 [GiB]" if host else "peak VRAM per GPU [GiB]"
     gpus = [draw.gpus_label(g) for g in sorted(df["gpus"].unique())]  # a failed count: n/a bars
-    fig, axes = draw.panel_bars(df, "method_label", METHOD_NAMES, "template", TEMPLATES, "gpus",
-                                gpus, "peak_memory_gib", "max", draw.gpus_label)  # fmt: skip
-    for ax, m in zip(axes, METHOD_NAMES, strict=True):
-        ax.set_xticks(ax.get_xticks(), [SHORT[t] for t in TEMPLATES], fontsize=8)
+    fig, axes = draw.panel_bars(df, "method_label", ft.METHOD_NAMES, "template", ft.TEMPLATES,
+                                "gpus", gpus, "peak_memory_gib", "max", draw.gpus_label)  # fmt: skip
+    for ax, m in zip(axes, ft.METHOD_NAMES, strict=True):
+        ax.set_xticks(ax.get_xticks(), [SHORT[t] for t in ft.TEMPLATES], fontsize=8)
         ax.set_title(m, fontsize=9)
     axes[0].set_ylabel(ylabel)
     draw.legend(axes[0], title="GPUs (ranks)", fig=fig)

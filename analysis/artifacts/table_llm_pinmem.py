@@ -45,8 +45,6 @@ def table(runs: pd.DataFrame, scale: str) -> pd.DataFrame:
 
 
 def _improvement(df: pd.DataFrame) -> list[float | None]:
-    """Per pinned run: 100 x (unpinned - pinned) / unpinned epoch time, against the unpinned run
-    of the same GPU count and seed, or the median of that GPU count's unpinned runs."""
     ok = df[(df["status"] == "ok") & df["epoch_time_s"].notna()]
     off = ok[~ok["pin_memory"].astype(bool)]
     seeded = "seed" in df
@@ -72,9 +70,7 @@ def hms_seconds(text: str) -> float:
 
 
 def paper() -> pd.DataFrame:
-    """Table 5 in table()'s shape: total times in seconds, the paper's own relative improvement.
-
-    The paper states nothing of the loader's effective pinning (pin_memory_effective: empty)."""
+    """Table 5 (pin_memory_effective empty: the paper states nothing of it)."""
     p = c.paper_table(PAPER_CSV)
     return pd.DataFrame(
         {
@@ -93,8 +89,6 @@ def paper() -> pd.DataFrame:
 
 
 def compact(t: pd.DataFrame) -> pd.DataFrame:
-    """Table 5's layout: GPUs x pin_memory as rows; s/it, total time [s] and the time saved by
-    pinning [%] as columns (medians over repeats)."""
     return c.compact(t, KEYS, VALUES)
 
 

@@ -1,10 +1,10 @@
 """N1/N2 and every other set of identical runs (ours): the run-to-run spread each verdict clears.
 
-Not a figure of the papers: the floor every verdict is judged against (analysis/noise.py). Its
-table has one row per set of runs in this results folder that did identical work (the noise
-cells' seed repeats, spread over the sweep, with their run beside a busy core; on a CPU each
-pin_memory pair and each NUMA pair that bound nothing) and per quantity; the report's table keeps the largest spread of each workload,
-quantity and rank count, the margin a comparison of single runs must clear there.
+Not a figure of the papers: the floor every verdict is judged against (analysis/noise.py). A row
+per quantity and set of runs that did identical work (the noise cells' seeds, spread over the
+sweep, one beside a busy core; on a CPU each pin_memory pair and each NUMA pair that bound
+nothing); the report keeps the largest spread per workload, quantity and rank count: the margin
+single runs must clear.
 """
 
 from __future__ import annotations

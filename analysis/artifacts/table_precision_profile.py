@@ -39,15 +39,9 @@ def _quotes() -> pd.DataFrame:
     return q.assign(metric=q["metric"].map(by_name), precision=q["condition"].str.lower())
 
 
-def paper_quotes() -> dict[tuple[str, str], float]:
-    """(metric, precision) -> the seconds the paper quoted."""
-    return {(r["metric"], r["precision"]): r["value_s"] for _, r in _quotes().iterrows()}
-
-
 def build_table(runs: pd.DataFrame, tidy: pd.DataFrame) -> pd.DataFrame:
-    """The table from the runs and their tidy profiler metrics (table() reads those from disk)."""
     t = pa.table(runs, tidy, ["precision", "gpus"], METRICS)
-    quotes = paper_quotes()
+    quotes = {(r["metric"], r["precision"]): r["value_s"] for _, r in _quotes().iterrows()}
     t["paper_s"] = [quotes.get((m, p)) for m, p in zip(t["metric"], t["precision"], strict=True)]
     t["precision_order"] = t["precision"].map(ORDER.index)
     t = t.sort_values(
@@ -61,8 +55,7 @@ def table(runs: pd.DataFrame, scale: str) -> pd.DataFrame:
 
 
 def paper() -> pd.DataFrame:
-    """The seconds J 4.2.1 (and C 3.4 for the broadcast kernel) quote, in table()'s shape.
-    The quotes state no GPU count: `gpus` stays empty."""
+    """The seconds J 4.2.1 (and C 3.4 for the broadcast kernel) quote; no GPU count (empty)."""
     q = _quotes()
     t = pd.DataFrame({
         "precision": q["precision"], "gpus": float("nan"), "run": "paper", "status": "ok",
@@ -75,8 +68,7 @@ def paper() -> pd.DataFrame:
 
 
 def compact(t: pd.DataFrame) -> pd.DataFrame:
-    """Precision as rows (FP64, FP32, FP16), the paper's four metrics in seconds as columns
-    (summed over ranks; medians over repeats)."""
+    """Precision as rows, the paper's four metrics in seconds (medians over repeats)."""
     return c.compact(pa.per_run(t, KEYS, COMPACT), KEYS, list(COMPACT), order={"precision": ORDER})
 
 
