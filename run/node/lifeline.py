@@ -87,18 +87,12 @@ def _signal(pids: list[int], sig: int) -> None:
 def stop(prefix: str, grace_s: float = GRACE_S) -> list[int]:
     """SIGTERM every process of `prefix`, SIGKILL what is left after `grace_s`; the pids found.
     Zombies hold no environment, so a dead process is never counted."""
-    pids = members(prefix)
-    if not pids:
-        return []
-    _signal(pids, signal.SIGTERM)
-    deadline = time.monotonic() + grace_s
-    while members(prefix) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    left = members(prefix)
-    _signal(left, signal.SIGKILL)
-    deadline = time.monotonic() + grace_s
-    while members(prefix) and time.monotonic() < deadline:
-        time.sleep(0.05)
+    pids = left = members(prefix)
+    for sig, gap in ((signal.SIGTERM, 0.1), (signal.SIGKILL, 0.05)):
+        _signal(left, sig)
+        deadline = time.monotonic() + grace_s
+        while (left := members(prefix)) and time.monotonic() < deadline:
+            time.sleep(gap)
     return pids
 
 

@@ -44,18 +44,14 @@ def plan(ranks: int, info: dict[str, Any], spec_numa: str | None = None,
     numactl = numactl if numactl is not None else (shutil.which("numactl") or "")
     nodes = [n["node"] for n in info.get("numa_nodes") or []] or [0]
     gpus = info.get("gpus") or []
+    cpus = {n["node"]: n.get("cpus", "") for n in info.get("numa_nodes") or []}
     per_rank = []
     for r in range(ranks):
-        if gpus:
-            gpu = gpus[r % len(gpus)]
-            node = gpu.get("numa_node")
-            node = node if node is not None and node >= 0 else nodes[0]
-            per_rank.append({"local_rank": r, "gpu": gpu.get("index", r), "node": node})
-        else:
-            per_rank.append({"local_rank": r, "gpu": None, "node": nodes[r % len(nodes)]})
-    cpus = {n["node"]: n.get("cpus", "") for n in info.get("numa_nodes") or []}
-    for p in per_rank:
-        p["cpus"] = cpus.get(p["node"], "")
+        gpu = gpus[r % len(gpus)] if gpus else {}
+        node = gpu.get("numa_node") if gpus else nodes[r % len(nodes)]
+        node = node if node is not None and node >= 0 else nodes[0]
+        index = gpu.get("index", r) if gpus else None
+        per_rank.append({"local_rank": r, "gpu": index, "node": node, "cpus": cpus.get(node, "")})
     if want == "off":
         bound, why = False, "policy off"
     elif not numactl:

@@ -32,6 +32,7 @@ from run.program import program
 TORCH_BUILDS = (("cu130", 580), ("cu128", 570), ("cu126", 525))
 # The same for the "CUDA Version" nvidia-smi prints, when the driver version is unknown.
 CUDA_BUILDS = (("cu130", (13, 0)), ("cu128", (12, 8)), ("cu126", (12, 0)))
+GPU_FIELDS = ("index", "name", "memory_mib", "pci_bus_id", "driver", "uuid")
 WHEEL_INDEX = "https://download.pytorch.org/whl/"
 README = "README: 'GPU nodes and drivers'"
 
@@ -71,30 +72,16 @@ def numa_nodes() -> list[dict[str, Any]]:
 
 def gpus() -> list[dict[str, Any]]:
     """Every GPU nvidia-smi sees (whatever CUDA_VISIBLE_DEVICES says)."""
-    out = _cmd(
-        [
-            "nvidia-smi",
-            "--query-gpu=index,name,memory.total,pci.bus_id,driver_version,uuid",
-            "--format=csv,noheader,nounits",
-        ]
-    )
+    query = "--query-gpu=index,name,memory.total,pci.bus_id,driver_version,uuid"
+    out = _cmd(["nvidia-smi", query, "--format=csv,noheader,nounits"])
     found = []
     for line in (out or "").splitlines():
         fields = [x.strip() for x in line.split(",")]
         if len(fields) < 6:
             continue
-        idx, name, mem, bus, driver, uuid = fields[:6]
-        found.append(
-            {
-                "index": int(idx),
-                "name": name,
-                "memory_mib": int(float(mem)),
-                "pci_bus_id": bus,
-                "driver": driver,
-                "uuid": uuid,
-                "numa_node": gpu_node(bus),
-            }
-        )
+        g = dict(zip(GPU_FIELDS, fields[:6], strict=True))
+        g["index"], g["memory_mib"] = int(g["index"]), int(float(g["memory_mib"]))
+        found.append({**g, "numa_node": gpu_node(g["pci_bus_id"])})
     return found
 
 

@@ -129,16 +129,17 @@ def write_plan(run_dir: Path, spec: dict[str, Any], window: dict[str, Any]) -> N
 
 def record_capture(run_dir: Path, window: dict[str, Any], capture_api: bool) -> str:
     """Write the nsys capture mode into RUN/profiling.json (when the sweep wrote one); returns it."""
-    if capture_api:
-        mode = CAPTURE_API
-    elif window.get("max_seconds"):
-        mode = CAPTURE_DURATION
-    else:
-        mode = CAPTURE_WHOLE
+    mode = capture_mode(window, capture_api)
     path = run_dir / PROFILING_PLAN
     if path.is_file():
         store.write_json_atomic(path, {**store.read_json(path), NSYS_CAPTURE_KEY: mode})
     return mode
+
+
+def capture_mode(window: dict[str, Any], capture_api: bool) -> str:
+    if capture_api:
+        return CAPTURE_API
+    return CAPTURE_DURATION if window.get("max_seconds") else CAPTURE_WHOLE
 
 
 def read_capture(run_dir: Path) -> str | None:
@@ -181,9 +182,10 @@ def nsys_command(
         "--force-overwrite=true",
         f"--output={out}",
     ]
-    if capture_api:
+    mode = capture_mode(window, capture_api)
+    if mode == CAPTURE_API:
         nsys[5:5] = ["--capture-range=cudaProfilerApi", "--capture-range-end=stop"]
-    elif window.get("max_seconds"):
+    elif mode == CAPTURE_DURATION:
         nsys.insert(5, f"--duration={int(math.ceil(window['max_seconds']))}")
     if launcher:
         return [*launcher, "--no-python", *nsys, *program]

@@ -66,17 +66,8 @@ def skip_reason(spec: dict[str, Any], info: dict[str, Any]) -> str:
 
 
 def launch_command(spec: dict[str, Any], run_dir: Path, info: dict[str, Any]) -> list[str]:
-    cmd = [
-        *torchrun(),
-        "--standalone",
-        f"--nproc_per_node={spec['gpus']}",
-        "-m",
-        "run.vision",
-        "--spec",
-        str(run_dir / "spec.json"),
-        "--run-dir",
-        str(run_dir),
-    ]
+    cmd = [*torchrun(), "--standalone", f"--nproc_per_node={spec['gpus']}", "-m", "run.vision"]
+    cmd += ["--spec", str(run_dir / "spec.json"), "--run-dir", str(run_dir)]
     if spec["profiler"] == "nsys":
         cmd = profiling.with_nsys(cmd, run_dir, capture_api=True)
     return numa.wrap(cmd, numa.plan(spec["gpus"], info, spec["numa"]))

@@ -37,29 +37,21 @@ class Precision:
 
 
 def precision_setup(precision: str, device: torch.device) -> Precision:
-    if precision == "fp64":
-        return Precision(torch.float64, torch.float64, contextlib.nullcontext, None, "fp64")
-    if precision == "fp32":
-        return Precision(torch.float32, torch.float32, contextlib.nullcontext, None, "fp32")
-    if precision == "bf16" or (precision == "fp16" and device.type == "cpu"):
-        # fp16 autocast is of no use on a CPU: bf16 autocast stands in, labelled so
+    if precision in ("fp64", "fp32"):
+        dtype = torch.float64 if precision == "fp64" else torch.float32
+        return Precision(dtype, dtype, contextlib.nullcontext, None, precision)
+    if precision not in ("bf16", "fp16"):
+        raise ValueError(f"unknown precision {precision!r}")
+    # fp16 autocast is of no use on a CPU: bf16 autocast stands in, labelled so
+    fp16 = precision == "fp16" and device.type != "cpu"
+    half = torch.float16 if fp16 else torch.bfloat16
+    if fp16:
+        label = "fp16-autocast+gradscaler"
+    else:
         label = "bf16-autocast" if precision == "bf16" else "bf16-autocast (fp16 on CPU)"
-        return Precision(
-            torch.float32,
-            torch.bfloat16,
-            lambda: torch.autocast(device.type, dtype=torch.bfloat16),
-            None,
-            label,
-        )
-    if precision == "fp16":
-        return Precision(
-            torch.float32,
-            torch.float16,
-            lambda: torch.autocast(device.type, dtype=torch.float16),
-            torch.amp.GradScaler(device.type),
-            "fp16-autocast+gradscaler",
-        )
-    raise ValueError(f"unknown precision {precision!r}")
+    scaler = torch.amp.GradScaler(device.type) if fp16 else None
+    autocast = lambda: torch.autocast(device.type, dtype=half)  # noqa: E731
+    return Precision(torch.float32, half, autocast, scaler, label)
 
 
 def model_for(spec: dict[str, Any], device: torch.device, prec: Any) -> torch.nn.Module:
@@ -248,7 +240,6 @@ def epoch_steps(
     ddp, step_model, opt, timeline = s.ddp, s.step_model, s.opt, totals.timeline
     cuda = device.type == "cuda"
     round_robin = spec["strategy"] == "ddp_rr"
-    copied = trained = input_bytes = htod_bytes = images_copied = 0  # this epoch's, then totals
     loss_sum = torch.zeros((), dtype=torch.float64, device=device)
     images = 0
     durations: list[float] = []  # host time of each step, and whether it compiled
@@ -257,17 +248,17 @@ def epoch_steps(
     # shadows the missing all-reduces (it costs an extra collective per step).
     with Join([ddp]) if round_robin else contextlib.nullcontext():
         for i, (x, y) in enumerate(loader):
-            input_bytes += x.nbytes
-            htod_bytes += x.nbytes if cuda and x.device.type == "cpu" else 0
-            images_copied += len(y)
+            totals.input_bytes += x.nbytes
+            totals.htod_bytes += x.nbytes if cuda and x.device.type == "cpu" else 0
+            totals.images_copied += len(y)
             # every batch goes to this rank's GPU, also those another rank trains on
             x, y = inputs.to_device(x, y, device, spec, prec.input_dtype)
-            copied += 1
+            totals.copied += 1
             if not inputs.keeps_batch(spec["strategy"], i, world, rank):
                 continue
             t_step = time.time()
             frames = compiled_frames() if spec["compile"] else 0
-            trained += 1
+            totals.trained += 1
             loss = train_step(step_model, opt, prec, x, y)
             loss_sum += loss.detach().double() * y.numel()
             images += y.numel()
@@ -277,9 +268,4 @@ def epoch_steps(
             timeline.append(interval("train_step", epoch + 1, i, t_step))
             durations.append(timeline[-1]["t1"] - t_step)
             compiled.append(spec["compile"] and compiled_frames() > frames)
-    totals.copied += copied
-    totals.trained += trained
-    totals.input_bytes += input_bytes
-    totals.htod_bytes += htod_bytes
-    totals.images_copied += images_copied
     return loss_sum, images, durations, compiled
