@@ -4,6 +4,7 @@ each counting steps against the window of run/node/profiling.py.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from pathlib import Path
 from typing import Any
@@ -11,15 +12,7 @@ from typing import Any
 from run.node import profiling
 
 
-class NoProfiler:
-    kind = "none"
-
-    def __enter__(self) -> NoProfiler:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        return None
-
+class NoProfiler(contextlib.nullcontext):
     def step(self) -> None:
         return None
 
@@ -42,8 +35,6 @@ class _Windowed:
 
 
 class TorchProfiler(_Windowed):
-    kind = "torch"
-
     def __init__(self, window: dict[str, Any], trace_file: Path, cuda: bool) -> None:
         super().__init__(window)
         import torch.profiler as tp
@@ -93,8 +84,6 @@ class TorchProfiler(_Windowed):
 class NsysProfiler(_Windowed):
     """Opens and closes nsys's capture range (cudaProfilerApi) around the window's steps, each
     step an NVTX range; warm-up steps are not captured."""
-
-    kind = "nsys"
 
     def __init__(self, window: dict[str, Any]) -> None:
         super().__init__(window)
