@@ -88,10 +88,6 @@ def _offline(exc: BaseException) -> bool:
     return bool(names & {"ConnectError", "TimeoutException", "ConnectionError", "gaierror"})
 
 
-def repo_of(what: str) -> str:
-    return "/".join(what.split("/")[:2])
-
-
 def explain(exc: BaseException, what: str) -> FetchError:
     from huggingface_hub.errors import (
         GatedRepoError,
@@ -100,12 +96,12 @@ def explain(exc: BaseException, what: str) -> FetchError:
         RevisionNotFoundError,
     )
 
-    chain = causes(exc)
-    for e in chain:
+    repo = "/".join(what.split("/")[:2])  # `what` is a repo, or a file inside one
+    for e in causes(exc):
         if isinstance(e, GatedRepoError):
             return FetchError(
                 f"{what}: the Hub refuses the token ({e.response.status_code}, gated repository): "
-                f"accept the licence at https://huggingface.co/{repo_of(what)} with the account of "
+                f"accept the licence at https://huggingface.co/{repo} with the account of "
                 "HF_TOKEN, wait for the approval e-mail, then run `make assets HF_TOKEN=hf_...` "
                 "again"
             )
@@ -207,14 +203,11 @@ def check_model_access(token: str) -> None:
         raise explain(exc, MODEL_REPO) from exc
 
 
-def tune_command() -> list[str]:
-    tune = Path(sys.executable).parent / "tune"
-    return [str(tune)] if tune.is_file() else [sys.executable, "-m", "torchtune._cli.tune"]
-
-
 def fetch_model(folder: Path, token: str) -> Got:
     staging = folder.with_name(folder.name + ".partial")
-    cmd = [*tune_command(), "download", MODEL_REPO, "--output-dir", str(staging)]
+    tune = Path(sys.executable).parent / "tune"
+    cmd = [str(tune)] if tune.is_file() else [sys.executable, "-m", "torchtune._cli.tune"]
+    cmd += ["download", MODEL_REPO, "--output-dir", str(staging)]
     cmd += ["--ignore-patterns", MODEL_IGNORE]
     proc = subprocess.run(
         cmd, env={**os.environ, "HF_TOKEN": token}, capture_output=True, text=True, check=False

@@ -84,10 +84,6 @@ def tail(path: Path | None, lines: int = LOG_LINES) -> str:
     return "".join(text.splitlines(keepends=True)[-lines:])
 
 
-def _safe(name: str) -> str:
-    return re.sub(r"[^A-Za-z0-9._+-]", "_", name) or "run"
-
-
 def write(path: Path, members: dict[str, str]) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
@@ -131,7 +127,8 @@ def build(
         if r.get("traceback"):
             text += ("\n" if text else "") + "--- traceback ---\n" + r["traceback"]
         entry = {k: r.get(k) for k in ("name", "run", "result", "status", "root_cause")}
-        entry["log"] = f"logs/{_safe(r['name'])}.txt" if text else None
+        safe = re.sub(r"[^A-Za-z0-9._+-]", "_", r["name"]) or "run"
+        entry["log"] = f"logs/{safe}.txt" if text else None
         entry["log_source"] = str(log) if log else None
         if text:
             members[entry["log"]] = text

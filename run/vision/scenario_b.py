@@ -42,12 +42,8 @@ BYTES_PER_VALUE = 4  # float32, as the paper's DataLoader held the unpacked set
 DALI_GPU_THREADS, DALI_CPU_THREADS = 2, 1
 
 
-def root_dir() -> Path:
-    return settings.value("SCENARIO_B_DIR")
-
-
 def set_dir(dataset: str, size: int, n_train: int, n_test: int, root: Path | None = None) -> Path:
-    return (root or root_dir()) / f"{dataset}-{size}px-n{n_train}-t{n_test}"
+    return (root or settings.value("SCENARIO_B_DIR")) / f"{dataset}-{size}px-n{n_train}-t{n_test}"
 
 
 def for_spec(spec: dict[str, Any]) -> Path:
