@@ -239,13 +239,14 @@ def epoch_steps(
     spec, device, prec, world, rank = s.spec, s.device, s.prec, s.world, s.rank
     ddp, step_model, opt, timeline = s.ddp, s.step_model, s.opt, totals.timeline
     cuda = device.type == "cuda"
+    round_robin = spec["strategy"] == "ddp_rr"
     loss_sum = torch.zeros((), dtype=torch.float64, device=device)
     images = 0
     durations: list[float] = []  # host time of each step, and whether it compiled
     compiled: list[bool] = []
     # Join only for round robin: its ranks run out of batches at different steps and Join
     # shadows the missing all-reduces (it costs an extra collective per step).
-    with Join([ddp]) if spec["strategy"] == "ddp_rr" else contextlib.nullcontext():
+    with Join([ddp]) if round_robin else contextlib.nullcontext():
         for i, (x, y) in enumerate(loader):
             totals.input_bytes += x.nbytes
             totals.htod_bytes += x.nbytes if cuda and x.device.type == "cpu" else 0
