@@ -2,27 +2,20 @@
 
     python -m run.assets [--only mnist|model|datasets ...]
 
-- Real MNIST into MNIST_DIR (default data/mnist), with torchvision's own downloader (as
-  `make data-mnist`).
-- Meta-Llama-3-8B-Instruct with torchtune's own `tune download` into LLAMA3_DIR (default
-  data/llm/Meta-Llama-3-8B-Instruct): the Hugging Face safetensors, config.json and
-  original/tokenizer.model; original/consolidated.00.pth is left out (`--ignore-patterns`, as
-  torchtune's llama3 configs do: the same 16 GB of weights a second time).
+- Real MNIST into MNIST_DIR (default data/mnist), with torchvision's own downloader.
+- Meta-Llama-3-8B-Instruct with torchtune's `tune download` into LLAMA3_DIR (default
+  data/llm/Meta-Llama-3-8B-Instruct), without original/consolidated.00.pth (as torchtune's llama3
+  configs do: the same 16 GB of weights a second time).
 - The four parent sets as LLM_DATASETS_DIR/<alpaca|grammar|samsum|slimorca>.jsonl (default
-  data/llm/datasets), the files run/llm/data/readers.py reads. The files come from the Hub repository's
-  main branch when it holds JSON, JSON Lines or Parquet files, else from the Parquet export the
-  Hub keeps of every public data set (revision refs/convert/parquet); only the train split.
-  grammar (C4-200M, 185M rows) stops at GRAMMAR_ROWS rows, a file at a time: no run reads more
-  (README "Data").
+  data/llm/datasets), the train split from the Hub repository's main branch when it holds JSON,
+  JSON Lines or Parquet, else from its Parquet export (refs/convert/parquet); grammar (C4-200M,
+  185M rows) stops at GRAMMAR_ROWS rows (README "Data").
 
-Everything goes through huggingface_hub, which honours HF_ENDPOINT and HF_TOKEN. Resumable: an
-asset already in place is skipped (MNIST: all its images; the model: its folder, renamed into
-place last; a data set: its .jsonl, written atomically). Nothing half-written: MNIST and the model
-download into a `.partial` folder beside their place and are renamed in when complete; a
-failed model download keeps its `.partial` folder, because huggingface_hub resumes from the
-`.incomplete` files it keeps there; data set files in the Hugging Face cache are resumed the same
-way. Before any download the token and the model's licence are checked (no request is made for
-an asset already in place). Bad conditions give one line `error: ...` and exit status 2.
+Through huggingface_hub (HF_ENDPOINT, HF_TOKEN). Resumable: an asset in place is skipped; MNIST
+and the model download into a `.partial` folder renamed in when complete (a failed model download
+keeps it: huggingface_hub resumes its `.incomplete` files); a data set's .jsonl is written
+atomically. Token and licence are checked before any download. Bad conditions: one line
+`error: ...` and exit status 2.
 """
 
 from __future__ import annotations
@@ -47,6 +40,7 @@ from run.program import program
 
 MODEL_REPO = "meta-llama/Meta-Llama-3-8B-Instruct"
 MODEL_IGNORE = "original/consolidated.00.pth"
+MODEL_NAME = "Llama3-8B-Instruct"
 # No quick or paper run reads more than about 10,000 rows of grammar (L1: 1,000 steps x batch 2 x
 # 4 ranks; the error-correction subset: 500), so 200,000 rows is 20x that; C4-200M whole is 185M.
 GRAMMAR_ROWS = 200_000
@@ -57,7 +51,7 @@ ASSETS = ("mnist", "model", "datasets")
 
 
 class FetchError(UserError):
-    """Something `make assets` cannot get; the message is one line that says what to do."""
+    """Something `make assets` cannot get; one line that says what to do."""
 
 
 @dataclass
@@ -79,8 +73,8 @@ def endpoint() -> str:
 
 
 def causes(exc: BaseException) -> list[BaseException]:
-    """exc and what it was raised from: hf_hub_download wraps a failed request in
-    LocalEntryNotFoundError after it looked in the cache."""
+    """exc and what it was raised from (hf_hub_download wraps a failed request in
+    LocalEntryNotFoundError)."""
     out: list[BaseException] = []
     while exc is not None and exc not in out:
         out.append(exc)
@@ -94,13 +88,7 @@ def _offline(exc: BaseException) -> bool:
     return bool(names & {"ConnectError", "TimeoutException", "ConnectionError", "gaierror"})
 
 
-def repo_of(what: str) -> str:
-    """The owner/name a FetchError's subject starts with (a repo, or a file inside one)."""
-    return "/".join(what.split("/")[:2])
-
-
 def explain(exc: BaseException, what: str) -> FetchError:
-    """One line saying what went wrong while fetching `what` and what to do about it."""
     from huggingface_hub.errors import (
         GatedRepoError,
         HfHubHTTPError,
@@ -108,12 +96,12 @@ def explain(exc: BaseException, what: str) -> FetchError:
         RevisionNotFoundError,
     )
 
-    chain = causes(exc)
-    for e in chain:
+    repo = "/".join(what.split("/")[:2])  # `what` is a repo, or a file inside one
+    for e in causes(exc):
         if isinstance(e, GatedRepoError):
             return FetchError(
                 f"{what}: the Hub refuses the token ({e.response.status_code}, gated repository): "
-                f"accept the licence at https://huggingface.co/{repo_of(what)} with the account of "
+                f"accept the licence at https://huggingface.co/{repo} with the account of "
                 "HF_TOKEN, wait for the approval e-mail, then run `make assets HF_TOKEN=hf_...` "
                 "again"
             )
@@ -142,7 +130,7 @@ def explain(exc: BaseException, what: str) -> FetchError:
 
 # ---------------------------------------------------------------- MNIST
 def fetch_mnist(root: Path) -> Got:
-    """Real MNIST with torchvision's downloader (md5-checked), into a .partial folder first."""
+    """Real MNIST with torchvision's downloader (md5-checked), via a .partial folder."""
     from run.vision import digits
 
     def complete(r: Path) -> bool:
@@ -192,7 +180,7 @@ def model_complete(folder: Path) -> bool:
 
 
 def hf_token() -> str:
-    """HF_TOKEN, else the token `hf auth login` cached; one line if there is neither."""
+    """HF_TOKEN, else the token `hf auth login` cached."""
     from huggingface_hub import get_token
 
     token = settings.value("HF_TOKEN") or get_token()
@@ -206,7 +194,6 @@ def hf_token() -> str:
 
 
 def check_model_access(token: str) -> None:
-    """Network, token and licence, asked of the Hub before anything is written."""
     from huggingface_hub import HfApi
 
     try:
@@ -216,15 +203,11 @@ def check_model_access(token: str) -> None:
         raise explain(exc, MODEL_REPO) from exc
 
 
-def tune_command() -> list[str]:
-    tune = Path(sys.executable).parent / "tune"
-    return [str(tune)] if tune.is_file() else [sys.executable, "-m", "torchtune._cli.tune"]
-
-
 def fetch_model(folder: Path, token: str) -> Got:
-    """`tune download` into folder.partial, checked, then renamed to folder."""
     staging = folder.with_name(folder.name + ".partial")
-    cmd = [*tune_command(), "download", MODEL_REPO, "--output-dir", str(staging)]
+    tune = Path(sys.executable).parent / "tune"
+    cmd = [str(tune)] if tune.is_file() else [sys.executable, "-m", "torchtune._cli.tune"]
+    cmd += ["download", MODEL_REPO, "--output-dir", str(staging)]
     cmd += ["--ignore-patterns", MODEL_IGNORE]
     proc = subprocess.run(
         cmd, env={**os.environ, "HF_TOKEN": token}, capture_output=True, text=True, check=False
@@ -242,7 +225,7 @@ def fetch_model(folder: Path, token: str) -> Got:
         raise FetchError(f"tune download finished but {staging} holds no checkpoint or tokenizer")
     folder.parent.mkdir(parents=True, exist_ok=True)
     os.replace(staging, folder)
-    return Got("Llama3-8B-Instruct", folder, "fetched")
+    return Got(MODEL_NAME, folder, "fetched")
 
 
 # ---------------------------------------------------------------- data sets
@@ -252,7 +235,6 @@ def datasets_dir() -> Path:
 
 
 def train_files(paths: list[str]) -> list[str]:
-    """The train split's data files among a repository's files, in order."""
     data = [p for p in paths if p.endswith(DATA_SUFFIXES) and not Path(p).name.startswith(".")]
     data = [p for p in data if Path(p).name not in ("dataset_infos.json", "dataset_info.json")]
     held_out = ("test", "validation", "valid", "dev")
@@ -261,7 +243,6 @@ def train_files(paths: list[str]) -> list[str]:
 
 
 def choose_files(repo_id: str) -> tuple[str, list[str]]:
-    """(revision, data files): the main branch's, else the Hub's Parquet export."""
     from huggingface_hub import HfApi
 
     api = HfApi()
@@ -284,7 +265,6 @@ def choose_files(repo_id: str) -> tuple[str, list[str]]:
 
 
 def rows_of(path: Path, columns: tuple[str, ...]) -> Iterator[dict[str, Any]]:
-    """Rows of one downloaded file, each checked for the set's columns."""
     if path.suffix == ".parquet":
         import pyarrow.parquet as pq
 
@@ -324,8 +304,8 @@ def fetch_dataset(name: str, folder: Path, token: str | None) -> Got:
 
 # ---------------------------------------------------------------- all of it
 def human(n: float) -> str:
-    for unit in ("B", "KB", "MB", "GB"):
-        if n < 1024 or unit == "GB":
+    for unit in ("B", "KB", "MB"):
+        if n < 1024:
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
         n /= 1024
     return f"{n:.1f} GB"
@@ -349,11 +329,8 @@ def fetch(only: list[str]) -> list[Got]:
     if "mnist" in only:
         got.append(fetch_mnist(digits.data_root("mnist")))
     if "model" in only:
-        got.append(
-            fetch_model(folder, token)
-            if need_model and token
-            else Got("Llama3-8B-Instruct", folder, "already there")
-        )
+        done = need_model and token
+        got.append(fetch_model(folder, token) if done else Got(MODEL_NAME, folder, "already there"))
     if "datasets" in only:
         public = token or settings.value("HF_TOKEN") or None
         for name in DATASETS:

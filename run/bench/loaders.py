@@ -2,13 +2,10 @@
 
     python -m run.bench.loaders [--size 32] [--steps 30] [--batch-size 32]
 
-One training loop (MobileNetV2 fp32, one device: a GPU if visible) fed three ways:
-- DataLoader: the prepared set unpacked into host float32 tensors, normalised at load time
-  (run/vision/scenario_b.py Unpacked), `pin_memory` on a GPU;
-- DALI: the pipeline reading and decoding the prepared JPEGs (`mixed` decoding on a GPU);
-- synthetic: tensors already on the device, the ceiling a free data pipeline would give.
-Each loader's images/s is printed with its ratio to the ceiling. The three loops alternate
---repeats times and each one's best is kept; warm-up steps are not timed.
+One training loop (MobileNetV2 fp32, one device: a GPU if visible) fed by the DataLoader (the set
+unpacked in host float32, normalised at load time, pinned on a GPU), by DALI (decoding the JPEGs,
+`mixed` on a GPU) and by tensors already on the device (the ceiling). Each images/s is printed
+with its ratio to the ceiling; the loops alternate --repeats times, best of each, warm-up untimed.
 """
 
 from __future__ import annotations
@@ -29,7 +26,7 @@ from run.vision.tvcompat import import_torchvision
 
 
 def endless(make):  # noqa: ANN001, ANN201
-    """Batches from a loader made again whenever it runs out (the timed steps may need more)."""
+    """Batches from a loader made again whenever it runs out."""
     while True:
         yield from make()
 

@@ -2,27 +2,22 @@
 
     python -m run.bench.optimize [--steps 10] [--repeats 2] [--llm-steps 8] [--skip-llm]
 
-Vision: O1's first step (faithful: host-side upsampling, fp32, eager) against its last (every
-optimisation of the ladder), from experiments/matrix.yaml's smoke cells, on one device with the
-run's own pieces (run/vision/inputs.py: data sets, the batch copy and device-side upsampling;
-run/vision/loop.py: precision, model, optimizer and step).
-On a GPU the images are 500 px at full width (where the paper saw the copies dominate), else the
-smoke size. Images/s over --steps steps after bench_vision's warm-up (which takes torch.compile's
-compilation, so it is not timed), the two sides alternating --repeats times, best of each. Bytes
-per image: of the input batch as handed to the copy; host-to-device only on a GPU (on a CPU there
-is no device copy, so the table says so and gives the input bytes).
+Vision: O1's first step (host-side upsampling, fp32, eager) against its last (every optimisation),
+the matrix's smoke cells on one device with the run's own pieces (run/vision/inputs.py and
+loop.py). On a GPU 500 px at full width (where the paper saw the copies dominate), else the smoke
+size. Images/s over --steps steps after bench-vision's warm-up (which takes torch.compile's
+compilation), the sides alternating --repeats times, best of each. Bytes per image: of the input
+batch as handed to the copy (host-to-device on a GPU; a CPU has no device copy).
 
-LLM: O3's first step (the paper's LoRA) against its last (packed, compiled; AdamW is fused in
-both), the smoke cells on one device (the tiny llama3: nothing to download), each a real run of
-run/llm/tune.py (torchtune's recipe) in a temporary folder, alternating; tokens/s is the
-recipe's own rate over the steps after its warm-up (run/llm/metrics.py), so compilation is not
-in it; the launch's wall time is printed beside it.
+LLM: O3's first step (the paper's LoRA) against its last (packed, compiled; AdamW fused in both),
+the smoke cells (the tiny llama3) each a real run of run/llm/tune.py in a temporary folder,
+alternating; tokens/s is the recipe's own rate after its warm-up (run/llm/metrics.py), without
+compilation; the launch's wall time is printed beside it.
 """
 
 from __future__ import annotations
 
 import argparse
-import itertools
 import json
 import os
 import subprocess
@@ -36,21 +31,20 @@ import torch
 
 from run import store
 from run.bench.loaders import endless
-from run.bench.vision import WARMUP, _sync
+from run.bench.vision import WARMUP, timed_loop
 from run.llm import spec as llm_spec
 from run.program import program
 from run.sweep import matrix as mx
 from run.vision import launch as vision_launch
 from run.vision import spec as vision_spec
-from run.vision.inputs import data_sets, to_device
-from run.vision.loop import model_for, optimizer_for, precision_setup, train_step
+from run.vision.inputs import data_sets
+from run.vision.loop import model_for, optimizer_for, precision_setup
 
 SCALE = "smoke"  # its O1/O3 cells are sized for one device and need no download
 GPU_IMAGE_SIZE = 500
 
 
 def ends(exp: str, **want: Any) -> tuple[dict[str, Any], dict[str, Any]]:
-    """The first and last step of an experiment's ladder, on one device."""
     specs = [
         s
         for s in mx.expand(exp, SCALE, n_repeats=1).specs
@@ -61,12 +55,10 @@ def ends(exp: str, **want: Any) -> tuple[dict[str, Any], dict[str, Any]]:
 
 
 def ends_in(exp: str, scale: str) -> dict[str, Any]:
-    """The faithful step of an experiment's ladder in another scale."""
     return mx.expand(exp, scale, n_repeats=1).specs[0]
 
 
 def vision_side(spec: dict[str, Any], device: torch.device, batches: int) -> dict[str, Any]:
-    """Model, optimizer and an endless batch stream for one side, from the run's own pieces."""
     prec = precision_setup(spec["precision"], device)
     train, _ = data_sets(spec, prec.input_dtype)
     workers = spec["num_workers"]
@@ -81,23 +73,9 @@ def vision_side(spec: dict[str, Any], device: torch.device, batches: int) -> dic
     opt = optimizer_for(model.parameters(), spec)
     step_model = torch.compile(model) if spec["compile"] else model
     x0, _ = next(iter(loader))
-    return {"spec": spec, "prec": prec, "model": step_model, "opt": opt,
-            "batches": endless(lambda: iter(loader)), "bytes_per_image": x0.nbytes / len(x0)}  # fmt: skip
-
-
-def vision_rate(side: dict[str, Any], device: torch.device, steps: int) -> float:
-    """Images/s of the side's training step (copy included) over `steps` after WARMUP."""
-    spec, prec, model, opt = side["spec"], side["prec"], side["model"], side["opt"]
-    images, t0 = 0, 0.0
-    for i, (x, y) in enumerate(itertools.islice(side["batches"], steps + WARMUP)):
-        if i == WARMUP:
-            _sync(device)
-            t0 = time.perf_counter()
-        x, y = to_device(x, y, device, spec, prec.input_dtype)
-        train_step(model, opt, prec, x, y)
-        images += y.numel() if i >= WARMUP else 0
-    _sync(device)
-    return images / (time.perf_counter() - t0)
+    batches = endless(lambda: iter(loader))
+    loop = {"model": step_model, "opt": opt, "batches": batches, "prec": prec, "spec": spec}
+    return {"loop": loop, "bytes_per_image": x0.nbytes / len(x0)}
 
 
 def llm_rate(spec: dict[str, Any], workdir: Path) -> tuple[float, float]:
@@ -159,7 +137,7 @@ def main(argv: list[str]) -> int:
     rate = dict.fromkeys(sides, 0.0)
     for _ in range(args.repeats):  # alternating: a burst of load elsewhere slows one repeat
         for k, side in built.items():
-            rate[k] = max(rate[k], vision_rate(side, device, args.steps))
+            rate[k] = max(rate[k], timed_loop(**side["loop"], device=device, steps=args.steps))
     rows = []
     for k in sides:
         if reasons[k]:
@@ -177,7 +155,6 @@ def main(argv: list[str]) -> int:
         for k, s in llm.items():
             print(f"  {k:<9} O3 step {mx.ladder_step('O3', s)[1]!r}: {mx.run_name(s)}")
         best = dict.fromkeys(llm, (0.0, 0.0))
-        # what this machine cannot run is a row that says why, as on the vision side
         llm_reasons = {k: llm_spec.unsupported_reason(s) for k, s in llm.items()}
         with tempfile.TemporaryDirectory(prefix="bench_optimize.") as tmp:
             try:

@@ -2,15 +2,14 @@
 
     python -m run.bench.profiler [--size 32] [--batch-size 16] [--steps 12] [--repeats 3]
 
-The loop is bench-vision's synthetic one (MobileNetV2, fp32, tensors already on the device, one
-process) so that only the profiler differs. Variants, interleaved `--repeats` times so that a
-busy machine hurts them alike; the median per-step time of each is compared with `none`:
+bench-vision's synthetic loop (MobileNetV2, fp32, tensors on the device, one process), so only
+the profiler differs; variants interleaved `--repeats` times, median step time against `none`:
 
     none    no profiler (run/node/profilers.py's no-op twin)
-    torch   torch.profiler recording every timed step (CPU, plus CUDA on a GPU) through
-            run/node/profilers.py TorchProfiler; writing the trace is timed separately (`export s`)
-    nsys    the same loop in a child process under `nsys profile` (cuda, nvtx, osrt, cudnn,
-            cublas), against the same child without nsys; only where nsys is on the PATH
+    torch   torch.profiler (CPU, plus CUDA on a GPU) over every timed step; the trace export
+            is timed apart (`export s`)
+    nsys    the loop in a child process under `nsys profile`, against the same child without;
+            only where nsys is on the PATH
 
 Overhead % = (profiled step time / unprofiled step time - 1) x 100. Warm-up steps are excluded.
 """
@@ -28,10 +27,10 @@ import time
 from pathlib import Path
 
 import torch
-import torch.nn.functional as F
 
 from run.node import profilers, profiling
 from run.program import program
+from run.vision.loop import precision_setup, train_step
 from run.vision.tvcompat import import_torchvision
 
 WARMUP = 3
@@ -46,6 +45,7 @@ def step_times(kind: str, size: int, batch: int, steps: int, workdir: Path) -> t
     opt = torch.optim.Adam(model.parameters(), lr=1e-3)
     x = torch.randn(batch, 3, size, size, device=device)
     y = torch.randint(0, 10, (batch,), device=device)
+    fp32 = precision_setup("fp32", device)
     window = {"wait_steps": WARMUP, "warmup_steps": 0, "active_steps": steps, "max_seconds": 0}
     if kind == "torch":
         prof = profilers.TorchProfiler(window, workdir / "bench.pt.trace.json.gz", cuda)
@@ -59,10 +59,7 @@ def step_times(kind: str, size: int, batch: int, steps: int, workdir: Path) -> t
             if cuda:
                 torch.cuda.synchronize()
             t0 = time.perf_counter()
-            loss = F.cross_entropy(model(x), y)
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            opt.step()
+            train_step(model, opt, fp32, x, y)
             if cuda:
                 torch.cuda.synchronize()
             if i >= WARMUP:
@@ -75,7 +72,6 @@ def step_times(kind: str, size: int, batch: int, steps: int, workdir: Path) -> t
 
 
 def child(kind: str, args: argparse.Namespace, nsys: bool) -> float:
-    """Median step time of the loop in a fresh process, optionally under nsys."""
     with tempfile.TemporaryDirectory() as tmp:
         cmd = [sys.executable, "-m", "run.bench.profiler", "--child", kind, "--size",
                str(args.size), "--batch-size", str(args.batch_size), "--steps", str(args.steps)]  # fmt: skip

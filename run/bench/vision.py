@@ -2,12 +2,11 @@
 
     python -m run.bench.vision [--sizes 32 64] [--steps 30] [--batch-size 32]
 
-Both loops run the same model, optimiser and precision (fp32) on one device (a GPU if visible).
-The real loop reads MNIST-format files through the Scenario A DataLoader (resize, 3 channels,
-normalise on the CPU); the synthetic loop reuses tensors already on the device, so it shows how
-fast training could go if the data pipeline cost nothing. Their ratio is the share of that ceiling
-the real pipeline reaches. Warm-up steps are excluded from both timings; the two loops alternate --repeats times and the
-best of each is reported.
+The same model, optimiser and precision (fp32) on one device (a GPU if visible): the real loop
+reads MNIST-format files through the Scenario A DataLoader (resize, 3 channels, normalise on the
+CPU), the synthetic one reuses tensors on the device (a free data pipeline's ceiling); their ratio
+is the share of the ceiling the real pipeline reaches. Warm-up steps are not timed; the loops
+alternate --repeats times, best of each.
 """
 
 from __future__ import annotations
@@ -16,15 +15,16 @@ import argparse
 import itertools
 import sys
 import time
+from typing import Any
 
 import torch
-import torch.nn.functional as F
 from torch.utils.data import DataLoader, Subset
 
 from run.program import program
 from run.vision import launch as vision_launch
 from run.vision.digits import data_root
-from run.vision.inputs import scenario_a_transform
+from run.vision.inputs import scenario_a_transform, to_device
+from run.vision.loop import precision_setup, train_step
 from run.vision.tvcompat import import_torchvision
 
 WARMUP = 3
@@ -35,22 +35,22 @@ def _sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-def timed_loop(model, opt, batches, device: torch.device, steps: int) -> float:  # noqa: ANN001
-    """Images per second over `steps` steps after WARMUP untimed ones."""
-    images = 0
-    t0 = 0.0
+def timed_loop(model, opt, batches, device: torch.device, steps: int, prec: Any = None,  # noqa: ANN001
+               spec: dict[str, Any] | None = None) -> float:  # fmt: skip
+    """Images per second over `steps` steps after WARMUP untimed ones (fp32 unless `prec`); with
+    a run's `spec` the batch goes to the device as the run copies it."""
+    prec = prec or precision_setup("fp32", device)
+    images, t0 = 0, 0.0
     for i, (x, y) in enumerate(itertools.islice(batches, steps + WARMUP)):
         if i == WARMUP:
             _sync(device)
             t0 = time.perf_counter()
-        x = x.to(device, non_blocking=True)
-        y = y.to(device, non_blocking=True)
-        loss = F.cross_entropy(model(x), y)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
-        if i >= WARMUP:
-            images += y.numel()
+        if spec is None:
+            x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
+        else:
+            x, y = to_device(x, y, device, spec, prec.input_dtype)
+        train_step(model, opt, prec, x, y)
+        images += y.numel() if i >= WARMUP else 0
     _sync(device)
     return images / (time.perf_counter() - t0)
 
@@ -102,8 +102,7 @@ def main(argv: list[str]) -> int:
         )
         x = torch.randn(args.batch_size, 3, size, size, device=device)
         y = torch.randint(0, 10, (args.batch_size,), device=device)
-        # Alternate the two loops and keep each one's best: a burst of load from elsewhere on the
-        # machine then slows one repeat, not one side of the comparison.
+        # alternating, best of each: a burst of load elsewhere slows one repeat, not one side
         real = synthetic = 0.0
         for _ in range(args.repeats):
             real = max(real, timed_loop(model, opt, iter(loader), device, args.steps))

@@ -1,17 +1,9 @@
 """One archive to attach to a report from a GPU node: what the node is, what is installed, and
 why each run failed, so that a failure can be understood without access to the node.
 
-`make gpu-check` writes results/gpu-check/bundle.tar.gz; a sweep of a GPU scale with failed runs
-writes results/<scale>/bundles/<EXP>.tar.gz. Inside, under one folder named after the archive:
-
-    probe.txt, probe.json   what run.node.probe saw (GPUs, driver, NUMA, nsys)
-    versions.json           driver, CUDA, torch, NCCL, torchtune, torchao, DALI, nsys
-    runs.json               per check or run: its status, root cause and the log file below
-    logs/<name>.txt         the last LOG_LINES lines of the run's log.txt (and a traceback)
-    ...                     the caller's own files (gpu_check.json, gpu_check.txt)
-
-The archive is written to a temporary file beside it and renamed, so a reader finds either the
-previous archive or the whole new one, never half of one.
+`make gpu-check` writes results/gpu-check/bundle.tar.gz, a GPU sweep with failed runs
+results/<scale>/bundles/<EXP>.tar.gz: probe.txt/json, versions.json, runs.json, logs/<name>.txt
+(the last LOG_LINES of each log.txt) and the caller's own files, renamed into place whole.
 """
 
 from __future__ import annotations
@@ -39,10 +31,9 @@ def _absent(value: Any, why: str) -> Any:
 
 
 def nsys_version() -> str:
-    """`nsys --version`, or why there is none (the image build records why it has no nsys)."""
+    """`nsys --version`, or why there is none (container/setup-image.sh records it)."""
     exe = shutil.which("nsys")
     if exe is None:
-        # container/setup-image.sh records "absent: why" or "installed: version"
         image = probe.IMAGE_NSYS.read_text().strip() if probe.IMAGE_NSYS.is_file() else ""
         if image.startswith("absent: "):
             return image
@@ -77,7 +68,6 @@ def versions(info: dict[str, Any]) -> dict[str, Any]:
 
 
 def log_of(scale: str, name: str) -> Path | None:
-    """A run's log.txt: published, or still in staging when the run never finished."""
     for folder in (store.run_dir(scale, name), *store.stagings(scale, name)):
         if (folder / store.LOG).is_file():
             return folder / store.LOG
@@ -94,12 +84,7 @@ def tail(path: Path | None, lines: int = LOG_LINES) -> str:
     return "".join(text.splitlines(keepends=True)[-lines:])
 
 
-def _safe(name: str) -> str:
-    return re.sub(r"[^A-Za-z0-9._+-]", "_", name) or "run"
-
-
 def write(path: Path, members: dict[str, str]) -> Path:
-    """A .tar.gz of `members` ({name inside the archive: text}), atomically."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
@@ -123,9 +108,8 @@ def build(
     runs: list[dict[str, Any]],
     files: dict[str, str] | None = None,
 ) -> Path:
-    """Write the bundle at `path`. Each of `runs` is {name, scale, run (its run name or None),
-    status, root_cause, and optionally result (a check's pass/fail/skip) and traceback}; its log
-    tail is read from the run's folder."""
+    """Write the bundle at `path`; each of `runs` is {name, scale, run (or None), status,
+    root_cause, optionally result and traceback}."""
     top = path.name.removesuffix(".tar.gz")
     try:
         described = probe.describe(info)
@@ -143,7 +127,8 @@ def build(
         if r.get("traceback"):
             text += ("\n" if text else "") + "--- traceback ---\n" + r["traceback"]
         entry = {k: r.get(k) for k in ("name", "run", "result", "status", "root_cause")}
-        entry["log"] = f"logs/{_safe(r['name'])}.txt" if text else None
+        safe = re.sub(r"[^A-Za-z0-9._+-]", "_", r["name"]) or "run"
+        entry["log"] = f"logs/{safe}.txt" if text else None
         entry["log_source"] = str(log) if log else None
         if text:
             members[entry["log"]] = text

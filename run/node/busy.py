@@ -1,28 +1,17 @@
 """A run beside a busy core (issue 38): noise measured under a load the machine may meet.
 
-Two sweeps of identical work on one machine, one beside other work, showed that a spread measured
-in a quiet sweep does not bound the spread of a busy one (`make check-verdicts`, issue 38 item 6).
-So the noise cells (experiments/matrix.yaml N1/N2, `busy_repeats`) run one more repeat of each
-cell beside a known busy core, and analysis/noise.py counts it in the cell's set of identical work:
-the margin every verdict must clear then covers a run beside a busy core.
+A spread measured in a quiet sweep did not bound a busy one's (`make check-verdicts`, issue 38
+item 6), so the noise cells (matrix N1/N2, `busy_repeats`) run one more repeat of each cell beside
+busy cores and analysis/noise.py counts it with the cell. The spec key `beside` (absent or `none`:
+a plain run) says so and the run name spells it (`-busy`). The sweep (run/sweep/runner.py) keeps
+burners (Python loops, not niced, tagged with the attempt, run/node/lifeline.py) spinning while
+the run's command runs.
 
-The spec key `beside` (optional in every workload's spec: absent, or `none`, is a plain run) says
-so, and the run name spells it (`-busy`), so that such a run is a results folder of its own. While
-the run's command runs, the sweep (run/sweep/runner.py) keeps burners spinning on the CPU beside
-it: each a Python loop doing nothing else, at the sweep's own priority (not niced), started just
-before the command and stopped and reaped when it ends, fails, times out or is interrupted. Each
-burner carries the attempt's tag and dies with the sweep (run/node/lifeline.py), so none outlives
-the run. The run's provenance records how many, and the load they were sized to (`record`).
-
-How many (`sized`). On CPU ranks (one compute thread each) a fixed single burner measured two
-different loads: beside a 1-rank run on 2 cores it took the idle core and slowed nothing (a quiet
-sweep's LLM 1-rank spread with it: 9.0 %), while in a sweep already beside a busy core it was a
-second one (82 %: `make check-verdicts`, issue 38). So on a CPU the burners bring the machine to
-one runnable process more than it has cores while the ranks run, counting the work already
-running there (/proc/stat's procs_running, sampled before the command starts), and at least one
-more than the sweep's own load where other work already makes it that busy. On a GPU
-node a single burner takes one of many host cores: the run still measures something true (the
-host-side work of the step beside one busy core) without starving its data loaders.
+How many (`sized`): one fixed burner on CPU ranks measured two loads: beside a 1-rank run on 2
+cores it took the idle core (LLM 1-rank spread 9.0 %), in a sweep already beside a busy core it
+was a second one (82 %). So on a CPU the burners bring the machine to one runnable process more
+than it has cores (counting /proc/stat's procs_running before the command), and at least one. On
+a GPU node one burner takes one of many host cores without starving the data loaders.
 """
 
 from __future__ import annotations
@@ -53,31 +42,26 @@ def burn_command() -> list[str]:
 
 
 def check(spec: dict[str, Any]) -> None:
-    """Raise ValueError for a `beside` value that is not one of CHOICES (absent is `none`)."""
     value = spec.get(BESIDE, NOTHING)
     if value not in CHOICES:
         raise ValueError(f"{BESIDE}={value!r} is not one of {', '.join(CHOICES)}")
 
 
 def is_busy(spec: dict[str, Any]) -> bool:
-    """Whether the spec's run runs beside a busy core."""
     return spec.get(BESIDE, NOTHING) == BUSY_CORE
 
 
 def busy_cores(spec: dict[str, Any], ranks: int, n_cores: int) -> int:
-    """Burners beside the spec's run on a quiet CPU (0 for a plain run): the cost model's
-    (run/sweep/cost.py) ranks + burners on a CPU's cores."""
+    """Burners beside the spec's run on a quiet CPU (0 for a plain run), for run/sweep/cost.py."""
     return burners_for(ranks, n_cores, 0) if is_busy(spec) else 0
 
 
 def name_parts(spec: dict[str, Any]) -> list[str]:
-    """What the run name adds: `busy` beside a busy core, nothing for a plain run."""
     return [NAME_PART] if is_busy(spec) else []
 
 
 def running_now() -> int:
-    """Runnable processes on the machine besides this one: the median of SAMPLES reads of
-    /proc/stat's procs_running (which counts this reader too); 0 where there is no /proc."""
+    """Runnable processes besides this one: the median of /proc/stat's procs_running reads."""
     seen = []
     for i in range(SAMPLES):
         try:
@@ -92,19 +76,16 @@ def running_now() -> int:
 
 
 def burners_for(ranks: int, n_cores: int, others: int) -> int:
-    """Burners that make `ranks` plus `others` runnable processes OVER_CORES more than `n_cores`,
-    and at least one: a sweep already at that load measures its run beside one busy core more
-    (with none, its busy run matched its other runs and its margins missed a quiet machine's gap:
-    `make check-verdicts` at 29bf50a)."""
+    """Burners that bring `ranks` + `others` to OVER_CORES over `n_cores`, and at least one: with
+    none a busy run matched the others and margins missed a quiet machine's gap (29bf50a)."""
     return max(1, n_cores + OVER_CORES - ranks - others)
 
 
 def sized(
     spec: dict[str, Any], info: dict[str, Any], runs: bool = True
 ) -> tuple[int, dict[str, Any]]:
-    """(burners to start beside the spec's run on the machine `info` (run.node.probe) describes,
-    its provenance record): BURNERS on a GPU node, else sized to the load found now; none where
-    no command `runs` (an unsupported spec)."""
+    """(burners to start beside the spec's run, its provenance record): BURNERS on a GPU node,
+    else sized to the load found now; none where no command `runs` (an unsupported spec)."""
     if not is_busy(spec) or not runs:
         return 0, {"busy_cores": 0}
     if info.get("gpu_count"):
@@ -115,8 +96,7 @@ def sized(
 
 
 def record(n: int = BURNERS, found: tuple[int, int] | None = None) -> dict[str, Any]:
-    """What a busy run's provenance says of the load the sweep put beside it; `found` is (other
-    runnable processes, cores) where the burners were sized to them."""
+    """A busy run's provenance record; `found` is (other runnable processes, cores)."""
     others, n_cores = found or (None, None)
     sized = ("one burner (a GPU node)" if found is None else
              f"{others} other runnable process(es) found; {n} burner(s) bring the machine to at "
@@ -132,8 +112,7 @@ def record(n: int = BURNERS, found: tuple[int, int] | None = None) -> dict[str, 
 
 
 def note(spec: dict[str, Any], n: int = BURNERS) -> str:
-    """What the run's first log line (and the sweep's output) adds for a run beside a busy core:
-    a second line; nothing for a plain run."""
+    """The second line a busy run's first log line gets ("" for a plain run)."""
     if not is_busy(spec):
         return ""
     return (f"\n# beside a busy core: {n} burner(s) ({shlex.join(burn_command())}, "
@@ -141,7 +120,6 @@ def note(spec: dict[str, Any], n: int = BURNERS) -> str:
 
 
 def start(env: dict[str, str], n: int = BURNERS) -> list[subprocess.Popen]:
-    """Start `n` burners, with `env` (the attempt's tag) and tied to this process's life."""
     procs: list[subprocess.Popen] = []
     try:
         for _ in range(n):
@@ -162,7 +140,6 @@ def start(env: dict[str, str], n: int = BURNERS) -> list[subprocess.Popen]:
 
 
 def stop(procs: list[subprocess.Popen]) -> None:
-    """Kill and reap every burner (a dead one is only reaped)."""
     for p in procs:
         if p.poll() is None:
             p.kill()
@@ -172,9 +149,7 @@ def stop(procs: list[subprocess.Popen]) -> None:
 
 @contextlib.contextmanager
 def beside(n: int, env: dict[str, str]) -> Iterator[list[subprocess.Popen]]:
-    """`n` burners (none for 0) spinning while the block runs: stopped and reaped
-    when it ends, fails or is interrupted, a second Ctrl-C notwithstanding. The block stops its
-    attempt's processes first (lifeline.stop, which finds the burners by their tag too)."""
+    """`n` burners spinning while the block runs, stopped and reaped however it ends."""
     procs = start(env, n) if n else []
     try:
         yield procs

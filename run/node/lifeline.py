@@ -1,15 +1,10 @@
 """A run's processes live and die with the attempt that launched them.
 
-torchrun starts each rank in a session of its own, so killing the sweep's process group (a killed
-`make`, Ctrl-C, a SLURM requeue) never reached the ranks: orphaned ranks went on writing into a
-staging folder that the next attempt then reused. Two mechanisms close that:
-
-- A parent-death signal (Linux prctl PR_SET_PDEATHSIG): the launched command (torchrun, numactl,
-  nsys) and every rank get SIGTERM as soon as the process that started them is gone, however it
-  died. DataLoader workers watch their rank themselves (torch's worker watchdog, within 5 s).
-- A tag in the environment: every process of an attempt, at any depth, inherits ATTEMPT_ENV, so
-  the sweep finds them all in /proc (also those already adopted by init) and stops them on a
-  timeout, Ctrl-C or SIGTERM, and a later attempt of the same run stops what an earlier one left.
+torchrun starts each rank in a session of its own, so killing the sweep's process group never
+reached the ranks: orphans went on writing into a staging folder the next attempt reused. Hence
+a parent-death signal (prctl PR_SET_PDEATHSIG) on the launched command and every rank (DataLoader
+workers watch their rank themselves), and ATTEMPT_ENV, a tag every process of an attempt
+inherits, so the sweep finds them all in /proc (also those adopted by init) and stops them.
 """
 
 from __future__ import annotations
@@ -45,7 +40,6 @@ _LIBC = _libc()
 
 
 def new_attempt(run: Path) -> str:
-    """A tag no other attempt of any run ever had: run folder, host, pid and a clock."""
     return f"{run.resolve()}#{socket.gethostname()}-{os.getpid()}-{time.time_ns()}"
 
 
@@ -55,10 +49,7 @@ def attempt_id(tag: str) -> str:
 
 def tie_to_parent(sig: int = signal.SIGTERM) -> None:
     """Ask the kernel for `sig` when this process's parent dies; exit now if it already has.
-
-    Used as a Popen preexec_fn (the setting survives exec) and first thing in every rank. A no-op
-    where prctl does not exist (not Linux): the /proc sweep below is then the only safety net.
-    """
+    A Popen preexec_fn (it survives exec) and first thing in every rank; a no-op without prctl."""
     if _LIBC is None or not hasattr(_LIBC, "prctl"):
         return
     parent = os.getppid()
@@ -70,8 +61,7 @@ def tie_to_parent(sig: int = signal.SIGTERM) -> None:
 
 
 def members(prefix: str) -> list[int]:
-    """Live processes (not this one) whose ATTEMPT_ENV starts with `prefix`: a whole tag for one
-    attempt, "<run folder>#" for every attempt of a run."""
+    """Live processes (not this one) whose ATTEMPT_ENV starts with `prefix`."""
     needle = f"{ATTEMPT_ENV}={prefix}".encode()
     found = []
     for entry in Path("/proc").iterdir():
@@ -95,26 +85,19 @@ def _signal(pids: list[int], sig: int) -> None:
 
 
 def stop(prefix: str, grace_s: float = GRACE_S) -> list[int]:
-    """SIGTERM every process of `prefix`, SIGKILL what is left after `grace_s`; returns the pids
-    that were alive. Zombies hold no environment, so a dead process is never counted."""
-    pids = members(prefix)
-    if not pids:
-        return []
-    _signal(pids, signal.SIGTERM)
-    deadline = time.monotonic() + grace_s
-    while members(prefix) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    left = members(prefix)
-    _signal(left, signal.SIGKILL)
-    deadline = time.monotonic() + grace_s
-    while members(prefix) and time.monotonic() < deadline:
-        time.sleep(0.05)
+    """SIGTERM every process of `prefix`, SIGKILL what is left after `grace_s`; the pids found.
+    Zombies hold no environment, so a dead process is never counted."""
+    pids = left = members(prefix)
+    for sig, gap in ((signal.SIGTERM, 0.1), (signal.SIGKILL, 0.05)):
+        _signal(left, sig)
+        deadline = time.monotonic() + grace_s
+        while (left := members(prefix)) and time.monotonic() < deadline:
+            time.sleep(gap)
     return pids
 
 
 def stop_earlier(run: Path, out=sys.stdout) -> list[int]:
-    """Before an attempt of `run` starts: stop what earlier attempts of it left running here, and
-    say so in one line."""
+    """Stop what earlier attempts of `run` left running here, and say so in one line."""
     pids = stop(f"{run.resolve()}#")
     if pids:
         print(
@@ -128,8 +111,7 @@ def stop_earlier(run: Path, out=sys.stdout) -> list[int]:
 
 @contextlib.contextmanager
 def shielded() -> Iterator[None]:
-    """Clean-up that a second Ctrl-C or SIGTERM must not cut short (stopping an attempt's
-    processes, removing its staging folder); the signal is acted on once it is done."""
+    """Clean-up that a second Ctrl-C or SIGTERM must not cut short; the signal acts after it."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return

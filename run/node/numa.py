@@ -1,17 +1,10 @@
 """NUMA binding of every rank (the design card's numactl; V11 varies it).
 
-    NUMA=auto   (default) bind when numactl is installed and the machine has more than one node
-    NUMA=bind   always bind; no numactl -> one clear line before any run starts
-    NUMA=off    never bind
-
-Binding runs local rank r as `numactl --cpunodebind=N --membind=N <its program>`, N the NUMA
-node of rank r's GPU, read from its PCI device in sysfs (`/sys/bus/pci/devices/<bus id>/
-numa_node`); on a CPU machine (gloo ranks) rank r goes to node r mod nodes. Under torchrun each
-rank passes through `python -m run.node.numa exec --nodes N0,N1,... -- <program>`, which picks its node
-from LOCAL_RANK, prints one `[numa]` line into the run's log and execs numactl (outside nsys,
-when nsys profiles the rank, so the profiler inherits the binding). A vision spec may override
-the policy for its run (`numa: off | bind`, V11); its run name then says so. The plan, the policy
-in force and each rank's node go into provenance.json under "numa".
+NUMA=auto (default: bind with numactl on a machine of several nodes), bind (no numactl: one line
+before any run) or off; a vision spec may override it (`numa:`, in its run name). Local rank r
+runs under `numactl --cpunodebind=N --membind=N`, N its GPU's node from sysfs (on a CPU: r mod
+nodes), through `python -m run.node.numa exec --nodes N0,N1,... -- <program>`, which prints one
+`[numa]` line and execs numactl outside nsys, so the profiler inherits the binding.
 """
 
 from __future__ import annotations
@@ -28,15 +21,14 @@ from run.program import program
 
 
 def policy(spec_numa: str | None = None) -> str:
-    """The policy of a run: the spec's override (V11), else NUMA from the environment."""
     if spec_numa in ("bind", "off"):
         return spec_numa
     return settings.value("NUMA")
 
 
 def gpu_node(bus_id: str, sysfs: Path = Path("/sys")) -> int | None:
-    """The NUMA node of a GPU from its PCI bus id ('00000000:1B:00.0' as nvidia-smi prints it);
-    None where sysfs does not say (-1: a single-node machine or firmware that does not tell)."""
+    """The NUMA node of a GPU from its PCI bus id ('00000000:1B:00.0'); None where sysfs says -1
+    or nothing."""
     path = sysfs / "bus" / "pci" / "devices" / bus_id.lower()[-12:] / "numa_node"
     try:
         node = int(path.read_text().strip())
@@ -52,18 +44,14 @@ def plan(ranks: int, info: dict[str, Any], spec_numa: str | None = None,
     numactl = numactl if numactl is not None else (shutil.which("numactl") or "")
     nodes = [n["node"] for n in info.get("numa_nodes") or []] or [0]
     gpus = info.get("gpus") or []
+    cpus = {n["node"]: n.get("cpus", "") for n in info.get("numa_nodes") or []}
     per_rank = []
     for r in range(ranks):
-        if gpus:
-            gpu = gpus[r % len(gpus)]
-            node = gpu.get("numa_node")
-            node = node if node is not None and node >= 0 else nodes[0]
-            per_rank.append({"local_rank": r, "gpu": gpu.get("index", r), "node": node})
-        else:
-            per_rank.append({"local_rank": r, "gpu": None, "node": nodes[r % len(nodes)]})
-    cpus = {n["node"]: n.get("cpus", "") for n in info.get("numa_nodes") or []}
-    for p in per_rank:
-        p["cpus"] = cpus.get(p["node"], "")
+        gpu = gpus[r % len(gpus)] if gpus else {}
+        node = gpu.get("numa_node") if gpus else nodes[r % len(nodes)]
+        node = node if node is not None and node >= 0 else nodes[0]
+        index = gpu.get("index", r) if gpus else None
+        per_rank.append({"local_rank": r, "gpu": index, "node": node, "cpus": cpus.get(node, "")})
     if want == "off":
         bound, why = False, "policy off"
     elif not numactl:
@@ -80,8 +68,7 @@ def plan(ranks: int, info: dict[str, Any], spec_numa: str | None = None,
 
 
 def note(p: dict[str, Any]) -> str:
-    """The plan as a shell comment for log.txt's first line, after the launch command (which
-    stays runnable as it is copied): policy, bound or not, and why."""
+    """The plan as a shell comment for log.txt's first line, after the launch command."""
     nodes = ",".join(str(r["node"]) for r in p["ranks"])
     state = f"bound, rank nodes {nodes}" if p["bound"] else f"not bound: {p['why']}"
     return f"# NUMA={p['policy']}: {state}"
@@ -92,7 +79,6 @@ def bind_args(node: int) -> list[str]:
 
 
 def wrap(cmd: list[str], p: dict[str, Any]) -> list[str]:
-    """The launch command with every rank bound as the plan says (unchanged when not bound)."""
     if not p["bound"]:
         return cmd
     nodes = ",".join(str(r["node"]) for r in p["ranks"])
@@ -110,8 +96,6 @@ def wrap(cmd: list[str], p: dict[str, Any]) -> list[str]:
 
 @program()
 def main(argv: list[str]) -> int:
-    """`python -m run.node.numa exec --nodes 0,0,1,1 -- prog ...`: exec prog under numactl on the
-    node of this rank (LOCAL_RANK)."""
     argv = list(sys.argv[1:] if argv is None else argv)
     if len(argv) < 3 or argv[0] != "exec" or not argv[1].startswith("--nodes=") or "--" not in argv:
         print(

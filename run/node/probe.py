@@ -1,12 +1,10 @@
 """Hardware probe: what this machine offers the experiments. Stored with every run.
 
-python -m run.node.probe              # human-readable
-python -m run.node.probe --json       # what provenance.json stores
+python -m run.node.probe [--json]     # human-readable, or what provenance.json stores
 python -m run.node.probe --check-cuda # exit 2 with one line when GPUs exist that torch cannot use
 
-GPUs are the ones this process may use: nvidia-smi's list filtered by CUDA_VISIBLE_DEVICES
-(indices or UUIDs, as SLURM's --gres sets it) and capped by SLURM_GPUS_ON_NODE, so cells needing
-more GPUs than the job was given are skipped, never failed.
+GPUs are those this process may use (CUDA_VISIBLE_DEVICES, capped by SLURM_GPUS_ON_NODE), so cells
+needing more GPUs than the job was given are skipped, never failed.
 """
 
 from __future__ import annotations
@@ -27,21 +25,18 @@ from run.errors import UserError
 from run.node.numa import gpu_node
 from run.program import program
 
-# Which torch 2.13 build a driver runs, by the driver's major version (Linux x86-64). NVIDIA's
-# CUDA Toolkit release notes ("CUDA Toolkit and Corresponding Driver Versions") and its CUDA
-# Compatibility guide ("Minor Version Compatibility", table "CUDA Toolkit 11.x, 12.x, and 13.x
-# Driver Version Ranges"): CUDA 13.x needs 580 or newer (13.0 GA ships 580.65.06); CUDA 12.8 GA
-# ships 570.26 and 12.6 GA 560.28.03, and any CUDA 12.x runs on 525 or newer through minor-version
-# compatibility (no PTX JIT, which torch's wheels do not need: they carry SASS for their GPUs).
-# Newest build first; the cu12x ones come from PyTorch's own wheel index (README: "GPU nodes and
-# drivers"), the CUDA 13 one is PyPI's default torch.
+# Which torch 2.13 build a driver runs, by its major version, newest first (NVIDIA's CUDA
+# Compatibility guide, "CUDA Toolkit 11.x, 12.x, and 13.x Driver Version Ranges"): CUDA 13.x needs
+# 580+ (13.0 GA ships 580.65.06); 12.8 GA ships 570.26; any 12.x runs on 525+ by minor-version
+# compatibility (no PTX JIT: torch's wheels carry SASS). cu12x from PyTorch's index, cu130 PyPI's.
 TORCH_BUILDS = (("cu130", 580), ("cu128", 570), ("cu126", 525))
 # The same for the "CUDA Version" nvidia-smi prints, when the driver version is unknown.
 CUDA_BUILDS = (("cu130", (13, 0)), ("cu128", (12, 8)), ("cu126", (12, 0)))
+GPU_FIELDS = ("index", "name", "memory_mib", "pci_bus_id", "driver", "uuid")
 WHEEL_INDEX = "https://download.pytorch.org/whl/"
 README = "README: 'GPU nodes and drivers'"
 
-# What the image build got when it tried to install nsys (container/setup-image.sh writes it)
+# What the image build got when it tried to install nsys (container/setup-image.sh)
 IMAGE_NSYS = Path("/etc/artifact/nsys")
 
 
@@ -67,7 +62,6 @@ def _read(path: Path) -> str | None:
 
 
 def numa_nodes() -> list[dict[str, Any]]:
-    """NUMA nodes with their CPU lists, read from sysfs (works without numactl)."""
     nodes = []
     base = Path("/sys/devices/system/node")
     for d in sorted(base.glob("node[0-9]*"), key=lambda p: int(p.name[4:])):
@@ -77,42 +71,23 @@ def numa_nodes() -> list[dict[str, Any]]:
 
 
 def gpus() -> list[dict[str, Any]]:
-    """Every GPU nvidia-smi sees (whatever CUDA_VISIBLE_DEVICES says), with its NUMA node."""
-    out = _cmd(
-        [
-            "nvidia-smi",
-            "--query-gpu=index,name,memory.total,pci.bus_id,driver_version,uuid",
-            "--format=csv,noheader,nounits",
-        ]
-    )
+    """Every GPU nvidia-smi sees (whatever CUDA_VISIBLE_DEVICES says)."""
+    query = "--query-gpu=index,name,memory.total,pci.bus_id,driver_version,uuid"
+    out = _cmd(["nvidia-smi", query, "--format=csv,noheader,nounits"])
     found = []
     for line in (out or "").splitlines():
         fields = [x.strip() for x in line.split(",")]
         if len(fields) < 6:
             continue
-        idx, name, mem, bus, driver, uuid = fields[:6]
-        numa = gpu_node(bus)  # from sysfs; None where it does not say
-        found.append(
-            {
-                "index": int(idx),
-                "name": name,
-                "memory_mib": int(float(mem)),
-                "pci_bus_id": bus,
-                "driver": driver,
-                "uuid": uuid,
-                "numa_node": numa,
-            }
-        )
+        g = dict(zip(GPU_FIELDS, fields[:6], strict=True))
+        g["index"], g["memory_mib"] = int(g["index"]), int(float(g["memory_mib"]))
+        found.append({**g, "numa_node": gpu_node(g["pci_bus_id"])})
     return found
 
 
 def visible(all_gpus: list[dict[str, Any]], env: dict[str, str] | None = None) -> list[dict]:
-    """The GPUs a CUDA process started with this environment may use.
-
-    CUDA_VISIBLE_DEVICES lists indices or UUID prefixes ("GPU-8f..."); an empty value or "-1"
-    hides every GPU; the first entry that matches nothing ends the list, as in CUDA itself.
-    SLURM_GPUS_ON_NODE (set for --gres/--gpus jobs) caps the count.
-    """
+    """The GPUs a CUDA process started with this environment may use: as in CUDA, the first
+    CUDA_VISIBLE_DEVICES entry (index or UUID prefix) that matches nothing ends the list."""
     env = dict(os.environ if env is None else env)
     out = list(all_gpus)
     cvd = env.get("CUDA_VISIBLE_DEVICES")
@@ -134,7 +109,6 @@ def visible(all_gpus: list[dict[str, Any]], env: dict[str, str] | None = None) -
 
 
 def driver_cuda() -> str | None:
-    """The newest CUDA version the installed driver supports ('CUDA Version: 12.4' in nvidia-smi)."""
     out = _cmd(["nvidia-smi"])
     found = re.search(r"CUDA Version:\s*([\d.]+)", out or "")
     return found.group(1) if found else None
@@ -145,10 +119,8 @@ def _version(v: str | None) -> tuple[int, ...]:
 
 
 def cuda_problem(info: dict[str, Any], torch_cuda: dict[str, Any] | None = None) -> str | None:
-    """One line when nvidia-smi lists GPUs for this process but torch cannot use them, else None.
-
-    `torch_cuda` is {version, cuda, available} of the installed torch (read when not given).
-    """
+    """One line when nvidia-smi lists GPUs for this process but torch cannot use them, else None;
+    `torch_cuda` is {version, cuda, available} of the installed torch (read when not given)."""
     if not info.get("gpu_count"):
         return None
     if torch_cuda is None:
@@ -191,10 +163,8 @@ def torch_build_for(driver: str | None, driver_cuda: str | None) -> str | None:
 
 
 def build_advice(driver: str | None, info: dict[str, Any], torch_cuda: str | None = None) -> str:
-    """What to do, in part of one line: the torch build the found driver supports."""
     build = torch_build_for(driver, info.get("driver_cuda"))
     if build and torch_cuda and build == "cu" + "".join(map(str, _version(torch_cuda))):
-        # the right build already: a new environment would fail the same way
         return (
             f"torch's {build} build is the one this driver runs: look at the GPUs' state "
             "(nvidia-smi, /dev/nvidia* permissions, CUDA_VISIBLE_DEVICES)"
@@ -224,10 +194,8 @@ def build_advice(driver: str | None, info: dict[str, Any], torch_cuda: str | Non
 
 
 def check_cuda(info: dict[str, Any] | None = None) -> None:
-    """Raise CudaUnusable (one line) when this node has GPUs that torch cannot use.
-
-    Called by every rank of every run: with `info` not given it asks torch first and queries
-    nvidia-smi only when torch has no CUDA, never running the whole probe."""
+    """Raise CudaUnusable when this node has GPUs torch cannot use. Every rank calls it: without
+    `info` it asks torch first and nvidia-smi only when torch has no CUDA."""
     if info is None:
         import torch
 
@@ -240,7 +208,6 @@ def check_cuda(info: dict[str, Any] | None = None) -> None:
 
 
 def gpu_info() -> dict[str, Any]:
-    """The GPU part of the probe: what this process may use, and the node's driver."""
     every_gpu = gpus()
     gpu_list = visible(every_gpu)
     return {
@@ -285,7 +252,6 @@ def probe() -> dict[str, Any]:
 
 
 def torchrun() -> list[str]:
-    """How to start torchrun with this Python: the venv's script, else the module."""
     script = Path(sys.executable).with_name("torchrun")
     return [str(script)] if script.exists() else [sys.executable, "-m", "torch.distributed.run"]
 
@@ -296,7 +262,6 @@ def default_scale(info: dict[str, Any] | None = None) -> str:
 
 
 def max_ranks(info: dict[str, Any]) -> int:
-    """How many ranks a run may use: GPUs on a GPU node, CPU cores for gloo ranks otherwise."""
     if info["gpu_count"]:
         return info["gpu_count"]
     return info["affinity_cpus"] or info["cpu_count"] or 1

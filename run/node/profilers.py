@@ -1,12 +1,10 @@
-"""Profiling inside a rank's training loop: the no-op twin, torch.profiler and the nsys capture
-range, each counting steps against the window of run/node/profiling.py.
-
-`with profiler_for(spec, run_dir, rank, steps) as prof: ... prof.step()` costs nothing when the
-spec's profiler is `none`.
+"""Profiling inside a rank's loop: the no-op twin, torch.profiler and the nsys capture range,
+each counting steps against the window of run/node/profiling.py.
 """
 
 from __future__ import annotations
 
+import contextlib
 import time
 from pathlib import Path
 from typing import Any
@@ -14,24 +12,12 @@ from typing import Any
 from run.node import profiling
 
 
-class NoProfiler:
-    """The no-op twin: `with prof: ... prof.step()` costs nothing when profiling is off."""
-
-    kind = "none"
-
-    def __enter__(self) -> NoProfiler:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        return None
-
+class NoProfiler(contextlib.nullcontext):
     def step(self) -> None:
         return None
 
 
 class _Windowed:
-    """Counts steps and says when the window opens and closes (shared by torch and nsys)."""
-
     def __init__(self, window: dict[str, Any]) -> None:
         self.window = window
         self.steps = 0
@@ -49,10 +35,6 @@ class _Windowed:
 
 
 class TorchProfiler(_Windowed):
-    """torch.profiler with schedule(wait, warmup, active); one Chrome trace per rank."""
-
-    kind = "torch"
-
     def __init__(self, window: dict[str, Any], trace_file: Path, cuda: bool) -> None:
         super().__init__(window)
         import torch.profiler as tp
@@ -100,13 +82,8 @@ class TorchProfiler(_Windowed):
 
 
 class NsysProfiler(_Windowed):
-    """Opens and closes nsys's capture range (cudaProfilerApi) around the window's steps.
-
-    nsys itself is started by the launch command (`nsys_command`); warm-up steps are simply not
-    captured. Each step is an NVTX range so the timeline shows step boundaries.
-    """
-
-    kind = "nsys"
+    """Opens and closes nsys's capture range (cudaProfilerApi) around the window's steps, each
+    step an NVTX range; warm-up steps are not captured."""
 
     def __init__(self, window: dict[str, Any]) -> None:
         super().__init__(window)
@@ -158,8 +135,8 @@ class NsysProfiler(_Windowed):
 def profiler_for(
     spec: dict[str, Any], run_dir: Path, rank: int, steps: int | None = None
 ) -> NoProfiler | TorchProfiler | NsysProfiler:
-    """The profiler a rank uses: a no-op for `none`; the window comes from RUN/profiling.json,
-    fitted to this rank's `steps` (rank 0 records the fitted window there)."""
+    """The profiler a rank uses, its RUN/profiling.json window fitted to `steps` (rank 0
+    records the fit)."""
     choice = spec.get("profiler", "none")
     if choice == "none":
         return NoProfiler()

@@ -1,30 +1,13 @@
 """Profiling as a config block: which profiler, which window, where traces go, the nsys command.
 
-The profilers a rank runs (the no-op twin, torch.profiler, the nsys capture range) are in
-run/node/profilers.py; this module loads no torch, so analysis/ imports its file names. The
-README ("Profiling") says how the choice resolves, how a run fits its window and why nsys runs
-with `--kill=none`.
-
-Window: the matrix scales hold it as data (experiments/matrix.yaml, `profiling:` per workload):
-
-    wait_steps    training steps before the window opens (start-up and first-step costs excluded)
-    warmup_steps  steps recorded but discarded (the profiler's own warm-up)
-    active_steps  steps recorded; 0 = until the run ends
-    max_seconds   the window also closes after this many seconds of recording; 0 = no limit
-                  (the paper's LLM profiles cover the first 720 s)
-    torch_max_active_steps
-                  torch.profiler records at most this many active steps: Kineto keeps every
-                  event of the window in memory and a whole 20-epoch run overflows its activity
-                  buffers (a partial trace). nsys streams to disk and takes the whole window.
-
-Files inside a run folder (analysis imports these names):
-
-    torch_traces/rank{R}.pt.trace.json.gz       vision, torch.profiler
-    torch_traces/iteration_N/*.pt.trace.json.gz llm, torchtune's profiler block
-    nsys/rank{R}.nsys-rep, nsys/rank{R}.sqlite  nsys report per rank and its SQLite export
-    profile_metrics.csv                         the tidy metrics table, written after the run by
-                                                `python -m analysis.profiles.collect` (the sweep
-                                                calls it as a program: run/ imports no analysis)
+Loads no torch, so analysis/ imports its file names; the profilers a rank runs are in
+run/node/profilers.py. The window is data (experiments/matrix.yaml, `profiling:` per workload):
+wait_steps before it opens, warmup_steps recorded but discarded, active_steps recorded (0: to the
+end), max_seconds of recording at most (0: no limit; the paper's LLM profiles cover 720 s), and
+torch_max_active_steps: Kineto keeps the whole window in memory and a 20-epoch run overflows its
+buffers (a partial trace); nsys streams to disk and takes the whole window.
+profile_metrics.csv is written after the run by `python -m analysis.profiles.collect`, called as
+a program: run/ imports no analysis.
 """
 
 from __future__ import annotations
@@ -40,16 +23,13 @@ from run.errors import UserError
 TORCH_TRACE_DIR = "torch_traces"
 NSYS_DIR = "nsys"
 PROFILING_PLAN = "profiling.json"
-# profiling.json keys the launch and the metrics step add: how nsys bounded its recording (the
-# reader picks the wall time that shares divide by from it: analysis/profiles/nsys_sqlite.py) and,
-# per rank, which wall time the metrics used.
+# How nsys bounded its recording (analysis/profiles/nsys_sqlite.py picks its wall time from it)
 NSYS_CAPTURE_KEY = "nsys_capture"
 CAPTURE_API = "cudaProfilerApi"  # --capture-range=cudaProfilerApi: the loop's start/stop window
 CAPTURE_DURATION = "duration"  # --duration=max_seconds from the start
 CAPTURE_WHOLE = "whole run"  # neither: nsys records the whole run
 PROFILE_WALL_KEY = "profile_wall"
 PROFILE_METRICS = "profile_metrics.csv"
-# The time breakdown beside it (analysis/profiles/breakdown.py: interval unions per device).
 PROFILE_BREAKDOWN = "profile_breakdown.csv"
 TORCH_TRACE_GLOB = "*.pt.trace.json*"
 NSYS_TRACES = "cuda,nvtx,osrt,cudnn,cublas"
@@ -72,7 +52,6 @@ class ProfilingError(UserError):
 
 
 def check_window(window: dict[str, Any]) -> dict[str, Any]:
-    """Validate a window (`fit_window` fits a valid one to a run's steps)."""
     unknown = set(window) - set(DEFAULT_WINDOW)
     if unknown:
         raise ProfilingError(f"unknown profiling window key(s): {', '.join(sorted(unknown))}")
@@ -90,12 +69,10 @@ def check_window(window: dict[str, Any]) -> dict[str, Any]:
 def fit_window(
     window: dict[str, Any], steps: int, profiler: str
 ) -> tuple[dict[str, Any], list[str]]:
-    """The window a run of `steps` training steps can hold, and why it differs from `window`.
+    """The window a run of `steps` steps can hold, and why it differs from `window`.
 
-    A window longer than the run never closes, so no trace would be written: the wait shrinks
-    first (to a quarter of the run), then the warm-up (to a quarter of what is left), then the
-    active steps. `active_steps` 0 (until the end) becomes the steps that are left. torch.profiler
-    records at most `torch_max_active_steps` (Kineto's buffers); nsys takes the whole window.
+    A window longer than the run never closes (no trace): wait shrinks first (to a quarter of the
+    run), then warm-up (to a quarter of what is left), then the active steps.
     """
     w = check_window(window)
     steps = max(int(steps), 1)
@@ -147,23 +124,22 @@ def window_for(scale: str, workload: str, matrix: dict[str, Any]) -> dict[str, A
 
 
 def write_plan(run_dir: Path, spec: dict[str, Any], window: dict[str, Any]) -> None:
-    """What the run reads back: the resolved profiler and its window."""
     store.write_json_atomic(run_dir / PROFILING_PLAN, {"profiler": spec["profiler"], **window})
 
 
 def record_capture(run_dir: Path, window: dict[str, Any], capture_api: bool) -> str:
     """Write the nsys capture mode into RUN/profiling.json (when the sweep wrote one); returns it."""
-    # the same choice nsys_command makes for the flags
-    if capture_api:
-        mode = CAPTURE_API
-    elif window.get("max_seconds"):
-        mode = CAPTURE_DURATION
-    else:
-        mode = CAPTURE_WHOLE
+    mode = capture_mode(window, capture_api)
     path = run_dir / PROFILING_PLAN
     if path.is_file():
         store.write_json_atomic(path, {**store.read_json(path), NSYS_CAPTURE_KEY: mode})
     return mode
+
+
+def capture_mode(window: dict[str, Any], capture_api: bool) -> str:
+    if capture_api:
+        return CAPTURE_API
+    return CAPTURE_DURATION if window.get("max_seconds") else CAPTURE_WHOLE
 
 
 def read_capture(run_dir: Path) -> str | None:
@@ -191,13 +167,9 @@ def nsys_command(
     window: dict[str, Any],
     capture_api: bool,
 ) -> list[str]:
-    """Put `nsys profile` around `program` for every rank.
-
-    launcher: torchrun and its options (without the program), or [] for one process.
-    program:  the Python command of one rank, e.g. [python, -m, run.vision, ...].
-    capture_api: the program drives cudaProfilerApi start/stop (vision); otherwise the window is
-    nsys's --duration=max_seconds from the start (0: the whole run).
-    """
+    """Put `nsys profile` around each rank's `program`; `launcher` is torchrun and its options,
+    or [] for one process. Without `capture_api` (cudaProfilerApi start/stop, vision) the window is
+    --duration=max_seconds from the start (0: the whole run)."""
     out = run_dir / NSYS_DIR / ("rank%q{RANK}" if launcher else "rank0")
     nsys = [
         "nsys",
@@ -210,9 +182,10 @@ def nsys_command(
         "--force-overwrite=true",
         f"--output={out}",
     ]
-    if capture_api:
+    mode = capture_mode(window, capture_api)
+    if mode == CAPTURE_API:
         nsys[5:5] = ["--capture-range=cudaProfilerApi", "--capture-range-end=stop"]
-    elif window.get("max_seconds"):
+    elif mode == CAPTURE_DURATION:
         nsys.insert(5, f"--duration={int(math.ceil(window['max_seconds']))}")
     if launcher:
         return [*launcher, "--no-python", *nsys, *program]
@@ -220,8 +193,7 @@ def nsys_command(
 
 
 def with_nsys(cmd: list[str], run_dir: Path, capture_api: bool) -> list[str]:
-    """`nsys_command` for a finished launch command: torchrun's options stay the launcher, the
-    rest (`-m module ...`) becomes the per-rank program run by this Python."""
+    """`nsys_command` for a finished launch command (torchrun's options stay the launcher)."""
     window = read_window(run_dir)
     record_capture(run_dir, window, capture_api)
     for i, arg in enumerate(cmd):

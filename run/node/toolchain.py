@@ -9,9 +9,8 @@ from pathlib import Path
 
 @functools.lru_cache(maxsize=1)
 def compile_blocker() -> str | None:
-    """Why torch.compile (inductor) cannot build kernels here, or None. Inductor compiles C++
-    against Python.h on a CPU; on a GPU it generates Triton kernels, whose launcher needs the C
-    compiler too."""
+    """Why torch.compile (inductor) cannot build kernels here, or None: C++ against Python.h on a
+    CPU; Triton kernels on a GPU, whose launcher needs the C compiler too."""
     import torch
 
     try:

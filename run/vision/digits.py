@@ -2,15 +2,11 @@
 
     python -m run.vision.digits --root data/digits --train 4096 --test 1024
 
-Each image is a 28x28 grey digit 0-9 rendered with the font that Pillow ships (so every machine
-renders the same glyphs), then varied by a seeded random size, stroke width, rotation, shear,
-offset, blur and noise. The variation is mild on purpose: MobileNetV2 from scratch learns these
-digits to 87-98 % test accuracy from 1280 images in 2 epochs (the smoke V3/V4/V7 runs), where
-version 1 (rotation +-18 deg, shear +-0.25, offset +-2 px, stroke 1-3, font size 30-43) stayed at
-26-39 %. A set on disk written by another VERSION is made again. The files are named and laid out
-exactly as torchvision expects MNIST
-(`<root>/MNIST/raw/train-images-idx3-ubyte`, ...), so `torchvision.datasets.MNIST(root)` reads
-them through the very same code path as the real data set.
+28x28 digits in Pillow's own font (the same glyphs everywhere), varied by a seeded size, stroke,
+rotation, shear, offset, blur and noise. Mildly on purpose: MobileNetV2 learns these to 87-98 %
+from 1280 images in 2 epochs (smoke V3/V4/V7), where version 1's stronger variation stayed at
+26-39 %. A set of another VERSION is made again. Laid out as torchvision expects MNIST
+(`<root>/MNIST/raw/train-images-idx3-ubyte`, ...): torchvision.datasets.MNIST reads both alike.
 """
 
 from __future__ import annotations
@@ -38,8 +34,6 @@ FILES = {
 
 
 def data_root(dataset: str) -> Path:
-    """Where a data set's MNIST-format files live (`<root>/MNIST/raw/...`): the embedded digits, or
-    the real MNIST (MNIST_DIR)."""
     if dataset == "digits":
         return settings.value("DIGITS_DIR")
     return settings.value("MNIST_DIR")
@@ -50,7 +44,6 @@ def raw_dir(root: Path) -> Path:
 
 
 def render(digit: int, rng: np.random.Generator) -> np.ndarray:
-    """One varied 28x28 uint8 glyph, white on black like MNIST."""
     big = 56  # draw at twice the size, then shrink: smoother strokes, like MNIST's anti-aliasing
     font = ImageFont.load_default(size=int(rng.integers(36, 42)))
     im = Image.new("L", (big, big), 0)
@@ -105,7 +98,6 @@ def read_idx_count(path: Path) -> int:
 
 
 def existing_counts(root: Path) -> dict[str, int] | None:
-    """Sizes of the splits already written, or None if the set is absent or incomplete."""
     out = {}
     for split, (img, lab) in FILES.items():
         p_img, p_lab = raw_dir(root) / img, raw_dir(root) / lab
@@ -116,7 +108,7 @@ def existing_counts(root: Path) -> dict[str, int] | None:
 
 
 def written_version(root: Path) -> str | None:
-    """The VERSION that wrote the set under root (None: no marker, a set of version 1)."""
+    """The VERSION that wrote the set under root (None: a set of version 1)."""
     try:
         return (raw_dir(root) / VERSION_FILE).read_text().strip()
     except FileNotFoundError:
@@ -124,8 +116,7 @@ def written_version(root: Path) -> str | None:
 
 
 def generate(root: Path, n_train: int, n_test: int, seed: int = 1234) -> Path:
-    """Write the data set unless one of this VERSION at least as large is already there.
-    Returns raw_dir."""
+    """Write the data set unless one of this VERSION at least as large is there; raw_dir."""
     have = existing_counts(root)
     current = written_version(root) == str(VERSION)
     if have and current and have["train"] >= n_train and have["test"] >= n_test:

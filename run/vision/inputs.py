@@ -1,10 +1,6 @@
-"""What one vision rank trains and is tested on: Scenario A's MNIST sets (each image upsampled on
-the host as it loads, or the stored 28x28 images upsampled on the device per batch), Scenario B's
-prepared sets (unpacked into host memory, or read by DALI), the sampler of each strategy, and the
-copy of a batch to the device.
-
-The precision reaches this module only as the dtype the inputs are cast to: what the loop does
-with them is run/vision/loop.py's.
+"""What one vision rank trains and is tested on: Scenario A's MNIST sets (upsampled on the host,
+or on the device per batch), Scenario B's prepared sets (unpacked in host memory, or read by DALI),
+each strategy's sampler, and the copy of a batch to the device.
 """
 
 from __future__ import annotations
@@ -32,9 +28,8 @@ MNIST_MEAN, MNIST_STD = (0.1307,) * 3, (0.3081,) * 3
 
 
 class ToDtype:
-    """Last step of the transform: the sample in the dtype the precision computes in, so the
-    DataLoader pins (and the GPU receives) exactly that many bytes. A class, not a lambda, so
-    DataLoader workers can pickle it."""
+    """The sample in the precision's dtype, so the DataLoader pins (and the GPU receives) exactly
+    that many bytes. A class, not a lambda, so DataLoader workers can pickle it."""
 
     def __init__(self, dtype: torch.dtype) -> None:
         self.dtype = dtype
@@ -44,7 +39,6 @@ class ToDtype:
 
 
 def scenario_a_transform(size: int, dtype: torch.dtype = torch.float32):  # noqa: ANN201
-    """Upsample 28x28 grey to size x size on the CPU, make it 3-channel, normalise, cast."""
     transforms = import_torchvision().transforms
     return transforms.Compose(
         [
@@ -63,12 +57,9 @@ def upsample_on_device(
     dtype: torch.dtype,
     memory_format: torch.memory_format = torch.contiguous_format,
 ) -> torch.Tensor:
-    """scenario_a_transform for a whole uint8 (N, 28, 28) batch where it lies (the device), so
-    the model sees the same inputs: torchvision's Resize on a PIL image is PIL's antialiased
-    bilinear resize, which resamples the rows, rounds to 8 bits (half up), then the columns and
-    rounds again; then grey to 3 channels, ToTensor's /255, Normalize, the cast. Computed in
-    float32 like the host path, cast last. (PIL's fixed-point weights may still put a pixel one
-    level away: tests/test_vision_unit.py measures it.)"""
+    """scenario_a_transform for a uint8 (N, 28, 28) batch on the device: PIL's antialiased
+    bilinear resize rounds to 8 bits (half up) after the rows and again after the columns; float32
+    like the host path, cast last (PIL's fixed-point weights may put a pixel one level away)."""
     x = x.unsqueeze(1).float()
     for rows in (x.shape[-2], size):  # width first, then height, as PIL does
         x = F.interpolate(x, size=(rows, size), mode="bilinear", antialias=True)
@@ -82,7 +73,6 @@ def upsample_on_device(
 def make_sampler(
     strategy: str, dataset_len: int, world: int, rank: int, seed: int
 ) -> DistributedSampler | RandomSampler:
-    """The sampler each strategy's training loader draws from (same order on all ranks but DS)."""
     if strategy == "ddp_ds":
         return DistributedSampler(range(dataset_len), num_replicas=world, rank=rank, seed=seed)
     return RandomSampler(range(dataset_len), generator=torch.Generator().manual_seed(seed))
@@ -96,13 +86,12 @@ def set_epoch(sampler: DistributedSampler | RandomSampler, epoch: int, seed: int
 
 
 def keeps_batch(strategy: str, batch_index: int, world: int, rank: int) -> bool:
-    """Round robin trains on every world-th batch; the other strategies on all they load."""
     return strategy != "ddp_rr" or batch_index % world == rank
 
 
 def data_sets(spec: dict[str, Any], dtype: torch.dtype = torch.float32) -> tuple[Dataset, Dataset]:
-    """Scenario A's train and test sets: each image upsampled on the host as it is loaded
-    (upsample=host), or the stored uint8 28x28 tensors as they are (upsample=device)."""
+    """Scenario A's train and test sets: upsampled on the host as loaded, or (upsample=device)
+    the stored uint8 28x28 tensors."""
     datasets = import_torchvision().datasets
     root = digits.data_root(spec["dataset"])
     host = spec["upsample"] == "host"
@@ -123,14 +112,10 @@ def data_sets(spec: dict[str, Any], dtype: torch.dtype = torch.float32) -> tuple
 
 def to_device(x: torch.Tensor, y: torch.Tensor, device: torch.device, spec: dict[str, Any],
               dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:  # fmt: skip
-    """One batch to the GPU as it left the DataLoader: already in the input dtype, or (upsample
-    =device) the stored uint8 images, made into the model's input there.
-
-    A blocking copy (non_blocking=False) makes the host wait for the device: today's loop with
-    pin_memory off. host_sync=epoch issues the copy non_blocking: from pageable memory the driver
-    stages the batch before the call returns (it may synchronise with the stream to do so, CUDA's
-    API sync behaviour), so the DataLoader may reuse it; from pinned memory the caching host
-    allocator keeps the block until the copy is done."""
+    """One batch to the device (upsample=device: made into the model's input there). A blocking
+    copy makes the host wait: today's loop without pin_memory. host_sync=epoch copies non_blocking:
+    from pageable memory the driver stages the batch before returning (CUDA's API sync behaviour),
+    from pinned memory the caching host allocator keeps the block until the copy is done."""
     non_blocking = spec["pin_memory"] or spec["host_sync"] == "epoch"
     x = x.to(device, non_blocking=non_blocking)
     y = y.to(device, non_blocking=non_blocking)
@@ -144,8 +129,7 @@ def to_device(x: torch.Tensor, y: torch.Tensor, device: torch.device, spec: dict
 
 @dataclass
 class Loaders:
-    """One rank's training and test batches. `sampler` is the training loader's, seeded anew
-    every epoch (set_epoch); None under DALI, which shuffles and shards the files itself."""
+    """One rank's batches; `sampler` is reseeded every epoch, None under DALI (it shuffles)."""
 
     train: Iterable[tuple[torch.Tensor, torch.Tensor]]
     test: Iterable[tuple[torch.Tensor, torch.Tensor]]
@@ -155,8 +139,6 @@ class Loaders:
 def build_loaders(
     spec: dict[str, Any], dtype: torch.dtype, device: torch.device, rank: int, world: int
 ) -> Loaders:
-    """Scenario A (MNIST files upsampled on the fly) or B (prepared JPEGs, J 4.3), as batches in
-    the input dtype `dtype`."""
     if spec["loader"] == "dali":  # DALI reads, decodes and shards the prepared files itself
         path = scenario_b.for_spec(spec)
         cuda = device.type == "cuda"

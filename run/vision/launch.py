@@ -1,5 +1,5 @@
 """The vision workload as the sweep launches it: data made or checked first, cells this machine
-must skip, the torchrun command. With spec.py, what run/sweep/workloads.py's Workload asks."""
+must skip, the torchrun command."""
 
 from __future__ import annotations
 
@@ -13,8 +13,7 @@ from run.node.probe import torchrun
 
 def preflight(specs: list[dict[str, Any]]) -> None:
     """Before any run starts: make the embedded data set, or insist the real one is there."""
-    # numpy and PIL come with these: imported here, not by every reader of run names (make asks
-    # run/sweep/left.py on every call)
+    # numpy and PIL come with these: not imported by every reader of run names (run/sweep/left.py)
     from run.vision import digits, scenario_b
 
     if any(s.get("loader") == "dali" for s in specs):
@@ -47,15 +46,14 @@ def preflight(specs: list[dict[str, Any]]) -> None:
                 f"MNIST under {root} has {have['train']}/{have['test']} images, "
                 f"runs need {n_train}/{n_test}"
             )
-    # Scenario B's prepared JPEGs, made once per size and count from the set above
     for s in {scenario_b.for_spec(s): s for s in specs if s.get("scenario") == "B"}.values():
         scenario_b.prepare(digits.data_root(s["dataset"]), s["dataset"], s["image_size"],
                            s["train_images"], s["test_images"])  # fmt: skip
 
 
 def skip_reason(spec: dict[str, Any], info: dict[str, Any]) -> str:
-    """Why the sweep skips a cell on this machine ("" to run it): Scenario B's DataLoader ranks
-    each unpack the whole set, which must fit in the node's memory (the paper's 500 px case)."""
+    """Why the sweep skips a cell on this machine ("" to run it): no numactl for numa=bind, or
+    Scenario B's DataLoader ranks' unpacked sets do not fit in memory."""
     if spec.get("numa") == "bind" and not shutil.which("numactl"):
         return "numactl is not installed, so this run cannot be bound (Debian: apt-get install numactl)"
     if spec["scenario"] != "B":
@@ -68,19 +66,8 @@ def skip_reason(spec: dict[str, Any], info: dict[str, Any]) -> str:
 
 
 def launch_command(spec: dict[str, Any], run_dir: Path, info: dict[str, Any]) -> list[str]:
-    """torchrun with one process per GPU (or gloo rank on CPU)."""
-    cmd = [
-        *torchrun(),
-        "--standalone",
-        f"--nproc_per_node={spec['gpus']}",
-        "-m",
-        "run.vision",
-        "--spec",
-        str(run_dir / "spec.json"),
-        "--run-dir",
-        str(run_dir),
-    ]
+    cmd = [*torchrun(), "--standalone", f"--nproc_per_node={spec['gpus']}", "-m", "run.vision"]
+    cmd += ["--spec", str(run_dir / "spec.json"), "--run-dir", str(run_dir)]
     if spec["profiler"] == "nsys":
-        # every rank under nsys; the vision loop opens/closes the capture range (cudaProfilerApi)
         cmd = profiling.with_nsys(cmd, run_dir, capture_api=True)
     return numa.wrap(cmd, numa.plan(spec["gpus"], info, spec["numa"]))

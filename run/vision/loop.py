@@ -1,9 +1,8 @@
-"""One vision rank's training: precision, model, optimizer, the step, evaluation, and the epochs
-with their timings and bookkeeping. run/vision/train.py builds what they run on (DDP, compile)
-and writes the summary; the batches and their copy to the device are run/vision/inputs.py's.
+"""One vision rank's training: precision, model, optimizer, step, evaluation, and the epochs with
+their timings (train.py builds DDP/compile and writes the summary; inputs.py the batches).
 
-Timing-sensitive: inside a step the host reads nothing from the device (the loss is summed there
-and read once per epoch), and nothing is written to a file until the epoch's steps are done.
+Timing-sensitive: inside a step the host reads nothing from the device (the loss is read once per
+epoch), and nothing is written to a file until the epoch's steps are done.
 """
 
 from __future__ import annotations
@@ -30,8 +29,6 @@ from run.vision.tvcompat import import_torchvision
 
 @dataclass
 class Precision:
-    """How a precision runs: model dtype, input dtype, autocast, loss scaling, and its label."""
-
     model_dtype: torch.dtype
     input_dtype: torch.dtype
     autocast: Callable[[], Any]
@@ -40,34 +37,24 @@ class Precision:
 
 
 def precision_setup(precision: str, device: torch.device) -> Precision:
-    if precision == "fp64":
-        return Precision(torch.float64, torch.float64, contextlib.nullcontext, None, "fp64")
-    if precision == "fp32":
-        return Precision(torch.float32, torch.float32, contextlib.nullcontext, None, "fp32")
-    if precision == "bf16" or (precision == "fp16" and device.type == "cpu"):
-        # fp16 autocast is of no use on a CPU; bf16 autocast is its CPU stand-in, labelled so.
+    if precision in ("fp64", "fp32"):
+        dtype = torch.float64 if precision == "fp64" else torch.float32
+        return Precision(dtype, dtype, contextlib.nullcontext, None, precision)
+    if precision not in ("bf16", "fp16"):
+        raise ValueError(f"unknown precision {precision!r}")
+    # fp16 autocast is of no use on a CPU: bf16 autocast stands in, labelled so
+    fp16 = precision == "fp16" and device.type != "cpu"
+    half = torch.float16 if fp16 else torch.bfloat16
+    if fp16:
+        label = "fp16-autocast+gradscaler"
+    else:
         label = "bf16-autocast" if precision == "bf16" else "bf16-autocast (fp16 on CPU)"
-        return Precision(
-            torch.float32,
-            torch.bfloat16,
-            lambda: torch.autocast(device.type, dtype=torch.bfloat16),
-            None,
-            label,
-        )
-    if precision == "fp16":
-        return Precision(
-            torch.float32,
-            torch.float16,
-            lambda: torch.autocast(device.type, dtype=torch.float16),
-            torch.amp.GradScaler(device.type),
-            "fp16-autocast+gradscaler",
-        )
-    raise ValueError(f"unknown precision {precision!r}")
+    scaler = torch.amp.GradScaler(device.type) if fp16 else None
+    autocast = lambda: torch.autocast(device.type, dtype=half)  # noqa: E731
+    return Precision(torch.float32, half, autocast, scaler, label)
 
 
 def model_for(spec: dict[str, Any], device: torch.device, prec: Any) -> torch.nn.Module:
-    """MobileNetV2 for 10 classes at the spec's width, on `device` in the model dtype and the
-    spec's memory format (not yet wrapped or compiled)."""
     model = import_torchvision().models.mobilenet_v2(num_classes=10, width_mult=spec["width_mult"])
     model = model.to(device=device, dtype=prec.model_dtype)
     if spec["channels_last"]:
@@ -76,17 +63,13 @@ def model_for(spec: dict[str, Any], device: torch.device, prec: Any) -> torch.nn
 
 
 def optimizer_for(params: Any, spec: dict[str, Any]) -> torch.optim.Optimizer:
-    """Adam at the spec's learning rate. fused=True runs Adam's whole update as one fused kernel
-    over the parameter group (per device and dtype, in chunks of tensors), where the default
-    launches one kernel per elementwise op over the tensor list (foreach, on a GPU) or several per
-    parameter tensor (the for-loop, on a CPU): a dozen or more launches per step become one or a
-    few."""
+    """Adam; fused=True runs the whole update as one kernel per device and dtype (chunked), where
+    foreach (GPU) or the for-loop (CPU) launch a dozen or more per step."""
     return torch.optim.Adam(params, lr=spec["lr"], fused=True if spec["fused_optimizer"] else None)
 
 
 def train_step(model: Any, opt: torch.optim.Optimizer, prec: Any, x: torch.Tensor,
                y: torch.Tensor) -> torch.Tensor:  # fmt: skip
-    """One optimizer step on a batch already on the device (GradScaler for FP16); the loss."""
     with prec.autocast():
         loss = F.cross_entropy(model(x), y)
     opt.zero_grad(set_to_none=True)
@@ -101,7 +84,6 @@ def train_step(model: Any, opt: torch.optim.Optimizer, prec: Any, x: torch.Tenso
 
 
 def interval(phase: str, epoch: int, step: int | None, t0: float) -> dict[str, Any]:
-    """One line of the rank's timeline (store.TIMELINE), ending now."""
     return {"phase": phase, "epoch": epoch, "step": step, "t0": t0, "t1": time.time()}
 
 
@@ -114,25 +96,21 @@ def peak_memory(device: torch.device) -> tuple[int, str]:
 def all_sum(
     values: list[float], device: torch.device, op: dist.ReduceOp.RedOpType = dist.ReduceOp.SUM
 ) -> list[float]:
-    """The values summed (or, with `op`, reduced) over all ranks: one collective, one read."""
     t = torch.tensor(values, dtype=torch.float64, device=device)
     dist.all_reduce(t, op=op)
     return t.tolist()
 
 
 def compile_seconds(durations: list[float], compiled: list[bool]) -> float:
-    """Seconds that torch.compile added to an epoch: each step in which it compiled (a new
-    batch shape compiles again, e.g. a short last batch) less the median of the others, the
-    time that step would have taken. Left out of images_per_s, so that a compiled run's speed is
-    comparable with the eager steps of the ladder (whose first steps keep their own warm-up, as
-    every run's do)."""
+    """Seconds torch.compile added to an epoch: each compiling step (a short last batch compiles
+    again) less the median of the others. Left out of images_per_s, so a compiled run compares
+    with the ladder's eager steps (whose first steps keep their warm-up, as every run's do)."""
     plain = sorted(d for d, c in zip(durations, compiled, strict=True) if not c)
     typical = plain[len(plain) // 2] if plain else 0.0
     return sum(max(0.0, d - typical) for d, c in zip(durations, compiled, strict=True) if c)
 
 
 def compiled_frames() -> int:
-    """Frames dynamo has compiled so far in this process (grows on every compile/recompile)."""
     from torch._dynamo.utils import counters
 
     return counters["frames"]["total"]
@@ -147,8 +125,7 @@ def evaluate(
     timeline: list[dict[str, Any]] | None = None,
     epoch: int = 0,
 ) -> float:
-    """Test accuracy in percent over all ranks' shards (on the plain module: no DDP syncs).
-    Counts stay on the device until the end: one synchronisation per evaluation."""
+    """Test accuracy in percent over all ranks' shards (plain module: no DDP syncs; one sync)."""
     model.eval()
     correct = torch.zeros((), dtype=torch.int64, device=device)
     total = 0
@@ -169,8 +146,6 @@ def evaluate(
 
 @dataclass
 class Setup:
-    """What one rank trains with, built once before the first epoch (run/vision/train.py)."""
-
     spec: dict[str, Any]
     device: torch.device
     rank: int
@@ -184,8 +159,6 @@ class Setup:
 
 @dataclass
 class Totals:
-    """What this rank adds up over the whole run, for the summary and its timeline file."""
-
     copied: int = 0  # batches sent to its device
     trained: int = 0  # batches trained on
     input_bytes: int = 0  # input bytes handed to the copy
@@ -201,7 +174,6 @@ Profiler = profilers.NoProfiler | profilers.TorchProfiler | profilers.NsysProfil
 
 
 def train_epochs(s: Setup, data: inputs.Loaders, prof: Profiler, epochs_file: Path) -> Totals:
-    """Every epoch of the run; rank 0 appends each epoch's row to `epochs_file` as it ends."""
     totals = Totals()
     with prof:  # writes this rank's trace on leaving if the window is still open
         for epoch in range(s.spec["epochs"]):
@@ -215,8 +187,7 @@ def train_epochs(s: Setup, data: inputs.Loaders, prof: Profiler, epochs_file: Pa
 def run_epoch(
     s: Setup, data: inputs.Loaders, prof: Profiler, epoch: int, totals: Totals
 ) -> dict[str, Any] | None:
-    """One epoch: its steps, timed from one device synchronisation to the next, evaluation, and
-    the sums over all ranks. The epoch's row on rank 0, None on the others."""
+    """One epoch, timed between device syncs, and its evaluation; its row on rank 0, else None."""
     spec, device = s.spec, s.device
     cuda = device.type == "cuda"
     if data.sampler is not None:
@@ -263,14 +234,12 @@ def epoch_steps(
     epoch: int,
     totals: Totals,
 ) -> tuple[torch.Tensor, int, list[float], list[bool]]:
-    """One epoch's steps on this rank: the loss summed on the device (the host reads it once per
-    epoch, after these steps), the images trained on, and each step's host time and whether it
-    compiled. Every batch is copied to the device; round robin trains on its share only."""
+    """One epoch's steps: the loss summed on the device, images trained, each step's host time
+    and whether it compiled. Every batch is copied; round robin trains on its share only."""
     spec, device, prec, world, rank = s.spec, s.device, s.prec, s.world, s.rank
     ddp, step_model, opt, timeline = s.ddp, s.step_model, s.opt, totals.timeline
     cuda = device.type == "cuda"
     round_robin = spec["strategy"] == "ddp_rr"
-    copied = trained = input_bytes = htod_bytes = images_copied = 0  # this epoch's, then totals
     loss_sum = torch.zeros((), dtype=torch.float64, device=device)
     images = 0
     durations: list[float] = []  # host time of each step, and whether it compiled
@@ -279,30 +248,24 @@ def epoch_steps(
     # shadows the missing all-reduces (it costs an extra collective per step).
     with Join([ddp]) if round_robin else contextlib.nullcontext():
         for i, (x, y) in enumerate(loader):
-            input_bytes += x.nbytes
-            htod_bytes += x.nbytes if cuda and x.device.type == "cpu" else 0
-            images_copied += len(y)
+            totals.input_bytes += x.nbytes
+            totals.htod_bytes += x.nbytes if cuda and x.device.type == "cpu" else 0
+            totals.images_copied += len(y)
             # every batch goes to this rank's GPU, also those another rank trains on
             x, y = inputs.to_device(x, y, device, spec, prec.input_dtype)
-            copied += 1
+            totals.copied += 1
             if not inputs.keeps_batch(spec["strategy"], i, world, rank):
                 continue
             t_step = time.time()
             frames = compiled_frames() if spec["compile"] else 0
-            trained += 1
+            totals.trained += 1
             loss = train_step(step_model, opt, prec, x, y)
             loss_sum += loss.detach().double() * y.numel()
             images += y.numel()
             prof.step()
-            # Host times, written without a sync in both host_sync modes: where the host does
-            # not wait for the device (pinned copies, host_sync=epoch) they are the times to
-            # issue the step, and the device's time shows in the epoch's total.
+            # Host times, no sync: where the host does not wait (pinned, host_sync=epoch) they
+            # are the times to issue the step; the device's time shows in the epoch's total.
             timeline.append(interval("train_step", epoch + 1, i, t_step))
             durations.append(timeline[-1]["t1"] - t_step)
             compiled.append(spec["compile"] and compiled_frames() > frames)
-    totals.copied += copied
-    totals.trained += trained
-    totals.input_bytes += input_bytes
-    totals.htod_bytes += htod_bytes
-    totals.images_copied += images_copied
     return loss_sum, images, durations, compiled

@@ -2,24 +2,18 @@
 
     python -m run.vision.scenario_b prepare --dataset digits --size 32 --train 256 --test 128
 
-The set is made once from the MNIST-format files (real MNIST or the project's digits) and reused
-by every run:
+Made once from the MNIST-format files and reused by every run:
 
     <SCENARIO_B_DIR>/<dataset>-<size>px-n<train>-t<test>/{train,test}/<label>/<index>.jpg
                                                        manifest.json   (written last)
 
-JPEG files in one folder per class, because that is what both readers take as they are: DALI's
-`fn.readers.file` (labels from the sorted folder names, sharded by rank) and PIL for the
-DataLoader path. The paper's set at 300 px was about 3 GB on disk. The manifest records the file
-counts, the bytes on disk, and the bytes each DataLoader rank unpacks; a set without one, or
-whose files do not match it, is not used.
+One folder per class is what both readers take as it is: DALI's `fn.readers.file` (labels from
+the sorted folder names) and PIL. The paper's set at 300 px was about 3 GB. A set without a
+manifest, or whose files do not match it, is not used.
 
-The two loaders (J 4.3):
-- DataLoader: each rank unpacks the WHOLE set into float32 host tensors (the paper: about 68 GB per
-  rank at 300 px; V11's hypothesis is about where that memory sits) and only normalises at load
-  time; `pin_memory` and workers as usual.
-- DALI: reads and decodes the files itself (on the GPU with the `mixed` decoder, on the CPU
-  without one), normalises, gives NCHW or NHWC, sharded by global rank.
+- DataLoader: each rank unpacks the WHOLE set into float32 host tensors (the paper: about 68 GB
+  per rank at 300 px; V11 is about where that memory sits) and normalises at load time.
+- DALI: reads and decodes the files itself (`mixed` on a GPU), normalises, sharded by rank.
 """
 
 from __future__ import annotations
@@ -48,12 +42,8 @@ BYTES_PER_VALUE = 4  # float32, as the paper's DataLoader held the unpacked set
 DALI_GPU_THREADS, DALI_CPU_THREADS = 2, 1
 
 
-def root_dir() -> Path:
-    return settings.value("SCENARIO_B_DIR")
-
-
 def set_dir(dataset: str, size: int, n_train: int, n_test: int, root: Path | None = None) -> Path:
-    return (root or root_dir()) / f"{dataset}-{size}px-n{n_train}-t{n_test}"
+    return (root or settings.value("SCENARIO_B_DIR")) / f"{dataset}-{size}px-n{n_train}-t{n_test}"
 
 
 def for_spec(spec: dict[str, Any]) -> Path:
@@ -61,7 +51,6 @@ def for_spec(spec: dict[str, Any]) -> Path:
 
 
 def unpacked_bytes(size: int, n_train: int, n_test: int) -> int:
-    """What one DataLoader rank holds in memory: every image, 3 x size x size float32."""
     return (n_train + n_test) * 3 * size * size * BYTES_PER_VALUE
 
 
@@ -74,7 +63,6 @@ def _read_idx(path: Path) -> np.ndarray:
 
 def prepare(src_root: Path, dataset: str, size: int, n_train: int, n_test: int,
             root: Path | None = None) -> Path:  # fmt: skip
-    """Make the set unless a complete one is there; returns its folder."""
     out = set_dir(dataset, size, n_train, n_test, root)
     try:
         check(out)
@@ -120,7 +108,7 @@ def prepare(src_root: Path, dataset: str, size: int, n_train: int, n_test: int,
 
 
 def check(path: Path) -> dict[str, Any]:
-    """The set's manifest, after checking its files are all there (one clear line if not)."""
+    """The set's manifest, after checking its files are all there."""
     if not (path / MANIFEST).is_file():
         raise FileNotFoundError(
             f"no Scenario B set at {path}: run `python -m run.vision.scenario_b prepare` "
@@ -147,7 +135,6 @@ def files(path: Path, split: str) -> list[tuple[Path, int]]:
 
 
 def memory_check(spec: dict[str, Any], available: int) -> str:
-    """Why the ranks' unpacked sets do not fit in `available` bytes ("" when they fit)."""
     if spec["loader"] != "torch":
         return ""
     per_rank = unpacked_bytes(spec["image_size"], spec["train_images"], spec["test_images"])
@@ -160,8 +147,6 @@ def memory_check(spec: dict[str, Any], available: int) -> str:
 
 # ---------------------------------------------------------------- the DataLoader path
 class Unpacked:
-    """The whole split as float32 tensors in this rank's memory; normalised and cast per item."""
-
     def __init__(self, path: Path, split: str, dtype: Any) -> None:
         import torch
         from PIL import Image
@@ -182,10 +167,9 @@ class Unpacked:
 
 # ---------------------------------------------------------------- the DALI path
 class DaliLoader:
-    """A DALI pipeline over one split, sharded by global rank, as an iterable of (x, y) torch
-    tensors. `nhwc` gives NHWC data, handed on as an NCHW-shaped channels_last tensor.
-    `labels_on_gpu` (with a GPU) has DALI hand the labels over on the device too: from the CPU
-    they are a pageable tensor whose copy may wait for the device (O2's no-host-sync step)."""
+    """A DALI pipeline over one split, sharded by rank, yielding (x, y); `nhwc` hands on NCHW
+    channels_last. `labels_on_gpu`: from the CPU the labels are a pageable tensor whose copy may
+    wait for the device (O2's no-host-sync step)."""
 
     def __init__(self, path: Path, split: str, batch: int, rank: int, world: int,
                  device_id: int | None, nhwc: bool, shuffle: bool, seed: int,

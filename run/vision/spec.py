@@ -1,7 +1,5 @@
-"""What a vision run spec may hold, how it is checked and named, and whether this machine can run it.
-
-The sweep reaches these, and launch.py's, through run/sweep/workloads.py's Workload.
-"""
+"""What a vision run spec may hold, how it is checked and named, and whether this machine can run
+it (asked through run/sweep/workloads.py's Workload)."""
 
 from __future__ import annotations
 
@@ -65,7 +63,6 @@ POSITIVE_INTS = ("train_images", "test_images", "epochs", "batch_size", "image_s
 
 def validate(spec: dict[str, Any]) -> None:
     """Raise ValueError naming the first key that is unknown, missing or out of range."""
-    # `beside` (run/node/busy.py) is optional: absent, a plain run, whose spec and name stay
     unknown = set(spec) - set(DEFAULTS) - {busy.BESIDE}
     if unknown:
         raise ValueError(f"unknown vision spec key(s): {', '.join(sorted(unknown))}")
@@ -88,9 +85,8 @@ def validate(spec: dict[str, Any]) -> None:
     width = spec["width_mult"]
     if not isinstance(width, (int, float)) or isinstance(width, bool) or width <= 0:
         raise ValueError(f"width_mult={width!r} must be a positive number")
-    # Combinations that cannot run anywhere (what one machine lacks is unsupported_reason's).
-    # fused Adam and torch.compile take fp64 too (torch 2.13: fused kernels on cpu and cuda for
-    # every floating dtype), and host_sync=epoch goes with everything, so they add no rule.
+    # Combinations that cannot run anywhere. fused Adam and torch.compile take fp64 too (torch
+    # 2.13), and host_sync=epoch goes with everything, so they add no rule.
     if spec["upsample"] == "device" and spec["scenario"] != "A":
         raise ValueError(
             "upsample=device upsamples the stored 28x28 MNIST images on the device: Scenario A "
@@ -99,14 +95,12 @@ def validate(spec: dict[str, Any]) -> None:
 
 
 def unsupported_reason(spec: dict[str, Any]) -> str | None:
-    """What this machine cannot run: recorded as status "unsupported" with this reason, never
-    launched (run/sweep/runner.py) and never "failed"."""
+    """What this machine cannot run: status "unsupported" with this reason, never launched."""
     import torch
 
-    # On a CPU, bf16 autocast always runs (emulated where the CPU lacks bf16 instructions).
-    cuda = torch.cuda.is_available()
-    # including_emulation=False: the default counts emulated bf16 (T4, V100) as supported, and
-    # timing emulation would not be the bf16 step of the ladder (docs/gpu-review.md row 20)
+    cuda = torch.cuda.is_available()  # on a CPU bf16 autocast always runs (emulated if need be)
+    # including_emulation=False: timing emulated bf16 (T4, V100) would not be the ladder's bf16
+    # step (docs/gpu-review.md row 20)
     bf16 = spec.get("precision") == "bf16"
     if bf16 and cuda and not torch.cuda.is_bf16_supported(including_emulation=False):
         return f"bf16 autocast is not supported on {torch.cuda.get_device_name()}"
@@ -116,11 +110,7 @@ def unsupported_reason(spec: dict[str, Any]) -> str | None:
 
 
 def planned_steps(spec: dict[str, Any], rank: int = 0) -> int:
-    """Training steps (optimizer steps) rank `rank` takes over the whole run.
-
-    ddp_ds: its DistributedSampler shard (padded to ceil(n / world)) in batches, last batch kept;
-    ddp: every batch of the whole set; ddp_rr: the batches i with i % world == rank.
-    """
+    """Optimizer steps rank `rank` takes over the run (ddp_ds: its padded shard's batches)."""
     n, world, bs = spec["train_images"], spec["gpus"], spec["batch_size"]
     if spec["strategy"] == "ddp_ds":
         per_epoch = math.ceil(math.ceil(n / world) / bs)
@@ -131,11 +121,8 @@ def planned_steps(spec: dict[str, Any], rank: int = 0) -> int:
 
 
 def canonical(spec: dict[str, Any]) -> dict[str, Any]:
-    """One spec per distinct piece of work.
-
-    With one rank the three strategies do exactly the same work (every batch, on one GPU), so the
-    1-GPU cell is one shared run, named ddp_ds, that serves as every strategy's baseline.
-    """
+    """One spec per distinct piece of work: with one rank the three strategies do the same work,
+    so the 1-GPU cell is one shared run, named ddp_ds, every strategy's baseline."""
     spec = dict(spec)
     if spec["gpus"] == 1:
         spec["strategy"] = "ddp_ds"
@@ -164,10 +151,9 @@ def run_name(spec: dict[str, Any]) -> str:
         (spec["host_sync"] != "step", "sync_epoch"),
         (spec["numa"] != "policy", f"numa_{spec['numa']}"),
         (spec["profiler"] != "none", f"prof_{spec['profiler']}"),
-        # A repeat's seed (run/sweep/matrix.py, REPEATS): the default seed adds nothing, so names
-        # of single runs stay as they were.
+        # a repeat's seed (run/sweep/matrix.py): the default adds nothing
         (spec.get("seed", DEFAULTS["seed"]) != DEFAULTS["seed"], f"seed{spec.get('seed')}"),
     )
     parts += [part for on, part in optional if on]
-    parts += busy.name_parts(spec)  # a run beside a busy core (the noise cells' busy repeat)
+    parts += busy.name_parts(spec)
     return "-".join(parts)

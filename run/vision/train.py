@@ -1,29 +1,19 @@
 """Vision workload: torchvision MobileNetV2 trained on MNIST (Scenario A) under DDP.
 
-The sweep launches every run under torchrun (the exact command is the first line of each run's
-log.txt); the README ("How a run works") gives the command, the three strategies and why the
-input batch is cast on the host to the precision's dtype. With `profiler: torch` or `nsys` the
-profilers of run/node/profilers.py step in the loop, over run/node/profiling.py's window.
-
-This module is the entry point, read top to bottom: the checks, one process per rank, then
-train(): data (run/vision/inputs.py), model and precision, the training loop with its three
-strategies and evaluation (run/vision/loop.py), the summary. The running loss is summed on the
-device and read once per epoch: no per-step host synchronisation beyond what the paper's loop has.
+The sweep launches every run under torchrun (the command is the first line of its log.txt); the
+README ("How a run works") gives the command, the three strategies and why the batch is cast on
+the host to the precision's dtype. The loop is run/vision/loop.py, the data run/vision/inputs.py;
+the loss is read once per epoch: no per-step host sync beyond what the paper's loop has.
 
 Optimisations (issue 20; each off by default, so the faithful runs keep their loop and names):
-  upsample=device   the loader yields the stored uint8 28x28 images; the batch is copied as uint8
-                    and converted, normalised and upsampled on the device (inputs.py's
-                    upsample_on_device): the host-to-device bytes follow the stored image, not
-                    the image_size tensor
+  upsample=device   uint8 28x28 batches copied and upsampled on the device: the host-to-device
+                    bytes follow the stored image, not the image_size tensor
   fused_optimizer   Adam(fused=True)
-  compile           torch.compile of the DDP-wrapped model; the steps that compiled are timed as
-                    compile_s and left out of images_per_s (loop.py's compile_seconds)
-  host_sync=epoch   copies are issued non_blocking even from pageable memory (the driver may
-                    still stage those synchronously): today's loop waits once per step when
-                    pin_memory is off (a blocking copy). Matrix O1's step sets pin_memory with
-                    it, so no step waits for the device.
-summary.json also gives input_bytes_per_image (the input batch as handed to the copy, per image)
-and htod_bytes_per_image (bytes this loop copied host->device per trained image; CUDA only).
+  compile           torch.compile of the DDP-wrapped model; compiling steps are timed as
+                    compile_s and left out of images_per_s
+  host_sync=epoch   copies issued non_blocking even from pageable memory: today's loop waits once
+                    per step without pin_memory (O1 sets pin_memory with it)
+summary.json also gives input_bytes_per_image and htod_bytes_per_image (CUDA only).
 """
 
 from __future__ import annotations
@@ -49,7 +39,6 @@ T_START = time.monotonic()
 
 
 def check_inputs(spec_path: Path) -> dict[str, Any]:
-    """The run spec, checked against this launch and this machine before anything starts."""
     if not spec_path.is_file():
         raise FileNotFoundError(f"no spec file at {spec_path}")
     try:
@@ -77,8 +66,6 @@ def check_inputs(spec_path: Path) -> dict[str, Any]:
 
 @program()
 def main(argv: list[str]) -> int:
-    """One rank: its inputs checked, then (unless this machine cannot run the spec) its process
-    group and train(); 2 for bad input (one line, from rank 0), 0 otherwise."""
     ap = argparse.ArgumentParser(
         prog="python -m run.vision",
         description=__doc__,
@@ -87,8 +74,7 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--spec", type=Path, required=True, help="resolved run spec (JSON)")
     ap.add_argument("--run-dir", type=Path, required=True, help="where epochs and summary go")
     args = ap.parse_args(argv)
-    # torchrun starts ranks in sessions of their own: a rank ends with its launcher, however
-    # that died (run/node/lifeline.py), instead of writing on into a staging folder.
+    # torchrun starts ranks in sessions of their own: end with the launcher (lifeline.py)
     lifeline.tie_to_parent()
     try:  # bad input: no process group, nothing written into the run folder
         spec = check_inputs(args.spec)
@@ -97,13 +83,12 @@ def main(argv: list[str]) -> int:
     cuda = torch.cuda.is_available()
     local_rank = settings.local_rank()
     if cuda:
-        # bound before anything touches CUDA (unsupported_reason asks about bf16 and Triton):
-        # else every rank opens a context on GPU 0, memory its peak and NCCL would then share
+        # before anything touches CUDA (unsupported_reason does): else every rank opens a
+        # context on GPU 0, memory its peak and NCCL would then share
         torch.cuda.set_device(torch.device("cuda", local_rank))
     reason = vision_spec.unsupported_reason(spec)
     if reason:
-        # What this machine cannot run is a result, not an error: recorded, nothing trained (the
-        # sweep records it the same way without launching; this covers a run started by hand).
+        # a result, not an error (as the sweep records it without launching): a run by hand
         if settings.rank() == 0:
             name = vision_spec.run_name(spec)
             store.write_json_atomic(
@@ -130,8 +115,7 @@ def main(argv: list[str]) -> int:
 
 
 def loader_workers(spec: dict[str, Any]) -> int:
-    """The data-loading processes or threads beside a rank's compute thread (counted in its
-    CPU share): DataLoader workers, or DALI's pipeline threads."""
+    """The loader workers (or DALI threads) beside a rank's compute thread, in its CPU share."""
     return scenario_b.DALI_CPU_THREADS if spec.get("loader") == "dali" else spec["num_workers"]
 
 
@@ -141,7 +125,6 @@ def train(
     device: torch.device,
     cpu_share: dict[str, int] | None = None,
 ) -> int:
-    """Data, model, the training loop and the summary of one rank."""
     rank, world = dist.get_rank(), dist.get_world_size()
     if rank == 0:
         print(
@@ -172,13 +155,10 @@ def train(
 def build_model(
     spec: dict[str, Any], device: torch.device, rank: int, world: int, prec: loop.Precision
 ) -> loop.Setup:
-    """The model in DDP, the module each step calls (compiled or not) and the optimizer."""
     model = loop.model_for(spec, device, prec)
     ddp = DDP(model, device_ids=[device.index] if device.type == "cuda" else None)
-    # Compiled after wrapping, as torch 2.13 intends for DDP: dynamo's DDPOptimizer
-    # (torch._dynamo.config.optimize_ddp, on by default) splits the graph at DDP's bucket
-    # boundaries, so each bucket's all-reduce still overlaps the rest of the backward. Evaluation
-    # runs the plain module, eager: compile time is spent on training shapes only.
+    # Compiled after wrapping, as torch 2.13 intends: dynamo's DDPOptimizer splits the graph at
+    # DDP's buckets, so each all-reduce still overlaps the backward. Evaluation runs eager.
     step_model = torch.compile(ddp) if spec["compile"] else ddp
     opt = loop.optimizer_for(ddp.parameters(), spec)
     return loop.Setup(spec, device, rank, world, prec, model, ddp, step_model, opt)
@@ -192,16 +172,14 @@ def write_summary(
     loop_s: float,
     cpu_share: dict[str, int],
 ) -> None:
-    """summary.json, written last and atomically by rank 0: its presence marks the run as
-    finished. Every rank takes part in the sums over ranks."""
+    """summary.json, written last by rank 0: it marks the run finished. Every rank must call."""
     spec, device, cuda = s.spec, s.device, s.device.type == "cuda"
     mem, mem_kind = loop.peak_memory(device)
     (peak,) = loop.all_sum([mem], device, op=dist.ReduceOp.MAX)
     in_bytes, htod, n_copied, n_trained = loop.all_sum(
         [totals.input_bytes, totals.htod_bytes, totals.images_copied, totals.images_trained], device
     )
-    # DALI on a GPU decodes there ("mixed"): it uploads the encoded files itself, out of this
-    # loop's sight, so its HtoD bytes are not measured here (null, like a CPU's).
+    # DALI on a GPU uploads the encoded files itself, out of this loop's sight: null HtoD
     htod_known = cuda and spec["loader"] != "dali"
     if s.rank != 0:
         return

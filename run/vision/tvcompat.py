@@ -1,9 +1,8 @@
 """Import torchvision next to a CPU-only torch build.
 
-PyPI's torchvision 0.28 wheel is a CUDA build; beside the CPU torch wheel its compiled ops fail to
-load and `import torchvision` dies registering fake kernels for `torchvision::nms`. Defining the two
-missing operator schemas first lets the import (and the models, which never call them) work. On a
-matching torch/torchvision pair the ops already exist and nothing is defined.
+PyPI's torchvision 0.28 wheel is a CUDA build: beside the CPU torch its import dies registering
+fake kernels for `torchvision::nms`. Defining the two missing schemas first lets it (and the
+models, which never call them) work; a matching pair already has them.
 """
 
 from __future__ import annotations
