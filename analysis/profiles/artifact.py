@@ -70,7 +70,7 @@ COLUMNS = [
 
 
 def run_metrics(runs: pd.DataFrame, scale: str) -> pd.DataFrame:
-    """The tidy metrics (analysis/profiles COLUMNS) of every ok run that wrote them."""
+    """The tidy metrics of every ok run that wrote them."""
     rows = []
     for _, r in c.ok_runs(runs).iterrows():
         path = store.run_dir(scale, r["run"]) / profiling.PROFILE_METRICS
@@ -88,7 +88,7 @@ def with_launch_all(metrics: Sequence[str]) -> list[str]:
 
 
 def kind_order(t: pd.DataFrame) -> pd.Series:
-    """Sort key for the `kind` column (paper and extra metrics first, then CPU stand-ins)."""
+    """Sort key for the `kind` column."""
     return t["kind"].map(KIND_ORDER).fillna(len(KIND_ORDER))
 
 
@@ -99,57 +99,47 @@ def table(
     metrics: Sequence[str],
     cpu: bool = True,
 ) -> pd.DataFrame:
-    """One row per (run, metric): the paper's `metrics` + kernel_launch_all + CPU proxies.
-
-    kernel_launch_all comes right after cudaLaunchKernel when `metrics` has it. An absent
-    metric is NOT_PROFILED, NOT_MEASURED (CPU run), "not recorded by <profiler>" (the profiler
-    cannot record it), NO_CUDA_IN_PROFILE, or 0 (a GPU run that did not call it): coverage.py.
-    """
+    """One row per (run, metric): the paper's `metrics`, kernel_launch_all and CPU proxies; an
+    absent metric is NOT_PROFILED, NOT_MEASURED, not recorded, NO_CUDA_IN_PROFILE or 0."""
     grouped = add_launch_all(by_metric(tidy))
     rows: list[dict[str, Any]] = []
     for _, r in runs.iterrows():
-        head = {k: r[k] for k in conditions}
-        base = {"run": r["run"], "status": r["status"]}
         mine = grouped[grouped["run"] == r["run"]]
-        source = ",".join(sorted(set(mine["source"]))) or r.get("profiler", "")
         ranks = int(mine["rank"].nunique())
+        base = {**{k: r[k] for k in conditions}, "run": r["run"], "status": r["status"],
+                "source": ",".join(sorted(set(mine["source"]))) or r.get("profiler", ""),
+                "ranks": ranks}  # fmt: skip
         if r["status"] != "ok":
-            rows.append({**head, **base, "source": source, "ranks": 0, "kind": PAPER,
-                         "metric": "", "label": "", "measured": False,
+            rows.append({**base, "ranks": 0, "kind": PAPER, "metric": "", "label": "",
+                         "measured": False,
                          "note": f"run {r['status']}: {r.get('error') or ''}"[:200]})  # fmt: skip
             continue
         absent = _absent(r, mine)
         for m in with_launch_all(metrics):
             got = mine[mine["metric"] == m]
-            row = {**head, **base, "source": source, "ranks": ranks,
-                   "kind": PAPER if m in METRICS else EXTRA, "metric": m,
-                   "label": LABELS[m]}  # fmt: skip
-            if got.empty:
-                row.update(absent(m))
-            else:
-                row.update(_agg(got, ranks), measured=True, note="")
-            rows.append(row)
+            kind = PAPER if m in METRICS else EXTRA
+            cells = absent(m) if got.empty else {**_agg(got, ranks), "measured": True, "note": ""}
+            rows.append({**base, "kind": kind, "metric": m, "label": LABELS[m], **cells})
         if not cpu:
             continue
+
         cpu_rows = mine[mine["metric"].str.startswith(CPU_PREFIX)]
+        picks = []
         for label, stands_for, pattern in CPU_PROXIES:
             got = cpu_rows[cpu_rows["metric"].str[len(CPU_PREFIX) :].str.match(pattern)]
-            if got.empty:
-                continue
-            # several ops may match (forward of nested modules): take the outermost (largest)
-            got = got.sort_values("total_s", ascending=False).head(1)
-            rows.append({**head, **base, "source": source, "ranks": ranks, "kind": CPU,
-                         "metric": got["metric"].iloc[0], "label": f"{label} ({stands_for})",
-                         **_agg(mine[mine["metric"] == got["metric"].iloc[0]], ranks),
-                         "measured": True, "note": "CPU op, inclusive time"})  # fmt: skip
+            if not got.empty:
+                # several ops may match (forward of nested modules): take the outermost (largest)
+                top_op = got.sort_values("total_s", ascending=False)["metric"].iloc[0]
+                picks.append((top_op, f"{label} ({stands_for})"))
         # and the top CPU ops by inclusive time, whatever they are (ProfilerStep is the window)
-        taken = {row["metric"] for row in rows if row["run"] == r["run"]}
+        taken = {row["metric"] for row in rows if row["run"] == r["run"]} | {m for m, _ in picks}
         top = cpu_rows[~cpu_rows["metric"].isin(taken | {CPU_PREFIX + "ProfilerStep"})]
         for m in top.groupby("metric")["total_s"].sum().nlargest(TOP_CPU).index:
-            rows.append({**head, **base, "source": source, "ranks": ranks, "kind": CPU,
-                         "metric": m, "label": f"top CPU op: {m[len(CPU_PREFIX):][:40]}",
-                         **_agg(mine[mine["metric"] == m], ranks),
-                         "measured": True, "note": "CPU op, inclusive time"})  # fmt: skip
+            picks.append((m, f"top CPU op: {m[len(CPU_PREFIX) :][:40]}"))
+        for m, label in picks:
+            rows.append({**base, "kind": CPU, "metric": m, "label": label,
+                         **_agg(mine[mine["metric"] == m], ranks), "measured": True,
+                         "note": "CPU op, inclusive time"})  # fmt: skip
     out = pd.DataFrame(rows)
     for col in COLUMNS:
         if col not in out:
@@ -158,7 +148,6 @@ def table(
 
 
 def _absent(r: pd.Series, mine: pd.DataFrame) -> Callable[[str], dict[str, Any]]:
-    """For one ok run: metric -> the cells of its row when its profile has no row for it."""
     if r.get("profiler", "torch") == "none":
         return lambda m: {"measured": False, "note": NOT_PROFILED}
     cpu_run = cov.is_cpu_device(r.get("device"))
@@ -194,10 +183,8 @@ def _agg(got: pd.DataFrame, ranks: int) -> dict[str, Any]:
     }
 
 
-# ---------------------------------------------------------- the artifact contract: gates, compact
 def gpu_gate(runs: pd.DataFrame) -> str:
-    """The `gpu` gate's reason for a profiler artifact: why a CPU run's profile holds none of the
-    paper's CUDA metrics ("" on a GPU)."""
+    """The `gpu` gate's reason: why a CPU run's profile holds no CUDA metric ("" on a GPU)."""
     if c.on_gpu(runs):
         return ""
     return (
@@ -212,9 +199,9 @@ def gate_name(metric: str) -> str:
 
 
 def recorded_gates(t: pd.DataFrame, metrics: Sequence[str]) -> dict[str, str]:
-    """Gates `records_<metric>` (gate_name): for each of `metrics` that no run measured because
-    the profiler in use cannot record it (cudaEventDestroy under torch.profiler), the reason and
-    the remedy. A CPU run's absences are the `gpu` gate's, not these."""
+    """Gates `records_<metric>`: each of `metrics` no run measured because the profiler cannot
+    record it (cudaEventDestroy under torch.profiler), with the reason. A CPU run's absences are
+    the `gpu` gate's."""
     out: dict[str, str] = {}
     paper = t[t["kind"] == PAPER] if len(t) else t
     for m in metrics:
@@ -232,9 +219,8 @@ def recorded_gates(t: pd.DataFrame, metrics: Sequence[str]) -> dict[str, str]:
 def per_run(
     t: pd.DataFrame, keys: Sequence[str], columns: dict[str, tuple[Sequence[str], str]]
 ) -> pd.DataFrame:
-    """One row per finished run: `keys`, then per report column the sum of its metrics' `value`
-    (column name -> (metrics, "total_s" or "share_pct")) over the measured paper metrics; a
-    column no row measured stays empty (never 0). Works on `paper()` tables as well."""
+    """One row per finished run: `keys`, then per column (name -> (metrics, "total_s" or
+    "share_pct")) the sum over its measured paper metrics; empty (never 0) where none was."""
     keys = list(keys)
     if t.empty or "run" not in t:
         return pd.DataFrame(columns=[*keys, "run", *columns, "status"])
@@ -256,7 +242,6 @@ def measured(t: pd.DataFrame, metrics: Sequence[str]) -> bool:
 
 
 def notes(t: pd.DataFrame, runs: pd.DataFrame) -> list[str]:
-    """What the profile could and could not hold, and which profiler made it."""
     out = []
     sources = sorted(set(",".join(t["source"].dropna().astype(str)).split(",")) - {""})
     out.append(
@@ -280,7 +265,6 @@ def notes(t: pd.DataFrame, runs: pd.DataFrame) -> list[str]:
 
 
 def _absence_notes(t: pd.DataFrame) -> list[str]:
-    """GPU runs: which metrics the profiler could not record, which were 0 (not called)."""
     out = []
     if "note" not in t or t.empty:
         return out
@@ -301,7 +285,6 @@ def _absence_notes(t: pd.DataFrame) -> list[str]:
 
 
 def _launch_notes(t: pd.DataFrame) -> list[str]:
-    """Say what kernel_launch_all counts, and where it differs a lot from cudaLaunchKernel."""
     ok = t[t["measured"] == True]  # noqa: E712
     if "metric" not in t or not (ok["metric"] == KERNEL_LAUNCH_ALL).any():
         return []  # no GPU profile: the CPU note already says why
@@ -326,12 +309,10 @@ def _launch_notes(t: pd.DataFrame) -> list[str]:
     return out
 
 
-# ---------------------------------------------------------- compact tables shared by artifacts
 def by_method_template(t: pd.DataFrame, metrics: list[str], value: str, names: dict[str, str],
               scale: float = 1.0) -> pd.DataFrame:  # fmt: skip
     """Method x template as rows, one column per metric (`names`): the median over repeats of
-    the measured runs; a cell no run measured stays empty (the notes say why), a condition
-    whose runs did not finish shows their status (unsupported)."""
+    the measured runs; empty where none was, the status where no run finished."""
     keys = ["method", "template"]
     if t.empty:
         return pd.DataFrame(columns=[*keys, *names.values()])
@@ -346,9 +327,7 @@ def by_method_template(t: pd.DataFrame, metrics: list[str], value: str, names: d
     out = c.compact(wide, keys, list(names.values())) if len(wide) else None
     conds = t[keys].drop_duplicates()
     out = conds.merge(out, on=keys, how="left") if out is not None else conds
-    status = t.groupby(keys)["status"].agg(
-        lambda s: None if (s == "ok").any() else "/".join(sorted(set(s.astype(str))))
-    )
+    status = _status(t, keys)
     failed = out.set_index(keys).index.map(status.get).to_series(index=out.index)
     for col in names.values():
         cells = out[col].astype(object) if col in out else pd.Series(None, out.index, object)
@@ -359,20 +338,26 @@ def by_method_template(t: pd.DataFrame, metrics: list[str], value: str, names: d
     return out.iloc[rank.argsort(kind="stable")].reset_index(drop=True)
 
 
+def _status(t: pd.DataFrame, keys: list[str]) -> pd.Series:
+    """Per condition: None where a run finished, else its runs' statuses."""
+    return t.groupby(keys)["status"].agg(
+        lambda s: None if (s == "ok").any() else "/".join(sorted(set(s.astype(str))))
+    )
+
+
 def _label_rank(labels: dict[str, str]) -> dict[str, int]:
     return {v: i for i, v in enumerate(labels.values())}
 
 
 def s_per_it(runs: pd.DataFrame) -> dict[str, float | None]:
-    """run -> its s/it (None where the summary has none). Shared by L3 and L4."""
+    """run -> its s/it (None where the summary has none)."""
     its = runs["s_per_it"] if "s_per_it" in runs else pd.Series([None] * len(runs))
     return dict(zip(runs["run"], its, strict=True))
 
 
 def by_run(t: pd.DataFrame, keys: list[str], columns: dict) -> pd.DataFrame:
-    """The report's table of a profiler artifact: `keys` as rows, `columns` (pa.per_run's
-    column -> (metrics, value)) and the run's s/it as columns, medians over repeats. A condition
-    none of whose runs finished shows their status in every cell. Shared by L3 and L4."""
+    """`keys` as rows, `columns` (as per_run's) and s/it as columns, medians over repeats; a
+    condition none of whose runs finished shows their status in every cell."""
     per = per_run(t, keys, columns)
     its = t.drop_duplicates("run").set_index("run")["s_per_it"] if len(t) else pd.Series()
     per = per.assign(**{"s/it": pd.to_numeric(per["run"].map(its), errors="coerce")})
@@ -380,9 +365,7 @@ def by_run(t: pd.DataFrame, keys: list[str], columns: dict) -> pd.DataFrame:
     out = c.compact(per, keys, values)
     if t.empty:
         return out
-    status = t.groupby(keys)["status"].agg(
-        lambda s: None if (s == "ok").any() else "/".join(sorted(set(s.astype(str))))
-    )
+    status = _status(t, keys)
     failed = status.dropna()
     if len(failed):
         rows = failed.index.to_frame(index=False)
