@@ -1,12 +1,7 @@
-"""The profile reader's command line: where the time of a multi-GPU job went, from its profiles.
-
-    profread summary FILE... [--out metrics.csv]   the metrics and the time breakdown per rank
-    profread breakdown FILE... [--out split.csv]   the time breakdown alone
-    profread diff A B [--fail-if PCT]              before and after (diff.py)
-
-`profread` is the command `pip install .` installs; `python -m analysis.profiles.cli` is the same
-program, and its first form, `--run NAME --out F.csv FILE...` without a command, is the summary
-writing both CSVs (the artifact's Makefile and hooks call it so). Reading imports no pandas.
+"""The profile reader's command line (`profread`, installed by `pip install .`; `python -m
+analysis.profiles.cli` is the same program): summary, breakdown, diff. The command-less form,
+`--run NAME --out F.csv FILE...`, is the summary writing both CSVs (the Makefile and hooks call
+it so). Reading imports no pandas.
 """
 
 from __future__ import annotations
@@ -95,7 +90,7 @@ examples:
 
 
 def at_least_one(text: str) -> int:
-    """An argparse type: a whole number >= 1 (argparse turns the refusal into its one error)."""
+    """An argparse type: a whole number >= 1."""
     try:
         n = int(text)
     except ValueError:
@@ -106,8 +101,7 @@ def at_least_one(text: str) -> int:
 
 
 def build_parser(command: str | None = None, prog: str = PROG) -> argparse.ArgumentParser:
-    """The parser of one command ("summary", "breakdown"), or of the command-less form (None:
-    summary with --run and --out required). Separate so tests and docs can inspect it."""
+    """The parser of "summary", "breakdown", or the command-less form (None)."""
     what = {
         None: "Read nsys SQLite exports and/or torch.profiler traces of one run (one file per "
         "rank), write the tidy metrics CSV and the time breakdown CSV, and print where the time "
@@ -146,7 +140,6 @@ def build_parser(command: str | None = None, prog: str = PROG) -> argparse.Argum
 
 
 def summary(rows: Sequence[TidyRow], profiles: Sequence[tuple[int, RankProfile]], top: int) -> str:
-    """Short text per rank: wall time, the paper's and launch metrics, top CPU ops, absences."""
     shown = {*METRICS, *LAUNCH_METRICS, *COPY_METRICS, KERNEL_LAUNCH_ALL}
     totals: dict[tuple[int, str], list[MetricTotal]] = {}
     for t in with_launch_all(metric_totals(rows)):
@@ -174,12 +167,9 @@ def summary(rows: Sequence[TidyRow], profiles: Sequence[tuple[int, RankProfile]]
 
 
 def _absent_lines(present: set[str], source: str, hip: bool = False) -> list[str]:
-    """The paper's metrics this rank's profile lacks, grouped by what the absence means.
-
-    The CLI does not know the run's device: a profile with CUDA rows came from a GPU, so an
-    absent metric there was not called (0); a profile without any is "not measured". A HIP/ROCm
-    profile has no CUDA calls at all: its HIP calls are metrics of their own.
-    """
+    """The paper's metrics this rank's profile lacks, by what the absence means. The CLI does
+    not know the run's device: a profile with CUDA rows came from a GPU, so an absent metric
+    there was not called (0); one without any is "not measured"."""
     absent = [m for m in METRICS if m not in present]
     lines = []
     if hip:
@@ -205,8 +195,7 @@ def _run_name(args: argparse.Namespace) -> str:
 
 
 def read(args: argparse.Namespace, command: str | None, choice: steps.Choice | None) -> int:
-    """Run `summary` (command None: the command-less form) or `breakdown` on parsed arguments,
-    over the chosen steps where there are (steps.py)."""
+    """Run `summary` (or the command-less form, None) or `breakdown` on parsed arguments."""
     try:
         # Every file read once, metrics and breakdown together, before anything is written, so
         # that a file failing leaves no CSV.
@@ -230,19 +219,16 @@ def read(args: argparse.Namespace, command: str | None, choice: steps.Choice | N
         for i in order
     ]
     if command == "breakdown":
-        if args.out and not write_tables([(args.out, bdown.COLUMNS, split_rows)]):
-            return 1
-        print("\n".join(line for block in lines for line in block))
-        if args.out:
-            print(f"wrote {len(split_rows)} rows to {args.out}")
-        return 0
-    profiles = [(rank, prof) for rank, prof, _ in both]
-    rows = sort_rows(row for rank, prof in profiles for row in profile_rows(run, rank, prof))
-    split_out = args.breakdown_out or (bdown.breakdown_path(args.out) if args.out else None)
-    tables = [(args.out, COLUMNS + WALL_COLUMNS, rows), (split_out, bdown.COLUMNS, split_rows)]
+        tables = [(args.out, bdown.COLUMNS, split_rows)]
+    else:
+        profiles = [(rank, prof) for rank, prof, _ in both]
+        rows = sort_rows(row for rank, prof in profiles for row in profile_rows(run, rank, prof))
+        split_out = args.breakdown_out or (bdown.breakdown_path(args.out) if args.out else None)
+        tables = [(args.out, COLUMNS + WALL_COLUMNS, rows), (split_out, bdown.COLUMNS, split_rows)]
     if not write_tables([t for t in tables if t[0]]):
         return 1
-    print(summary(rows, profiles, args.top))
+    if command != "breakdown":
+        print(summary(rows, profiles, args.top))
     print("\n".join(line for block in lines for line in block))
     wrote = [f"{len(r)} rows to {dest}" for dest, _, r in tables if dest]
     if wrote:
@@ -251,7 +237,7 @@ def read(args: argparse.Namespace, command: str | None, choice: steps.Choice | N
 
 
 def main(argv: Sequence[str] | None = None, prog: str = PROG) -> int:
-    """Entry point; returns the exit status. `diff A B ...` runs analysis.profiles.diff."""
+    """Returns the exit status."""
     if run_names.settings_refused():
         return 2
     argv = sys.argv[1:] if argv is None else list(argv)
@@ -272,7 +258,6 @@ def main(argv: Sequence[str] | None = None, prog: str = PROG) -> int:
 
 
 def console() -> int:
-    """The installed command (pyproject.toml's [project.scripts])."""
     return main(prog=COMMAND)
 
 
