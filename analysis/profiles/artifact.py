@@ -1,19 +1,16 @@
 """Shared by the six profiler artifacts (V5, V6, L3, L4, L7, L9): runs -> one tidy table.
 
-Each profiled run left RUN/profile_metrics.csv (run/node/profiling.py, written by the sweep). The
-artifact table has one row per (run, metric) with the run's conditions in front:
-
-    kind        "paper metric" (J Table 1, absent ones included), "extra metric" (not the paper's:
-                kernel launches through every launch API, shown right after cudaLaunchKernel
-                whenever a table shows it) or "cpu op" (a labelled CPU stand-in, e.g. gloo
-                allreduce for the NCCL kernels; never mixed with the paper's)
+Each profiled run left RUN/profile_metrics.csv. The table has one row per (run, metric), the run's
+conditions in front:
+    kind        "paper metric" (J Table 1, absent ones included), "extra metric" (kernel launches
+                through every API, right after cudaLaunchKernel) or "cpu op" (a labelled CPU
+                stand-in, e.g. gloo allreduce for the NCCL kernels; never mixed with the paper's)
     total_s     summed over the run's ranks (as one nsys report over all processes gives it)
     share_pct   mean over ranks of total_s / that rank's profiled wall time, in percent
     measured    False where the profile cannot hold the metric (CPU run, or a metric the profiler
-                in use never records): the note says which, the numbers stay empty (never zero).
-                A metric a GPU run's profile simply lacks is measured as 0 (see coverage.py).
-
-Claims are judged on the paper's metrics (kind "paper metric") only.
+                never records): the note says which, the numbers stay empty (never zero). A
+                metric a GPU run's profile simply lacks is measured as 0 (coverage.py).
+Claims are judged on the paper's metrics only.
 """
 
 from __future__ import annotations
@@ -233,12 +230,6 @@ def per_run(
         s = vals.groupby([sel[k] for k in [*keys, "run"]], dropna=False).sum(min_count=1)
         out = out.merge(s.rename(col).reset_index(), on=[*keys, "run"], how="left")
     return out.assign(status="ok").reset_index(drop=True)
-
-
-def measured(t: pd.DataFrame, metrics: Sequence[str]) -> bool:
-    """True when every listed metric was measured in at least one run."""
-    ok = t[(t["kind"] == PAPER) & (t["measured"] == True)]  # noqa: E712
-    return all((ok["metric"] == m).any() for m in metrics)
 
 
 def notes(t: pd.DataFrame, runs: pd.DataFrame) -> list[str]:

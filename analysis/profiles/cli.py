@@ -188,12 +188,6 @@ def _absent_lines(present: set[str], source: str, hip: bool = False) -> list[str
     return lines
 
 
-def _run_name(args: argparse.Namespace) -> str:
-    if args.run:
-        return args.run
-    return Path(args.out).stem if args.out else DEFAULT_RUN
-
-
 def read(args: argparse.Namespace, command: str | None, choice: steps.Choice | None) -> int:
     """Run `summary` (or the command-less form, None) or `breakdown` on parsed arguments."""
     try:
@@ -209,9 +203,8 @@ def read(args: argparse.Namespace, command: str | None, choice: steps.Choice | N
     except (ProfileError, steps.StepError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1 if isinstance(exc, ProfileError) else 2
-    run = _run_name(args)
-    splits = [(rank, split) for rank, _, split in both]
-    split_rows = [row for rank, split in splits for row in bdown.breakdown_rows(run, rank, split)]
+    run = args.run or (Path(args.out).stem if args.out else DEFAULT_RUN)
+    split_rows = [row for rank, _, split in both for row in bdown.breakdown_rows(run, rank, split)]
     order = sorted(range(len(both)), key=lambda i: (both[i][0], both[i][2].source))
     lines = [
         bdown.breakdown_lines(both[i][0], both[i][2])

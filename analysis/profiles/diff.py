@@ -278,7 +278,7 @@ def both_figures(
     check_related(rows_a, rows_b, names, mixed)
     agg_a, agg_b = aggregate(rows_a), aggregate(rows_b)
     missing = missing_line(None if split_a is not None else why_a,
-                                 None if split_b is not None else why_b)  # fmt: skip
+                           None if split_b is not None else why_b)  # fmt: skip
     if missing is None:
         agg_a.update(breakdown_figures(split_a))
         agg_b.update(breakdown_figures(split_b))
