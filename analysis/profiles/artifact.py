@@ -190,15 +190,10 @@ def gpu_gate(runs: pd.DataFrame) -> str:
     )
 
 
-def gate_name(metric: str) -> str:
-    """cudaEventDestroy -> records_cuda_event_destroy: the gate that the profile records it."""
-    return "records_" + re.sub(r"(?<!^)(?=[A-Z])", "_", metric).lower()
-
-
 def recorded_gates(t: pd.DataFrame, metrics: Sequence[str]) -> dict[str, str]:
-    """Gates `records_<metric>`: each of `metrics` no run measured because the profiler cannot
-    record it (cudaEventDestroy under torch.profiler), with the reason. A CPU run's absences are
-    the `gpu` gate's."""
+    """Gates `records_<metric>` (snake case): each of `metrics` no run measured because the
+    profiler cannot record it (cudaEventDestroy under torch.profiler), with the reason. A CPU
+    run's absences are the `gpu` gate's."""
     out: dict[str, str] = {}
     paper = t[t["kind"] == PAPER] if len(t) else t
     for m in metrics:
@@ -209,7 +204,8 @@ def recorded_gates(t: pd.DataFrame, metrics: Sequence[str]) -> dict[str, str]:
                   if n.startswith("not recorded by ")]  # fmt: skip
         if notes_:
             why = cov.why(notes_[0])
-            out[gate_name(m)] = f"{m}: {notes_[0]}" + (f" ({why})" if why else "")
+            gate = "records_" + re.sub(r"(?<!^)(?=[A-Z])", "_", m).lower()  # records_cuda_event_...
+            out[gate] = f"{m}: {notes_[0]}" + (f" ({why})" if why else "")
     return out
 
 

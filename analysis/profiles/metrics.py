@@ -49,9 +49,8 @@ METRICS: dict[str, str] = {
     "nccl_broadcast": "ncclDevKernel_Broadcast",
     "nccl_other": "other NCCL kernels (ncclDevKernel_* / ncclKernel_*)",
 }
-# Every API that launches kernels. cudaLaunchKernel is the paper's metric; recent cuBLAS, cuDNN
-# and NCCL launch many kernels through the others (real H100 traces hold them), so a second,
-# derived metric counts all of them.
+# Every API that launches kernels: recent cuBLAS, cuDNN and NCCL launch many kernels through
+# others than the paper's cudaLaunchKernel (real H100 traces hold them).
 LAUNCH_APIS: tuple[str, ...] = (
     "cudaLaunchKernel",
     "cudaLaunchKernelExC",
@@ -59,30 +58,25 @@ LAUNCH_APIS: tuple[str, ...] = (
     "cuLaunchKernelEx",
     "cudaGraphLaunch",
 )
-# The launch APIs other than the paper's, as tidy-table metrics of their own (label = API name).
 LAUNCH_METRICS: dict[str, str] = {m: m for m in LAUNCH_APIS if m not in METRICS}
 KERNEL_LAUNCH_ALL = "kernel_launch_all"
-# Copies that are not the paper's: unified (managed) memory migrations, which nsys records as copy
-# kinds of their own. One metric for every direction; the direction stays in `raw_name`.
+# Unified (managed) memory migrations, copy kinds of their own in nsys: one metric for every
+# direction; the direction stays in `raw_name`.
 MEMCPY_UNIFIED = "memcpy_unified"
 COPY_METRICS: dict[str, str] = {
     MEMCPY_UNIFIED: "CUDA memcpy Unified (managed memory page migrations, every direction)",
 }
-# Metrics computed from other rows (never written by a reader, so never in a metrics CSV).
+# Computed from other rows, never in a metrics CSV.
 DERIVED_METRICS: dict[str, str] = {
     KERNEL_LAUNCH_ALL: f"kernel launches, all APIs ({', '.join(LAUNCH_APIS)})",
 }
-# Metric name -> label, for everything a table may show (paper, other launch APIs, derived).
 LABELS: dict[str, str] = {**METRICS, **LAUNCH_METRICS, **COPY_METRICS, **DERIVED_METRICS}
-# Host API calls (runtime or driver) that map to a metric after suffix normalisation.
 RUNTIME_METRICS = frozenset(m for m in METRICS if m.startswith("cuda")) | frozenset(LAUNCH_APIS)
 MEMCPY_METRICS = ("memcpy_htod", "memcpy_dtoh", "memcpy_dtod")
 NCCL_METRICS = ("nccl_allgather_ring_ll", "nccl_broadcast", "nccl_other")
-# Optional CPU-side aggregates from torch traces are named "cpu:<op name>" (inclusive wall time:
-# the union of the op's calls, torch_trace).
+# torch traces' CPU ops are "cpu:<op name>" rows (inclusive: the union of the op's calls).
 CPU_PREFIX = "cpu:"
 
-# Copy-kind labels as the different nsys versions and kineto spell them.
 _MEMCPY_LABELS = {
     label: f"memcpy_{short}"
     for short, long in (
@@ -116,8 +110,7 @@ _ALLGATHER_LL = re.compile(r"^nccl(?:Dev)?Kernel_AllGather_RING_LL(?:$|_)")
 _BROADCAST = re.compile(r"^nccl(?:Dev)?Kernel_Broadcast(?:$|_)")
 _NCCL = re.compile(r"^nccl(?:Dev)?Kernel_")
 SQLITE_MAGIC = b"SQLite format 3\x00"  # the first bytes of an nsys export (any SQLite file)
-# RankProfile.span_ns keys both readers share (capture_nsys places nsys's on the clock; a Kineto
-# trace's own span is torch_trace.SPAN_TRACE). The activity span runs over every CUDA record.
+# RankProfile.span_ns keys both readers share (a Kineto trace's own is torch_trace.SPAN_TRACE).
 SPAN_ACTIVITY = "CUDA activity span"
 SPAN_SESSION = "ANALYSIS_DETAILS session"
 # The wall as placed on the clock: the chosen span, widened to hold every record.
