@@ -46,7 +46,7 @@ def _stored(
     table: str,
     where: str,
     exprs: list[str],
-    dropped: list[int] | None = None,
+    dropped: list[int],
     steady: tuple[str, int] | None = None,
 ) -> Iterator[np.ndarray]:
     """Rows of `table` in stored (rowid) order, _ROWS rowids at a time, as an int64 array.
@@ -86,8 +86,7 @@ def _stored(
             continue
         (text,) = con.execute(f"SELECT group_concat({joined}) {rows}", window)
         part = np.fromstring(text[0] or "", dtype=np.int64, sep=",").reshape(-1, len(exprs))
-        if dropped is not None:
-            dropped.append(count - len(part))
+        dropped.append(count - len(part))
         if len(part):  # each row whole or not at all
             yield part
 
@@ -123,12 +122,12 @@ def nsys_gpu(
     con: sqlite3.Connection,
     columns: dict[str, set[str]],
     is_comm: Callable[[str], bool],
-    counted: dict[str, dict[int, list[int]]] | None = None,
+    counted: dict[str, dict[int, list[int]]],
 ) -> dict[int, tuple[int, ...]]:
     """Per device, the union lengths of (all GPU work, compute kernels, comm kernels, all
     kernels) in ns, then the (kernels, copies, memsets) records read.
 
-    counted, if given, gets the kernel and copy tables' GROUP BYs: by table, key (name id,
+    counted gets the kernel and copy tables' GROUP BYs: by table, key (name id,
     copyKind; NULL: -1) -> [calls, total ns, min start, max end, *sums (copies: bytes)]; a table
     with rows that did not read as numbers is left out (the GROUP BY counts them).
     """
@@ -146,7 +145,7 @@ def nsys_gpu(
         cols = columns.get(table, set())
         if {"start", "end"} <= cols:
             extra = []
-            if table == nsys.MEMCPY and counted is not None:  # as nsys_sqlite._memcpy_rows
+            if table == nsys.MEMCPY:  # as nsys_sqlite._memcpy_rows
                 extra = ["COALESCE(copyKind, -1)", 'COALESCE("bytes", 0)']
                 extra += ["MAX(COALESCE(copyCount, 1), 1)"] if "copyCount" in cols else []
             sources.append((table, ["start", '"end"', _device(cols), code, *extra]))
@@ -155,7 +154,7 @@ def nsys_gpu(
     def streams(read: Callable[[str, list[str]], Iterator[np.ndarray]]) -> list:
         dropped.clear()
         for table in (nsys.KERNEL, nsys.MEMCPY):  # counted again (the host scan adds its own)
-            (counted or {}).pop(table, None)
+            counted.pop(table, None)
         return [_tallied(read(t, e), t, comm, counted) for t, e in sources]
 
     def stored(table: str, exprs: list[str]) -> Iterator[np.ndarray]:
@@ -171,7 +170,7 @@ def nsys_gpu(
 
         found = gpu_unions(merged(streams(by_start)))
     for table, lost in dropped.items():
-        if counted is not None and any(lost):
+        if any(lost):
             counted.pop(table, None)  # rows with a NULL value, never read: to the GROUP BY
     return found
 
@@ -221,13 +220,13 @@ def _tallied(
     chunks: Iterable[np.ndarray],
     table: str,
     comm: np.ndarray,
-    counted: dict[str, dict[int, list[int]]] | None,
+    counted: dict[str, dict[int, list[int]]],
 ) -> Iterator[np.ndarray]:
     """(start, end, device, kind code) row chunks of one table, counted into `counted` on the
     way: a kernel's name id becomes 1 for an NCCL name, else 0; a copy's extra columns go."""
     kernels = table == nsys.KERNEL
     for rows in chunks:
-        if counted is not None and table in (nsys.KERNEL, nsys.MEMCPY) and len(rows):
+        if table in (nsys.KERNEL, nsys.MEMCPY) and len(rows):
             groups = counted.setdefault(table, {})
             if kernels:
                 _tally(groups, rows[:, 3], rows, None, ())
@@ -280,10 +279,10 @@ def nsys_host(
     con: sqlite3.Connection,
     columns: dict[str, set[str]],
     is_blocking: Callable[[str], bool],
-    counted: dict[str, dict[int, list[int]]] | None = None,
+    counted: dict[str, dict[int, list[int]]],
 ) -> int:
-    """Union of the blocking runtime and driver calls in ns (backtrace rows left out). counted,
-    if given, gets the call rows' GROUP BY by nameId (NULL: -1), as nsys_gpu's, where the calls
+    """Union of the blocking runtime and driver calls in ns (backtrace rows left out). counted
+    gets the call rows' GROUP BY by nameId (NULL: -1), as nsys_gpu's, where the calls
     are told apart by their class (call_rows): then all of them are read."""
     if not {"start", "end", "nameId"} <= columns.get(nsys.RUNTIME, set()):
         return 0
@@ -291,34 +290,27 @@ def nsys_host(
     found = con.execute(f"SELECT id, value FROM {nsys.STRINGS} WHERE value LIKE 'cu%'")
     keep = [int(i) for i, name in found if is_blocking(str(name))]
     calls = nsys.call_rows(con, columns)
-    if not keep and (counted is None or calls is None):
+    if not keep and calls is None:
         return 0
     names = f"nameId IN ({','.join(map(str, keep)) or 'NULL'})"
     if calls is not None:  # stored order, read as text (see _stored); else SQLite pairs rows
         # Starts past the first row's (any row will do: only shorter to write) and durations.
         first = con.execute(f"SELECT start FROM {nsys.RUNTIME} LIMIT 1").fetchone()
         base = int(first[0]) if first else 0
-        exprs, union = [f"start - {base}", '"end" - start'], SortedUnion()
-        where, groups, dropped = f" AND {calls}", {}, []
-        if counted is None:
-            where += f" AND {names}"
-        else:
-            exprs.append("COALESCE(nameId, -1)")
-        for part in _stored(con, nsys.RUNTIME, where, exprs, dropped):
+        exprs = [f"start - {base}", '"end" - start', "COALESCE(nameId, -1)"]
+        union, groups, dropped = SortedUnion(), {}, []
+        for part in _stored(con, nsys.RUNTIME, f" AND {calls}", exprs, dropped):
             rows = np.empty((2, len(part)), dtype=np.int64).T  # columns contiguous
             rows[:, 0] = part[:, 0] + base
             rows[:, 1] = rows[:, 0] + part[:, 1]
-            if counted is not None:
-                _tally(groups, part[:, 2], rows, None, ())
-                rows = rows[np.isin(part[:, 2], keep)]
+            _tally(groups, part[:, 2], rows, None, ())
+            rows = rows[np.isin(part[:, 2], keep)]
             if union is not None:
                 try:
                     union.add(rows[:, 0], rows[:, 1])
                 except Unsorted:
                     union = None  # stored out of time order: sorted below
-            if union is None and counted is None:
-                break
-        if counted is not None and not any(dropped):
+        if not any(dropped):
             counted[nsys.RUNTIME] = groups
         if union is not None:
             return union.total
