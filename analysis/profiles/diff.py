@@ -23,26 +23,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from . import detect_source, load_steps, load_with_breakdown, rank_from_path, run_names, steps
+from . import diff_table as dt
 from .breakdown import Breakdown, breakdown_path, breakdown_rows, for_wall, read_breakdown
-from .diff_table import (  # PAPER_TOTAL and WALL: the artifact imports them from here
-    BREAKDOWN,
-    BREAKDOWN_ROWS,
-    CSV_COLUMNS,
-    DEFAULT_FAIL_METRICS,
-    PAPER_TOTAL,
-    WALL,
-    DiffRow,
-    Figures,
-    Part,
-    aggregate,
-    breakdown_figures,
-    compare,
-    kinds,
-    missing_line,
-    ranks,
-    regressions,
-    render,
-)
+from .diff_table import CSV_COLUMNS, PAPER_TOTAL, WALL  # the artifact imports them from here
 from .metrics import ProfileError, TidyRow, profile_rows, reading
 from .rows import read_metrics_rows, write_tables
 from .steps import Choice, StepError
@@ -62,7 +45,7 @@ side only is marked "only in A/B"; a side without a breakdown gets one line sayi
 
 --fail-if PCT: exit 1 when a chosen metric's total_s (wall time for "{WALL}") is more than PCT %
 higher in B than in A (one line on stderr naming it). Metrics: --metric, repeatable; default
-{", ".join(DEFAULT_FAIL_METRICS)}. A metric absent from one side counts 0 there, but a
+{", ".join(dt.DEFAULT_FAIL_METRICS)}. A metric absent from one side counts 0 there, but a
 breakdown:<quantity> metric against a side without a breakdown is refused (exit 2).
 
 exit status: 0 compared (and nothing regressed past --fail-if); 1 regression past --fail-if, or
@@ -122,14 +105,16 @@ def _read_csv(path: Path) -> list[TidyRow]:
 
 
 # A side: the metrics rows, its breakdown (None if it has none), and why it has none.
-Side = tuple[list[TidyRow], list[Part] | None, str]
+Side = tuple[list[TidyRow], list[dt.Part] | None, str]
 
 
-def _parts(run: str, rank: int, bd: Breakdown) -> list[Part]:
-    return [Part(str(r[3]), r[4], float(r[5]), float(r[6])) for r in breakdown_rows(run, rank, bd)]
+def _parts(run: str, rank: int, bd: Breakdown) -> list[dt.Part]:
+    return [
+        dt.Part(str(r[3]), r[4], float(r[5]), float(r[6])) for r in breakdown_rows(run, rank, bd)
+    ]
 
 
-def from_files(run: str, files: Sequence[str | os.PathLike[str]]) -> list[Part]:
+def from_files(run: str, files: Sequence[str | os.PathLike[str]]) -> list[dt.Part]:
     """Breakdown Parts of profile files. Ranks come from the file names, else the order: the diff
     only sums over ranks, so the rank a trace records inside (read with the metrics) changes
     nothing."""
@@ -140,7 +125,7 @@ def from_files(run: str, files: Sequence[str | os.PathLike[str]]) -> list[Part]:
     return out
 
 
-def beside(metrics_csv: Path) -> tuple[list[Part] | None, str]:
+def beside(metrics_csv: Path) -> tuple[list[dt.Part] | None, str]:
     """The breakdown CSV beside a metrics CSV, or (None, why there is none)."""
     path = breakdown_path(metrics_csv)
     if not path.is_file():
@@ -166,8 +151,8 @@ def beside(metrics_csv: Path) -> tuple[list[Part] | None, str]:
 
 def _part(cells: list[str]) -> Side:
     device, quantity, seconds, share = cells
-    return Part(device, quantity, float(seconds) if seconds else math.nan,
-                float(share) if share else math.nan)  # fmt: skip
+    return dt.Part(device, quantity, float(seconds) if seconds else math.nan,
+                   float(share) if share else math.nan)  # fmt: skip
 
 
 def _files(
@@ -251,7 +236,7 @@ def read_side(
 def check_related(
     a: Sequence[TidyRow], b: Sequence[TidyRow], names: tuple[str, str], mixed: bool
 ) -> None:
-    ka, kb = kinds(a), kinds(b)
+    ka, kb = dt.kinds(a), dt.kinds(b)
     if not mixed:
         for label, name, k in (("A", names[0], ka), ("B", names[1], kb)):
             if len(k) > 1:
@@ -266,22 +251,22 @@ def check_related(
 
 
 def _side_line(label: str, spec: str, rows: Sequence[TidyRow]) -> str:
-    return f"{label}: {spec} [{'+'.join(kinds(rows)) or 'empty'}, {len(ranks(rows))} rank(s)]"
+    return f"{label}: {spec} [{'+'.join(dt.kinds(rows)) or 'empty'}, {len(dt.ranks(rows))} rank(s)]"
 
 
 def both_figures(
     side_a: Side, side_b: Side, names: tuple[str, str], mixed: bool = False
-) -> tuple[Figures, Figures, str | None]:
+) -> tuple[dt.Figures, dt.Figures, str | None]:
     """Each side's figures, breakdown included where both have one, and the line saying it is
     not compared (None when it is)."""
     (rows_a, split_a, why_a), (rows_b, split_b, why_b) = side_a, side_b
     check_related(rows_a, rows_b, names, mixed)
-    agg_a, agg_b = aggregate(rows_a), aggregate(rows_b)
-    missing = missing_line(None if split_a is not None else why_a,
-                           None if split_b is not None else why_b)  # fmt: skip
+    agg_a, agg_b = dt.aggregate(rows_a), dt.aggregate(rows_b)
+    missing = dt.missing_line(None if split_a is not None else why_a,
+                              None if split_b is not None else why_b)  # fmt: skip
     if missing is None:
-        agg_a.update(breakdown_figures(split_a))
-        agg_b.update(breakdown_figures(split_b))
+        agg_a.update(dt.breakdown_figures(split_a))
+        agg_b.update(dt.breakdown_figures(split_b))
     return agg_a, agg_b, missing
 
 
@@ -290,17 +275,17 @@ def profiled(run_dir: Path) -> bool:
     return (run_dir / run_names.needed(run_dir).PROFILE_METRICS).is_file()
 
 
-def _moved(row: DiffRow) -> float:
+def _moved(row: dt.DiffRow) -> float:
     # a metric on one side only moved by all of its time
     if not math.isnan(row.change):
         return abs(row.change)
     return abs(row.b if math.isnan(row.a) else row.a)
 
 
-def chosen(diff_rows: Sequence[DiffRow], top: int = TOP) -> list[str]:
+def chosen(diff_rows: Sequence[dt.DiffRow], top: int = TOP) -> list[str]:
     """Derived totals and breakdown first, then the `top` metrics whose time moved most."""
     names = {r.metric for r in diff_rows}
-    fixed = [m for m in (PAPER_TOTAL, WALL, *BREAKDOWN_ROWS) if m in names]
+    fixed = [m for m in (PAPER_TOTAL, WALL, *dt.BREAKDOWN_ROWS) if m in names]
     moved: dict[str, float] = {}
     for r in diff_rows:
         if r.field == "total_s" and r.metric not in fixed and r.metric not in moved:
@@ -319,7 +304,7 @@ def run_diff(a: Path, b: Path, top: int = TOP) -> tuple[pd.DataFrame, str]:
     side_a = read_side(str(a), traces=False)
     side_b = read_side(str(b), traces=False)
     agg_a, agg_b, missing = both_figures(side_a, side_b, (str(a), str(b)))
-    rows = compare(agg_a, agg_b)
+    rows = dt.compare(agg_a, agg_b)
     order = {m: i for i, m in enumerate(chosen(rows, top))}
     kept = sorted((r for r in rows if r.metric in order), key=lambda r: order[r.metric])
     return pd.DataFrame.from_records(kept, columns=CSV_COLUMNS), missing or ""
@@ -341,22 +326,24 @@ def main(argv: Sequence[str] | None = None, prog: str | None = None) -> int:
         return 1 if isinstance(exc, ProfileError) else 2
     slower: list[str] = []
     if args.fail_if is not None:
-        asked = [m for m in args.metric or () if m.startswith(BREAKDOWN)]
+        asked = [m for m in args.metric or () if m.startswith(dt.BREAKDOWN)]
         if asked and missing is not None:
             # counting a missing breakdown as 0 would let any regression pass
             print(f"error: --metric {asked[0]}: {missing}", file=sys.stderr)
             return 2
         try:
-            slower = regressions(agg_a, agg_b, args.metric or DEFAULT_FAIL_METRICS, args.fail_if)
+            slower = dt.regressions(
+                agg_a, agg_b, args.metric or dt.DEFAULT_FAIL_METRICS, args.fail_if
+            )
         except KeyError as exc:
             print(f"error: --metric {exc.args[0]} is in neither A nor B", file=sys.stderr)
             return 2
-    diff = compare(agg_a, agg_b)
+    diff = dt.compare(agg_a, agg_b)
     if args.out and not write_tables([(args.out, CSV_COLUMNS, diff)]):
         return 1
     header = [_side_line("A", args.a, side_a[0]), _side_line("B", args.b, side_b[0])]
     header += [missing] if missing else []
-    print(render(diff, header))
+    print(dt.render(diff, header))
     if args.out:
         print(f"wrote {len(diff)} rows to {args.out}")
     for line in slower:
