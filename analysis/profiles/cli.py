@@ -10,26 +10,14 @@ import argparse
 import math
 import sys
 import textwrap
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from . import breakdown as bdown
 from . import coverage as cov
 from . import load_steps, load_with_breakdown, run_names, steps
+from . import metrics as mt
 from .kineto_fold import HIP, HIP_METRICS
-from .metrics import (
-    COLUMNS,
-    COPY_METRICS,
-    CPU_PREFIX,
-    KERNEL_LAUNCH_ALL,
-    LAUNCH_METRICS,
-    METRICS,
-    WALL_COLUMNS,
-    ProfileError,
-    RankProfile,
-    TidyRow,
-    profile_rows,
-)
 from .rows import MetricTotal, metric_totals, sort_rows, with_launch_all, write_tables
 
 PROG = "python -m analysis.profiles.cli"
@@ -47,6 +35,11 @@ commands:
   diff A B           two profiles of one job compared metric by metric (`diff --help`).
 Without a command, `--run NAME --out F.csv FILE...` is `summary` writing both CSVs."""
 
+
+def _listed(names: Iterable[str]) -> str:
+    return textwrap.fill(", ".join(names), 96, initial_indent=" " * 11, subsequent_indent=" " * 11)
+
+
 _EPILOG = f"""\
 input files (one per rank; the kind is detected from the content):
   nsys      SQLite from `nsys export --type sqlite report.nsys-rep`
@@ -54,16 +47,16 @@ input files (one per rank; the kind is detected from the content):
 rank of each file: the rank recorded in a torch trace (distributedInfo), else "rankN" in the
 file or folder name (rank0.sqlite, rank_1/trace.json), else the order on the command line.
 
-output CSV columns: {", ".join(COLUMNS)}
+output CSV columns: {", ".join(mt.COLUMNS)}
   metric   normalised name, one of the paper's:
-{textwrap.fill(", ".join(METRICS), 96, initial_indent=" " * 11, subsequent_indent=" " * 11)}
+{_listed(mt.METRICS)}
            or another kernel-launch API:
-{textwrap.fill(", ".join(LAUNCH_METRICS), 96, initial_indent=" " * 11, subsequent_indent=" " * 11)}
-           torch traces also give "{CPU_PREFIX}<op>" rows unless --no-cpu-ops: the op's calls and
+{_listed(mt.LAUNCH_METRICS)}
+           torch traces also give "{mt.CPU_PREFIX}<op>" rows unless --no-cpu-ops: the op's calls and
            the wall time inside it (its calls' union, nested and cross-thread calls once)
   share    total_s / profiled wall time of that rank (summed durations of concurrent calls can
            exceed it); bytes only on memcpy rows.
-  A metric absent from a profile has no row. The summary adds {KERNEL_LAUNCH_ALL} (launches
+  A metric absent from a profile has no row. The summary adds {mt.KERNEL_LAUNCH_ALL} (launches
   through every API) and says per rank what is absent: not recorded by the profiler, not called
   (a profile with CUDA activity: 0), or not measured (no CUDA in the profile).
 
@@ -76,7 +69,7 @@ names another file. Columns: {", ".join(bdown.COLUMNS)}
            nsys capture range's CUDA activity, the nsys session, or the torch trace's span), so
            idle = window - busy; the summary also gives the CUDA activity span. Device
            "{bdown.HOST}" holds host_blocked, the union of the rank's host time inside these calls:
-{textwrap.fill(", ".join(sorted(bdown.BLOCKING_CALLS)), 96, initial_indent=" " * 11, subsequent_indent=" " * 11)}
+{_listed(sorted(bdown.BLOCKING_CALLS))}
 
 exit status: 0 read (and written); 1 a file could not be read or written (one line on stderr, no
 CSV written); 2 usage.
@@ -139,8 +132,10 @@ def build_parser(command: str | None = None, prog: str = PROG) -> argparse.Argum
     return parser
 
 
-def summary(rows: Sequence[TidyRow], profiles: Sequence[tuple[int, RankProfile]], top: int) -> str:
-    shown = {*METRICS, *LAUNCH_METRICS, *COPY_METRICS, KERNEL_LAUNCH_ALL}
+def summary(
+    rows: Sequence[mt.TidyRow], profiles: Sequence[tuple[int, mt.RankProfile]], top: int
+) -> str:
+    shown = {*mt.METRICS, *mt.LAUNCH_METRICS, *mt.COPY_METRICS, mt.KERNEL_LAUNCH_ALL}
     totals: dict[tuple[int, str], list[MetricTotal]] = {}
     for t in with_launch_all(metric_totals(rows)):
         totals.setdefault((t.rank, t.source), []).append(t)
@@ -155,7 +150,7 @@ def summary(rows: Sequence[TidyRow], profiles: Sequence[tuple[int, RankProfile]]
         )
         mine = sorted(totals.get((rank, prof.source), []), key=lambda t: -t.total_s)
         paper = [t for t in mine if t.metric in shown or t.metric in HIP_METRICS]
-        cpu = [t for t in mine if t.metric.startswith(CPU_PREFIX)][:top]
+        cpu = [t for t in mine if t.metric.startswith(mt.CPU_PREFIX)][:top]
         for t in paper + cpu:
             name = t.metric if len(t.metric) <= 40 else t.metric[:37] + "..."
             extra = "" if t.bytes is None else f"  {t.bytes / 1e6:.1f} MB"
@@ -170,7 +165,7 @@ def _absent_lines(present: set[str], source: str, hip: bool = False) -> list[str
     """The paper's metrics this rank's profile lacks, by what the absence means. The CLI does
     not know the run's device: a profile with CUDA rows came from a GPU, so an absent metric
     there was not called (0); one without any is "not measured"."""
-    absent = [m for m in METRICS if m not in present]
+    absent = [m for m in mt.METRICS if m not in present]
     lines = []
     if hip:
         cuda = [m for m in absent if m.startswith("cuda")]
@@ -200,9 +195,9 @@ def read(args: argparse.Namespace, command: str | None, choice: steps.Choice | N
             got = load_steps(args.files, choice, cpu_ops=not args.no_cpu_ops)
             both = [(rank, prof, sr.breakdown) for rank, prof, sr in got]
             each = {i: sr.each for i, (_, _, sr) in enumerate(got)}
-    except (ProfileError, steps.StepError) as exc:
+    except (mt.ProfileError, steps.StepError) as exc:
         print(f"error: {exc}", file=sys.stderr)
-        return 1 if isinstance(exc, ProfileError) else 2
+        return 1 if isinstance(exc, mt.ProfileError) else 2
     run = args.run or (Path(args.out).stem if args.out else DEFAULT_RUN)
     split_rows = [row for rank, _, split in both for row in bdown.breakdown_rows(run, rank, split)]
     order = sorted(range(len(both)), key=lambda i: (both[i][0], both[i][2].source))
@@ -215,9 +210,12 @@ def read(args: argparse.Namespace, command: str | None, choice: steps.Choice | N
         tables = [(args.out, bdown.COLUMNS, split_rows)]
     else:
         profiles = [(rank, prof) for rank, prof, _ in both]
-        rows = sort_rows(row for rank, prof in profiles for row in profile_rows(run, rank, prof))
+        rows = sort_rows(row for rank, prof in profiles for row in mt.profile_rows(run, rank, prof))
         split_out = args.breakdown_out or (bdown.breakdown_path(args.out) if args.out else None)
-        tables = [(args.out, COLUMNS + WALL_COLUMNS, rows), (split_out, bdown.COLUMNS, split_rows)]
+        tables = [
+            (args.out, mt.COLUMNS + mt.WALL_COLUMNS, rows),
+            (split_out, bdown.COLUMNS, split_rows),
+        ]
     if not write_tables([t for t in tables if t[0]]):
         return 1
     if command != "breakdown":
