@@ -28,17 +28,8 @@ from run.llm.spec import METHOD_LABELS
 from run.node import profiling
 
 from . import coverage as cov
+from . import metrics as mt
 from .coverage import NOT_CALLED, NOT_MEASURED, NOT_PROFILED  # artifacts read them here too
-from .metrics import (
-    CPU_PREFIX,
-    KERNEL_LAUNCH_ALL,
-    LABELS,
-    MEMCPY_METRICS,
-    METRICS,
-    add_launch_all,
-    by_metric,
-    metrics_frame,
-)
 from .rows import read_metrics_rows, sort_rows
 
 PAPER, EXTRA, CPU = "paper metric", "extra metric", "cpu op"
@@ -73,14 +64,14 @@ def run_metrics(runs: pd.DataFrame, scale: str) -> pd.DataFrame:
         path = store.run_dir(scale, r["run"]) / profiling.PROFILE_METRICS
         if path.is_file():
             rows += read_metrics_rows(path)
-    return metrics_frame(sort_rows(rows))
+    return mt.metrics_frame(sort_rows(rows))
 
 
 def with_launch_all(metrics: Sequence[str]) -> list[str]:
     """`metrics` with KERNEL_LAUNCH_ALL right after cudaLaunchKernel (unchanged without it)."""
-    out = [m for m in metrics if m != KERNEL_LAUNCH_ALL]
+    out = [m for m in metrics if m != mt.KERNEL_LAUNCH_ALL]
     if "cudaLaunchKernel" in out:
-        out.insert(out.index("cudaLaunchKernel") + 1, KERNEL_LAUNCH_ALL)
+        out.insert(out.index("cudaLaunchKernel") + 1, mt.KERNEL_LAUNCH_ALL)
     return out
 
 
@@ -98,7 +89,7 @@ def table(
 ) -> pd.DataFrame:
     """One row per (run, metric): the paper's `metrics`, kernel_launch_all and CPU proxies; an
     absent metric is NOT_PROFILED, NOT_MEASURED, not recorded, NO_CUDA_IN_PROFILE or 0."""
-    grouped = add_launch_all(by_metric(tidy))
+    grouped = mt.add_launch_all(mt.by_metric(tidy))
     rows: list[dict[str, Any]] = []
     for _, r in runs.iterrows():
         mine = grouped[grouped["run"] == r["run"]]
@@ -114,25 +105,25 @@ def table(
         absent = _absent(r, mine)
         for m in with_launch_all(metrics):
             got = mine[mine["metric"] == m]
-            kind = PAPER if m in METRICS else EXTRA
+            kind = PAPER if m in mt.METRICS else EXTRA
             cells = absent(m) if got.empty else {**_agg(got, ranks), "measured": True, "note": ""}
-            rows.append({**base, "kind": kind, "metric": m, "label": LABELS[m], **cells})
+            rows.append({**base, "kind": kind, "metric": m, "label": mt.LABELS[m], **cells})
         if not cpu:
             continue
 
-        cpu_rows = mine[mine["metric"].str.startswith(CPU_PREFIX)]
+        cpu_rows = mine[mine["metric"].str.startswith(mt.CPU_PREFIX)]
         picks = []
         for label, stands_for, pattern in CPU_PROXIES:
-            got = cpu_rows[cpu_rows["metric"].str[len(CPU_PREFIX) :].str.match(pattern)]
+            got = cpu_rows[cpu_rows["metric"].str[len(mt.CPU_PREFIX) :].str.match(pattern)]
             if not got.empty:
                 # several ops may match (forward of nested modules): take the outermost (largest)
                 top_op = got.sort_values("total_s", ascending=False)["metric"].iloc[0]
                 picks.append((top_op, f"{label} ({stands_for})"))
         # and the top CPU ops by inclusive time, whatever they are (ProfilerStep is the window)
         taken = {row["metric"] for row in rows if row["run"] == r["run"]} | {m for m, _ in picks}
-        top = cpu_rows[~cpu_rows["metric"].isin(taken | {CPU_PREFIX + "ProfilerStep"})]
+        top = cpu_rows[~cpu_rows["metric"].isin(taken | {mt.CPU_PREFIX + "ProfilerStep"})]
         for m in top.groupby("metric")["total_s"].sum().nlargest(TOP_CPU).index:
-            picks.append((m, f"top CPU op: {m[len(CPU_PREFIX) :][:40]}"))
+            picks.append((m, f"top CPU op: {m[len(mt.CPU_PREFIX) :][:40]}"))
         for m, label in picks:
             rows.append({**base, "kind": CPU, "metric": m, "label": label,
                          **_agg(mine[mine["metric"] == m], ranks), "measured": True,
@@ -163,7 +154,7 @@ def _absent(r: pd.Series, mine: pd.DataFrame) -> Callable[[str], dict[str, Any]]
         if not cuda:  # a GPU run whose profile saw no CUDA at all: a 0 would be a guess
             return {"measured": False, "note": cov.NO_CUDA_IN_PROFILE}
         # the profiler could record it and saw the GPU, so the run really did not call it
-        nbytes = 0 if m in MEMCPY_METRICS else pd.NA
+        nbytes = 0 if m in mt.MEMCPY_METRICS else pd.NA
         return {"calls": 0, "total_s": 0.0, "share_pct": 0.0, "bytes": nbytes,
                 "measured": True, "note": NOT_CALLED}  # fmt: skip
 
@@ -273,17 +264,17 @@ def _absence_notes(t: pd.DataFrame) -> list[str]:
 
 def _launch_notes(t: pd.DataFrame) -> list[str]:
     ok = t[t["measured"] == True]  # noqa: E712
-    if "metric" not in t or not (ok["metric"] == KERNEL_LAUNCH_ALL).any():
+    if "metric" not in t or not (ok["metric"] == mt.KERNEL_LAUNCH_ALL).any():
         return []  # no GPU profile: the CPU note already says why
     out = [
-        f"{KERNEL_LAUNCH_ALL} ({LABELS[KERNEL_LAUNCH_ALL]}) is shown beside the paper's "
+        f"{mt.KERNEL_LAUNCH_ALL} ({mt.LABELS[mt.KERNEL_LAUNCH_ALL]}) is shown beside the paper's "
         "cudaLaunchKernel: recent cuBLAS, cuDNN and NCCL launch many kernels through the other "
         "APIs. Claims use cudaLaunchKernel, as the paper does."
     ]
     calls = ok.pivot_table(index="run", columns="metric", values="calls", aggfunc="sum")
-    if {"cudaLaunchKernel", KERNEL_LAUNCH_ALL} <= set(calls.columns):
-        pair = calls[["cudaLaunchKernel", KERNEL_LAUNCH_ALL]].dropna()
-        paper, every = pair["cudaLaunchKernel"], pair[KERNEL_LAUNCH_ALL]
+    if {"cudaLaunchKernel", mt.KERNEL_LAUNCH_ALL} <= set(calls.columns):
+        pair = calls[["cudaLaunchKernel", mt.KERNEL_LAUNCH_ALL]].dropna()
+        paper, every = pair["cudaLaunchKernel"], pair[mt.KERNEL_LAUNCH_ALL]
         # launches but none through cudaLaunchKernel: infinitely far apart; none at all: equal
         ratio = (every / paper.where(paper > 0)).fillna(float("inf")).where(every > 0, 1.0)
         far = ratio[ratio > LAUNCH_RATIO_NOTE]
