@@ -104,7 +104,13 @@ class KinetoIntervals:
         """The last fold; False where the events came out of time order beyond the flush window."""
         count = sum(len(ts) for ts, _ in self.groups.values())
         if not self.flushed and intervals.fold_small(count):
-            self.small = intervals.small_unions(self._ns_rows())
+            us_ns = intervals.us_ns  # the same ns as _rows, one interval at a time
+            ns_rows = [
+                (start, start + round(d * 1000), dev, code)
+                for (dev, code), (ts, dur) in self.groups.items()
+                for start, d in zip(map(us_ns, ts), dur, strict=True)
+            ]
+            self.small = intervals.small_unions(ns_rows)
         elif not self.keep_all:
             self.flush(final=True)
         return self.in_order
@@ -130,14 +136,6 @@ class KinetoIntervals:
         # the last end: exact for kept work; else that of the latest one in float us
         start = intervals.us_ns(hi_ts)
         return found, host, (intervals.us_ns(lo), max(start + round(hi_dur * 1000), self.last_end))
-
-    def _ns_rows(self) -> list[tuple[int, int, int, int]]:
-        us_ns = intervals.us_ns
-        return [
-            (start, start + round(d * 1000), dev, code)
-            for (dev, code), (ts, dur) in self.groups.items()
-            for start, d in zip(map(us_ns, ts), dur, strict=True)
-        ]
 
 
 def _rows(pair: tuple[array, array], dev: int, code: int) -> np.ndarray:
