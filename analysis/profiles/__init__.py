@@ -1,9 +1,5 @@
 """Profile readers (nsys SQLite exports, torch.profiler Chrome traces) and the tidy metrics table.
-
-A file is read with `read_profile_breakdown` (its RankProfile, whose rows are the tidy table's,
-and its time breakdown), several ranks' files with `load_with_breakdown`; the CLI (cli.py) writes
-the table as CSV. Reading needs no pandas; the artifact's frames (metrics.py) do.
-"""
+Reading needs no pandas; the artifact's frames (metrics.py) do."""
 
 from __future__ import annotations
 
@@ -16,28 +12,15 @@ from pathlib import Path
 from . import steps
 from .breakdown import Breakdown, read_nsys, read_torch
 from .metrics import SQLITE_MAGIC, ProfileError, RankProfile, reading
-from .torch_trace import GZIP_MAGIC, read_torch_trace
-
-__all__ = [
-    "Breakdown",
-    "ProfileError",
-    "RankProfile",
-    "detect_source",
-    "load_steps",
-    "load_with_breakdown",
-    "rank_from_path",
-    "read_nsys_sqlite",
-    "read_profile_breakdown",
-    "read_torch_trace",
-]
+from .torch_trace import GZIP_MAGIC
+from .torch_trace import read_torch_trace as read_torch_trace  # re-exported
 
 _RANK = re.compile(r"(?<![a-z])rank[_-]?(\d+)", re.IGNORECASE)
 _NSYS_REPORT_SUFFIXES = (".nsys-rep", ".qdrep")
 
 
 def __getattr__(name: str) -> object:
-    """read_nsys_sqlite, imported when first asked for: the nsys reader (sqlite3, its pool of
-    connections) is imported only where an nsys export is read, so a Kineto trace reads without."""
+    """read_nsys_sqlite, imported when first asked for, so a Kineto trace reads without sqlite3."""
     if name == "read_nsys_sqlite":
         from .nsys_sqlite import read_nsys_sqlite
 
@@ -66,8 +49,7 @@ def detect_source(path: str | os.PathLike[str]) -> str:
 def read_profile_breakdown(
     path: str | os.PathLike[str], cpu_ops: bool = True
 ) -> tuple[RankProfile, Breakdown]:
-    """One profile file of either kind, read once: its RankProfile and its time breakdown
-    (breakdown.py). ProfileError on bad input."""
+    """One profile file of either kind, read once; ProfileError on bad input."""
     if detect_source(path) == "nsys":
         return read_nsys(path)
     return read_torch(path, cpu_ops=cpu_ops)
@@ -86,20 +68,16 @@ def rank_from_path(path: str | os.PathLike[str]) -> int | None:
 def load_with_breakdown(
     paths: Sequence[str | os.PathLike[str]], cpu_ops: bool = True
 ) -> list[tuple[int, RankProfile, Breakdown]]:
-    """Read files (each once: its profile and its time breakdown) and give each a rank: recorded
-    in the trace, else in its path, else by order.
-
-    Two files of the same source claiming one rank raise ProfileError (it would double count).
-    A file of a format version newer than the tested ones gets one warning line on stderr.
-    """
+    """Read files, each once, and give each a rank: recorded in the trace, else in its path,
+    else by order. Two files of one source claiming one rank raise ProfileError (it would double
+    count); a format version newer than the tested ones gets one warning line on stderr."""
     return _load(paths, lambda p: read_profile_breakdown(p, cpu_ops))
 
 
 def load_steps(
     paths: Sequence[str | os.PathLike[str]], choice: steps.Choice, cpu_ops: bool = True
 ) -> list[tuple[int, RankProfile, steps.StepRead]]:
-    """load_with_breakdown over the chosen training steps of each file (steps.py): each file's
-    profile, and its steps' breakdowns (a StepRead). StepError for a step a file lacks."""
+    """load_with_breakdown over the chosen training steps; StepError for a step a file lacks."""
 
     def read(path: str | os.PathLike[str]) -> tuple[RankProfile, steps.StepRead]:
         got = steps.read_steps(path, detect_source(path), choice, cpu_ops)

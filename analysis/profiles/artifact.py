@@ -1,19 +1,16 @@
 """Shared by the six profiler artifacts (V5, V6, L3, L4, L7, L9): runs -> one tidy table.
 
-Each profiled run left RUN/profile_metrics.csv (run/node/profiling.py, written by the sweep). The
-artifact table has one row per (run, metric) with the run's conditions in front:
-
-    kind        "paper metric" (J Table 1, absent ones included), "extra metric" (not the paper's:
-                kernel launches through every launch API, shown right after cudaLaunchKernel
-                whenever a table shows it) or "cpu op" (a labelled CPU stand-in, e.g. gloo
-                allreduce for the NCCL kernels; never mixed with the paper's)
+Each profiled run left RUN/profile_metrics.csv. The table has one row per (run, metric), the run's
+conditions in front:
+    kind        "paper metric" (J Table 1, absent ones included), "extra metric" (kernel launches
+                through every API, right after cudaLaunchKernel) or "cpu op" (a labelled CPU
+                stand-in, e.g. gloo allreduce for the NCCL kernels; never mixed with the paper's)
     total_s     summed over the run's ranks (as one nsys report over all processes gives it)
     share_pct   mean over ranks of total_s / that rank's profiled wall time, in percent
     measured    False where the profile cannot hold the metric (CPU run, or a metric the profiler
-                in use never records): the note says which, the numbers stay empty (never zero).
-                A metric a GPU run's profile simply lacks is measured as 0 (see coverage.py).
-
-Claims are judged on the paper's metrics (kind "paper metric") only.
+                never records): the note says which, the numbers stay empty (never zero). A
+                metric a GPU run's profile simply lacks is measured as 0 (coverage.py).
+Claims are judged on the paper's metrics only.
 """
 
 from __future__ import annotations
@@ -31,17 +28,8 @@ from run.llm.spec import METHOD_LABELS
 from run.node import profiling
 
 from . import coverage as cov
+from . import metrics as mt
 from .coverage import NOT_CALLED, NOT_MEASURED, NOT_PROFILED  # artifacts read them here too
-from .metrics import (
-    CPU_PREFIX,
-    KERNEL_LAUNCH_ALL,
-    LABELS,
-    MEMCPY_METRICS,
-    METRICS,
-    add_launch_all,
-    by_metric,
-    metrics_frame,
-)
 from .rows import read_metrics_rows, sort_rows
 
 PAPER, EXTRA, CPU = "paper metric", "extra metric", "cpu op"
@@ -70,25 +58,25 @@ COLUMNS = [
 
 
 def run_metrics(runs: pd.DataFrame, scale: str) -> pd.DataFrame:
-    """The tidy metrics (analysis/profiles COLUMNS) of every ok run that wrote them."""
+    """The tidy metrics of every ok run that wrote them."""
     rows = []
     for _, r in c.ok_runs(runs).iterrows():
         path = store.run_dir(scale, r["run"]) / profiling.PROFILE_METRICS
         if path.is_file():
             rows += read_metrics_rows(path)
-    return metrics_frame(sort_rows(rows))
+    return mt.metrics_frame(sort_rows(rows))
 
 
 def with_launch_all(metrics: Sequence[str]) -> list[str]:
     """`metrics` with KERNEL_LAUNCH_ALL right after cudaLaunchKernel (unchanged without it)."""
-    out = [m for m in metrics if m != KERNEL_LAUNCH_ALL]
+    out = [m for m in metrics if m != mt.KERNEL_LAUNCH_ALL]
     if "cudaLaunchKernel" in out:
-        out.insert(out.index("cudaLaunchKernel") + 1, KERNEL_LAUNCH_ALL)
+        out.insert(out.index("cudaLaunchKernel") + 1, mt.KERNEL_LAUNCH_ALL)
     return out
 
 
 def kind_order(t: pd.DataFrame) -> pd.Series:
-    """Sort key for the `kind` column (paper and extra metrics first, then CPU stand-ins)."""
+    """Sort key for the `kind` column."""
     return t["kind"].map(KIND_ORDER).fillna(len(KIND_ORDER))
 
 
@@ -99,57 +87,47 @@ def table(
     metrics: Sequence[str],
     cpu: bool = True,
 ) -> pd.DataFrame:
-    """One row per (run, metric): the paper's `metrics` + kernel_launch_all + CPU proxies.
-
-    kernel_launch_all comes right after cudaLaunchKernel when `metrics` has it. An absent
-    metric is NOT_PROFILED, NOT_MEASURED (CPU run), "not recorded by <profiler>" (the profiler
-    cannot record it), NO_CUDA_IN_PROFILE, or 0 (a GPU run that did not call it): coverage.py.
-    """
-    grouped = add_launch_all(by_metric(tidy))
+    """One row per (run, metric): the paper's `metrics`, kernel_launch_all and CPU proxies; an
+    absent metric is NOT_PROFILED, NOT_MEASURED, not recorded, NO_CUDA_IN_PROFILE or 0."""
+    grouped = mt.add_launch_all(mt.by_metric(tidy))
     rows: list[dict[str, Any]] = []
     for _, r in runs.iterrows():
-        head = {k: r[k] for k in conditions}
-        base = {"run": r["run"], "status": r["status"]}
         mine = grouped[grouped["run"] == r["run"]]
-        source = ",".join(sorted(set(mine["source"]))) or r.get("profiler", "")
         ranks = int(mine["rank"].nunique())
+        base = {**{k: r[k] for k in conditions}, "run": r["run"], "status": r["status"],
+                "source": ",".join(sorted(set(mine["source"]))) or r.get("profiler", ""),
+                "ranks": ranks}  # fmt: skip
         if r["status"] != "ok":
-            rows.append({**head, **base, "source": source, "ranks": 0, "kind": PAPER,
-                         "metric": "", "label": "", "measured": False,
+            rows.append({**base, "ranks": 0, "kind": PAPER, "metric": "", "label": "",
+                         "measured": False,
                          "note": f"run {r['status']}: {r.get('error') or ''}"[:200]})  # fmt: skip
             continue
         absent = _absent(r, mine)
         for m in with_launch_all(metrics):
             got = mine[mine["metric"] == m]
-            row = {**head, **base, "source": source, "ranks": ranks,
-                   "kind": PAPER if m in METRICS else EXTRA, "metric": m,
-                   "label": LABELS[m]}  # fmt: skip
-            if got.empty:
-                row.update(absent(m))
-            else:
-                row.update(_agg(got, ranks), measured=True, note="")
-            rows.append(row)
+            kind = PAPER if m in mt.METRICS else EXTRA
+            cells = absent(m) if got.empty else {**_agg(got, ranks), "measured": True, "note": ""}
+            rows.append({**base, "kind": kind, "metric": m, "label": mt.LABELS[m], **cells})
         if not cpu:
             continue
-        cpu_rows = mine[mine["metric"].str.startswith(CPU_PREFIX)]
+
+        cpu_rows = mine[mine["metric"].str.startswith(mt.CPU_PREFIX)]
+        picks = []
         for label, stands_for, pattern in CPU_PROXIES:
-            got = cpu_rows[cpu_rows["metric"].str[len(CPU_PREFIX) :].str.match(pattern)]
-            if got.empty:
-                continue
-            # several ops may match (forward of nested modules): take the outermost (largest)
-            got = got.sort_values("total_s", ascending=False).head(1)
-            rows.append({**head, **base, "source": source, "ranks": ranks, "kind": CPU,
-                         "metric": got["metric"].iloc[0], "label": f"{label} ({stands_for})",
-                         **_agg(mine[mine["metric"] == got["metric"].iloc[0]], ranks),
-                         "measured": True, "note": "CPU op, inclusive time"})  # fmt: skip
+            got = cpu_rows[cpu_rows["metric"].str[len(mt.CPU_PREFIX) :].str.match(pattern)]
+            if not got.empty:
+                # several ops may match (forward of nested modules): take the outermost (largest)
+                top_op = got.sort_values("total_s", ascending=False)["metric"].iloc[0]
+                picks.append((top_op, f"{label} ({stands_for})"))
         # and the top CPU ops by inclusive time, whatever they are (ProfilerStep is the window)
-        taken = {row["metric"] for row in rows if row["run"] == r["run"]}
-        top = cpu_rows[~cpu_rows["metric"].isin(taken | {CPU_PREFIX + "ProfilerStep"})]
+        taken = {row["metric"] for row in rows if row["run"] == r["run"]} | {m for m, _ in picks}
+        top = cpu_rows[~cpu_rows["metric"].isin(taken | {mt.CPU_PREFIX + "ProfilerStep"})]
         for m in top.groupby("metric")["total_s"].sum().nlargest(TOP_CPU).index:
-            rows.append({**head, **base, "source": source, "ranks": ranks, "kind": CPU,
-                         "metric": m, "label": f"top CPU op: {m[len(CPU_PREFIX):][:40]}",
-                         **_agg(mine[mine["metric"] == m], ranks),
-                         "measured": True, "note": "CPU op, inclusive time"})  # fmt: skip
+            picks.append((m, f"top CPU op: {m[len(mt.CPU_PREFIX) :][:40]}"))
+        for m, label in picks:
+            rows.append({**base, "kind": CPU, "metric": m, "label": label,
+                         **_agg(mine[mine["metric"] == m], ranks), "measured": True,
+                         "note": "CPU op, inclusive time"})  # fmt: skip
     out = pd.DataFrame(rows)
     for col in COLUMNS:
         if col not in out:
@@ -158,7 +136,6 @@ def table(
 
 
 def _absent(r: pd.Series, mine: pd.DataFrame) -> Callable[[str], dict[str, Any]]:
-    """For one ok run: metric -> the cells of its row when its profile has no row for it."""
     if r.get("profiler", "torch") == "none":
         return lambda m: {"measured": False, "note": NOT_PROFILED}
     cpu_run = cov.is_cpu_device(r.get("device"))
@@ -177,7 +154,7 @@ def _absent(r: pd.Series, mine: pd.DataFrame) -> Callable[[str], dict[str, Any]]
         if not cuda:  # a GPU run whose profile saw no CUDA at all: a 0 would be a guess
             return {"measured": False, "note": cov.NO_CUDA_IN_PROFILE}
         # the profiler could record it and saw the GPU, so the run really did not call it
-        nbytes = 0 if m in MEMCPY_METRICS else pd.NA
+        nbytes = 0 if m in mt.MEMCPY_METRICS else pd.NA
         return {"calls": 0, "total_s": 0.0, "share_pct": 0.0, "bytes": nbytes,
                 "measured": True, "note": NOT_CALLED}  # fmt: skip
 
@@ -194,10 +171,8 @@ def _agg(got: pd.DataFrame, ranks: int) -> dict[str, Any]:
     }
 
 
-# ---------------------------------------------------------- the artifact contract: gates, compact
 def gpu_gate(runs: pd.DataFrame) -> str:
-    """The `gpu` gate's reason for a profiler artifact: why a CPU run's profile holds none of the
-    paper's CUDA metrics ("" on a GPU)."""
+    """The `gpu` gate's reason: why a CPU run's profile holds no CUDA metric ("" on a GPU)."""
     if c.on_gpu(runs):
         return ""
     return (
@@ -206,15 +181,10 @@ def gpu_gate(runs: pd.DataFrame) -> str:
     )
 
 
-def gate_name(metric: str) -> str:
-    """cudaEventDestroy -> records_cuda_event_destroy: the gate that the profile records it."""
-    return "records_" + re.sub(r"(?<!^)(?=[A-Z])", "_", metric).lower()
-
-
 def recorded_gates(t: pd.DataFrame, metrics: Sequence[str]) -> dict[str, str]:
-    """Gates `records_<metric>` (gate_name): for each of `metrics` that no run measured because
-    the profiler in use cannot record it (cudaEventDestroy under torch.profiler), the reason and
-    the remedy. A CPU run's absences are the `gpu` gate's, not these."""
+    """Gates `records_<metric>` (snake case): each of `metrics` no run measured because the
+    profiler cannot record it (cudaEventDestroy under torch.profiler), with the reason. A CPU
+    run's absences are the `gpu` gate's."""
     out: dict[str, str] = {}
     paper = t[t["kind"] == PAPER] if len(t) else t
     for m in metrics:
@@ -225,16 +195,16 @@ def recorded_gates(t: pd.DataFrame, metrics: Sequence[str]) -> dict[str, str]:
                   if n.startswith("not recorded by ")]  # fmt: skip
         if notes_:
             why = cov.why(notes_[0])
-            out[gate_name(m)] = f"{m}: {notes_[0]}" + (f" ({why})" if why else "")
+            gate = "records_" + re.sub(r"(?<!^)(?=[A-Z])", "_", m).lower()  # records_cuda_event_...
+            out[gate] = f"{m}: {notes_[0]}" + (f" ({why})" if why else "")
     return out
 
 
 def per_run(
     t: pd.DataFrame, keys: Sequence[str], columns: dict[str, tuple[Sequence[str], str]]
 ) -> pd.DataFrame:
-    """One row per finished run: `keys`, then per report column the sum of its metrics' `value`
-    (column name -> (metrics, "total_s" or "share_pct")) over the measured paper metrics; a
-    column no row measured stays empty (never 0). Works on `paper()` tables as well."""
+    """One row per finished run: `keys`, then per column (name -> (metrics, "total_s" or
+    "share_pct")) the sum over its measured paper metrics; empty (never 0) where none was."""
     keys = list(keys)
     if t.empty or "run" not in t:
         return pd.DataFrame(columns=[*keys, "run", *columns, "status"])
@@ -249,14 +219,7 @@ def per_run(
     return out.assign(status="ok").reset_index(drop=True)
 
 
-def measured(t: pd.DataFrame, metrics: Sequence[str]) -> bool:
-    """True when every listed metric was measured in at least one run."""
-    ok = t[(t["kind"] == PAPER) & (t["measured"] == True)]  # noqa: E712
-    return all((ok["metric"] == m).any() for m in metrics)
-
-
 def notes(t: pd.DataFrame, runs: pd.DataFrame) -> list[str]:
-    """What the profile could and could not hold, and which profiler made it."""
     out = []
     sources = sorted(set(",".join(t["source"].dropna().astype(str)).split(",")) - {""})
     out.append(
@@ -280,7 +243,6 @@ def notes(t: pd.DataFrame, runs: pd.DataFrame) -> list[str]:
 
 
 def _absence_notes(t: pd.DataFrame) -> list[str]:
-    """GPU runs: which metrics the profiler could not record, which were 0 (not called)."""
     out = []
     if "note" not in t or t.empty:
         return out
@@ -301,19 +263,18 @@ def _absence_notes(t: pd.DataFrame) -> list[str]:
 
 
 def _launch_notes(t: pd.DataFrame) -> list[str]:
-    """Say what kernel_launch_all counts, and where it differs a lot from cudaLaunchKernel."""
     ok = t[t["measured"] == True]  # noqa: E712
-    if "metric" not in t or not (ok["metric"] == KERNEL_LAUNCH_ALL).any():
+    if "metric" not in t or not (ok["metric"] == mt.KERNEL_LAUNCH_ALL).any():
         return []  # no GPU profile: the CPU note already says why
     out = [
-        f"{KERNEL_LAUNCH_ALL} ({LABELS[KERNEL_LAUNCH_ALL]}) is shown beside the paper's "
+        f"{mt.KERNEL_LAUNCH_ALL} ({mt.LABELS[mt.KERNEL_LAUNCH_ALL]}) is shown beside the paper's "
         "cudaLaunchKernel: recent cuBLAS, cuDNN and NCCL launch many kernels through the other "
         "APIs. Claims use cudaLaunchKernel, as the paper does."
     ]
     calls = ok.pivot_table(index="run", columns="metric", values="calls", aggfunc="sum")
-    if {"cudaLaunchKernel", KERNEL_LAUNCH_ALL} <= set(calls.columns):
-        pair = calls[["cudaLaunchKernel", KERNEL_LAUNCH_ALL]].dropna()
-        paper, every = pair["cudaLaunchKernel"], pair[KERNEL_LAUNCH_ALL]
+    if {"cudaLaunchKernel", mt.KERNEL_LAUNCH_ALL} <= set(calls.columns):
+        pair = calls[["cudaLaunchKernel", mt.KERNEL_LAUNCH_ALL]].dropna()
+        paper, every = pair["cudaLaunchKernel"], pair[mt.KERNEL_LAUNCH_ALL]
         # launches but none through cudaLaunchKernel: infinitely far apart; none at all: equal
         ratio = (every / paper.where(paper > 0)).fillna(float("inf")).where(every > 0, 1.0)
         far = ratio[ratio > LAUNCH_RATIO_NOTE]
@@ -326,12 +287,10 @@ def _launch_notes(t: pd.DataFrame) -> list[str]:
     return out
 
 
-# ---------------------------------------------------------- compact tables shared by artifacts
 def by_method_template(t: pd.DataFrame, metrics: list[str], value: str, names: dict[str, str],
               scale: float = 1.0) -> pd.DataFrame:  # fmt: skip
     """Method x template as rows, one column per metric (`names`): the median over repeats of
-    the measured runs; a cell no run measured stays empty (the notes say why), a condition
-    whose runs did not finish shows their status (unsupported)."""
+    the measured runs; empty where none was, the status where no run finished."""
     keys = ["method", "template"]
     if t.empty:
         return pd.DataFrame(columns=[*keys, *names.values()])
@@ -346,9 +305,7 @@ def by_method_template(t: pd.DataFrame, metrics: list[str], value: str, names: d
     out = c.compact(wide, keys, list(names.values())) if len(wide) else None
     conds = t[keys].drop_duplicates()
     out = conds.merge(out, on=keys, how="left") if out is not None else conds
-    status = t.groupby(keys)["status"].agg(
-        lambda s: None if (s == "ok").any() else "/".join(sorted(set(s.astype(str))))
-    )
+    status = _status(t, keys)
     failed = out.set_index(keys).index.map(status.get).to_series(index=out.index)
     for col in names.values():
         cells = out[col].astype(object) if col in out else pd.Series(None, out.index, object)
@@ -359,20 +316,26 @@ def by_method_template(t: pd.DataFrame, metrics: list[str], value: str, names: d
     return out.iloc[rank.argsort(kind="stable")].reset_index(drop=True)
 
 
+def _status(t: pd.DataFrame, keys: list[str]) -> pd.Series:
+    """Per condition: None where a run finished, else its runs' statuses."""
+    return t.groupby(keys)["status"].agg(
+        lambda s: None if (s == "ok").any() else "/".join(sorted(set(s.astype(str))))
+    )
+
+
 def _label_rank(labels: dict[str, str]) -> dict[str, int]:
     return {v: i for i, v in enumerate(labels.values())}
 
 
 def s_per_it(runs: pd.DataFrame) -> dict[str, float | None]:
-    """run -> its s/it (None where the summary has none). Shared by L3 and L4."""
+    """run -> its s/it (None where the summary has none)."""
     its = runs["s_per_it"] if "s_per_it" in runs else pd.Series([None] * len(runs))
     return dict(zip(runs["run"], its, strict=True))
 
 
 def by_run(t: pd.DataFrame, keys: list[str], columns: dict) -> pd.DataFrame:
-    """The report's table of a profiler artifact: `keys` as rows, `columns` (pa.per_run's
-    column -> (metrics, value)) and the run's s/it as columns, medians over repeats. A condition
-    none of whose runs finished shows their status in every cell. Shared by L3 and L4."""
+    """`keys` as rows, `columns` (as per_run's) and s/it as columns, medians over repeats; a
+    condition none of whose runs finished shows their status in every cell."""
     per = per_run(t, keys, columns)
     its = t.drop_duplicates("run").set_index("run")["s_per_it"] if len(t) else pd.Series()
     per = per.assign(**{"s/it": pd.to_numeric(per["run"].map(its), errors="coerce")})
@@ -380,9 +343,7 @@ def by_run(t: pd.DataFrame, keys: list[str], columns: dict) -> pd.DataFrame:
     out = c.compact(per, keys, values)
     if t.empty:
         return out
-    status = t.groupby(keys)["status"].agg(
-        lambda s: None if (s == "ok").any() else "/".join(sorted(set(s.astype(str))))
-    )
+    status = _status(t, keys)
     failed = status.dropna()
     if len(failed):
         rows = failed.index.to_frame(index=False)

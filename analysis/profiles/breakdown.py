@@ -10,20 +10,12 @@ and per rank, on the row whose device is HOST:
     host_blocked         |union of BLOCKING_CALLS| over every host thread of the rank
 Unions, not sums: two streams running at once count once, so every quantity is 0..window.
 
-Window: the wall time the metrics chose for the rank's share column (RankProfile.wall_from: an
-nsys export's capture range, its session, or a Kineto trace's span; `for_wall`), placed on the
-clock. Every such wall holds every CUDA record of the file, so the unions are those of all its
-records; where it would not (a session known only by its length, anchored at the first record),
-the window is widened to the CUDA activity span, kept as Breakdown.activity either way.
+Window: the wall the metrics chose for the rank's share column (`for_wall`), placed on the
+clock; it holds every CUDA record of the file, else it is widened to the CUDA activity span.
 
-One pass per file (`read_nsys`, `read_torch`): the metrics reader's own reading feeds the unions,
-in memory that does not grow with the file (breakdown_nsys and breakdown_kineto say how).
-
-Times are integer nanoseconds in both readers, so the two agree exactly on the same job. Kineto
-writes microseconds as floats (three decimals): start = round(ts * 1000) and
-end = start + round(dur * 1000), each rounded to the nearest nanosecond as if exact
-(intervals.us_to_ns: epoch-based timestamps times 1000 are past a float's 2**53), which keeps every duration
-equal to the one nsys records for the same call.
+Times are integer ns in both readers, so the two agree exactly on the same job: Kineto's float
+microseconds become start = round(ts * 1000), end = start + round(dur * 1000) (intervals.us_to_ns:
+epoch timestamps times 1000 are past a float's 2**53), so every duration equals nsys's.
 """
 
 from __future__ import annotations
@@ -31,19 +23,16 @@ from __future__ import annotations
 import dataclasses
 import os
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 
 from . import run_names
 from .breakdown_kineto import KinetoIntervals
-from .intervals import StreamUnion, merge_sorted, union_ns, us_ns
+from .intervals import us_ns
 from .metrics import SPAN_ACTIVITY, SPAN_WALL, ProfileError, RankProfile, nccl_metric
 from .torch_trace import SPAN_TRACE, read_torch_trace
 
-__all__ = ["merge_sorted", "union_ns"]  # re-exported: the one-interval-at-a-time union
-
-COMPUTE, COMM, COPY, MEMSET = "compute", "comm", "copy", "memset"
 QUANTITIES = ("window", "busy", "idle", "compute", "comm", "comm_not_overlapped", "host_blocked")
 HOST = "host"  # the `device` of the per-rank host row
 COLUMNS = ["run", "rank", "source", "device", "quantity", "seconds", "share_of_window"]
@@ -51,34 +40,15 @@ WINDOW_ACTIVITY = "CUDA activity span"
 # Host calls that wait for the GPU: the host is blocked for their whole duration. Names after
 # dropping nsys's _v7000 / _ptsz suffixes; driver calls beside their runtime equivalents.
 BLOCKING_CALLS = frozenset(
-    {
-        "cudaDeviceSynchronize",
-        "cudaStreamSynchronize",
-        "cudaEventSynchronize",
-        "cudaMemcpy",
-        "cudaMemcpy2D",
-        "cudaMemcpy3D",
-        "cudaMemcpyFromSymbol",
-        "cuCtxSynchronize",
-        "cuStreamSynchronize",
-        "cuEventSynchronize",
-        "cuMemcpy",
-        "cuMemcpyDtoH",
-        "cuMemcpyHtoD",
-        "cuMemcpyDtoD",
+    (
+        "cudaDeviceSynchronize cudaStreamSynchronize cudaEventSynchronize cudaMemcpy cudaMemcpy2D"
+        " cudaMemcpy3D cudaMemcpyFromSymbol cuCtxSynchronize cuStreamSynchronize"
+        " cuEventSynchronize cuMemcpy cuMemcpyDtoH cuMemcpyHtoD cuMemcpyDtoD"
         # their HIP twins, as a ROCm build's Kineto trace names them
-        "hipDeviceSynchronize",
-        "hipStreamSynchronize",
-        "hipEventSynchronize",
-        "hipMemcpy",
-        "hipMemcpy2D",
-        "hipMemcpy3D",
-        "hipMemcpyFromSymbol",
-        "hipMemcpyWithStream",
-        "hipMemcpyDtoH",
-        "hipMemcpyHtoD",
-        "hipMemcpyDtoD",
-    }
+        " hipDeviceSynchronize hipStreamSynchronize hipEventSynchronize hipMemcpy hipMemcpy2D"
+        " hipMemcpy3D hipMemcpyFromSymbol hipMemcpyWithStream hipMemcpyDtoH hipMemcpyHtoD"
+        " hipMemcpyDtoD"
+    ).split()
 )
 _SUFFIX = re.compile(r"(?:_v\d+)?(?:_ptsz|_ptds)?(?:_v\d+)?$")
 _NS_PER_S = 1e9
@@ -89,13 +59,8 @@ def is_blocking(api: str) -> bool:
     return _SUFFIX.sub("", api.strip()) in BLOCKING_CALLS
 
 
-def kernel_kind(name: str) -> str:
-    """COMM for an NCCL kernel, COMPUTE for any other."""
-    return COMM if nccl_metric(name) else COMPUTE
-
-
 def _is_comm(name: str) -> bool:
-    return kernel_kind(name) == COMM
+    return nccl_metric(name) is not None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -119,9 +84,8 @@ class DeviceCounts:
 
 @dataclasses.dataclass(frozen=True)
 class Breakdown:
-    """One rank's breakdown: window [lo, hi) in ns, per-device unions, host time blocked, the
-    CUDA activity span [lo, hi) (first record's start to last one's end; (0, 0) if none), the
-    records behind each device's unions, and the GPU's interface (RankProfile.device_kind)."""
+    """One rank's breakdown; window and activity (first record's start to last one's end,
+    (0, 0) if none) are [lo, hi) in ns."""
 
     source: str
     window: tuple[int, int]
@@ -137,43 +101,8 @@ class Breakdown:
         return self.window[1] - self.window[0]
 
 
-def compute(
-    gpu: Iterable[tuple[int, int, int, str]],
-    host: Iterable[tuple[int, int]],
-    window: tuple[int, int],
-    source: str = "",
-    window_from: str = WINDOW_ACTIVITY,
-) -> Breakdown:
-    """Breakdown of (start, end, device, kind) GPU intervals and (start, end) blocking host calls.
-
-    Each device's intervals, and the host calls, must come sorted by start; everything is clipped
-    to `window` (clipping keeps that order). Raises ValueError on input out of order.
-    """
-    lo, hi = window
-    unions: dict[int, tuple[StreamUnion, StreamUnion, StreamUnion, StreamUnion]] = {}
-    for start, end, device, kind in gpu:
-        start, end = max(start, lo), min(end, hi)
-        acc = unions.get(device)
-        if acc is None:
-            acc = unions[device] = (StreamUnion(), StreamUnion(), StreamUnion(), StreamUnion())
-        busy, comp, comm, kernels = acc
-        busy.add(start, end)
-        if kind == COMPUTE:
-            comp.add(start, end)
-            kernels.add(start, end)
-        elif kind == COMM:
-            comm.add(start, end)
-            kernels.add(start, end)
-    devices = {
-        dev: DeviceTimes(b.length(), c.length(), m.length(), k.length() - c.length())
-        for dev, (b, c, m, k) in sorted(unions.items())
-    }
-    blocked = union_ns((max(s, lo), min(e, hi)) for s, e in host)
-    return Breakdown(source, window, window_from, devices, blocked)
-
-
 def breakdown_rows(run: str, rank: int, bd: Breakdown) -> list[tuple]:
-    """The tidy rows (COLUMNS) of one rank's breakdown: one per device and quantity, plus HOST."""
+    """The tidy rows (COLUMNS) of one rank's breakdown."""
     win = bd.window_ns
     records = []
 
@@ -191,7 +120,6 @@ def breakdown_rows(run: str, rank: int, bd: Breakdown) -> list[tuple]:
 
 
 def breakdown_lines(rank: int, bd: Breakdown) -> list[str]:
-    """A few summary lines for one rank: the window, each device, the host."""
     win = bd.window_ns
 
     def fmt(ns: int) -> str:
@@ -238,14 +166,9 @@ def breakdown_path(metrics_csv: str | os.PathLike[str]) -> Path:
 
 
 def for_wall(bd: Breakdown, profile: RankProfile) -> Breakdown:
-    """The breakdown over the wall the profile's share column divides by (module docstring).
-
-    That wall is placed on the clock in profile.span_ns[SPAN_WALL] (nsys_sqlite.with_capture:
-    the chosen span widened to hold every record, saying so in wall_from); a profile without it
-    (a Kineto trace, one built by hand) names its span in wall_from, "<span> (<why>)", widened
-    here to the activity span where that is wider, and the activity span where it names none.
-    Call it again after nsys_sqlite.with_capture re-chose the wall (the run's profiling.json).
-    """
+    """The breakdown over the wall the profile's share column divides by: span_ns[SPAN_WALL]
+    (nsys_sqlite.with_capture), else the span wall_from names ("<span> (<why>)") widened to the
+    activity span, else the activity span. Call it again after with_capture re-chose the wall."""
     placed = profile.span_ns.get(SPAN_WALL)
     if placed is not None:
         return dataclasses.replace(bd, window=placed, window_from=profile.wall_from)
@@ -262,19 +185,14 @@ def for_wall(bd: Breakdown, profile: RankProfile) -> Breakdown:
 
 
 def read_breakdown(path: str | os.PathLike[str], source: str) -> Breakdown:
-    """The breakdown of one profile file ("nsys" or "torch") over the wall its own metrics choose
-    (the file's capture settings, else nsys's default); ProfileError on bad input."""
+    """The breakdown of one profile file ("nsys" or "torch"); ProfileError on bad input."""
     return (read_nsys(path) if source == "nsys" else read_torch(path))[1]
-
-
-# --- nsys -----------------------------------------------------------------------------------
 
 
 def read_nsys(
     path: str | os.PathLike[str], capture: str | None = None, setup: Callable | None = None
 ) -> tuple[RankProfile, Breakdown]:
-    """The metrics (nsys_sqlite.read_nsys_sqlite) and the breakdown of an export, in one pass
-    (setup: nsys_sqlite.read_nsys_with's)."""
+    """The metrics and the breakdown of an export, in one pass (setup: read_nsys_with's)."""
     from .breakdown_nsys import nsys_gpu, nsys_host  # the nsys reader, where one is read
     from .nsys_sqlite import read_nsys_with
 
@@ -296,19 +214,15 @@ def _breakdown(
     activity: tuple[int, int],
     kind: str,
 ) -> Breakdown:
-    """A Breakdown over the activity span (for_wall places it) from the per-device unions and
-    counts (breakdown_nsys.gpu_unions' tuples)."""
+    """A Breakdown over the activity span (for_wall places it) from intervals.gpu_unions' tuples."""
     devices = {dev: DeviceTimes(b, c, m, k - c) for dev, (b, c, m, k, *_) in unions.items()}
     counts = {dev: DeviceCounts(*u[4:7]) for dev, u in unions.items() if len(u) >= 7}
     return Breakdown(source, activity, WINDOW_ACTIVITY, devices, blocked, activity, counts,
                      kind or "CUDA")  # fmt: skip
 
 
-# --- Kineto ---------------------------------------------------------------------------------
-
-
 def kineto_ns(ts: float, dur: float) -> tuple[int, int]:
-    """(start, end) in integer ns from Kineto's float microseconds (module docstring)."""
+    """(start, end) in integer ns from Kineto's float microseconds."""
     start = us_ns(ts)
     return start, start + round(dur * 1000)
 
@@ -316,9 +230,8 @@ def kineto_ns(ts: float, dur: float) -> tuple[int, int]:
 def read_torch(
     path: str | os.PathLike[str], cpu_ops: bool = True, events: Callable | None = None
 ) -> tuple[RankProfile, Breakdown]:
-    """The metrics (torch_trace.read_torch_trace) and the breakdown of a trace, in one pass (two
-    where its events are out of time order beyond breakdown_kineto's or kineto_cpu's window);
-    events: read_torch_trace's."""
+    """The metrics and the breakdown of a trace, in one pass (two where its events are out of
+    time order beyond the fold's window); events: read_torch_trace's."""
     made: list[KinetoIntervals] = []
 
     def feed_for(keep_all: bool) -> KinetoIntervals:

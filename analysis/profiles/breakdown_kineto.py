@@ -1,19 +1,14 @@
 """The time breakdown's intervals of a Kineto trace, collected while torch_trace reads its events
 for the metrics (breakdown.read_torch): a kineto_fold.Feed.
 
-Kineto does not write events in time order, but nearly: each device's GPU work and the host calls
-come mostly in order, a little shuffled between streams and threads. So the intervals are kept
-as Kineto writes them (float microseconds, 16 bytes an interval) only until FLUSH_EVENTS of them
-have come; then they are turned into integer ns (breakdown.kineto_ns, vectorised), sorted with
-what was held back, and the earlier half is folded into running unions (intervals.SortedUnion)
-while the later half is held back for events still to come. Memory is a few MB whatever the
-trace's size. An event that starts before something already folded (disorder deeper than half a
-flush) makes the fold impossible: `in_order` turns False and the caller reads the trace again
-with keep_all, which keeps every interval (16 bytes each) and sorts them once at the end.
-
-A trace whose intervals never filled a flush and are few (intervals.fold_small) is folded at the
-end in plain Python (intervals.small_unions), without numpy: importing numpy costs more than a
-small trace's whole reading. The same integer ns and the same unions, one interval at a time.
+Kineto writes events nearly in time order, a little shuffled between streams and threads. So the
+intervals are kept as written (float us) until FLUSH_EVENTS have come, then turned into integer
+ns, sorted with what was held back, and the earlier half folded into running unions while the
+later half waits for events still to come: a few MB whatever the trace's size. Disorder deeper
+than half a flush makes the fold impossible: `in_order` turns False and the caller reads the trace
+again with keep_all, which keeps every interval and sorts them once at the end. A small trace is
+folded at the end in plain Python (intervals.small_unions): importing numpy costs more than its
+whole reading.
 """
 
 from __future__ import annotations
@@ -28,8 +23,8 @@ from . import intervals
 if TYPE_CHECKING:
     import numpy as np
 
-# Intervals kept before a fold: 1 << 15 sorts some 3 MB, little beside the reading's own, so that
-# the peak is the same for a 50 MB trace as for a 500 MB one (the bench's flat memory).
+# Intervals kept before a fold: 1 << 15 sorts some 3 MB, so the peak is the same for a 50 MB trace
+# as for a 500 MB one (the bench's flat memory).
 FLUSH_EVENTS = 1 << 15
 # cat -> kind code (kernel: 0/1), with torch 1.8-1.10's capitalised names (kineto_fold)
 KINETO_GPU = {"kernel": None, "gpu_memcpy": 2, "gpu_memset": 3, "Kernel": None, "Memcpy": 2,
@@ -40,10 +35,7 @@ _NOTHING = -(1 << 63)  # below any end (an int64's least)
 
 
 class KinetoIntervals:
-    """kineto_fold.Feed: a trace's GPU intervals by device and its blocking host calls.
-
-    is_blocking and is_comm tell, by name, a host call that waits for the GPU and an NCCL kernel.
-    """
+    """kineto_fold.Feed: a trace's GPU intervals by device and its blocking host calls."""
 
     cats = frozenset(KINETO_GPU) | KINETO_HOST
     every: float  # kineto_fold.Feed: flush after this many kept events
@@ -66,11 +58,9 @@ class KinetoIntervals:
         self.small: dict | None = None  # finish's small fold: (found, last end)
 
     def spans(self, lo: float, hi: float, hi_ts: float, hi_dur: float) -> None:
-        """kineto_fold.Feed: the first ts and latest end of the CUDA events (the activity)."""
         self.span = (lo, hi, hi_ts, hi_dur)
 
     def keep(self, cat: str, name: object) -> Callable[[object], tuple[array, array]] | None:
-        """kineto_fold.Feed: where one (category, name)'s events go; None: nowhere."""
         groups = self.groups
         if cat in KINETO_HOST:
             if not self.is_blocking(str(name or "")):
@@ -82,7 +72,6 @@ class KinetoIntervals:
         return lambda dev: groups.setdefault((int(dev), code), (array("d"), array("d")))
 
     def flush(self, final: bool = False) -> None:
-        """kineto_fold.Feed: fold what came so far, holding back the later half (module doc)."""
         if self.keep_all:
             return
         import numpy as np
@@ -112,19 +101,23 @@ class KinetoIntervals:
                 self.held[dev] = rows[cut:].copy()
 
     def finish(self) -> bool:
-        """kineto_fold.Feed: the last fold; False where the events came out of time order beyond
-        the flush window (read again with keep_all)."""
+        """The last fold; False where the events came out of time order beyond the flush window."""
         count = sum(len(ts) for ts, _ in self.groups.values())
         if not self.flushed and intervals.fold_small(count):
-            self.small = intervals.small_unions(self._ns_rows())
+            us_ns = intervals.us_ns  # the same ns as _rows, one interval at a time
+            ns_rows = [
+                (start, start + round(d * 1000), dev, code)
+                for (dev, code), (ts, dur) in self.groups.items()
+                for start, d in zip(map(us_ns, ts), dur, strict=True)
+            ]
+            self.small = intervals.small_unions(ns_rows)
         elif not self.keep_all:
             self.flush(final=True)
         return self.in_order
 
     def result(self) -> tuple[dict[int, tuple[int, ...]], int, tuple[int, int] | None]:
-        """(per device (busy, compute, comm, kernels) in ns and the (kernels, copies, memsets)
-        counted, host blocked, activity [lo, hi) in ns or None); ValueError if the events came
-        out of order (read again with keep_all)."""
+        """(per device the busy, compute, comm and kernel unions then the kernel, copy and memset
+        counts; host blocked; activity [lo, hi) or None), in ns; ValueError if out of order."""
         if self.small is not None:
             found, last_end = self.small
             found = dict(found)
@@ -144,18 +137,8 @@ class KinetoIntervals:
         start = intervals.us_ns(hi_ts)
         return found, host, (intervals.us_ns(lo), max(start + round(hi_dur * 1000), self.last_end))
 
-    def _ns_rows(self) -> list[tuple[int, int, int, int]]:
-        """(start, end, device, code) in ns of every interval kept, rounded as _rows does."""
-        us_ns = intervals.us_ns
-        return [
-            (start, start + round(d * 1000), dev, code)
-            for (dev, code), (ts, dur) in self.groups.items()
-            for start, d in zip(map(us_ns, ts), dur, strict=True)
-        ]
-
 
 def _rows(pair: tuple[array, array], dev: int, code: int) -> np.ndarray:
-    """(start, end, device, code) int64 rows of float-us (ts, dur) arrays, rounded as kineto_ns."""
     import numpy as np
 
     ts, dur = np.frombuffer(pair[0], np.float64), np.frombuffer(pair[1], np.float64)
@@ -167,8 +150,7 @@ def _rows(pair: tuple[array, array], dev: int, code: int) -> np.ndarray:
 
 
 def _sorted_at_end(groups: dict[tuple[int, int], tuple[array, array]]) -> dict:
-    """keep_all's unions: every group at once, merged where each is in time order, else sorted
-    apart and swept (intervals.sorted_union); "last_end" the latest end."""
+    """keep_all's unions: merged where each group is in time order, else sorted and swept."""
     found: dict = {"last_end": _NOTHING}
     for dev in sorted({d for d, _ in groups}):
         codes = [c for c in range(4) if (dev, c) in groups]

@@ -1,15 +1,11 @@
 """The time breakdown's scans of an nsys export, run beside the metrics' aggregations in
 nsys_sqlite's pool of read-only connections (breakdown.read_nsys).
 
-Each GPU table is read in its stored order in chunks of rows, checked sorted by start (nsys writes
-records so) and merged with the others chunk by chunk (intervals.merged): memory is about one
-chunk per table whatever the file size. A table found out of order is read again with ORDER BY
-(SQLite sorts it, on disk if large), so the result never depends on the order. Each GPU table is
-read ahead on a connection of its own (_ahead), so the tables are read side by side.
-
-The rows read for the unions also give the metrics' GROUP BYs of the call, kernel and copy tables
-(`counted`; nsys_sqlite.read_nsys_with then runs only what was not counted): each of those
-tables is read once, with no sort, where the GROUP BYs sorted every table whole.
+Each GPU table is read in stored order in chunks, on a connection of its own (_ahead), checked
+sorted by start (nsys writes records so) and merged with the others chunk by chunk: memory is
+about one chunk per table whatever the file size. A table found out of order is read again with
+ORDER BY, so the result never depends on the order. The same rows give the metrics' GROUP BYs of
+the call, kernel and copy tables (`counted`), so each is read once, with no sort.
 """
 
 from __future__ import annotations
@@ -50,19 +46,16 @@ def _stored(
     table: str,
     where: str,
     exprs: list[str],
-    dropped: list[int] | None = None,
+    dropped: list[int],
     steady: tuple[str, int] | None = None,
 ) -> Iterator[np.ndarray]:
     """Rows of `table` in stored (rowid) order, _ROWS rowids at a time, as an int64 array.
 
     SQLite writes each column of a window as one text that numpy parses in C: a Python tuple per
-    row cost more than the whole scan, and each value written costs, so callers ask for few and
-    short ones. One text per column, not per row: joining values row by row cost a third more.
-    A row with a NULL value is left out (a window holding one is read again row by row), and
-    how many so is added to `dropped`.
-    steady: (expression, value) of a last column that most tables hold one value of (a GPU
-    table's device): SQLite only checks each row holds `value`, and writes the column from the
-    first window where one does not.
+    row cost more than the whole scan, and joining values row by row a third more. A row with a
+    NULL value is left out, counted in `dropped`. steady: (expression, value) of a last column
+    most tables hold one value of (the device): written only from the first window where a row
+    holds another.
     """
     # Two subqueries: SQLite reads MIN(rowid) or MAX(rowid) alone off the b-tree, both in one
     # query by scanning the whole table.
@@ -93,8 +86,7 @@ def _stored(
             continue
         (text,) = con.execute(f"SELECT group_concat({joined}) {rows}", window)
         part = np.fromstring(text[0] or "", dtype=np.int64, sep=",").reshape(-1, len(exprs))
-        if dropped is not None:
-            dropped.append(count - len(part))
+        dropped.append(count - len(part))
         if len(part):  # each row whole or not at all
             yield part
 
@@ -108,10 +100,8 @@ def _gpu_rows(
     extra: list[str],
     dropped: list[int],
 ) -> Iterator[np.ndarray]:
-    """(start, end, device, kind code, *extra) rows of one GPU table in stored order, from as
-    few and as short values as SQLite can write: starts past the table's first, durations, and
-    the device only where the table holds several (_stored's steady column); rows left out for
-    a NULL value are counted in `dropped`."""
+    """(start, end, device, kind code, *extra) rows of one GPU table in stored order, written
+    as short as SQLite can: starts past the table's first, durations, the device as steady."""
     dev = _device(cols)
     first = con.execute(f"SELECT start, {dev} FROM {table} ORDER BY rowid LIMIT 1").fetchone()
     if first is None:
@@ -132,16 +122,14 @@ def nsys_gpu(
     con: sqlite3.Connection,
     columns: dict[str, set[str]],
     is_comm: Callable[[str], bool],
-    counted: dict[str, dict[int, list[int]]] | None = None,
+    counted: dict[str, dict[int, list[int]]],
 ) -> dict[int, tuple[int, ...]]:
     """Per device, the union lengths of (all GPU work, compute kernels, comm kernels, all
-    kernels) in ns, then the (kernels, copies, memsets) records read; is_comm tells an NCCL
-    kernel's name.
+    kernels) in ns, then the (kernels, copies, memsets) records read.
 
-    counted, if given, gets the metrics' GROUP BYs of the kernel and copy tables, from the rows
-    the unions read: by table, key -> [calls, total ns, min start, max end, *sums], keyed by the
-    kernel name id and by copyKind (NULL: -1), with the bytes summed for copies; a table is left
-    out where some of its rows did not read as numbers (NULL times: the GROUP BY counts them).
+    counted gets the kernel and copy tables' GROUP BYs: by table, key (name id,
+    copyKind; NULL: -1) -> [calls, total ns, min start, max end, *sums (copies: bytes)]; a table
+    with rows that did not read as numbers is left out (the GROUP BY counts them).
     """
     sources = []  # (table, column expressions: start, end, device, kind code, *extra)
     kcols = columns.get(nsys.KERNEL, set())
@@ -157,7 +145,7 @@ def nsys_gpu(
         cols = columns.get(table, set())
         if {"start", "end"} <= cols:
             extra = []
-            if table == nsys.MEMCPY and counted is not None:  # as nsys_sqlite._memcpy_rows
+            if table == nsys.MEMCPY:  # as nsys_sqlite._memcpy_rows
                 extra = ["COALESCE(copyKind, -1)", 'COALESCE("bytes", 0)']
                 extra += ["MAX(COALESCE(copyCount, 1), 1)"] if "copyCount" in cols else []
             sources.append((table, ["start", '"end"', _device(cols), code, *extra]))
@@ -166,7 +154,7 @@ def nsys_gpu(
     def streams(read: Callable[[str, list[str]], Iterator[np.ndarray]]) -> list:
         dropped.clear()
         for table in (nsys.KERNEL, nsys.MEMCPY):  # counted again (the host scan adds its own)
-            (counted or {}).pop(table, None)
+            counted.pop(table, None)
         return [_tallied(read(t, e), t, comm, counted) for t, e in sources]
 
     def stored(table: str, exprs: list[str]) -> Iterator[np.ndarray]:
@@ -182,7 +170,7 @@ def nsys_gpu(
 
         found = gpu_unions(merged(streams(by_start)))
     for table, lost in dropped.items():
-        if counted is not None and any(lost):
+        if any(lost):
             counted.pop(table, None)  # rows with a NULL value, never read: to the GROUP BY
     return found
 
@@ -232,14 +220,13 @@ def _tallied(
     chunks: Iterable[np.ndarray],
     table: str,
     comm: np.ndarray,
-    counted: dict[str, dict[int, list[int]]] | None,
+    counted: dict[str, dict[int, list[int]]],
 ) -> Iterator[np.ndarray]:
-    """(start, end, device, kind code) row chunks of one table, its metrics counted into
-    `counted` on the way (nsys_gpu): a kernel's name id (column 3) is replaced by its kind code,
-    1 for an NCCL name, else 0; a copy's kind, bytes and count (columns 4-6) are dropped."""
+    """(start, end, device, kind code) row chunks of one table, counted into `counted` on the
+    way: a kernel's name id becomes 1 for an NCCL name, else 0; a copy's extra columns go."""
     kernels = table == nsys.KERNEL
     for rows in chunks:
-        if counted is not None and table in (nsys.KERNEL, nsys.MEMCPY) and len(rows):
+        if table in (nsys.KERNEL, nsys.MEMCPY) and len(rows):
             groups = counted.setdefault(table, {})
             if kernels:
                 _tally(groups, rows[:, 3], rows, None, ())
@@ -292,48 +279,38 @@ def nsys_host(
     con: sqlite3.Connection,
     columns: dict[str, set[str]],
     is_blocking: Callable[[str], bool],
-    counted: dict[str, dict[int, list[int]]] | None = None,
+    counted: dict[str, dict[int, list[int]]],
 ) -> int:
-    """Union of the blocking runtime and driver calls in ns (one row per call: backtraces left
-    out); is_blocking tells a blocking call's name.
-
-    counted, if given, gets the metrics' GROUP BY of the call rows by nameId (NULL: -1) from the
-    same reading, as nsys_gpu's, where the calls are told apart by their class (call_rows): all
-    of them are read then, not only the blocking ones."""
+    """Union of the blocking runtime and driver calls in ns (backtrace rows left out). counted
+    gets the call rows' GROUP BY by nameId (NULL: -1), as nsys_gpu's, where the calls
+    are told apart by their class (call_rows): then all of them are read."""
     if not {"start", "end", "nameId"} <= columns.get(nsys.RUNTIME, set()):
         return 0
     # Blocking names among all strings: the runtime table is the largest, never scanned for names.
     found = con.execute(f"SELECT id, value FROM {nsys.STRINGS} WHERE value LIKE 'cu%'")
     keep = [int(i) for i, name in found if is_blocking(str(name))]
     calls = nsys.call_rows(con, columns)
-    if not keep and (counted is None or calls is None):
+    if not keep and calls is None:
         return 0
     names = f"nameId IN ({','.join(map(str, keep)) or 'NULL'})"
     if calls is not None:  # stored order, read as text (see _stored); else SQLite pairs rows
         # Starts past the first row's (any row will do: only shorter to write) and durations.
         first = con.execute(f"SELECT start FROM {nsys.RUNTIME} LIMIT 1").fetchone()
         base = int(first[0]) if first else 0
-        exprs, union = [f"start - {base}", '"end" - start'], SortedUnion()
-        where, groups, dropped = f" AND {calls}", {}, []
-        if counted is None:
-            where += f" AND {names}"
-        else:
-            exprs.append("COALESCE(nameId, -1)")
-        for part in _stored(con, nsys.RUNTIME, where, exprs, dropped):
+        exprs = [f"start - {base}", '"end" - start', "COALESCE(nameId, -1)"]
+        union, groups, dropped = SortedUnion(), {}, []
+        for part in _stored(con, nsys.RUNTIME, f" AND {calls}", exprs, dropped):
             rows = np.empty((2, len(part)), dtype=np.int64).T  # columns contiguous
             rows[:, 0] = part[:, 0] + base
             rows[:, 1] = rows[:, 0] + part[:, 1]
-            if counted is not None:
-                _tally(groups, part[:, 2], rows, None, ())
-                rows = rows[np.isin(part[:, 2], keep)]
+            _tally(groups, part[:, 2], rows, None, ())
+            rows = rows[np.isin(part[:, 2], keep)]
             if union is not None:
                 try:
                     union.add(rows[:, 0], rows[:, 1])
                 except Unsorted:
                     union = None  # stored out of time order: sorted below
-            if union is None and counted is None:
-                break
-        if counted is not None and not any(dropped):
+        if not any(dropped):
             counted[nsys.RUNTIME] = groups
         if union is not None:
             return union.total

@@ -1,12 +1,7 @@
-"""The profile reader's command line: where the time of a multi-GPU job went, from its profiles.
-
-    profread summary FILE... [--out metrics.csv]   the metrics and the time breakdown per rank
-    profread breakdown FILE... [--out split.csv]   the time breakdown alone
-    profread diff A B [--fail-if PCT]              before and after (diff.py)
-
-`profread` is the command `pip install .` installs; `python -m analysis.profiles.cli` is the same
-program, and its first form, `--run NAME --out F.csv FILE...` without a command, is the summary
-writing both CSVs (the artifact's Makefile and hooks call it so). Reading imports no pandas.
+"""The profile reader's command line (`profread`, installed by `pip install .`; `python -m
+analysis.profiles.cli` is the same program): summary, breakdown, diff. The command-less form,
+`--run NAME --out F.csv FILE...`, is the summary writing both CSVs (the Makefile and hooks call
+it so). Reading imports no pandas.
 """
 
 from __future__ import annotations
@@ -15,26 +10,14 @@ import argparse
 import math
 import sys
 import textwrap
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from . import breakdown as bdown
 from . import coverage as cov
 from . import load_steps, load_with_breakdown, run_names, steps
+from . import metrics as mt
 from .kineto_fold import HIP, HIP_METRICS
-from .metrics import (
-    COLUMNS,
-    COPY_METRICS,
-    CPU_PREFIX,
-    KERNEL_LAUNCH_ALL,
-    LAUNCH_METRICS,
-    METRICS,
-    WALL_COLUMNS,
-    ProfileError,
-    RankProfile,
-    TidyRow,
-    profile_rows,
-)
 from .rows import MetricTotal, metric_totals, sort_rows, with_launch_all, write_tables
 
 PROG = "python -m analysis.profiles.cli"
@@ -52,6 +35,11 @@ commands:
   diff A B           two profiles of one job compared metric by metric (`diff --help`).
 Without a command, `--run NAME --out F.csv FILE...` is `summary` writing both CSVs."""
 
+
+def _listed(names: Iterable[str]) -> str:
+    return textwrap.fill(", ".join(names), 96, initial_indent=" " * 11, subsequent_indent=" " * 11)
+
+
 _EPILOG = f"""\
 input files (one per rank; the kind is detected from the content):
   nsys      SQLite from `nsys export --type sqlite report.nsys-rep`
@@ -59,16 +47,16 @@ input files (one per rank; the kind is detected from the content):
 rank of each file: the rank recorded in a torch trace (distributedInfo), else "rankN" in the
 file or folder name (rank0.sqlite, rank_1/trace.json), else the order on the command line.
 
-output CSV columns: {", ".join(COLUMNS)}
+output CSV columns: {", ".join(mt.COLUMNS)}
   metric   normalised name, one of the paper's:
-{textwrap.fill(", ".join(METRICS), 96, initial_indent=" " * 11, subsequent_indent=" " * 11)}
+{_listed(mt.METRICS)}
            or another kernel-launch API:
-{textwrap.fill(", ".join(LAUNCH_METRICS), 96, initial_indent=" " * 11, subsequent_indent=" " * 11)}
-           torch traces also give "{CPU_PREFIX}<op>" rows unless --no-cpu-ops: the op's calls and
+{_listed(mt.LAUNCH_METRICS)}
+           torch traces also give "{mt.CPU_PREFIX}<op>" rows unless --no-cpu-ops: the op's calls and
            the wall time inside it (its calls' union, nested and cross-thread calls once)
   share    total_s / profiled wall time of that rank (summed durations of concurrent calls can
            exceed it); bytes only on memcpy rows.
-  A metric absent from a profile has no row. The summary adds {KERNEL_LAUNCH_ALL} (launches
+  A metric absent from a profile has no row. The summary adds {mt.KERNEL_LAUNCH_ALL} (launches
   through every API) and says per rank what is absent: not recorded by the profiler, not called
   (a profile with CUDA activity: 0), or not measured (no CUDA in the profile).
 
@@ -81,7 +69,7 @@ names another file. Columns: {", ".join(bdown.COLUMNS)}
            nsys capture range's CUDA activity, the nsys session, or the torch trace's span), so
            idle = window - busy; the summary also gives the CUDA activity span. Device
            "{bdown.HOST}" holds host_blocked, the union of the rank's host time inside these calls:
-{textwrap.fill(", ".join(sorted(bdown.BLOCKING_CALLS)), 96, initial_indent=" " * 11, subsequent_indent=" " * 11)}
+{_listed(sorted(bdown.BLOCKING_CALLS))}
 
 exit status: 0 read (and written); 1 a file could not be read or written (one line on stderr, no
 CSV written); 2 usage.
@@ -95,7 +83,7 @@ examples:
 
 
 def at_least_one(text: str) -> int:
-    """An argparse type: a whole number >= 1 (argparse turns the refusal into its one error)."""
+    """An argparse type: a whole number >= 1."""
     try:
         n = int(text)
     except ValueError:
@@ -106,8 +94,7 @@ def at_least_one(text: str) -> int:
 
 
 def build_parser(command: str | None = None, prog: str = PROG) -> argparse.ArgumentParser:
-    """The parser of one command ("summary", "breakdown"), or of the command-less form (None:
-    summary with --run and --out required). Separate so tests and docs can inspect it."""
+    """The parser of "summary", "breakdown", or the command-less form (None)."""
     what = {
         None: "Read nsys SQLite exports and/or torch.profiler traces of one run (one file per "
         "rank), write the tidy metrics CSV and the time breakdown CSV, and print where the time "
@@ -145,9 +132,10 @@ def build_parser(command: str | None = None, prog: str = PROG) -> argparse.Argum
     return parser
 
 
-def summary(rows: Sequence[TidyRow], profiles: Sequence[tuple[int, RankProfile]], top: int) -> str:
-    """Short text per rank: wall time, the paper's and launch metrics, top CPU ops, absences."""
-    shown = {*METRICS, *LAUNCH_METRICS, *COPY_METRICS, KERNEL_LAUNCH_ALL}
+def summary(
+    rows: Sequence[mt.TidyRow], profiles: Sequence[tuple[int, mt.RankProfile]], top: int
+) -> str:
+    shown = {*mt.METRICS, *mt.LAUNCH_METRICS, *mt.COPY_METRICS, mt.KERNEL_LAUNCH_ALL}
     totals: dict[tuple[int, str], list[MetricTotal]] = {}
     for t in with_launch_all(metric_totals(rows)):
         totals.setdefault((t.rank, t.source), []).append(t)
@@ -162,7 +150,7 @@ def summary(rows: Sequence[TidyRow], profiles: Sequence[tuple[int, RankProfile]]
         )
         mine = sorted(totals.get((rank, prof.source), []), key=lambda t: -t.total_s)
         paper = [t for t in mine if t.metric in shown or t.metric in HIP_METRICS]
-        cpu = [t for t in mine if t.metric.startswith(CPU_PREFIX)][:top]
+        cpu = [t for t in mine if t.metric.startswith(mt.CPU_PREFIX)][:top]
         for t in paper + cpu:
             name = t.metric if len(t.metric) <= 40 else t.metric[:37] + "..."
             extra = "" if t.bytes is None else f"  {t.bytes / 1e6:.1f} MB"
@@ -174,13 +162,10 @@ def summary(rows: Sequence[TidyRow], profiles: Sequence[tuple[int, RankProfile]]
 
 
 def _absent_lines(present: set[str], source: str, hip: bool = False) -> list[str]:
-    """The paper's metrics this rank's profile lacks, grouped by what the absence means.
-
-    The CLI does not know the run's device: a profile with CUDA rows came from a GPU, so an
-    absent metric there was not called (0); a profile without any is "not measured". A HIP/ROCm
-    profile has no CUDA calls at all: its HIP calls are metrics of their own.
-    """
-    absent = [m for m in METRICS if m not in present]
+    """The paper's metrics this rank's profile lacks, by what the absence means. The CLI does
+    not know the run's device: a profile with CUDA rows came from a GPU, so an absent metric
+    there was not called (0); one without any is "not measured"."""
+    absent = [m for m in mt.METRICS if m not in present]
     lines = []
     if hip:
         cuda = [m for m in absent if m.startswith("cuda")]
@@ -198,15 +183,8 @@ def _absent_lines(present: set[str], source: str, hip: bool = False) -> list[str
     return lines
 
 
-def _run_name(args: argparse.Namespace) -> str:
-    if args.run:
-        return args.run
-    return Path(args.out).stem if args.out else DEFAULT_RUN
-
-
 def read(args: argparse.Namespace, command: str | None, choice: steps.Choice | None) -> int:
-    """Run `summary` (command None: the command-less form) or `breakdown` on parsed arguments,
-    over the chosen steps where there are (steps.py)."""
+    """Run `summary` (or the command-less form, None) or `breakdown` on parsed arguments."""
     try:
         # Every file read once, metrics and breakdown together, before anything is written, so
         # that a file failing leaves no CSV.
@@ -217,12 +195,11 @@ def read(args: argparse.Namespace, command: str | None, choice: steps.Choice | N
             got = load_steps(args.files, choice, cpu_ops=not args.no_cpu_ops)
             both = [(rank, prof, sr.breakdown) for rank, prof, sr in got]
             each = {i: sr.each for i, (_, _, sr) in enumerate(got)}
-    except (ProfileError, steps.StepError) as exc:
+    except (mt.ProfileError, steps.StepError) as exc:
         print(f"error: {exc}", file=sys.stderr)
-        return 1 if isinstance(exc, ProfileError) else 2
-    run = _run_name(args)
-    splits = [(rank, split) for rank, _, split in both]
-    split_rows = [row for rank, split in splits for row in bdown.breakdown_rows(run, rank, split)]
+        return 1 if isinstance(exc, mt.ProfileError) else 2
+    run = args.run or (Path(args.out).stem if args.out else DEFAULT_RUN)
+    split_rows = [row for rank, _, split in both for row in bdown.breakdown_rows(run, rank, split)]
     order = sorted(range(len(both)), key=lambda i: (both[i][0], both[i][2].source))
     lines = [
         bdown.breakdown_lines(both[i][0], both[i][2])
@@ -230,19 +207,19 @@ def read(args: argparse.Namespace, command: str | None, choice: steps.Choice | N
         for i in order
     ]
     if command == "breakdown":
-        if args.out and not write_tables([(args.out, bdown.COLUMNS, split_rows)]):
-            return 1
-        print("\n".join(line for block in lines for line in block))
-        if args.out:
-            print(f"wrote {len(split_rows)} rows to {args.out}")
-        return 0
-    profiles = [(rank, prof) for rank, prof, _ in both]
-    rows = sort_rows(row for rank, prof in profiles for row in profile_rows(run, rank, prof))
-    split_out = args.breakdown_out or (bdown.breakdown_path(args.out) if args.out else None)
-    tables = [(args.out, COLUMNS + WALL_COLUMNS, rows), (split_out, bdown.COLUMNS, split_rows)]
+        tables = [(args.out, bdown.COLUMNS, split_rows)]
+    else:
+        profiles = [(rank, prof) for rank, prof, _ in both]
+        rows = sort_rows(row for rank, prof in profiles for row in mt.profile_rows(run, rank, prof))
+        split_out = args.breakdown_out or (bdown.breakdown_path(args.out) if args.out else None)
+        tables = [
+            (args.out, mt.COLUMNS + mt.WALL_COLUMNS, rows),
+            (split_out, bdown.COLUMNS, split_rows),
+        ]
     if not write_tables([t for t in tables if t[0]]):
         return 1
-    print(summary(rows, profiles, args.top))
+    if command != "breakdown":
+        print(summary(rows, profiles, args.top))
     print("\n".join(line for block in lines for line in block))
     wrote = [f"{len(r)} rows to {dest}" for dest, _, r in tables if dest]
     if wrote:
@@ -251,7 +228,7 @@ def read(args: argparse.Namespace, command: str | None, choice: steps.Choice | N
 
 
 def main(argv: Sequence[str] | None = None, prog: str = PROG) -> int:
-    """Entry point; returns the exit status. `diff A B ...` runs analysis.profiles.diff."""
+    """Returns the exit status."""
     if run_names.settings_refused():
         return 2
     argv = sys.argv[1:] if argv is None else list(argv)
@@ -272,7 +249,6 @@ def main(argv: Sequence[str] | None = None, prog: str = PROG) -> int:
 
 
 def console() -> int:
-    """The installed command (pyproject.toml's [project.scripts])."""
     return main(prog=COMMAND)
 
 

@@ -1,54 +1,31 @@
 """Before and after: per metric, two profiles' values and the change (`cli diff A B`).
 
-A side is one path, or several joined by commas (one file per rank):
-  - a profile file (nsys SQLite export, torch.profiler trace), read as the CLI reads it;
-  - a metrics CSV (the CLI's --out, or a run folder's profile_metrics.csv);
-  - a run folder: its profile_metrics.csv if present, else its traces under the folder names
-    run/node/profiling.py defines (nsys/*.sqlite, torch_traces/*.pt.trace.json*). nsys reports
-    are not exported here: a diff only reads, it never writes into a run folder. The reader
-    installed on its own has no run/: it refuses a folder in one line (run_names.py).
+A side is one path, or several joined by commas (one file per rank): a profile file, read as the
+CLI reads it; a metrics CSV (the CLI's --out, a run folder's profile_metrics.csv), with the
+breakdown CSV beside it if any; or a run folder: its profile_metrics.csv if present, else its
+traces under run/node/profiling.py's folder names. nsys reports are not exported here: a diff only
+reads, never writes into a run folder. The reader installed on its own has no run/: it refuses a
+folder in one line (run_names.py). A side without a breakdown gets one line saying so.
 
-Ranks are added up per metric: calls, total_s and bytes are sums over the side's ranks, share is
-the mean over its ranks (a rank without the metric counts 0), so two jobs with different rank
-counts are compared per job, not per rank. Two rows are derived per side: PAPER_TOTAL (the paper's
-metrics summed) and WALL (profiled wall time of the slowest rank, where the table records it).
-
-The time breakdown (the issue's item 2, analysis/profiles/breakdown.py) is compared too, as rows
-breakdown:busy, breakdown:idle, ... (seconds summed over ranks and devices; diff_breakdown.py says
-where each side's comes from). A side without one gets one line saying so, not an error.
-
-Every other metric row the profiles give is compared, whatever its name; a further derived row
-needs only its function appended to diff_table.DERIVERS (each takes and returns metric totals,
-rows.metric_totals' rows). Plain rows throughout, no pandas: the diff is part of the installable
-reader. Only `run_diff`, the artifact's few rows of `cli diff` on two run folders, makes a frame.
+Plain rows throughout, no pandas: the diff is part of the installable reader. Only `run_diff`,
+the artifact's few rows of `cli diff` on two run folders, makes a frame.
 """
 
 from __future__ import annotations
 
 import argparse
+import csv
 import math
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from . import detect_source, load_steps, load_with_breakdown, run_names, steps
-from . import diff_breakdown as split
-from .breakdown import for_wall
-from .diff_table import (  # PAPER_TOTAL and WALL: the artifact imports them from here
-    CSV_COLUMNS,
-    DEFAULT_FAIL_METRICS,
-    PAPER_TOTAL,
-    WALL,
-    DiffRow,
-    Figures,
-    aggregate,
-    compare,
-    kinds,
-    ranks,
-    regressions,
-    render,
-)
+from . import detect_source, load_steps, load_with_breakdown, rank_from_path, run_names, steps
+from . import diff_table as dt
+from .breakdown import Breakdown, breakdown_path, breakdown_rows, for_wall, read_breakdown
+from .diff_table import CSV_COLUMNS, PAPER_TOTAL, WALL  # the artifact imports them from here
 from .metrics import ProfileError, TidyRow, profile_rows, reading
 from .rows import read_metrics_rows, write_tables
 from .steps import Choice, StepError
@@ -68,7 +45,7 @@ side only is marked "only in A/B"; a side without a breakdown gets one line sayi
 
 --fail-if PCT: exit 1 when a chosen metric's total_s (wall time for "{WALL}") is more than PCT %
 higher in B than in A (one line on stderr naming it). Metrics: --metric, repeatable; default
-{", ".join(DEFAULT_FAIL_METRICS)}. A metric absent from one side counts 0 there, but a
+{", ".join(dt.DEFAULT_FAIL_METRICS)}. A metric absent from one side counts 0 there, but a
 breakdown:<quantity> metric against a side without a breakdown is refused (exit 2).
 
 exit status: 0 compared (and nothing regressed past --fail-if); 1 regression past --fail-if, or
@@ -83,7 +60,7 @@ examples:
 
 
 class UnrelatedError(Exception):
-    """Two sides that should not be compared; the message is one line naming both."""
+    """Two sides that should not be compared: one line naming both."""
 
 
 def percent(text: str) -> float:
@@ -98,7 +75,6 @@ def percent(text: str) -> float:
 
 
 def build_parser(prog: str = "python -m analysis.profiles.cli diff") -> argparse.ArgumentParser:
-    """The diff subcommand's parser (separate so tests and docs can inspect it)."""
     parser = argparse.ArgumentParser(
         prog=prog,
         description="Compare two profiles of the same job (before A, after B) metric by metric.",
@@ -128,16 +104,62 @@ def _read_csv(path: Path) -> list[TidyRow]:
         raise ProfileError(path, f"not a metrics CSV ({str(exc).splitlines()[0]})") from exc
 
 
-# A side's parts: the metrics rows, its breakdown (None if it has none), and why it has none.
-Part = tuple[list[TidyRow], list[split.Part] | None, str]
+# A side: the metrics rows, its breakdown (None if it has none), and why it has none.
+Side = tuple[list[TidyRow], list[dt.Part] | None, str]
+
+
+def _parts(run: str, rank: int, bd: Breakdown) -> list[dt.Part]:
+    return [
+        dt.Part(str(r[3]), r[4], float(r[5]), float(r[6])) for r in breakdown_rows(run, rank, bd)
+    ]
+
+
+def from_files(run: str, files: Sequence[str | os.PathLike[str]]) -> list[dt.Part]:
+    """Breakdown Parts of profile files. Ranks come from the file names, else the order: the diff
+    only sums over ranks, so the rank a trace records inside (read with the metrics) changes
+    nothing."""
+    out = []
+    for i, path in enumerate(files):
+        rank = rank_from_path(path)
+        out += _parts(run, i if rank is None else rank, read_breakdown(path, detect_source(path)))
+    return out
+
+
+def beside(metrics_csv: Path) -> tuple[list[dt.Part] | None, str]:
+    """The breakdown CSV beside a metrics CSV, or (None, why there is none)."""
+    path = breakdown_path(metrics_csv)
+    if not path.is_file():
+        return None, f"{metrics_csv} has no {path.name} beside it"
+    try:
+        with open(path, newline="", encoding="utf-8") as fh:
+            lines = list(csv.reader(fh))
+    except OSError as exc:
+        raise ProfileError(path, f"cannot read file ({exc.strerror or exc})") from exc
+    except ValueError as exc:  # not UTF-8, a NUL byte
+        raise ProfileError(path, f"not a breakdown CSV ({str(exc).splitlines()[0]})") from exc
+    header = lines[0] if lines else []
+    need = ("device", "quantity", "seconds", "share_of_window")
+    missing = [c for c in need if c not in header]
+    if missing:
+        raise ProfileError(path, f"not a breakdown CSV (no column {', '.join(missing)})")
+    at = [header.index(c) for c in need]
+    try:
+        return [_part([cells[i] for i in at]) for cells in lines[1:] if cells], ""
+    except (ValueError, IndexError) as exc:
+        raise ProfileError(path, f"not a breakdown CSV ({exc})") from exc
+
+
+def _part(cells: list[str]) -> Side:
+    device, quantity, seconds, share = cells
+    return dt.Part(device, quantity, float(seconds) if seconds else math.nan,
+                   float(share) if share else math.nan)  # fmt: skip
 
 
 def _files(
     run: str, files: Sequence[Path], capture: str | None, cpu_ops: bool, choice: Choice | None
-) -> Part:
-    """Metrics and breakdown of profile files from one reading of each; the wall (and so the
-    breakdown's window) the run's nsys capture mode calls for where it is known, or the chosen
-    steps' window."""
+) -> Side:
+    """Metrics and breakdown of profile files from one reading of each, over the wall the run's
+    nsys capture mode calls for where it is known, or the chosen steps' window."""
     if choice is not None:
         read = [(rank, prof, sr.breakdown) for rank, prof, sr in load_steps(files, choice, cpu_ops)]
     else:
@@ -150,20 +172,20 @@ def _files(
             prof = with_capture(prof, capture)
             bd = for_wall(bd, prof)
         rows += profile_rows(run, rank, prof)
-        parts += split.parts(run, rank, bd)
+        parts += _parts(run, rank, bd)
     return rows, parts, ""
 
 
-def _run_folder(folder: Path, cpu_ops: bool, traces: bool, choice: Choice | None) -> Part:
+def _run_folder(folder: Path, cpu_ops: bool, traces: bool, choice: Choice | None) -> Side:
     profiling = run_names.needed(folder)
     csv = folder / profiling.PROFILE_METRICS
     files = sorted((folder / profiling.NSYS_DIR).glob("*.sqlite"))
     files += sorted((folder / profiling.TORCH_TRACE_DIR).rglob(profiling.TORCH_TRACE_GLOB))
     if csv.is_file() and choice is None:
         rows = _read_csv(csv)
-        parts, why = split.beside(csv)
+        parts, why = beside(csv)
         if parts is None and files and traces:
-            parts = split.from_files(folder.name, files)
+            parts = from_files(folder.name, files)
         return rows, parts, why
     if not files:
         raise ProfileError(
@@ -180,13 +202,12 @@ def _run_folder(folder: Path, cpu_ops: bool, traces: bool, choice: Choice | None
 
 def read_side(
     spec: str, cpu_ops: bool = True, traces: bool = True, choice: Choice | None = None
-) -> Part:
+) -> Side:
     """A side's metrics rows, breakdown (None if it has none) and why it has none.
 
     traces=False reads no trace for the breakdown where a metrics CSV stands in (an nsys export
-    can be gigabytes): the breakdown is then only the CSV beside it. choice: only those steps
-    (steps.py), from the profile files (a run folder's traces); a metrics CSV holds no steps
-    (StepError). ProfileError on bad input.
+    can be gigabytes). choice: only those steps, from the profile files; a metrics CSV holds no
+    steps (StepError). ProfileError on bad input.
     """
     paths = [Path(p) for p in spec.split(",") if p]
     if not paths:
@@ -198,7 +219,7 @@ def read_side(
         elif path.suffix.lower() == ".csv" and choice is not None:
             raise StepError(f"{path}: a metrics CSV holds no steps; give the profile files")
         elif path.suffix.lower() == ".csv":
-            parts.append((_read_csv(path), *split.beside(path)))
+            parts.append((_read_csv(path), *beside(path)))
         else:
             detect_source(path)  # the one-line error for a missing or foreign file, read first
             files.append(path)
@@ -215,8 +236,7 @@ def read_side(
 def check_related(
     a: Sequence[TidyRow], b: Sequence[TidyRow], names: tuple[str, str], mixed: bool
 ) -> None:
-    """UnrelatedError (one line naming both) for sides that cannot be compared."""
-    ka, kb = kinds(a), kinds(b)
+    ka, kb = dt.kinds(a), dt.kinds(b)
     if not mixed:
         for label, name, k in (("A", names[0], ka), ("B", names[1], kb)):
             if len(k) > 1:
@@ -231,22 +251,22 @@ def check_related(
 
 
 def _side_line(label: str, spec: str, rows: Sequence[TidyRow]) -> str:
-    return f"{label}: {spec} [{'+'.join(kinds(rows)) or 'empty'}, {len(ranks(rows))} rank(s)]"
+    return f"{label}: {spec} [{'+'.join(dt.kinds(rows)) or 'empty'}, {len(dt.ranks(rows))} rank(s)]"
 
 
 def both_figures(
-    side_a: Part, side_b: Part, names: tuple[str, str], mixed: bool = False
-) -> tuple[Figures, Figures, str | None]:
+    side_a: Side, side_b: Side, names: tuple[str, str], mixed: bool = False
+) -> tuple[dt.Figures, dt.Figures, str | None]:
     """Each side's figures, breakdown included where both have one, and the line saying it is
-    not compared (None when it is). UnrelatedError for sides that cannot be compared."""
+    not compared (None when it is)."""
     (rows_a, split_a, why_a), (rows_b, split_b, why_b) = side_a, side_b
     check_related(rows_a, rows_b, names, mixed)
-    agg_a, agg_b = aggregate(rows_a), aggregate(rows_b)
-    missing = split.missing_line(None if split_a is not None else why_a,
-                                 None if split_b is not None else why_b)  # fmt: skip
+    agg_a, agg_b = dt.aggregate(rows_a), dt.aggregate(rows_b)
+    missing = dt.missing_line(None if split_a is not None else why_a,
+                              None if split_b is not None else why_b)  # fmt: skip
     if missing is None:
-        agg_a.update(split.aggregate(split_a))
-        agg_b.update(split.aggregate(split_b))
+        agg_a.update(dt.breakdown_figures(split_a))
+        agg_b.update(dt.breakdown_figures(split_b))
     return agg_a, agg_b, missing
 
 
@@ -255,18 +275,17 @@ def profiled(run_dir: Path) -> bool:
     return (run_dir / run_names.needed(run_dir).PROFILE_METRICS).is_file()
 
 
-def _moved(row: DiffRow) -> float:
+def _moved(row: dt.DiffRow) -> float:
     # a metric on one side only moved by all of its time
     if not math.isnan(row.change):
         return abs(row.change)
     return abs(row.b if math.isnan(row.a) else row.a)
 
 
-def chosen(diff_rows: Sequence[DiffRow], top: int = TOP) -> list[str]:
-    """The metrics run_diff keeps: derived totals and breakdown first, then the `top` metrics
-    whose time moved most."""
+def chosen(diff_rows: Sequence[dt.DiffRow], top: int = TOP) -> list[str]:
+    """Derived totals and breakdown first, then the `top` metrics whose time moved most."""
     names = {r.metric for r in diff_rows}
-    fixed = [m for m in (PAPER_TOTAL, WALL, *split.ROWS) if m in names]
+    fixed = [m for m in (PAPER_TOTAL, WALL, *dt.BREAKDOWN_ROWS) if m in names]
     moved: dict[str, float] = {}
     for r in diff_rows:
         if r.field == "total_s" and r.metric not in fixed and r.metric not in moved:
@@ -277,26 +296,22 @@ def chosen(diff_rows: Sequence[DiffRow], top: int = TOP) -> list[str]:
 
 
 def run_diff(a: Path, b: Path, top: int = TOP) -> tuple[pd.DataFrame, str]:
-    """`cli diff A B` of two run folders for an artifact's table: the rows (every CSV_COLUMNS
-    field) of the `chosen` metrics, and the line saying a breakdown was not compared (or "").
-
-    No trace is read for the breakdown (a table build must not parse an nsys export of
-    gigabytes): it comes only from the breakdown CSV beside each profile_metrics.csv. ProfileError
-    on an unreadable side, UnrelatedError on sides that cannot be compared.
-    """
+    """`cli diff A B` of two run folders for an artifact's table: the rows of the `chosen`
+    metrics, and the line saying a breakdown was not compared (or ""). No trace is read: a table
+    build must not parse an nsys export of gigabytes."""
     import pandas as pd  # the artifact's frame: the reader itself needs no pandas
 
     side_a = read_side(str(a), traces=False)
     side_b = read_side(str(b), traces=False)
     agg_a, agg_b, missing = both_figures(side_a, side_b, (str(a), str(b)))
-    rows = compare(agg_a, agg_b)
+    rows = dt.compare(agg_a, agg_b)
     order = {m: i for i, m in enumerate(chosen(rows, top))}
     kept = sorted((r for r in rows if r.metric in order), key=lambda r: order[r.metric])
     return pd.DataFrame.from_records(kept, columns=CSV_COLUMNS), missing or ""
 
 
 def main(argv: Sequence[str] | None = None, prog: str | None = None) -> int:
-    """Entry point of `cli diff` (cli.main has checked the settings); returns the exit status."""
+    """`cli diff` (cli.main has checked the settings); returns the exit status."""
     parser = build_parser(prog) if prog else build_parser()
     args = parser.parse_args(argv)
     if args.metric and args.fail_if is None:
@@ -311,22 +326,24 @@ def main(argv: Sequence[str] | None = None, prog: str | None = None) -> int:
         return 1 if isinstance(exc, ProfileError) else 2
     slower: list[str] = []
     if args.fail_if is not None:
-        asked = [m for m in args.metric or () if m.startswith(split.PREFIX)]
+        asked = [m for m in args.metric or () if m.startswith(dt.BREAKDOWN)]
         if asked and missing is not None:
             # counting a missing breakdown as 0 would let any regression pass
             print(f"error: --metric {asked[0]}: {missing}", file=sys.stderr)
             return 2
         try:
-            slower = regressions(agg_a, agg_b, args.metric or DEFAULT_FAIL_METRICS, args.fail_if)
+            slower = dt.regressions(
+                agg_a, agg_b, args.metric or dt.DEFAULT_FAIL_METRICS, args.fail_if
+            )
         except KeyError as exc:
             print(f"error: --metric {exc.args[0]} is in neither A nor B", file=sys.stderr)
             return 2
-    diff = compare(agg_a, agg_b)
+    diff = dt.compare(agg_a, agg_b)
     if args.out and not write_tables([(args.out, CSV_COLUMNS, diff)]):
         return 1
     header = [_side_line("A", args.a, side_a[0]), _side_line("B", args.b, side_b[0])]
     header += [missing] if missing else []
-    print(render(diff, header))
+    print(dt.render(diff, header))
     if args.out:
         print(f"wrote {len(diff)} rows to {args.out}")
     for line in slower:

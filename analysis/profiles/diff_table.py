@@ -1,36 +1,43 @@
-"""The figures of `cli diff`: a side's metrics summed per job, the change, the printed table.
-
-diff.py reads the two sides; this module only computes on their rows (metrics rows from rows.py,
-breakdown figures from diff_breakdown.py) and formats. Plain Python, no pandas.
+"""The figures of `cli diff`: a side's metrics and time breakdown summed per job, the change, the
+printed table. diff.py reads the two sides; this module only computes and formats (no pandas).
 """
 
 from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Iterable, Sequence
 from typing import NamedTuple
 
-from . import diff_breakdown as split
+from .breakdown import HOST, QUANTITIES
 from .metrics import METRICS, TidyRow
 from .rows import MetricTotal, metric_totals, with_launch_all
 
 PAPER_TOTAL = "paper_total"
+BREAKDOWN = "breakdown:"
+# window is left out: each row's share is already of its window, and a window summed over devices
+# and the host row would count one span several times.
+BREAKDOWN_ROWS = tuple(BREAKDOWN + q for q in QUANTITIES if q != "window")
 WALL = "wall"
 FIELDS = ("calls", "total_s", "bytes", "share")
 # The --fail-if default: the paper's metrics measure the same work in both jobs, while the wall
 # time also moves with the capture window (nsys capture mode, profiler schedule) of each run.
 DEFAULT_FAIL_METRICS = (PAPER_TOTAL,)
-# Functions adding derived metric rows to metric totals (rows.metric_totals' rows).
-DERIVERS: list[Callable[[Sequence[MetricTotal]], list[MetricTotal]]] = [with_launch_all]
 CSV_COLUMNS = ["metric", "field", "a", "b", "change", "change_pct", "present"]
 # A side's figures: metric -> field (FIELDS) -> value, NaN where the field does not apply.
 Figures = dict[str, dict[str, float]]
 
 
-class DiffRow(NamedTuple):
-    """One row of the diff (CSV_COLUMNS): a metric's field on both sides."""
+class Part(NamedTuple):
+    """What the diff needs of one breakdown row (breakdown.COLUMNS)."""
 
+    device: str
+    quantity: str
+    seconds: float
+    share: float
+
+
+class DiffRow(NamedTuple):
     metric: str
     field: str
     a: float
@@ -41,15 +48,13 @@ class DiffRow(NamedTuple):
 
 
 def ranks(rows: Sequence[TidyRow]) -> set[tuple[str, int, str]]:
-    """The (run, rank, source) of every rank a side's rows came from."""
     return {(r.run, r.rank, r.source) for r in rows}
 
 
 def aggregate(rows: Sequence[TidyRow]) -> Figures:
-    """One entry per metric over the side's ranks: FIELDS, NaN where a field does not apply."""
-    totals = metric_totals(rows)
-    for derive in DERIVERS:
-        totals = derive(totals)
+    """One entry per metric over the side's ranks: FIELDS, NaN where a field does not apply.
+    calls, total_s and bytes are sums over ranks, share the mean (a rank without it counts 0)."""
+    totals = with_launch_all(metric_totals(rows))
     n_ranks = max(len(ranks(rows)), 1)
     by: dict[str, list[MetricTotal]] = {}
     for t in totals:
@@ -77,8 +82,34 @@ def aggregate(rows: Sequence[TidyRow]) -> Figures:
     return agg
 
 
+def breakdown_figures(rows: Iterable[Part]) -> Figures:
+    """One entry per BREAKDOWN_ROWS name present: total_s the seconds summed over ranks and
+    devices (host_blocked over ranks), so jobs compare per job; share the mean share of window."""
+    rows = list(rows)
+    out = {}
+    for name in BREAKDOWN_ROWS:
+        quantity = name.removeprefix(BREAKDOWN)
+        host = quantity == "host_blocked"
+        mine = [r for r in rows if r.quantity == quantity and (r.device == HOST) == host]
+        if mine:
+            shares = [r.share for r in mine if not math.isnan(r.share)]
+            mean = math.fsum(shares) / len(shares) if shares else math.nan
+            total = math.fsum(r.seconds for r in mine if not math.isnan(r.seconds))
+            out[name] = {"calls": math.nan, "total_s": total, "bytes": math.nan, "share": mean}
+    return out
+
+
+def missing_line(why_a: str | None, why_b: str | None) -> str | None:
+    """The one line saying which side has no breakdown (None when both have one)."""
+    if why_a is None and why_b is None:
+        return None
+    if why_a is not None and why_b is not None:
+        return f"breakdown: not compared, neither side has one (A: {why_a}; B: {why_b})"
+    label, why = ("A", why_a) if why_a is not None else ("B", why_b)
+    return f"breakdown: not compared, {label} has none ({why})"
+
+
 def kinds(rows: Sequence[TidyRow]) -> list[str]:
-    """The profiler kinds (nsys, torch) a side's rows came from."""
     return sorted({r.source for r in rows})
 
 
@@ -89,7 +120,7 @@ def _pct(a: float, b: float) -> float:
 
 
 def compare(agg_a: Figures, agg_b: Figures) -> list[DiffRow]:
-    """The tidy diff (CSV_COLUMNS): one row per (metric, field) with a value on either side."""
+    """One row per (metric, field) with a value on either side."""
     rows = []
     for metric in _order([*agg_a, *agg_b]):
         in_a, in_b = metric in agg_a, metric in agg_b
@@ -107,7 +138,7 @@ def compare(agg_a: Figures, agg_b: Figures) -> list[DiffRow]:
 
 def _order(metrics: list[str]) -> list[str]:
     """Derived totals first, then the paper's metrics in its order, then the rest by name."""
-    first = [PAPER_TOTAL, WALL, *METRICS, *split.ROWS]
+    first = [PAPER_TOTAL, WALL, *METRICS, *BREAKDOWN_ROWS]
     seen = dict.fromkeys(metrics)
     return [m for m in first if m in seen] + sorted(m for m in seen if m not in first)
 
@@ -132,7 +163,6 @@ def _pct_text(p: float) -> str:
 
 
 def render(diff: Sequence[DiffRow], header: Sequence[str]) -> str:
-    """The printed table: A and B values, change and % per metric and field."""
     lines = [*header, f"{'metric':<34} {'field':<8} {'A':>13} {'B':>13} {'change':>13} {'%':>8}"]
     for metric, group in itertools.groupby(diff, key=lambda r: r.metric):
         rows = list(group)
@@ -153,10 +183,8 @@ def render(diff: Sequence[DiffRow], header: Sequence[str]) -> str:
 
 
 def regressions(agg_a: Figures, agg_b: Figures, metrics: Sequence[str], pct: float) -> list[str]:
-    """One line per chosen metric whose time grew by more than pct % from A to B.
-
-    KeyError names a metric neither side has (a typo must not pass a CI silently).
-    """
+    """One line per chosen metric whose time grew by more than pct % from A to B; KeyError names
+    a metric neither side has (a typo must not pass a CI silently)."""
     lines = []
     for m in metrics:
         if m not in agg_a and m not in agg_b:

@@ -2,32 +2,19 @@
 
 One row per (run, rank, source, raw name). `metric` is the normalised name from METRICS (the
 paper's) or LAUNCH_METRICS (the other kernel-launch APIs) so that an nsys `cudaLaunchKernel_v7000`
-and a torch `cudaLaunchKernel` land in the same bucket; the raw name stays in `raw_name`. Sum rows
-over `metric` (see `by_metric`) for one number per metric; `add_launch_all` adds the derived
-KERNEL_LAUNCH_ALL (every launch API) per (run, rank, source).
+and a torch `cudaLaunchKernel` land in the same bucket; the raw name stays in `raw_name`.
+A metric absent from a profile gets no row: what an absence means is decided downstream
+(coverage.py, artifact.py).
 
-A metric absent from a profile gets no row at all. What an absence means is decided downstream
-(analysis/profiles/coverage.py, artifact.py): on a CPU run "not measured on this hardware", on a
-GPU run 0 (not called) unless the profiler in use cannot record that metric at all.
+`share` = total_s / profiled wall time of that rank: calls overlapping on several threads or
+streams are summed, so it can exceed 1 (kept as measured, not clipped). WALL_COLUMNS carry that
+wall, the span it came from and the CUDA activity span, so a reader of the CSV can tell a share
+of nsys's capture window from one of its whole session. `calls` counts operations: one per API
+call (the second row per call of an export with CUDA backtraces is dropped) and one per copy (a
+batched-copy record counts every copy of its batch).
 
-`share` = total_s / profiled wall time of that rank. It is 0..1 for anything that runs one call
-at a time; durations of calls overlapping on several threads or streams are summed, so such a
-metric can exceed 1 (kept as measured, not clipped). Each row also carries that wall time, the
-span it came from and the rank's CUDA activity span (WALL_COLUMNS: `wall_s`, `activity_s`,
-`wall_from`; nsys_sqlite.SPAN_ACTIVITY defines the span, NaN for torch traces), so a reader of
-the CSV can tell a share of nsys's capture window from a share of its whole session and see how
-much of the wall CUDA covered. Tables built by hand may omit them.
-
-`calls` counts operations: one per API call (an nsys export recorded with CUDA backtraces holds a
-second row per call, which the reader drops) and one per copy (a batched-copy record counts every
-copy of its batch).
-
-Two forms of the same table. The reading path (the CLI, `cli diff`, the sweep's collect step)
-works on plain rows (rows.py), so that reading a profile imports no pandas: its import alone
-costs more memory and start-up time than reading a small profile (the README's installable
-reader). The artifact's tables turn those rows into pandas frames here (`metrics_frame`,
-`by_metric`, `add_launch_all`; `read_metrics_csv` reads a CSV straight into one); pandas is
-imported inside them only.
+The reading path works on plain rows (rows.py): importing pandas costs more memory and start-up
+time than reading a small profile. Only the artifact's frames (the end of this module) use it.
 """
 
 from __future__ import annotations
@@ -45,12 +32,10 @@ if TYPE_CHECKING:
     import pandas as pd
 
 COLUMNS = ["run", "rank", "source", "metric", "raw_name", "calls", "total_s", "bytes", "share"]
-# Optional trailing columns: the rank's wall time, its CUDA activity span, which span gave the
-# wall time, and the GPU's interface (RankProfile.device_kind) (readers always write them).
+# Trailing columns (readers always write them; tables built by hand may omit them).
 WALL_COLUMNS = ["wall_s", "activity_s", "wall_from", "device_kind"]
-SOURCES = ("nsys", "torch")
 
-# Normalised metric name -> what the paper (J Table 1) calls it. Other code imports this.
+# Normalised metric name -> what the paper (J Table 1) calls it.
 METRICS: dict[str, str] = {
     "cudaLaunchKernel": "cudaLaunchKernel",
     "cudaStreamSynchronize": "cudaStreamSynchronize",
@@ -64,9 +49,8 @@ METRICS: dict[str, str] = {
     "nccl_broadcast": "ncclDevKernel_Broadcast",
     "nccl_other": "other NCCL kernels (ncclDevKernel_* / ncclKernel_*)",
 }
-# Every API that launches kernels. cudaLaunchKernel is the paper's metric; recent cuBLAS, cuDNN
-# and NCCL launch many kernels through the others (real H100 traces hold them), so a second,
-# derived metric counts all of them. The one list of launch APIs: other code imports it.
+# Every API that launches kernels: recent cuBLAS, cuDNN and NCCL launch many kernels through
+# others than the paper's cudaLaunchKernel (real H100 traces hold them).
 LAUNCH_APIS: tuple[str, ...] = (
     "cudaLaunchKernel",
     "cudaLaunchKernelExC",
@@ -74,40 +58,33 @@ LAUNCH_APIS: tuple[str, ...] = (
     "cuLaunchKernelEx",
     "cudaGraphLaunch",
 )
-# The launch APIs other than the paper's, as tidy-table metrics of their own (label = API name).
 LAUNCH_METRICS: dict[str, str] = {m: m for m in LAUNCH_APIS if m not in METRICS}
 KERNEL_LAUNCH_ALL = "kernel_launch_all"
-# Copies that are not the paper's: unified (managed) memory migrations, which nsys records as copy
-# kinds of their own. One metric for every direction; the direction stays in `raw_name`.
+# Unified (managed) memory migrations, copy kinds of their own in nsys: one metric for every
+# direction; the direction stays in `raw_name`.
 MEMCPY_UNIFIED = "memcpy_unified"
 COPY_METRICS: dict[str, str] = {
     MEMCPY_UNIFIED: "CUDA memcpy Unified (managed memory page migrations, every direction)",
 }
-# Metrics computed from other rows (never written by a reader, so never in a metrics CSV).
+# Computed from other rows, never in a metrics CSV.
 DERIVED_METRICS: dict[str, str] = {
     KERNEL_LAUNCH_ALL: f"kernel launches, all APIs ({', '.join(LAUNCH_APIS)})",
 }
-# Metric name -> label, for everything a table may show (paper, other launch APIs, derived).
 LABELS: dict[str, str] = {**METRICS, **LAUNCH_METRICS, **COPY_METRICS, **DERIVED_METRICS}
-# Host API calls (runtime or driver) that map to a metric after suffix normalisation.
 RUNTIME_METRICS = frozenset(m for m in METRICS if m.startswith("cuda")) | frozenset(LAUNCH_APIS)
 MEMCPY_METRICS = ("memcpy_htod", "memcpy_dtoh", "memcpy_dtod")
 NCCL_METRICS = ("nccl_allgather_ring_ll", "nccl_broadcast", "nccl_other")
-# Optional CPU-side aggregates from torch traces are named "cpu:<op name>" (inclusive wall time:
-# the union of the op's calls, torch_trace).
+# torch traces' CPU ops are "cpu:<op name>" rows (inclusive: the union of the op's calls).
 CPU_PREFIX = "cpu:"
 
-# Copy-kind labels as the different nsys versions and kineto spell them.
 _MEMCPY_LABELS = {
-    "htod": "memcpy_htod",
-    "host-to-device": "memcpy_htod",
-    "hosttodevice": "memcpy_htod",
-    "dtoh": "memcpy_dtoh",
-    "device-to-host": "memcpy_dtoh",
-    "devicetohost": "memcpy_dtoh",
-    "dtod": "memcpy_dtod",
-    "device-to-device": "memcpy_dtod",
-    "devicetodevice": "memcpy_dtod",
+    label: f"memcpy_{short}"
+    for short, long in (
+        ("htod", "host-to-device"),
+        ("dtoh", "device-to-host"),
+        ("dtod", "device-to-device"),
+    )
+    for label in (short, long, long.replace("-", ""))
 }
 # Copy-kind ids, used only when a file lacks ENUM_CUDA_MEMCPY_OPER (nsys 2022): CUPTI's
 # CUpti_ActivityMemcpyKind, plus the unified-memory kinds 11-13 that nsys adds to the same column.
@@ -133,8 +110,7 @@ _ALLGATHER_LL = re.compile(r"^nccl(?:Dev)?Kernel_AllGather_RING_LL(?:$|_)")
 _BROADCAST = re.compile(r"^nccl(?:Dev)?Kernel_Broadcast(?:$|_)")
 _NCCL = re.compile(r"^nccl(?:Dev)?Kernel_")
 SQLITE_MAGIC = b"SQLite format 3\x00"  # the first bytes of an nsys export (any SQLite file)
-# RankProfile.span_ns keys both readers share (capture_nsys places nsys's on the clock; a Kineto
-# trace's own span is torch_trace.SPAN_TRACE). The activity span runs over every CUDA record.
+# RankProfile.span_ns keys both readers share (a Kineto trace's own is torch_trace.SPAN_TRACE).
 SPAN_ACTIVITY = "CUDA activity span"
 SPAN_SESSION = "ANALYSIS_DETAILS session"
 # The wall as placed on the clock: the chosen span, widened to hold every record.
@@ -142,7 +118,7 @@ SPAN_WALL = "wall"
 
 
 class ProfileError(Exception):
-    """A profile file that cannot be read; the message is one line naming file and problem."""
+    """A profile file that cannot be read: one line naming file and problem."""
 
     def __init__(self, path: str | os.PathLike[str], problem: str) -> None:
         self.path = str(path)
@@ -163,7 +139,7 @@ def reading(path: str | os.PathLike[str]) -> Iterator[None]:
 
 @dataclass
 class Row:
-    """One aggregated raw name inside a profile (before run/rank/share are attached)."""
+    """One aggregated raw name inside a profile."""
 
     metric: str
     raw_name: str
@@ -182,30 +158,24 @@ class RankProfile:
     wall_from: str  # which span gave wall_s (and why that one), written beside every row
     rows: list[Row] = field(default_factory=list)
     rank_hint: int | None = None  # rank recorded inside the file (torch distributedInfo)
-    # Every span the file offers, by name (nsys: its session and its CUDA activity), so that the
-    # wall time can be re-chosen once the run's capture mode is known (nsys_sqlite.with_capture).
+    # Every span the file offers, by name, so that the wall can be re-chosen once the run's
+    # capture mode is known (nsys_sqlite.with_capture); those placed on the clock, [start, end)
+    # in ns, in span_ns.
     spans: dict[str, float] = field(default_factory=dict)
-    # The CUDA activity span (SPAN_ACTIVITY); NaN where the reader does not measure it.
-    activity_s: float = float("nan")
-    # The capture mode the file itself records (nsys META_DATA_CAPTURE), None where it has none.
-    file_capture: str | None = None
-    # The spans above that have a place on the clock, as [start, end) in integer ns (the time
-    # breakdown's window is the one wall_s came from: breakdown.for_wall).
+    activity_s: float = float("nan")  # SPAN_ACTIVITY's length; NaN where not measured
+    file_capture: str | None = None  # the capture mode the file records (META_DATA_CAPTURE)
     span_ns: dict[str, tuple[int, int]] = field(default_factory=dict)
-    # One line when the file records a format version newer than any the tests cover (or one
-    # that does not parse): the file is still read, and load_with_breakdown prints the line once.
+    # One line for a format version newer than any tested: load_with_breakdown prints it once.
     version_note: str = ""
-    # The CUDA records of an nsys export that lie outside its session (ANALYSIS_DETAILS), by kind
-    # ("kernels", "calls", ...): nsys_sqlite.with_capture widens the wall to hold them and names
-    # them in wall_from, so that none is dropped. Empty where every record lies inside.
+    # CUDA records of an nsys export outside its session, by kind: with_capture widens the wall
+    # to hold them and names them in wall_from, so that none is dropped.
     outside: dict[str, int] = field(default_factory=dict)
-    # The GPU's programming interface: "CUDA", "HIP/ROCm" (a ROCm build's Kineto trace), or ""
-    # where the profile holds no GPU activity; written beside every row (`device_kind`).
+    # "CUDA", "HIP/ROCm" (a ROCm build's Kineto trace), or "" without GPU activity.
     device_kind: str = ""
 
 
 class TidyRow(NamedTuple):
-    """One row of the tidy table, COLUMNS then WALL_COLUMNS (the CSV's order)."""
+    """One row of the tidy table, COLUMNS then WALL_COLUMNS."""
 
     run: str
     rank: int
@@ -223,7 +193,6 @@ class TidyRow(NamedTuple):
 
 
 def profile_rows(run: str, rank: int, profile: RankProfile) -> list[TidyRow]:
-    """The tidy rows of one rank's profile, in the reader's order (`sort_rows` orders a table)."""
     wall = float(profile.wall_s)
     return [
         TidyRow(
@@ -246,12 +215,9 @@ def profile_rows(run: str, rank: int, profile: RankProfile) -> list[TidyRow]:
 
 
 def newer_version_note(kind: str, found: object, covered: Iterable[str]) -> str:
-    """A one-line warning when `found`, the version a file records, is newer than every covered one.
-
-    The file is read all the same: so far both formats have only grown new columns and keys, and
-    refusing a new release's files would block every user of it; the warning says the numbers come
-    from a layout no golden file checks. "" when `found` is absent, covered or older.
-    """
+    """A one-line warning when `found`, the version a file records, is newer than every covered
+    one ("" when absent, covered or older). The file is read all the same: both formats have only
+    grown new columns and keys, and refusing a new release would block every user of it."""
     if found is None:
         return ""
     text = " ".join(str(found).split())  # one line whatever the file holds
@@ -332,11 +298,7 @@ def atomic_write(path: str | os.PathLike[str], write: Callable[[TextIO], None]) 
     return dest
 
 
-# --- the same table as pandas frames, for the artifact's tables -----------------------------
-
-
 def metrics_frame(rows: Iterable[TidyRow]) -> pd.DataFrame:
-    """Tidy rows (rows.read_metrics_rows') as one frame with the table's dtypes."""
     import pandas as pd
 
     return _typed(pd.DataFrame.from_records(list(rows), columns=COLUMNS + WALL_COLUMNS))
@@ -361,13 +323,8 @@ def by_metric(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def add_launch_all(grouped: pd.DataFrame) -> pd.DataFrame:
-    """`by_metric` rows plus one KERNEL_LAUNCH_ALL row per (run, rank, source) with any launch.
-
-    calls, total_s and share are the sums over LAUNCH_APIS. Each recorded API call is one row of
-    exactly one launch metric, and rows already named KERNEL_LAUNCH_ALL are dropped before
-    summing, so no call is counted twice. A rank without launch rows gets no row (absent, as
-    any other metric; the artifact decides what absent means).
-    """
+    """`by_metric` rows plus one KERNEL_LAUNCH_ALL row (sums over LAUNCH_APIS) per (run, rank,
+    source) with any launch; rows already named KERNEL_LAUNCH_ALL are dropped first."""
     import pandas as pd
 
     base = grouped[grouped["metric"] != KERNEL_LAUNCH_ALL]
@@ -392,7 +349,6 @@ def read_metrics_csv(path: str | os.PathLike[str]) -> pd.DataFrame:
 
 
 def _typed(df: pd.DataFrame) -> pd.DataFrame:
-    """COLUMNS with their dtypes, then WALL_COLUMNS where the table has them."""
     df = df.reset_index(drop=True)
     wall = [c for c in WALL_COLUMNS if c in df.columns]
     types = {"wall_s": "float64", "activity_s": "float64", "wall_from": "string",

@@ -1,17 +1,12 @@
 """Beyond the paper: each profiled run's time breakdown (breakdown.py), for an artifact's table.
 
-The sweep writes RUN/profile_breakdown.csv (run.node.profiling.PROFILE_BREAKDOWN) beside the
-profile's metrics, so no trace is read here. Per run, the device quantities are the mean over
-its (rank, device) rows of the share of each row's window, and host_blocked the mean over its
-ranks: one number per quantity that a reader compares across runs as the paper compares its
-API shares. A run whose profile saw no device activity (a CPU run: torch.profiler records no
-kernels there) has no device rows, and its GPU columns stay empty rather than 0, which would
-read as an idle GPU.
+Read from RUN/profile_breakdown.csv, which the sweep writes beside the profile's metrics. Per run,
+the device quantities are the mean over its (rank, device) rows of the share of each row's window,
+and host_blocked the mean over its ranks. A run whose profile saw no device activity (a CPU run)
+has no device rows, and its GPU columns stay empty rather than 0, which would read as an idle GPU.
 """
 
 from __future__ import annotations
-
-from pathlib import Path
 
 import pandas as pd
 
@@ -26,14 +21,7 @@ COLUMNS = ["run", "ranks", "devices", "window_s",
 LABEL = "Beyond the paper"
 
 
-def read(run_dir: Path) -> pd.DataFrame | None:
-    """The breakdown CSV of one run folder, or None where the run left none."""
-    path = Path(run_dir) / profiling.PROFILE_BREAKDOWN
-    return pd.read_csv(path) if path.is_file() else None
-
-
 def summarise(run: str, rows: pd.DataFrame) -> dict:
-    """One row of COLUMNS from one run's breakdown rows (see the module docstring)."""
     dev = rows[rows["device"].astype(str) != HOST]
     windows = dev[dev["quantity"] == "window"]
     windows = windows[windows["seconds"] > 0]
@@ -51,20 +39,19 @@ def summarise(run: str, rows: pd.DataFrame) -> dict:
 
 
 def table(runs: pd.DataFrame, scale: str | None) -> pd.DataFrame:
-    """COLUMNS for every ok run of `runs` that left a breakdown (an empty frame if none did, or
-    where no scale names the results, as for a table built from summaries alone)."""
+    """COLUMNS for every ok run that left a breakdown (empty where no scale names the results)."""
     rows = []
     for _, r in runs.iterrows() if scale else ():
         if r.get("status") != "ok":
             continue
-        one = read(store.run_dir(scale, r["run"]))
+        path = store.run_dir(scale, r["run"]) / profiling.PROFILE_BREAKDOWN
+        one = pd.read_csv(path) if path.is_file() else None
         if one is not None and len(one):
             rows.append(summarise(r["run"], one))
     return pd.DataFrame(rows, columns=COLUMNS)
 
 
 def note(t: pd.DataFrame, what: str) -> str:
-    """One line for an artifact's notes: what the breakdown of its profiled runs shows."""
     if t.empty:
         return f"{LABEL}: no profiled run left a time breakdown ({what})."
     measured = t[t["devices"] > 0]

@@ -17,7 +17,7 @@ from profile_builders import add_capture_settings, add_memsets, kineto_event, ma
 from analysis.profiles import breakdown as bd
 from analysis.profiles import breakdown_nsys
 from analysis.profiles.cli import main
-from analysis.profiles.intervals import SortedUnion, Unsorted, sorted_union
+from analysis.profiles.intervals import SortedUnion, Unsorted, merge_sorted, sorted_union, union_ns
 from analysis.profiles.nsys_sqlite import NSYS_DEFAULT, read_nsys_sqlite, with_capture
 from analysis.profiles.synth import NSYS_SCHEMAS
 
@@ -36,15 +36,15 @@ from analysis.profiles.synth import NSYS_SCHEMAS
     ],
 )
 def test_union_hand_cases(intervals: list, merged: list) -> None:
-    assert list(bd.merge_sorted(intervals)) == merged
-    assert bd.union_ns(intervals) == sum(e - s for s, e in merged)
+    assert list(merge_sorted(intervals)) == merged
+    assert union_ns(intervals) == sum(e - s for s, e in merged)
 
 
 def test_union_refuses_unsorted_input() -> None:
     with pytest.raises(ValueError, match="not sorted"):
-        bd.union_ns([(5, 6), (1, 2)])
+        union_ns([(5, 6), (1, 2)])
     with pytest.raises(ValueError, match="not sorted"):
-        list(bd.merge_sorted([(5, 6), (1, 2)]))
+        list(merge_sorted([(5, 6), (1, 2)]))
 
 
 def test_union_streams_in_bounded_memory() -> None:
@@ -56,21 +56,12 @@ def test_union_streams_in_bounded_memory() -> None:
 
     tracemalloc.start()
     try:
-        total = bd.union_ns(stream())
+        total = union_ns(stream())
         peak = tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
     assert total == sum(min(7 + i % 5, 10) for i in range(n - 1)) + 7 + (n - 1) % 5
     assert peak < 64_000  # a list of n tuples would take tens of MB
-
-
-def test_compute_comm_not_overlapped_and_clipping() -> None:
-    c, m = bd.COMPUTE, bd.COMM
-    gpu = [(0, 100, 0, m), (10, 20, 0, c), (50, 200, 0, c), (0, 40, 1, m), (300, 400, 0, bd.COPY)]
-    out = bd.compute(gpu, [(0, 30), (20, 60)], window=(0, 350))
-    assert out.window_ns == 350 and out.host_blocked == 60
-    assert out.devices[0] == bd.DeviceTimes(busy=250, compute=160, comm=100, comm_not_overlapped=40)
-    assert out.devices[1] == bd.DeviceTimes(busy=40, compute=0, comm=40, comm_not_overlapped=40)
 
 
 def test_blocking_names_both_spellings() -> None:
@@ -207,7 +198,7 @@ def test_numpy_unions_match_the_streamed_one() -> None:
         pairs = [
             (s, s + rng.choice((0, 1, 2, 5, 30))) for s in (rng.randrange(0, 100) for _ in range(n))
         ]
-        want = bd.union_ns(sorted(pairs))
+        want = union_ns(sorted(pairs))
         groups = [pairs[i::3] for i in range(3)]
         nonempty = [[p for p in g if p[1] > p[0]] for g in groups]
         starts = [np.array([s for s, _ in g], dtype=np.int64) for g in nonempty]
