@@ -145,11 +145,7 @@ def _settings(con: sqlite3.Connection, columns: dict[str, set[str]], path: Path)
 
 def _range(text: str) -> str | None:
     low = text.lower().replace(" ", "")
-    if "cudaprofilerapi" in low:
-        return CAPTURE_API
-    if "nvtx" in low:
-        return CAPTURE_NVTX
-    return None
+    return CAPTURE_API if "cudaprofilerapi" in low else CAPTURE_NVTX if "nvtx" in low else None
 
 
 def file_capture(

@@ -42,18 +42,14 @@ def metric_totals(rows: Iterable[TidyRow]) -> list[MetricTotal]:
         groups.setdefault((r.run, r.rank, r.source, r.metric), []).append(r)
     out = []
     for key in sorted(groups):
-        g = groups[key]
-        sizes = [r.bytes for r in g if r.bytes is not None]
-        out.append(
-            MetricTotal(
-                *key,
-                sum(r.calls for r in g),
-                math.fsum(r.total_s for r in g),
-                sum(sizes) if sizes else None,
-                math.fsum(r.share for r in g),
-            )
-        )
+        sizes = [r.bytes for r in groups[key] if r.bytes is not None]
+        out.append(_summed(key, groups[key], sum(sizes) if sizes else None))
     return out
+
+
+def _summed(key: tuple, group: Sequence, nbytes: int | None) -> MetricTotal:
+    calls, total_s = sum(r.calls for r in group), math.fsum(r.total_s for r in group)
+    return MetricTotal(*key, calls, total_s, nbytes, math.fsum(r.share for r in group))
 
 
 def with_launch_all(totals: Sequence[MetricTotal]) -> list[MetricTotal]:
@@ -64,18 +60,7 @@ def with_launch_all(totals: Sequence[MetricTotal]) -> list[MetricTotal]:
     for t in base:
         if t.metric in LAUNCH_APIS:
             sums.setdefault((t.run, t.rank, t.source), []).append(t)
-    derived = [
-        MetricTotal(
-            *key,
-            KERNEL_LAUNCH_ALL,
-            sum(t.calls for t in g),
-            math.fsum(t.total_s for t in g),
-            None,
-            math.fsum(t.share for t in g),
-        )
-        for key, g in sorted(sums.items())
-    ]
-    return base + derived
+    return base + [_summed((*key, KERNEL_LAUNCH_ALL), g, None) for key, g in sorted(sums.items())]
 
 
 def read_metrics_rows(path: str | os.PathLike[str]) -> list[TidyRow]:
