@@ -89,12 +89,8 @@ def nbytes(event: Any) -> Any:
     return 0 if args is None or args.bytes is _ABSENT else args.bytes
 
 
-def as_dict(event: Any) -> dict:
-    """pid, tid and args as json would have decoded them, args with only the fields read (empty
-    reads as no args, as json's empty or foreign args do)."""
+def looks_gpu(event: Any) -> bool:
+    """kineto_fold._looks_gpu of an Event: an args.device or args.stream, a "stream N" thread."""
     args = event.args
-    if args is not None:
-        args = {
-            k: v for k in ("device", "bytes", "stream") if (v := getattr(args, k)) is not _ABSENT
-        }
-    return {"pid": event.pid, "tid": event.tid, "args": args}
+    on_device = args is not None and (args.device is not _ABSENT or args.stream is not _ABSENT)
+    return on_device or str(event.tid).startswith("stream")

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from . import kineto_fast
-from .kineto_fast import Records, as_dict
+from .kineto_fast import Records
 from .metrics import ProfileError
 
 # Aggregation keys: (kind, raw name). Capitalised categories: torch 1.8-1.10 (libkineto before its
@@ -155,9 +155,8 @@ def fold(
                 if table is _NEW:
                     kind, hooked = kinds.get(cat), cat in fed
                     if cat not in out.cats:
-                        out.cats[cat] = _looks_gpu(
-                            source if type(source) is dict else as_dict(source)
-                        )
+                        looks = _looks_gpu if type(source) is dict else kineto_fast.looks_gpu
+                        out.cats[cat] = looks(source)
                     table = tables[cat] = (
                         (
                             names_by_key.setdefault(kind or cat, {}),

@@ -203,12 +203,11 @@ class _JsonStream:
         try:
             self.batches += 1
             decode = kineto_fast.decoder() if self.fast and self.batches > 1 else None
-            if decode is not None:
-                events = decode(text)
-                if events is not None:  # else json decodes it: the same values, or its error
-                    self.pos = m.end()
-                    return kineto_fast.records(events)
-            objs = self.decoder.raw_decode(text)[0]
+            events = decode(text) if decode is not None else None
+            # where msgspec refuses it, json decodes it: the same values, or its error
+            objs = (
+                self.decoder.raw_decode(text)[0] if events is None else kineto_fast.records(events)
+            )
         except json.JSONDecodeError:
             self.batch_from = cut + 1
             return None
