@@ -223,26 +223,13 @@ class _JsonStream:
         if self.peek_char() == "]":
             self.next_char()
             return
-        scan, sep = self.decoder.scan_once, _SEP
         while True:
             batch = self._batch()
             if batch is not None:
                 yield batch
                 continue
-            # Fast path: element and separator both inside the buffer (all but ~1 per chunk).
-            buf = self.buf
-            try:
-                obj, end = scan(buf, self.pos)
-                m = sep.match(buf, end)
-            except (StopIteration, json.JSONDecodeError):
-                m = None
-            if m is not None and (m.end() < len(buf) or self.eof):
-                self.pos = m.end()
-                yield [obj]
-                if m.group(1) == "]":
-                    return
-                continue
-            # Slow path: the element or the separator runs past the buffer end (or is invalid).
+            # One element: where no batch is cut (the last one, one longer than _BATCH_CHARS),
+            # or one does not decode (its error is then found at its place).
             obj = self.value()
             ch = self.next_char()
             if ch not in (",", "]"):
