@@ -1,23 +1,16 @@
-"""What an nsys export records of its own capture: the session (ANALYSIS_DETAILS) and the capture
-settings (META_DATA_CAPTURE), read into the capture mode that picks the wall time
-(nsys_sqlite.with_capture), and where that wall lies on the records' clock (place_wall).
+"""What an nsys export records of its own capture: the session (ANALYSIS_DETAILS), the capture
+mode its META_DATA_CAPTURE settings give (README, "How the nsys reader counts"), and where the
+wall lies on the records' clock (place_wall).
 
-META_DATA_CAPTURE rows read: START_TRIGGER (Immediate, Delay, cudaProfilerApi, NVTX),
-STOP_TRIGGER (Application exit, Duration, cudaProfilerApi, NVTX; nsys 2023.3-2025.5 write
-Delayed, the run's length in RUN_DURATION_MS), START_DELAY_MS, RUN_DURATION_MS, CAPTURE_RANGE (a
-range that opened the recording). The mode:
-    a range start, stopped by that range, a duration or the exit: the range (CUDA is recorded
-        only once it opened)
-    Immediate or Delay start, stopped by a duration: CAPTURE_DURATION (the session)
-    Immediate or Delay start, stopped by the exit or not said: CAPTURE_WHOLE, or
-        CAPTURE_DURATION where RUN_DURATION_MS > 0
-    an unknown start trigger: returned as written (with_capture names it)
-Other names repeat (one row per traced API, per environment variable) and are not read. The
-WALL_SETTINGS contradict only as a combination nsys could not have recorded, a ProfileError (no
-wall could be trusted): one given twice with two values; a range stop with a timer start or the
-other range kind; a Duration stop without a positive RUN_DURATION_MS; a START_DELAY_MS at least
-as long as the session. A RUN_DURATION_MS longer than the session is not one: the application
-exited first (the paper's "first 720 s" of a shorter run).
+The mode: a range start (cudaProfilerApi or NVTX, or CAPTURE_RANGE), however stopped: that
+range. An Immediate or Delay start: CAPTURE_DURATION where stopped by a Duration or
+RUN_DURATION_MS > 0 (nsys 2023.3-2025.5 write STOP_TRIGGER Delayed), else CAPTURE_WHOLE. An
+unknown start trigger: returned as written (with_capture names it). Contradictions nsys could
+not have recorded are a ProfileError: a WALL_SETTINGS name given twice with two values, a range
+stop with a timer start or the other range kind, a Duration stop without a positive
+RUN_DURATION_MS, a START_DELAY_MS at least as long as the session. A RUN_DURATION_MS longer than
+the session is not one: the application exited first (the paper's "first 720 s" of a shorter
+run).
 """
 
 from __future__ import annotations

@@ -1,31 +1,14 @@
-"""Read an `nsys export --type sqlite` file into aggregated metric rows.
+"""Read an `nsys export --type sqlite` file into aggregated metric rows; how it counts and which
+wall time divides the shares: README, "How the nsys reader counts".
 
-Everything is aggregated inside SQLite (GROUP BY): Python holds one row per distinct API name,
-kernel name or copy kind, so memory stays bounded for multi-GB exports. Tables are created lazily
-by nsys (nsys_schema), times are integer ns, and one file is one rank: an export covering several
-processes (nsys around torchrun) is summed over them.
-
-Counting (issue 19): `nsys profile --cudabacktrace` writes a second row beside each call, and
-only the call rows count (nsys_schema.runtime_calls); a batched copy (cudaMemcpyBatchAsync) is one
-row of copyCount copies; unified-memory copy kinds (11-13) are the metric memcpy_unified.
-
-Wall time (the denominator of `share`): each file offers up to two spans (RankProfile.spans) and
-the capture mode picks one (with_capture). The mode comes from the run's profiling.json
-(run.node.profiling.NSYS_CAPTURE_KEY), else the export's META_DATA_CAPTURE
-(capture_nsys.file_capture; 2022 exports have none), else nsys's default, the whole session:
-  * a capture range (cudaProfilerApi or NVTX): the CUDA activity span. nsys records CUDA only
-    inside the range and the loop synchronises the GPU at both ends, so the end is tight; the
-    start is the first step's first CUDA call (a DataLoader wait before it, at most about one
-    step, falls outside). ANALYSIS_DETAILS covers the whole session, far wider.
-  * immediate or delayed start, with or without a duration, and the default: the session in
-    ANALYSIS_DETAILS (the paper's LLM profiles are "the first 720 s"), else the activity span. A
-    trigger this reader does not know is named in wall_from, never dropped.
-The CUDA activity span (SPAN_ACTIVITY: first record's start to last one's end over SPAN_TABLES)
-is always kept, as RankProfile.activity_s.
-
-Version: META_DATA_EXPORT (EXPORT_META_DATA up to nsys 2023.2) names the release
-(EXPORT_PRODUCT_VERSION); one newer than NSYS_COVERED is read as the newest covered layout, with
-one warning line. Exports before 2021.5 record none.
+Everything is aggregated inside SQLite (GROUP BY): Python holds one row per distinct name or copy
+kind, so memory stays bounded for multi-GB exports. One file is one rank: an export covering
+several processes (nsys around torchrun) is summed over them. Under a capture range the wall is
+the CUDA activity span: nsys records CUDA only inside it and the loop synchronises the GPU at
+both ends, so the end is tight; its start is the first step's first CUDA call (a DataLoader wait
+before it, at most about one step, falls outside). Otherwise it is the session (the paper's LLM
+profiles are "the first 720 s"). A release newer than NSYS_COVERED (META_DATA_EXPORT, or
+EXPORT_META_DATA up to nsys 2023.2) is read as the newest covered layout, with one warning line.
 """
 
 from __future__ import annotations

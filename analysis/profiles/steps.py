@@ -1,18 +1,8 @@
-"""Training steps: where they lie in a profile, and a profile's figures restricted to them.
-
-A step is a named range: in a Kineto trace `ProfilerStep#N`, which torch.profiler writes around
-every step on the host (a user_annotation, cpu_op or Operator by torch version); where the GPU's
-range of that name (gpu_user_annotation) ends later, the step's GPU work (kernels, copies,
-memsets) runs to its end, its host records stay within the host range. In an nsys export an NVTX
-range NAME#N, NAME N, NAME_N or NAME:N, or NAME alone, numbered in time order from 0. NAME is
-`--range`, by default ProfilerStep.
-
-`--step N` or `--step A-B` chooses steps, each in every file (StepError names the steps a file
-has). The window runs from the first chosen step's start to the latest end, and the file is read
-again with every record clipped to it (nsys: TEMP views over its CUDA tables; Kineto: events
-clipped as decoded): seconds inside the window, a call for every record with any part inside, a
-copy's bytes whole. The wall is the window; each step's own breakdown (one more reading per step)
-gives the per-step busy, idle and communication.
+"""Training steps: where they lie in a profile, and a profile's figures restricted to them (README,
+"Step by step"). The file is read again with every record clipped to the window: an nsys export
+through TEMP views over its CUDA tables, a Kineto trace by clipping its events as they are
+decoded; a step's host records stay within its host range, its GPU work runs to the GPU range's
+end. Each chosen step's own breakdown is one more reading of the file.
 """
 
 from __future__ import annotations
