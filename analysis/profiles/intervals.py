@@ -160,9 +160,7 @@ def merged(streams: Sequence[Iterator[np.ndarray]]) -> Iterator[np.ndarray]:
             out.append(b[:cut])
             bufs[i] = b[cut:]
         rows = out[0] if len(out) == 1 else np.concatenate(out)
-        if len(out) > 1:
-            rows = rows[np.argsort(rows[:, 0], kind="stable")]
-        yield rows
+        yield rows if len(out) == 1 else rows[np.argsort(rows[:, 0], kind="stable")]
 
 
 def gpu_unions(chunks: Iterable[np.ndarray]) -> dict[int, tuple[int, ...]]:

@@ -18,12 +18,8 @@ from __future__ import annotations
 
 from array import array
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
 from .intervals import SortedUnion, Unsorted, fold_small, small_unions, us_ns, us_to_ns
-
-if TYPE_CHECKING:
-    import numpy as np
 
 # Calls kept before a fold: a flush of 1 << 16 sorts some 7 MB. Half of it must cover how far out
 # of order the CPU ops are written: 16,000 to 32,000 calls in HTA's own trace (1 << 15 had it
@@ -71,28 +67,19 @@ class CpuUnions:
             )
         order = np.argsort(starts, kind="stable")
         cut = len(order) if final else len(order) // 2
-        try:
-            self._fold(order[:cut], starts, ends, ops)
-        except Unsorted:
-            self.in_order, self.unions = False, {}
-            return
-        rest = order[cut:]
-        self.held = (starts[rest], ends[rest], ops[rest])
-
-    def _fold(
-        self, picked: np.ndarray, starts: np.ndarray, ends: np.ndarray, ops: np.ndarray
-    ) -> None:
-        import numpy as np
-
-        if not len(picked):
-            return
+        picked, rest = order[:cut], order[cut:]
         picked = picked[np.argsort(ops[picked], kind="stable")]  # by op, start order kept
         op_of = ops[picked]
         cuts = (np.flatnonzero(op_of[1:] != op_of[:-1]) + 1).tolist()
-        for lo, hi in zip([0, *cuts], [*cuts, len(picked)], strict=True):
-            op, rows = int(op_of[lo]), picked[lo:hi]
-            union = self.unions.get(op) or self.unions.setdefault(op, SortedUnion())
-            union.add(starts[rows], ends[rows])
+        try:
+            for lo, hi in zip([0, *cuts], [*cuts, len(picked)], strict=True) if len(picked) else ():
+                op, rows = int(op_of[lo]), picked[lo:hi]
+                union = self.unions.get(op) or self.unions.setdefault(op, SortedUnion())
+                union.add(starts[rows], ends[rows])
+        except Unsorted:
+            self.in_order, self.unions = False, {}
+            return
+        self.held = (starts[rest], ends[rest], ops[rest])
 
     def result(self) -> dict[str, int]:
         """Each op's union in ns, by name; ValueError where the calls came out of time order

@@ -222,13 +222,10 @@ def _read(
         if lo is not None and hi is not None:
             spans.append((lo, hi))
 
-    found: dict[str, float] = {}
-    places: dict[str, tuple[int, int]] = {}
-    if session_ns > 0:
-        found[SPAN_SESSION], places[SPAN_SESSION] = session_ns / _NS_PER_S, session
+    places = {SPAN_SESSION: session} if session_ns > 0 else {}
     if spans:
         places[SPAN_ACTIVITY] = (min(s for s, _ in spans), max(e for _, e in spans))
-        found[SPAN_ACTIVITY] = (places[SPAN_ACTIVITY][1] - places[SPAN_ACTIVITY][0]) / _NS_PER_S
+    found = {name: (hi - lo) / _NS_PER_S for name, (lo, hi) in places.items()}
     profile = RankProfile(
         str(path),
         "nsys",

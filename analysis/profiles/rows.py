@@ -101,19 +101,10 @@ def _number(text: str) -> float:
 
 
 _PARSE: dict[str, Callable[[str], object]] = {
-    "run": str,
-    "rank": _whole,
-    "source": str,
-    "metric": str,
-    "raw_name": str,
-    "calls": _whole,
-    "total_s": _number,
+    **dict.fromkeys(("run", "source", "metric", "raw_name", "wall_from", "device_kind"), str),
+    **dict.fromkeys(("rank", "calls"), _whole),
+    **dict.fromkeys(("total_s", "share", "wall_s", "activity_s"), _number),
     "bytes": lambda text: _whole(text) if text else None,
-    "share": _number,
-    "wall_s": _number,
-    "activity_s": _number,
-    "wall_from": str,
-    "device_kind": str,
 }
 
 

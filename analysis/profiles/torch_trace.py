@@ -2,15 +2,9 @@
 
 The trace is parsed incrementally, a chunk read and a batch of "traceEvents" elements decoded at
 a time (json; msgspec from the second batch on, kineto_fast): memory is one chunk plus one row
-per distinct event name, whatever the file size (multi-GB traces are common).
-
-Categories read (times in us): cuda_runtime / cuda_driver (host API calls), kernel (incl. NCCL),
-gpu_memcpy (args.bytes), cpu_op / user_annotation (the optional "cpu:" rows). torch 1.8-1.10
-name them Runtime, Kernel, Memcpy, Memset and Operator (kineto_fold.KIND_BY_CAT), put GPU events
-on threads named "stream 7", write whole-number timestamps, and may write a bare JSON array.
-A ROCm build writes its HIP calls under cuda_runtime: device_kind "HIP/ROCm", HIP metrics of
-their own. A CPU-only trace yields no CUDA rows (absent, not zero). A `cpu:<op>` row's time is
-the union of its calls (kineto_cpu), so its share is at most 1.
+per distinct event name, whatever the file size (multi-GB traces are common). The generations
+read (torch 1.8's bare array and capitalised categories to 2.x, ROCm, CPU-only): README's
+version table; the `cpu:<op>` rows and device_kind: README, "How the nsys reader counts".
 """
 
 from __future__ import annotations
