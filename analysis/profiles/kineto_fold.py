@@ -53,23 +53,18 @@ class Feed(Protocol):
 
     keep(cat, name), asked once per (category, name) of `cats`: None, or a function giving for a
     device (None: host calls) the two arrays that get each event's ts and dur (dur < 0 left
-    out). spans(...) gets at the end (first ts, latest end, that event's ts and dur) of `cats`.
+    out); flush() after every `every` events kept; spans(...) at the end (first ts, latest end,
+    that event's ts and dur) of `cats`; finish(): False where the events came out of time order
+    beyond what the feed folds (the trace is then read again, with a feed made for keep_all).
     """
 
     cats: frozenset[str]
+    every: float
 
     def keep(self, cat: str, name: object) -> Callable[[object], tuple[array, array]] | None: ...
-
     def spans(self, lo: float, hi: float, hi_ts: float, hi_dur: float) -> None: ...
-
-    every: float  # flush() is called after every this many events kept
-
     def flush(self) -> None: ...
-
-    def finish(self) -> bool:
-        """False where the events came out of time order beyond what the feed folds (the trace
-        is then read again, with a feed made for keep_all)."""
-        ...
+    def finish(self) -> bool: ...
 
 
 class Folded:
