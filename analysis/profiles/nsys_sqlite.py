@@ -102,7 +102,11 @@ def read_nsys_with(
     None (the GROUP BY runs then), so each table is read once. setup: run on the first
     connection (steps.py's TEMP views); every other connection gets its views too."""
     path = Path(path)
-    _check_magic(path)
+    with reading(path), open(path, "rb") as fh:
+        if fh.read(len(SQLITE_MAGIC)) != SQLITE_MAGIC:
+            raise ProfileError(
+                path, "not a SQLite file (expected an `nsys export --type sqlite` file)"
+            )
     try:
         con = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
     except sqlite3.Error as exc:
@@ -152,13 +156,6 @@ def with_capture(profile: RankProfile, capture: str | None) -> RankProfile:
     return dataclasses.replace(
         profile, wall_s=(hi - lo) / _NS_PER_S, wall_from=f"{name} ({why}){note}", span_ns=places
     )
-
-
-def _check_magic(path: Path) -> None:
-    with reading(path), open(path, "rb") as fh:
-        head = fh.read(len(SQLITE_MAGIC))
-    if head != SQLITE_MAGIC:
-        raise ProfileError(path, "not a SQLite file (expected an `nsys export --type sqlite` file)")
 
 
 def _read(

@@ -13,6 +13,7 @@ import os
 import re
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
+from itertools import groupby
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -159,13 +160,8 @@ def chosen(path: str | os.PathLike[str], steps: dict[int, Step], choice: Choice)
 
 def spans(numbers: Sequence[int]) -> str:
     """[1, 2, 3, 7] -> "1-3, 7"."""
-    parts: list[tuple[int, int]] = []
-    for n in numbers:
-        if parts and parts[-1][1] == n - 1:
-            parts[-1] = (parts[-1][0], n)
-        else:
-            parts.append((n, n))
-    return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in parts)
+    runs = [[n for _, n in g] for _, g in groupby(enumerate(numbers), lambda p: p[1] - p[0])]
+    return ", ".join(str(r[0]) if len(r) == 1 else f"{r[0]}-{r[-1]}" for r in runs)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
