@@ -91,12 +91,11 @@ def _records(evs: list[Any]) -> list[tuple]:
     try:
         return [(ev["ts"], ev["dur"], ev["cat"], ev["name"], ev) for ev in evs if ev["ph"] == "X"]
     except (KeyError, TypeError):  # a field missing, or not an object at all
-        pass
-    return [
-        (ev.get("ts"), ev.get("dur"), ev.get("cat"), ev.get("name", ""), ev)
-        for ev in evs
-        if isinstance(ev, dict) and ev.get("ph") == "X"
-    ]
+        return [
+            (ev.get("ts"), ev.get("dur"), ev.get("cat"), ev.get("name", ""), ev)
+            for ev in evs
+            if isinstance(ev, dict) and ev.get("ph") == "X"
+        ]
 
 
 def _device(source: Any) -> Any:

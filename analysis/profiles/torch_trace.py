@@ -327,14 +327,12 @@ def _rows(acc: dict[tuple[str, str], list], op_time: dict[str, int], kind: str) 
             metric = CPU_PREFIX + raw
         if metric is None:
             continue
-        row = merged.get((metric, raw))
-        if row is None:
-            merged[(metric, raw)] = Row(
-                metric, raw, calls, total_us / _US_PER_S, nbytes if what == "memcpy" else None
-            )
-        else:  # ProfilerStep#1, #2 ... collapse into one row
-            row.calls += calls
-            row.total_s += total_us / _US_PER_S
+        # ProfilerStep#1, #2 ... collapse into one row
+        row = merged.setdefault(
+            (metric, raw), Row(metric, raw, 0, 0.0, nbytes if what == "memcpy" else None)
+        )
+        row.calls += calls
+        row.total_s += total_us / _US_PER_S
     for (metric, raw), row in merged.items():
         if metric.startswith(CPU_PREFIX) and raw in op_time:
             row.total_s = op_time[raw] / _NS_PER_S  # the union, not the sum (module docstring)
