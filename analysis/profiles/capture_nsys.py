@@ -1,29 +1,16 @@
-"""What an nsys export records about its own capture: the session (ANALYSIS_DETAILS) and the
-capture settings (META_DATA_CAPTURE), read into the capture mode that picks the wall time
-(nsys_sqlite.choose_wall), and where that wall lies on the records' clock (place_wall: widened to
-hold the records outside the session, records_outside counts them by kind).
+"""What an nsys export records of its own capture: the session (ANALYSIS_DETAILS), the capture
+mode its META_DATA_CAPTURE settings give (README, "How the nsys reader counts"), and where the
+wall lies on the records' clock (place_wall).
 
-META_DATA_CAPTURE holds name/value rows; the ones read here:
-    START_TRIGGER    Immediate, Delay (after START_DELAY_MS), cudaProfilerApi, NVTX
-    STOP_TRIGGER     Application exit, Duration (after RUN_DURATION_MS), cudaProfilerApi, NVTX;
-                     nsys 2023.3-2025.5 write Delayed, with the run's length in RUN_DURATION_MS
-    START_DELAY_MS, RUN_DURATION_MS, CAPTURE_RANGE (a range that opened the recording)
-The combinations, and the mode each gives:
-    range start (cudaProfilerApi or NVTX), stopped by the same range, by a duration or by the
-        application's exit: that range (CUDA is recorded only once the range opened)
-    Immediate or Delay start, stopped by a duration: CAPTURE_DURATION (the session)
-    Immediate or Delay start, stopped by the application's exit or not said: CAPTURE_WHOLE, or
-        CAPTURE_DURATION where RUN_DURATION_MS > 0
-    a start trigger this reader does not know: returned as written (choose_wall names it)
-nsys writes one row per traced API (CAPTURE_EVENT_TYPE), per environment variable
-(PROCESS_0:ENVIRONMENT_VARIABLE) and so on: a name that repeats is a list, read as such. Only the
-settings that decide the wall (WALL_SETTINGS) can contradict, and only as a combination nsys could
-not have recorded; that is a ProfileError (no wall time could be trusted): one of them given twice
-with two values; a range stop with a timer start (no range was ever opened) or with
-the other range kind; a Duration stop without a positive RUN_DURATION_MS; a START_DELAY_MS at
-least as long as the session (nothing would have been recorded). A RUN_DURATION_MS longer than
-the session is not one: the application exited before the duration ran out (the paper's "first
-720 s" of a shorter run).
+The mode: a range start (cudaProfilerApi or NVTX, or CAPTURE_RANGE), however stopped: that
+range. An Immediate or Delay start: CAPTURE_DURATION where stopped by a Duration or
+RUN_DURATION_MS > 0 (nsys 2023.3-2025.5 write STOP_TRIGGER Delayed), else CAPTURE_WHOLE. An
+unknown start trigger: returned as written (with_capture names it). Contradictions nsys could
+not have recorded are a ProfileError: a WALL_SETTINGS name given twice with two values, a range
+stop with a timer start or the other range kind, a Duration stop without a positive
+RUN_DURATION_MS, a START_DELAY_MS at least as long as the session. A RUN_DURATION_MS longer than
+the session is not one: the application exited first (the paper's "first 720 s" of a shorter
+run).
 """
 
 from __future__ import annotations
@@ -47,32 +34,22 @@ from .nsys_schema import (
 _RECORD_KINDS = ((KERNEL, "kernels"), (RUNTIME, "calls"), (MEMCPY, "copies"), (MEMSET, "memsets"))
 _ONE = {"kernels": "kernel", "calls": "call", "copies": "copy", "memsets": "memset"}
 _NS_PER_S = 1e9
-# The capture modes: how nsys bounded its recording, read from an export's capture settings or
-# from a run's profiling.json (nsys_sqlite.with_capture). The first three are the values the
-# artifact's launch writes there, run/node/profiling.py's names (tests/profiles/test_install.py
-# holds them equal): the reader installed on its own has no run/ to import them from.
+# The capture modes. The first three are what run/node/profiling.py writes to profiling.json
+# (test_install holds them equal): the reader installed on its own has no run/ to import.
 CAPTURE_API = "cudaProfilerApi"  # --capture-range=cudaProfilerApi
 CAPTURE_DURATION = "duration"  # --duration from the start
 CAPTURE_WHOLE = "whole run"  # neither: the whole run
 CAPTURE_NVTX = "NVTX"  # a capture range opened by an NVTX range (--capture-range=nvtx)
 _TIMER_STARTS = ("immediate", "delay", "delayed", "timer")
 _EXIT_STOPS = ("", "none", "applicationexit", "exit", "application")
-# The settings that decide the wall time; every other row of the table is read as a list.
-WALL_SETTINGS = (
-    "START_TRIGGER",
-    "STOP_TRIGGER",
-    "START_DELAY_MS",
-    "RUN_DURATION_MS",
-    "CAPTURE_RANGE",
-)
+# The settings that decide the wall time.
+WALL_SETTINGS = ("START_TRIGGER", "STOP_TRIGGER", "START_DELAY_MS", "RUN_DURATION_MS",
+                 "CAPTURE_RANGE")  # fmt: skip
 
 
 def session_span(con: sqlite3.Connection, columns: dict[str, set[str]]) -> tuple[int, int] | None:
-    """The nsys session (ANALYSIS_DETAILS) as [start, stop) in ns; None when absent.
-
-    An export that records only the duration gives (0, duration): its length is right, its place
-    on the clock unknown (the breakdown anchors it, see breakdown.window_for).
-    """
+    """The nsys session (ANALYSIS_DETAILS) as [start, stop) in ns, None when absent; (0, duration)
+    where only its length is recorded (place_wall places it)."""
     cols = columns.get(DETAILS, set())
     if "startTime" in cols and "stopTime" in cols:
         lo, hi = con.execute(f"SELECT MIN(startTime), MAX(stopTime) FROM {DETAILS}").fetchone()
@@ -90,11 +67,10 @@ def place_wall(
 ) -> tuple[tuple[int, int], str]:
     """The wall [lo, hi) in ns for the span `name`, and what was done to it ("" if nothing).
 
-    The activity span is its own place. The session is where ANALYSIS_DETAILS puts it, unless no
-    CUDA record lies inside it: then it is on another clock than the records (a Windows export)
-    or known by its length only, and that length is placed at the first record. Records outside
-    it (some exports start kernels before ANALYSIS_DETAILS.startTime) widen it to the activity
-    span, each kind counted in the note: none is dropped, none counted twice.
+    The session is where ANALYSIS_DETAILS puts it unless no CUDA record lies inside: then it is on
+    another clock (a Windows export) or known by its length only, placed at the first record.
+    Records outside it (some exports start kernels before startTime) widen it to the activity
+    span, each kind counted in the note: none dropped, none counted twice.
     """
     act = places.get(SPAN_ACTIVITY)
     if name != SPAN_SESSION or act is None or SPAN_SESSION not in places:
@@ -125,8 +101,8 @@ def place_wall(
 def records_outside(
     con: sqlite3.Connection, columns: dict[str, set[str]], places: dict[str, tuple[int, int]]
 ) -> dict[str, int]:
-    """The CUDA records not wholly inside the session, by kind; {} where the activity span lies
-    inside it (no table is scanned then: most exports)."""
+    """The CUDA records not wholly inside the session, by kind; {} without a scan where the
+    activity span lies inside it (most exports)."""
     if SPAN_SESSION not in places or SPAN_ACTIVITY not in places:
         return {}
     (lo, hi), (act_lo, act_hi) = places[SPAN_SESSION], places[SPAN_ACTIVITY]
@@ -144,7 +120,7 @@ def records_outside(
 
 
 def _settings(con: sqlite3.Connection, columns: dict[str, set[str]], path: Path) -> dict[str, str]:
-    """The WALL_SETTINGS the table records, name -> value; other names (lists) are not needed."""
+    """The WALL_SETTINGS the table records, name -> value."""
     found: dict[str, str] = {}
     for n, v in name_values(con, columns, CAPTURE_TABLE):
         name = "" if n is None else str(n).strip().upper()
@@ -162,20 +138,14 @@ def _settings(con: sqlite3.Connection, columns: dict[str, set[str]], path: Path)
 
 def _range(text: str) -> str | None:
     low = text.lower().replace(" ", "")
-    if "cudaprofilerapi" in low:
-        return CAPTURE_API
-    if "nvtx" in low:
-        return CAPTURE_NVTX
-    return None
+    return CAPTURE_API if "cudaprofilerapi" in low else CAPTURE_NVTX if "nvtx" in low else None
 
 
 def file_capture(
     con: sqlite3.Connection, columns: dict[str, set[str]], path: Path, session_ns: int = 0
 ) -> str | None:
-    """The capture mode META_DATA_CAPTURE records, None where it records none (module docstring).
-
-    session_ns: the session's length, to refuse a start delay that outlasts it (0: unknown).
-    """
+    """The capture mode META_DATA_CAPTURE records, None where none; session_ns (0: unknown)
+    refuses a start delay that outlasts the session."""
     found = _settings(con, columns, path)
     if not found:
         return None
@@ -209,7 +179,7 @@ def file_capture(
         if low in _TIMER_STARTS or not low:
             opener = f"START_TRIGGER {trigger!r} opens none" if low else "no START_TRIGGER"
             raise bad(f"STOP_TRIGGER {stop!r} closes a capture range, but {opener}")
-        return trigger  # an unknown start: named by choose_wall, never guessed
+        return trigger  # an unknown start: named by with_capture, never guessed
     if low in _TIMER_STARTS or (not low and duration > 0):
         return CAPTURE_DURATION if duration > 0 else CAPTURE_WHOLE
     if not low and stop_low in _EXIT_STOPS:
@@ -218,7 +188,6 @@ def file_capture(
 
 
 def int_or_zero(text: str) -> int:
-    """A whole number of ms from a setting's text; 0 where it holds none."""
     try:
         return int(float(text))
     except (ValueError, OverflowError):  # "", "n/a", "inf": no duration to speak of

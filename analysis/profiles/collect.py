@@ -1,15 +1,11 @@
-"""A finished run's traces -> RUN/profile_metrics.csv and RUN/profile_breakdown.csv (the sweep
-calls this as a program).
-
-The sweep runs it after every profiled run, before publishing the run folder:
+"""A finished run's traces -> RUN/profile_metrics.csv and RUN/profile_breakdown.csv; the sweep
+runs it after every profiled run, before publishing the run folder:
 
     python -m analysis.profiles.collect RUN_DIR --run NAME --profiler torch|nsys
 
-It lives here, not in run/, so that run/ imports nothing of analysis/: the sweep only knows the
-command line and the exit status. File names inside a run folder are run/node/profiling.py's constants.
-
-exit status: 0 the CSV was written (its path on stdout); 1 a trace is missing or unreadable (one
-line on stderr, no CSV written, profiling.json as it was); 2 usage.
+It lives here so that run/ imports nothing of analysis/. Exit status: 0 the CSV was written (its
+path on stdout); 1 a trace is missing or unreadable (one line on stderr, no CSV written,
+profiling.json as it was); 2 usage.
 """
 
 from __future__ import annotations
@@ -65,12 +61,9 @@ def trace_files(run_dir: Path, profiler: str) -> list[Path]:
 def collect_metrics(run: str, run_dir: Path, profiler: str) -> Path:
     """Turn a run's traces into RUN/profile_metrics.csv; ProfileError (one line) on bad input.
 
-    nsys shares divide by the wall time the run's capture mode calls for (its nsys_capture in
-    profiling.json; for a run started by hand, what the export records, else nsys's default, the
-    whole session: nsys_sqlite.choose_wall). The CSV's wall_s/wall_from columns and
-    profiling.json's profile_wall say which span each rank used. Every file is read before
-    anything is written, so a bad one leaves no CSV and profiling.json as it was.
-    """
+    nsys shares divide by the wall the run's capture mode calls for (nsys_sqlite.with_capture);
+    the CSV's wall_s/wall_from and profiling.json's profile_wall say which span each rank used.
+    Every file is read before anything is written (a bad one leaves no CSV)."""
     files = trace_files(run_dir, profiler)
     where = run_dir / (profiling.NSYS_DIR if profiler == "nsys" else profiling.TORCH_TRACE_DIR)
     if not files:
@@ -99,7 +92,6 @@ def collect_metrics(run: str, run_dir: Path, profiler: str) -> Path:
 
 @program()
 def main(argv: list[str]) -> int:
-    """Exit 0 and the CSV's path, or 1 and one line (ProfileError): the sweep calls this."""
     parser = argparse.ArgumentParser(
         prog="python -m analysis.profiles.collect",
         description="Turn a finished run's traces into RUN_DIR/profile_metrics.csv.",

@@ -1,18 +1,13 @@
-"""What an absent metric means, in one place: the artifacts, the CLI and the figures import it.
+"""What an absent metric means, in one place (the artifacts, the CLI and the figures import it):
 
-A metric with no row in a run's profile is one of:
+    not profiled      PROFILER=none: nothing recorded (NOT_PROFILED)
+    CPU run           no GPU, so no CUDA metric (NOT_MEASURED, never 0)
+    not recordable    the profiler never writes it, GPU or not (UNRECORDABLE, `not_recorded`)
+    not called        a GPU profile with CUDA activity but not this metric: 0 (NOT_CALLED)
+    no CUDA activity  a GPU profile with no CUDA row: a 0 would be a guess (NO_CUDA_IN_PROFILE)
 
-    not profiled        PROFILER=none: nothing was recorded at all (NOT_PROFILED)
-    CPU run             no GPU, so no CUDA metric can exist (NOT_MEASURED, never 0)
-    not recordable      the profiler in use never writes it, GPU or not (UNRECORDABLE, note from
-                        `not_recorded`): Kineto drops cudaEventDestroy from torch.profiler traces
-    not called          a GPU run whose profile holds CUDA activity but not this metric: the run
-                        really did not call it (no NCCL kernel on 1 GPU), so it is 0 (NOT_CALLED)
-    no CUDA activity    a GPU run whose profile holds no CUDA row at all: something kept the
-                        profiler from seeing the GPU, so a 0 would be a guess (NO_CUDA_IN_PROFILE)
-
-Which profiler wrote a profile is its tidy `source` ("nsys" or "torch"); whether a run used a GPU
-is its summary's `device` ("cpu", else a GPU name for vision runs and "cuda" for LLM runs).
+The profiler is a profile's tidy `source` ("nsys" or "torch"); a run used a GPU unless its
+summary's `device` is "cpu".
 """
 
 from __future__ import annotations
@@ -31,10 +26,9 @@ NOT_CALLED = "not called in the profiled window (0)"
 NO_CUDA_IN_PROFILE = "no CUDA activity in this run's profile"
 # Profile source -> the profiler's name as the notes spell it.
 PROFILER_NAMES: dict[str, str] = {"nsys": "Nsight Systems", "torch": "torch.profiler"}
-# Profile source -> metrics that profiler never records even on a GPU. Kineto (torch.profiler's
-# CUDA tracer) filters cudaEventCreate/cudaEventDestroy/cudaGetDevice... out of its CUPTI runtime
-# records to keep traces small (CuptiActivityProfiler::isBlockListedRuntimeCbid); nsys records
-# every CUDA runtime and driver call.
+# Profile source -> metrics it never records. Kineto filters cudaEventCreate/cudaEventDestroy/
+# cudaGetDevice... out of its CUPTI runtime records to keep traces small
+# (CuptiActivityProfiler::isBlockListedRuntimeCbid); nsys records every call.
 UNRECORDABLE: dict[str, frozenset[str]] = {
     "nsys": frozenset(),
     "torch": frozenset({"cudaEventDestroy"}),
@@ -64,12 +58,12 @@ def is_cpu_device(device: object) -> bool | None:
 
 
 def has_cuda_rows(tidy: pd.DataFrame) -> bool:
-    """Whether a (run's) metrics table holds any CUDA row, i.e. anything but "cpu:" ops."""
+    """Whether a metrics table holds any CUDA row (anything but "cpu:" ops)."""
     return has_cuda(tidy["metric"]) if len(tidy) else False
 
 
 def has_cuda(metrics: Iterable[str]) -> bool:
-    """Whether any of these metric names is a CUDA one, i.e. not a "cpu:" op."""
+    """Whether any of these metric names is a CUDA one (not a "cpu:" op)."""
     return any(not m.startswith(CPU_PREFIX) for m in metrics)
 
 

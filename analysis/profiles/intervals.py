@@ -1,19 +1,15 @@
 """Interval unions over numpy chunks, for the time breakdown of large profiles.
 
-Two ways in, both exact on integer nanoseconds and both counting touching intervals as one and
-empty or reversed records as nothing (as breakdown.merge_sorted does one interval at a time):
+Exact on integer ns; touching intervals count as one, empty or reversed records as nothing (as
+merge_sorted). SortedUnion takes chunks sorted by start across chunks (an nsys table in its own
+order, or sorted by SQLite), carrying only the reach so far: memory is one chunk. sorted_union
+takes intervals in any order (a Kineto trace), as start and end arrays (16 bytes an interval)
+sorted apart and swept: which start pairs with which end does not change the union. fold_rows
+folds a GPU's (start, end, device, kind) rows into its four unions; small_unions does the same
+in plain Python for a few rows.
 
-  SortedUnion   chunks arriving sorted by start across chunks (an nsys table read in its own
-                order, or one SQLite sorted for us): only the reach so far is carried, so memory
-                is one chunk whatever the file size.
-  sorted_union  intervals in any order, kept compactly as separate start and end arrays (16 bytes
-                an interval: a Kineto trace is not sorted). Starts and ends are sorted apart, in
-                place, and swept: the union is unchanged by which start pairs with which end.
-fold_rows folds a GPU's (start, end, device, kind) rows into its four unions (both breakdowns);
-small_unions gives the same from a small list of rows in plain Python.
-
-numpy is imported inside the functions that use it, never with the module: a small Kineto trace
-is read without it (its import is a third of a small file's start-up; breakdown_kineto).
+numpy is imported inside the functions, never with the module: a small Kineto trace is read
+without it (its import is a third of a small file's start-up).
 """
 
 from __future__ import annotations
@@ -37,8 +33,8 @@ _SPLIT_US = float(1 << 20)
 
 
 def us_to_ns(us: np.ndarray) -> np.ndarray:
-    """Kineto's float microseconds as int64 ns, round(us * 1000) half to even as if exact: the
-    whole multiples of 2**20 us scale in integers, the rest (exact in a float) in floats."""
+    """Kineto's float us as int64 ns, round(us * 1000) half to even as if exact: whole multiples
+    of 2**20 us scale in integers, the rest (exact in a float) in floats."""
     import numpy as np
 
     base = us / _SPLIT_US  # in place from here: a large flush's peak memory is its temporaries
@@ -73,7 +69,6 @@ class SortedUnion:
         self.total, self.reach, self.last = 0, _FAR_PAST, _FAR_PAST
 
     def add(self, starts: np.ndarray, ends: np.ndarray) -> None:
-        """Fold one chunk; Unsorted if it starts before the previous one or is out of order."""
         import numpy as np
 
         if not len(starts):
@@ -92,13 +87,10 @@ class SortedUnion:
 
 
 def sorted_union(starts: Sequence[np.ndarray], ends: Sequence[np.ndarray]) -> int:
-    """Length of the union of several groups of intervals (starts[k][i], ends[k][i]), any order.
-
-    Every interval must be non-empty (end > start). Sorts each array IN PLACE. A component of the
-    union starts at a start s with no interval covering the instant before it (#starts < s equals
-    #ends < s) and ends at an end e with none covering e (#starts <= e equals #ends <= e); each
-    value counted once however many intervals share it.
-    """
+    """Length of the union of groups of non-empty intervals (starts[k][i], ends[k][i]), any
+    order; sorts each array IN PLACE. A component starts at a start s with #starts < s equal to
+    #ends < s and ends at an end e with #starts <= e equal to #ends <= e; each value counted once
+    however many intervals share it."""
 
     for arr in (*starts, *ends):
         arr.sort()
@@ -135,20 +127,17 @@ def _sweep(
 
 def merged(streams: Sequence[Iterator[np.ndarray]]) -> Iterator[np.ndarray]:
     """Merge row-chunk streams (2-D int64, column 0 the start), each sorted by start, into one
-    stream of chunks sorted by start; Unsorted where a stream is not.
-
-    Rows are released up to the smallest last start buffered among streams not yet exhausted:
-    nothing later can start before it, so memory is about one chunk per stream.
-    """
+    sorted stream; Unsorted where a stream is not. Rows are released up to the smallest last
+    start buffered among live streams (nothing later starts before it): about one chunk each."""
     import numpy as np
 
     its = list(streams)
-    bufs: list[np.ndarray | None] = [None] * len(its)
+    bufs: list = [()] * len(its)
     done = [False] * len(its)
     last = [_FAR_PAST] * len(its)
     while True:
         for i, it in enumerate(its):
-            while not done[i] and (bufs[i] is None or not len(bufs[i])):
+            while not done[i] and not len(bufs[i]):
                 chunk = next(it, None)
                 if chunk is None:
                     done[i] = True
@@ -159,32 +148,23 @@ def merged(streams: Sequence[Iterator[np.ndarray]]) -> Iterator[np.ndarray]:
                 if len(col):
                     last[i] = int(col[-1])
                 bufs[i] = chunk
-        live = [b for b in bufs if b is not None and len(b)]
-        if not live:
+        if not any(len(b) for b in bufs):
             return
-        marks = [
-            int(b[-1, 0])
-            for b, d in zip(bufs, done, strict=True)
-            if b is not None and len(b) and not d
-        ]
+        marks = [int(b[-1, 0]) for b, d in zip(bufs, done, strict=True) if len(b) and not d]
         mark = min(marks) if marks else None
         out = []
         for i, b in enumerate(bufs):
-            if b is None or not len(b):
+            if not len(b):
                 continue
             cut = len(b) if mark is None else int(np.searchsorted(b[:, 0], mark, "right"))
             out.append(b[:cut])
             bufs[i] = b[cut:]
         rows = out[0] if len(out) == 1 else np.concatenate(out)
-        if len(out) > 1:
-            rows = rows[np.argsort(rows[:, 0], kind="stable")]
-        yield rows
+        yield rows if len(out) == 1 else rows[np.argsort(rows[:, 0], kind="stable")]
 
 
 def gpu_unions(chunks: Iterable[np.ndarray]) -> dict[int, tuple[int, ...]]:
-    """Per device, the union lengths of (all GPU work, compute kernels, comm kernels, all
-    kernels) of (start, end, device, kind code) row chunks sorted by start, then the number of
-    (kernels, copies, memsets) rows; Unsorted if not sorted."""
+    """totals of fold_rows over row chunks sorted by start; Unsorted if not sorted."""
     acc: dict[int, tuple] = {}
     for rows in chunks:
         fold_rows(acc, rows)
@@ -193,7 +173,7 @@ def gpu_unions(chunks: Iterable[np.ndarray]) -> dict[int, tuple[int, ...]]:
 
 def fold_rows(acc: dict[int, tuple], rows: np.ndarray) -> None:
     """Fold (start, end, device, kind code) rows sorted by start into per-device unions (busy,
-    compute, comm, kernels) and row counts by kind code; Unsorted where a row starts before one
+    compute, comm, kernels) and counts by kind code; Unsorted where a row starts before one
     folded earlier."""
     import numpy as np
 
@@ -217,14 +197,14 @@ def fold_rows(acc: dict[int, tuple], rows: np.ndarray) -> None:
 
 
 def totals(acc: dict[int, tuple]) -> dict[int, tuple[int, ...]]:
-    """fold_rows' unions as lengths in ns and its (kernels, copies, memsets) counts, by device."""
+    """By device: fold_rows' union lengths in ns, then its (kernels, copies, memsets) counts."""
     return {
         dev: (*(u.total for u in found[:4]), int(found[4][:2].sum()), *map(int, found[4][2:]))
         for dev, found in sorted(acc.items())
     }
 
 
-# --- one interval at a time (hand-sized inputs, and streams of tuples) ------------------------
+# --- one interval at a time -----------------------------------------------------------------
 
 
 class StreamUnion:
@@ -236,7 +216,6 @@ class StreamUnion:
         self.total, self.lo, self.hi, self.last = 0, 0, 0, None
 
     def add(self, start: int, end: int) -> None:
-        """Fold one interval; ValueError if it starts before the previous one."""
         if self.last is not None and start < self.last:
             raise ValueError(f"intervals not sorted by start ({start} after {self.last})")
         self.last = start
@@ -249,15 +228,12 @@ class StreamUnion:
             self.hi = end
 
     def length(self) -> int:
-        """The union's length so far."""
         return self.total + self.hi - self.lo
 
 
 def merge_sorted(intervals: Iterable[tuple[int, int]]) -> Iterator[tuple[int, int]]:
-    """Merge (start, end) intervals sorted by start into disjoint ones, streamed.
-
-    Touching intervals merge; empty ones vanish. Raises ValueError on input out of order.
-    """
+    """Merge (start, end) intervals sorted by start into disjoint ones, streamed; touching ones
+    merge, empty ones vanish, ValueError on input out of order."""
     lo = hi = last = None
     for start, end in intervals:
         if last is not None and start < last:
@@ -277,22 +253,18 @@ def merge_sorted(intervals: Iterable[tuple[int, int]]) -> Iterator[tuple[int, in
 
 def union_ns(intervals: Iterable[tuple[int, int]]) -> int:
     """Length of the union of (start, end) intervals sorted by start, in bounded memory."""
-    acc = StreamUnion()
-    for start, end in intervals:
-        acc.add(start, end)
-    return acc.length()
+    return sum(hi - lo for lo, hi in merge_sorted(intervals))
 
 
 def fold_small(count: int) -> bool:
-    """Whether `count` intervals are folded in plain Python (small_unions): where they are few
-    and numpy is not imported yet, since its import costs more than folding a few thousand."""
+    """Whether `count` intervals are folded in plain Python (small_unions): few, and numpy not
+    imported yet (its import costs more than folding a few thousand)."""
     return count <= SMALL and "numpy" not in sys.modules
 
 
 def small_unions(rows: list[tuple[int, int, int, int]]) -> tuple[dict[int, tuple[int, ...]], int]:
-    """fold_rows and totals on a list of (start, end, device, kind code) rows in any order, in plain
-    Python (a small trace is read without numpy), and the latest end: the same unions as
-    SortedUnion's, every interval's gain over the reach of those that start before it."""
+    """totals of fold_rows on (start, end, device, kind code) rows in any order, in plain Python,
+    and the latest end: each interval's gain over the reach of those starting before it."""
     found: dict[int, tuple[int, ...]] = {}
     last_end = -(1 << 63)
     rows.sort()

@@ -1,32 +1,25 @@
 """The wall time inside each CPU op of a Kineto trace: the union of its calls' intervals.
 
-A `cpu:<op>` row's time is the time during which the op ran on some thread, nested calls of the
-same name and calls on several threads at once counted once (aten::conv1d calling aten::conv1d,
-aten::copy_ on two threads): its share of the window is then at most 1, where the sum of the
-calls' inclusive times exceeds the window (1.49 and 1.96 on two real traces). The calls are
-counted as recorded.
+Nested calls of the same name and calls on several threads at once count once (aten::conv1d
+calling aten::conv1d, aten::copy_ on two threads), so an op's share is at most 1, where the sum
+of inclusive times exceeds the window (1.49 and 1.96 on two real traces). Calls are counted as
+recorded.
 
 Kineto writes the CPU ops nearly in time order (a few thousand events shuffled between the main
-and the autograd thread), so they are folded as the time breakdown's GPU intervals are
-(breakdown_kineto): kept as written until FLUSH_EVENTS of them have come, then sorted with what
-was held back, the earlier half folded into one running union per op (intervals.SortedUnion) and
-the later half held back. A call that starts before one already folded for its op makes the fold
-impossible: result() raises ValueError and the trace is read again with keep_all, which keeps
-every call (24 bytes each) and sorts them once at the end. Calls that never filled a flush, and
-are few (intervals.fold_small), are folded at the end in plain Python, without numpy
-(intervals.small_unions, each op as if it were a device).
+and autograd threads), so they are folded as breakdown_kineto folds GPU intervals: every
+FLUSH_EVENTS calls, sorted with those held back, the earlier half folded into one running union
+per op (intervals.SortedUnion), the later half held back. A call starting before one already
+folded for its op: result() raises ValueError and the trace is read again with keep_all (every
+call kept, 24 bytes each, sorted once). Few calls, never flushed (intervals.fold_small), are
+folded at the end in plain Python (intervals.small_unions, each op as a device).
 """
 
 from __future__ import annotations
 
 from array import array
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
 from .intervals import SortedUnion, Unsorted, fold_small, small_unions, us_ns, us_to_ns
-
-if TYPE_CHECKING:
-    import numpy as np
 
 # Calls kept before a fold: a flush of 1 << 16 sorts some 7 MB. Half of it must cover how far out
 # of order the CPU ops are written: 16,000 to 32,000 calls in HTA's own trace (1 << 15 had it
@@ -35,8 +28,8 @@ FLUSH_EVENTS = 1 << 16
 
 
 class CpuUnions:
-    """Collects (ts, dur) of CPU-op calls by op (an index from `index`); result() gives each
-    op's union in ns, rounded as breakdown.kineto_ns rounds Kineto's microseconds."""
+    """(ts, dur) of CPU-op calls by op index; result(): each op's union in ns, rounded as
+    breakdown.kineto_ns rounds Kineto's microseconds."""
 
     def __init__(self, key: Callable[[str], str], keep_all: bool = False) -> None:
         self.key, self.keep_all = key, keep_all
@@ -49,13 +42,12 @@ class CpuUnions:
         self.flushed = False
 
     def index(self, name: object) -> int:
-        """The index of the op a call of this name belongs to (one per name after `key`)."""
+        """The op index of a call of this name (one per name after `key`)."""
         return self.ops.setdefault(self.key(str(name)), len(self.ops))
 
     def flush(self, final: bool = False) -> None:
-        """Fold what came so far, holding back the later half (module docstring). Columns
-        apart, the calls' own arrays emptied first and few copies made: its memory is the
-        reading's peak in a large trace (the bench's flat memory)."""
+        """Fold what came so far, holding back the later half. The calls' arrays are emptied
+        first and few copies made: this is a large trace's peak memory (the bench's)."""
         if self.keep_all and not final:
             return
         import numpy as np
@@ -75,33 +67,23 @@ class CpuUnions:
             )
         order = np.argsort(starts, kind="stable")
         cut = len(order) if final else len(order) // 2
-        try:
-            self._fold(order[:cut], starts, ends, ops)
-        except Unsorted:
-            self.in_order, self.unions = False, {}
-            return
-        rest = order[cut:]
-        self.held = (starts[rest], ends[rest], ops[rest])
-
-    def _fold(
-        self, picked: np.ndarray, starts: np.ndarray, ends: np.ndarray, ops: np.ndarray
-    ) -> None:
-        """Fold the calls `picked` (indices, in order of start) into each op's union."""
-        import numpy as np
-
-        if not len(picked):
-            return
+        picked, rest = order[:cut], order[cut:]
         picked = picked[np.argsort(ops[picked], kind="stable")]  # by op, start order kept
         op_of = ops[picked]
         cuts = (np.flatnonzero(op_of[1:] != op_of[:-1]) + 1).tolist()
-        for lo, hi in zip([0, *cuts], [*cuts, len(picked)], strict=True):
-            op, rows = int(op_of[lo]), picked[lo:hi]
-            union = self.unions.get(op) or self.unions.setdefault(op, SortedUnion())
-            union.add(starts[rows], ends[rows])
+        try:
+            for lo, hi in zip([0, *cuts], [*cuts, len(picked)], strict=True) if len(picked) else ():
+                op, rows = int(op_of[lo]), picked[lo:hi]
+                union = self.unions.get(op) or self.unions.setdefault(op, SortedUnion())
+                union.add(starts[rows], ends[rows])
+        except Unsorted:
+            self.in_order, self.unions = False, {}
+            return
+        self.held = (starts[rest], ends[rest], ops[rest])
 
     def result(self) -> dict[str, int]:
         """Each op's union in ns, by name; ValueError where the calls came out of time order
-        beyond the flush window (read the trace again with keep_all)."""
+        beyond the flush window."""
         if not self.flushed and fold_small(len(self.ts)):
             rows = [(start, start + round(d * 1000), op, 0)
                     for start, d, op in zip(map(us_ns, self.ts), self.dur, self.op, strict=True)]  # fmt: skip

@@ -1,18 +1,13 @@
-"""The Kineto reader's optional fast decoder: msgspec, where it is installed (`pip install
-.[fast]`); without it the standard library's json decodes every batch, with the same results.
+"""The Kineto reader's optional fast decoder: msgspec, where installed (`pip install .[fast]`);
+without it json decodes every batch, with the same results.
 
-json builds a dict for every element and for each of its args, most never read (instant events,
-flows, the args of host calls): over half of a large trace's reading time. msgspec decodes a
-batch of elements straight into the few fields the reader reads (Event, Args below), skipping
-the others while still checking their JSON, in C: four times faster on a real 54 MB trace. Its
-values are json's (numbers, strings, a repeated key's last value); where it refuses a batch that
-json would read (NaN or Infinity, a number past a double, a lone surrogate, an element that is
-not an object, args that are not an object), or where the batch is not JSON at all, the batch is
-decoded by json as before, so a bad file's error line is json's, at its place.
-
-msgspec is imported at the second batch of a trace (`decoder`), never for a small one: its
-import costs a fifth of a small trace's whole reading. `name()` says which decoder reads (the
-bench prints it).
+json builds a dict for every element and its args, most never read: over half of a large trace's
+reading. msgspec decodes a batch straight into the few fields read (Event, Args), still checking
+the JSON, in C: four times faster on a real 54 MB trace. Its values are json's; where it refuses
+a batch json would read (NaN, a number past a double, a lone surrogate, an element or args not an
+object) or one not JSON at all, json decodes it, so a bad file's error line is json's. msgspec is
+imported at a trace's second batch, never for a small one (its import is a fifth of a small
+trace's reading).
 """
 
 import functools
@@ -29,8 +24,8 @@ class Records(list):
 
 @functools.cache
 def decoder() -> Callable[[str], list | None] | None:
-    """The function decoding a JSON array's text into Events (None where msgspec refuses it), or
-    None where msgspec is not installed; msgspec is imported at the first call."""
+    """A function decoding a JSON array's text into Events (None where msgspec refuses it); None
+    without msgspec."""
     global _ABSENT
     try:
         import msgspec
@@ -38,14 +33,12 @@ def decoder() -> Callable[[str], list | None] | None:
         return None
 
     class Args(msgspec.Struct, gc=False):
-        """The args the reader reads: a GPU event's device and stream, a copy's bytes."""
-
         device: Any = msgspec.UNSET
         bytes: Any = msgspec.UNSET
         stream: Any = msgspec.UNSET
 
     class Event(msgspec.Struct, gc=False):
-        """An element of traceEvents as the reader reads it; absent fields as .get gives them."""
+        """An element of traceEvents; absent fields as .get gives them."""
 
         ph: Any = None
         cat: Any = None
@@ -70,7 +63,7 @@ def decoder() -> Callable[[str], list | None] | None:
 
 
 def name() -> str:
-    """Which decoder reads a large trace's events: msgspec and its version, or json."""
+    """Which decoder reads a large trace's events (the bench prints it)."""
     spec = importlib.util.find_spec("msgspec")
     if spec is None:
         return "json (standard library; the optional msgspec is not installed)"
@@ -80,12 +73,12 @@ def name() -> str:
 
 
 def records(events: list) -> Records:
-    """(ts, dur, cat, name, event) of the complete events of a batch `decoder()` gave."""
+    """(ts, dur, cat, name, event) of a decoded batch's complete events."""
     return Records([(e.ts, e.dur, e.cat, e.name, e) for e in events if e.ph == "X"])
 
 
 def device(event: Any) -> Any:
-    """A GPU event's args.device, else its pid (as kineto_fold reads json's dict)."""
+    """A GPU event's args.device, else its pid."""
     args = event.args
     return event.pid if args is None or args.device is _ABSENT else args.device
 
@@ -96,12 +89,8 @@ def nbytes(event: Any) -> Any:
     return 0 if args is None or args.bytes is _ABSENT else args.bytes
 
 
-def as_dict(event: Any) -> dict:
-    """The pid, tid and args of an Event as json would have decoded them, the args with only the
-    fields read (an empty dict reads as no args, as json's empty or foreign args do)."""
+def looks_gpu(event: Any) -> bool:
+    """kineto_fold._looks_gpu of an Event: an args.device or args.stream, a "stream N" thread."""
     args = event.args
-    if args is not None:
-        args = {
-            k: v for k in ("device", "bytes", "stream") if (v := getattr(args, k)) is not _ABSENT
-        }
-    return {"pid": event.pid, "tid": event.tid, "args": args}
+    on_device = args is not None and (args.device is not _ABSENT or args.stream is not _ABSENT)
+    return on_device or str(event.tid).startswith("stream")

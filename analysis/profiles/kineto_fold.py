@@ -1,14 +1,12 @@
 """The per-event loop of the Kineto reader (torch_trace._aggregate): complete ("X") events counted
-by (kind, name), their span, and the CUDA ones handed to a Feed (the time breakdown's); at the
-end, what the categories found say of the device (CUDA, HIP/ROCm, none, unknown).
+by (kind, name), their span, and the CUDA ones handed to a Feed (the time breakdown's); then what
+the categories found say of the device (CUDA, HIP/ROCm, none, unknown).
 
-Events come as the lists torch_trace's stream decodes in one call: json's dicts, or the records
-of msgspec's structs (kineto_fast), read through one (ts, dur, cat, name, source) loop, the
-source asked for its args only where they are read. Each category is looked up
-once per event (its kind, whether the feed takes it, whether it is a host call), each name once
-in its category's table, and a fed name's arrays are appended to through bound methods kept per
-device. The cyclic collector is paused for the loop: decoded JSON holds no cycles, and it would
-otherwise walk every batch of events once more after it is decoded.
+Batches are json's dicts or kineto_fast's Records, read through one (ts, dur, cat, name, source)
+loop. Each category is looked up once (its kind, whether fed, whether a host call), each name
+once in its category's table, and fed arrays are appended to through bound methods kept per
+device. The cyclic collector is paused: decoded JSON holds no cycles, and it would otherwise walk
+every batch once more.
 """
 
 from __future__ import annotations
@@ -20,12 +18,11 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from . import kineto_fast
-from .kineto_fast import Records, as_dict
+from .kineto_fast import Records
 from .metrics import ProfileError
 
-# Aggregation keys: (kind, raw name). kind selects the metric mapping applied at the end. The
-# capitalised categories are those of torch 1.8-1.10 (libkineto before its late-2021 renames):
-# Runtime, Kernel, Memcpy, Memset and, for CPU ops, Operator.
+# Aggregation keys: (kind, raw name). Capitalised categories: torch 1.8-1.10 (libkineto before its
+# late-2021 renames).
 KIND_BY_CAT = {
     "cuda_runtime": "runtime",
     "cuda_driver": "runtime",
@@ -40,8 +37,7 @@ KIND_BY_CAT = {
 }
 KINDS = frozenset(KIND_BY_CAT.values())
 HOST_CATS = frozenset({"cuda_runtime", "cuda_driver", "Runtime"})
-# GPU work the readers know (the kernels and copies above, and memsets): a trace with none of it
-# but with GPU events of another category is one this reader cannot read (torch_trace).
+# GPU work the readers know: a trace with none of it but GPU events of other categories is refused.
 GPU_WORK_CATS = frozenset({"kernel", "Kernel", "gpu_memcpy", "Memcpy", "gpu_memset", "Memset"})
 # Categories known not to be GPU work, whatever their args say (cuda_sync: a wait on an event).
 OTHER_CATS = frozenset(
@@ -53,36 +49,28 @@ _NEW = object()  # a category not seen yet
 
 
 class Feed(Protocol):
-    """What fold (read_torch_trace) hands the CUDA events to as it reads them (the time breakdown).
+    """What fold hands the CUDA events to as it reads them (the time breakdown).
 
-    For each (category, name) of `cats` first seen, keep(cat, name) says where its events go:
-    None for nowhere, else a function giving, for a device (None for host calls), the two
-    arrays that get each event's ts and dur (events with dur < 0 are left out); flush() after
-    every `every` events kept (the arrays stay the same objects). spans(...) gets, at the end,
-    (first ts, latest ts + dur, that event's ts and dur) over all of `cats`.
+    keep(cat, name), asked once per (category, name) of `cats`: None, or a function giving for a
+    device (None: host calls) the two arrays that get each event's ts and dur (dur < 0 left
+    out); flush() after every `every` events kept; spans(...) at the end (first ts, latest end,
+    that event's ts and dur) of `cats`; finish(): False where the events came out of time order
+    beyond what the feed folds (the trace is then read again, with a feed made for keep_all).
     """
 
     cats: frozenset[str]
+    every: float
 
     def keep(self, cat: str, name: object) -> Callable[[object], tuple[array, array]] | None: ...
-
     def spans(self, lo: float, hi: float, hi_ts: float, hi_dur: float) -> None: ...
-
-    every: float  # flush() is called after every this many events kept
-
     def flush(self) -> None: ...
-
-    def finish(self) -> bool:
-        """Called once the trace is read: False where its events came out of time order beyond
-        what the feed folds (the trace is then read again, with a feed made for keep_all)."""
-        ...
+    def finish(self) -> bool: ...
 
 
 class Folded:
-    """What fold() found: acc (kind or category, name) -> [calls, total_us, bytes, ...]; the span
-    [lo, hi] of every complete event (us); fed (first ts, latest end, its ts, its dur) of the
-    events of the feed's categories; cats, every category of a complete event, each with whether
-    its first event looked like device work (an args.device or args.stream, a "stream N" thread)."""
+    """What fold() found: acc (kind or category, name) -> [calls, total_us, bytes, ...]; [lo, hi]
+    of every complete event (us); fed as Feed.spans gets it; cats: each category, with whether
+    its first event looked like device work (args.device or args.stream, a "stream N" thread)."""
 
     def __init__(self) -> None:
         self.acc: dict[tuple[Any, Any], list] = {}
@@ -98,21 +86,20 @@ def _looks_gpu(ev: dict) -> bool:
 
 
 def _records(evs: list[Any]) -> list[tuple]:
-    """(ts, dur, cat, name, event) of the complete events of decoded elements; a field missing
-    reads as .get gives it (dur 0, name ""), an element that is not an object is left out."""
+    """(ts, dur, cat, name, event) of the complete events; missing fields as .get gives them, an
+    element that is not an object left out."""
     try:
         return [(ev["ts"], ev["dur"], ev["cat"], ev["name"], ev) for ev in evs if ev["ph"] == "X"]
     except (KeyError, TypeError):  # a field missing, or not an object at all
-        pass
-    return [
-        (ev.get("ts"), ev.get("dur"), ev.get("cat"), ev.get("name", ""), ev)
-        for ev in evs
-        if isinstance(ev, dict) and ev.get("ph") == "X"
-    ]
+        return [
+            (ev.get("ts"), ev.get("dur"), ev.get("cat"), ev.get("name", ""), ev)
+            for ev in evs
+            if isinstance(ev, dict) and ev.get("ph") == "X"
+        ]
 
 
 def _device(source: Any) -> Any:
-    """A GPU event's device: args.device, else its pid (json's dict, or msgspec's Event)."""
+    """A GPU event's args.device, else its pid."""
     if type(source) is not dict:
         return kineto_fast.device(source)
     args, pid = source.get("args"), source.get("pid", -1)
@@ -120,7 +107,7 @@ def _device(source: Any) -> Any:
 
 
 def _bytes(source: Any) -> int:
-    """A copy's args.bytes, 0 where it has none (json's dict, or msgspec's Event)."""
+    """A copy's args.bytes, 0 where it has none."""
     if type(source) is not dict:
         return int(kineto_fast.nbytes(source) or 0)
     return int((source.get("args") or {}).get("bytes", 0) or 0)
@@ -129,12 +116,9 @@ def _bytes(source: Any) -> int:
 def fold(
     batches: Iterable[list[Any]], cpu_ops: bool, feed: Any, out: Folded, cpu: Any = None
 ) -> None:
-    """Count the events of `batches` into `out` (Folded), feeding `feed` (or None) as it goes,
-    and each CPU op's calls to `cpu` (a kineto_cpu.CpuUnions, or None). A batch is a list of
-    decoded elements (json's dicts) or the kineto_fast.Records of one msgspec decoded.
-
-    TypeError, ValueError or AttributeError: an event that is not a Chrome trace event we can
-    trust (a string ts, a list for args); the caller names it."""
+    """Count the events of `batches` into `out`, feeding `feed` and each CPU op's calls to `cpu`
+    (kineto_cpu.CpuUnions), either None. TypeError, ValueError or AttributeError: an event we
+    cannot trust (a string ts, a list for args); the caller names it."""
     fed = feed.cats if feed is not None else frozenset()
     every, kept = (feed.every, 0) if feed is not None else (0, 0)
     cpu_every, cpu_kept = (cpu.every, 0) if cpu is not None else (0, 0)
@@ -165,9 +149,8 @@ def fold(
                 if table is _NEW:
                     kind, hooked = kinds.get(cat), cat in fed
                     if cat not in out.cats:
-                        out.cats[cat] = _looks_gpu(
-                            source if type(source) is dict else as_dict(source)
-                        )
+                        looks = _looks_gpu if type(source) is dict else kineto_fast.looks_gpu
+                        out.cats[cat] = looks(source)
                     table = tables[cat] = (
                         (
                             names_by_key.setdefault(kind or cat, {}),
@@ -227,12 +210,10 @@ def fold(
         out.lo, out.hi, out.fed = lo, hi, (cuda_lo, cuda_hi, hi_ts, hi_dur)
 
 
-# --- what kind of device the GPU events come from: CUDA, HIP/ROCm (a ROCm build writes its HIP
-# calls under cuda_runtime), none (a CPU-only trace), or a kind this reader does not know (an MTIA
-# build's mtia_runtime and mtia_ccp_events), refused rather than read as CPU-only.
+# --- the device: CUDA, HIP/ROCm (HIP calls under cuda_runtime), none (CPU-only), or unknown (an
+# MTIA build's mtia_runtime and mtia_ccp_events), refused rather than read as CPU-only.
 CUDA, HIP = "CUDA", "HIP/ROCm"  # RankProfile.device_kind
-# The HIP calls that are the paper's (and the other launch) metrics on a ROCm build: each is a
-# metric of its own, named as HIP names it, beside the CUDA call it stands for.
+# HIP calls that are metrics on a ROCm build, named as HIP names them, and the CUDA call each is.
 HIP_METRICS = {
     "hipLaunchKernel": "cudaLaunchKernel",
     "hipStreamSynchronize": "cudaStreamSynchronize",
@@ -250,8 +231,8 @@ _ROCM_KEYS = ("roctracer_version", "rocprofiler_version", "hip_runtime_version",
 
 
 def unknown_gpu(path: Path, cats: dict[Any, bool]) -> str:
-    """Nothing ("") where every GPU-like category is one this reader knows; a warning line where
-    some are not but others are; a ProfileError where all the trace's GPU events are of those."""
+    """ "" where every GPU-like category is known; a warning line where some are not but others
+    are; ProfileError where all the GPU events are of unknown ones."""
     known = GPU_WORK_CATS | KIND_BY_CAT.keys() | OTHER_CATS
     odd = sorted(str(c) for c, gpu in cats.items() if gpu and c not in known)
     if not odd:
@@ -267,8 +248,7 @@ def unknown_gpu(path: Path, cats: dict[Any, bool]) -> str:
 
 
 def device_kind(meta: dict[str, Any], acc: dict[tuple[str, str], list], cats: dict) -> str:
-    """HIP where the trace says it came from a ROCm build (its keys, its hip* calls), CUDA where
-    it holds GPU work or CUDA calls, else "" (a CPU-only trace)."""
+    """HIP for a ROCm build (its keys, its hip* calls), CUDA for GPU work or CUDA calls, else ""."""
     calls = [raw for kind, raw in acc if kind == "runtime"]
     if any(k in meta for k in _ROCM_KEYS) or any(str(c).startswith("hip") for c in calls):
         return HIP
@@ -276,6 +256,6 @@ def device_kind(meta: dict[str, Any], acc: dict[tuple[str, str], list], cats: di
 
 
 def hip_metric(raw: str) -> str | None:
-    """The HIP metric of a HIP call's name (HIP_METRICS), None for a call no metric reads."""
+    """The HIP metric of a HIP call's name, None for a call no metric reads."""
     name = raw.strip()
     return name if name in HIP_METRICS else None

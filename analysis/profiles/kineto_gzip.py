@@ -1,17 +1,14 @@
-"""The text of a gzip'd Kineto trace for torch_trace's stream, inflated by one zlib object, on a
+"""The text of a gzip'd Kineto trace for torch_trace's stream, inflated by one zlib object on a
 thread of its own.
 
-gzip.open under io.TextIOWrapper passes each piece through a buffered reader, a Python-level
-member reader and a separate CRC pass, and the text wrapper joins its pieces again: four copies
-of the text and several Python calls per piece. Here the file is inflated straight to pieces of
-PIECE bytes (zlib checks each member's CRC and length itself), decoded once as they are read.
-As gzip.open reads them: members one after another, zero padding between or after them; a stream
-cut short raises EOFError, a corrupt one zlib.error, text not UTF-8 UnicodeDecodeError, each
-where the text before it has been read.
-
-Inflating is a fifth of a large trace's reading, and zlib lets other threads run meanwhile: a
-thread inflates up to AHEAD pieces ahead of the reader, so that on a machine with a core to spare
-the two overlap (the same CPU time, less wall time); memory: AHEAD + 1 pieces.
+gzip.open under io.TextIOWrapper copies the text four times (buffered reader, member reader,
+CRC pass, text wrapper) with several Python calls per piece. Here the file is inflated straight
+to PIECE-byte pieces (zlib checks each member's CRC and length) and decoded once. As gzip.open:
+members one after another, zero padding between or after them; EOFError for a stream cut short,
+zlib.error for a corrupt one, UnicodeDecodeError for text not UTF-8, where the text before it
+has been read. Inflating is a fifth of a large trace's reading, and zlib releases the GIL: the
+thread inflates up to AHEAD pieces ahead, so the two overlap on a spare core (memory: AHEAD + 1
+pieces).
 """
 
 from __future__ import annotations
@@ -73,7 +70,6 @@ class GzipText:
             self._done, self._left = not item, item
 
     def _inflate_all(self) -> None:
-        """The thread: every piece of the file in order, then b"" (or the error met)."""
         try:
             while not self._stop.is_set():
                 data = self._inflate(PIECE)

@@ -1,8 +1,11 @@
-"""The nsys SQLite export's tables as the readers see them: names, required columns, and the
-helpers every nsys reader shares (the metrics reader, its capture settings, the time breakdown),
-so that one schema is read one way.
+"""The nsys SQLite export's tables as every nsys reader sees them (the metrics, the capture
+settings, the time breakdown). nsys creates tables lazily, so any may be missing (`schema`).
 
-Tables are created lazily by nsys, so any of them may be missing; `schema` says which exist.
+Tables read (nsys 2021-2025): StringIds(id, value); CUPTI_ACTIVITY_KIND_RUNTIME(start, end,
+nameId, eventClass, globalTid, correlationId): runtime and driver calls; ENUM_NSYS_EVENT_CLASS
+(2023+); CUPTI_ACTIVITY_KIND_KERNEL(start, end, shortName / demangledName); MEMCPY(start, end,
+bytes, copyKind, copyCount from 2025); ENUM_CUDA_MEMCPY_OPER(id, name, label: "HtoD" or
+"Host-to-Device" by version); ANALYSIS_DETAILS(duration, startTime, stopTime): the session.
 """
 
 from __future__ import annotations
@@ -44,8 +47,7 @@ def schema(con: sqlite3.Connection) -> dict[str, set[str]]:
 
 
 def temp_views(con: sqlite3.Connection) -> list[str]:
-    """The TEMP views of a connection, as statements another connection can run (steps.py shows
-    the CUDA tables through views of a window; every connection a read opens must see them)."""
+    """A connection's TEMP views (steps.py's window) as statements for another connection."""
     rows = con.execute("SELECT sql FROM sqlite_temp_master WHERE type = 'view'").fetchall()
     return [sql.replace("CREATE VIEW", "CREATE TEMP VIEW", 1) for (sql,) in rows]
 
@@ -59,7 +61,7 @@ def connect(uri: str, views: list[str] = ()) -> sqlite3.Connection:
 
 
 def strings(con: sqlite3.Connection, ids: list[int]) -> dict[int, str]:
-    """StringIds id -> text for the given ids (ids absent from the table are left out)."""
+    """StringIds id -> text for the given ids present."""
     out: dict[int, str] = {}
     for i in range(0, len(ids), 500):  # stay below SQLite's bound-variable limit
         chunk = ids[i : i + 500]
@@ -69,14 +71,13 @@ def strings(con: sqlite3.Connection, ids: list[int]) -> dict[int, str]:
 
 
 def kernel_name_column(columns: dict[str, set[str]]) -> str | None:
-    """The kernel table's name column this reader prefers, None where it has none."""
     cols = columns.get(KERNEL, set())
     return next((c for c in KERNEL_NAME_COLUMNS if c in cols), None)
 
 
 def name_values(con: sqlite3.Connection, columns: dict[str, set[str]], table: str) -> list:
-    """(name, value) rows of a META_DATA_* table, in either layout seen in exports: text columns
-    name/value, or keyId/valueId into StringIds. [] where the table or its columns are absent."""
+    """(name, value) rows of a META_DATA_* table, as text columns or keyId/valueId into
+    StringIds; [] where absent."""
     cols = columns.get(table, set())
     if {"name", "value"} <= cols:
         return con.execute(f"SELECT name, value FROM {table}").fetchall()
@@ -91,12 +92,11 @@ def name_values(con: sqlite3.Connection, columns: dict[str, set[str]], table: st
 def runtime_calls(con: sqlite3.Connection, columns: dict[str, set[str]]) -> str:
     """SQL row source of CUPTI_ACTIVITY_KIND_RUNTIME with one row per call (backtraces out).
 
-    `nsys profile --cudabacktrace` writes, beside each call row, a second row of event class
-    TRACE_PROCESS_EVENT_CUDABACKTRACE with the same globalTid and correlationId. The class is
-    filtered out by its id in ENUM_NSYS_EVENT_CLASS; a file without that table (nsys 2022) keeps
-    one row per (globalTid, correlationId), the one of the lowest event class (calls are 0 and 1,
-    backtraces 67), or the first written where there is no eventClass column.
-    """
+    `nsys profile --cudabacktrace` writes beside each call a row of event class
+    TRACE_PROCESS_EVENT_CUDABACKTRACE, same globalTid and correlationId, filtered out by its id
+    in ENUM_NSYS_EVENT_CLASS; without that table (nsys 2022) one row per (globalTid,
+    correlationId) is kept, of the lowest event class (calls 0 and 1, backtraces 67), else the
+    first written."""
     cols = columns[RUNTIME]
     calls = call_rows(con, columns)
     if calls is not None:
@@ -111,9 +111,8 @@ def runtime_calls(con: sqlite3.Connection, columns: dict[str, set[str]]) -> str:
 
 
 def call_rows(con: sqlite3.Connection, columns: dict[str, set[str]]) -> str | None:
-    """The SQL condition keeping the call rows of CUPTI_ACTIVITY_KIND_RUNTIME where the backtrace
-    rows carry their own event class (ENUM_NSYS_EVENT_CLASS); None where they cannot be told
-    apart row by row (runtime_calls then pairs them)."""
+    """The SQL condition keeping the call rows where backtraces have their own event class
+    (ENUM_NSYS_EVENT_CLASS); None where they cannot be told apart row by row."""
     enum = columns.get(EVENT_CLASS_ENUM, set())
     if "eventClass" not in columns[RUNTIME] or not {"id", "name"} <= enum:
         return None

@@ -1,10 +1,7 @@
-"""The tidy metrics table as plain rows: what the reader sums, reads and writes.
-
-metrics.py defines the table (COLUMNS, what a metric is, a row: TidyRow, profile_rows); these
-are its operations without pandas, for the reading path (the CLI, `cli diff`, the sweep's collect
-step), so that the reader installs and runs on numpy alone. `metric_totals` and `with_launch_all`
-are `by_metric` and `add_launch_all` on rows; `write_rows_atomic` writes what pandas reads back as
-the same values (tests hold them equal).
+"""The tidy metrics table (metrics.py) as plain rows, without pandas, for the reading path (CLI,
+`cli diff`, the sweep's collect step): the reader installs and runs on numpy alone.
+`metric_totals` and `with_launch_all` are metrics.by_metric and add_launch_all on rows;
+`write_rows_atomic` writes what pandas reads back as the same values (tests hold them equal).
 """
 
 from __future__ import annotations
@@ -21,7 +18,7 @@ from .metrics import COLUMNS, KERNEL_LAUNCH_ALL, LAUNCH_APIS, WALL_COLUMNS, Tidy
 
 
 class MetricTotal(NamedTuple):
-    """One row of `metric_totals`: a metric's raw names summed within one (run, rank, source)."""
+    """A metric's raw names summed within one (run, rank, source)."""
 
     run: str
     rank: int
@@ -39,55 +36,36 @@ def sort_rows(rows: Iterable[TidyRow]) -> list[TidyRow]:
 
 
 def metric_totals(rows: Iterable[TidyRow]) -> list[MetricTotal]:
-    """`by_metric` on rows: one per (run, rank, source, metric), raw-name variants summed, sorted
-    by those keys. bytes is None where no row of the metric has bytes."""
+    """One per (run, rank, source, metric), sorted so; bytes None where no row has bytes."""
     groups: dict[tuple, list[TidyRow]] = {}
     for r in rows:
         groups.setdefault((r.run, r.rank, r.source, r.metric), []).append(r)
     out = []
     for key in sorted(groups):
-        g = groups[key]
-        sizes = [r.bytes for r in g if r.bytes is not None]
-        out.append(
-            MetricTotal(
-                *key,
-                sum(r.calls for r in g),
-                math.fsum(r.total_s for r in g),
-                sum(sizes) if sizes else None,
-                math.fsum(r.share for r in g),
-            )
-        )
+        sizes = [r.bytes for r in groups[key] if r.bytes is not None]
+        out.append(_summed(key, groups[key], sum(sizes) if sizes else None))
     return out
 
 
+def _summed(key: tuple, group: Sequence, nbytes: int | None) -> MetricTotal:
+    calls, total_s = sum(r.calls for r in group), math.fsum(r.total_s for r in group)
+    return MetricTotal(*key, calls, total_s, nbytes, math.fsum(r.share for r in group))
+
+
 def with_launch_all(totals: Sequence[MetricTotal]) -> list[MetricTotal]:
-    """`add_launch_all` on rows: the totals plus one KERNEL_LAUNCH_ALL row per (run, rank, source)
-    with any launch (the sums over LAUNCH_APIS; rows already named so are dropped first)."""
+    """The totals plus a KERNEL_LAUNCH_ALL row (sums over LAUNCH_APIS, replacing any) per (run,
+    rank, source) with any launch."""
     base = [t for t in totals if t.metric != KERNEL_LAUNCH_ALL]
     sums: dict[tuple, list[MetricTotal]] = {}
     for t in base:
         if t.metric in LAUNCH_APIS:
             sums.setdefault((t.run, t.rank, t.source), []).append(t)
-    derived = [
-        MetricTotal(
-            *key,
-            KERNEL_LAUNCH_ALL,
-            sum(t.calls for t in g),
-            math.fsum(t.total_s for t in g),
-            None,
-            math.fsum(t.share for t in g),
-        )
-        for key, g in sorted(sums.items())
-    ]
-    return base + derived
+    return base + [_summed((*key, KERNEL_LAUNCH_ALL), g, None) for key, g in sorted(sums.items())]
 
 
 def read_metrics_rows(path: str | os.PathLike[str]) -> list[TidyRow]:
-    """The rows of a metrics CSV (written by `write_rows_atomic`).
-
-    OSError as open() raises it; ValueError (one line) for a file that is not a metrics CSV. A CSV
-    without WALL_COLUMNS (a table built by hand) reads them as unknown (NaN, "").
-    """
+    """The rows of a metrics CSV; OSError as open() raises it, ValueError (one line) for a file
+    that is not one. Missing WALL_COLUMNS (a table built by hand) read as unknown (NaN, "")."""
     with open(path, newline="", encoding="utf-8") as fh:
         lines = csv.reader(fh)
         header = next(lines, None)
@@ -123,27 +101,18 @@ def _number(text: str) -> float:
 
 
 _PARSE: dict[str, Callable[[str], object]] = {
-    "run": str,
-    "rank": _whole,
-    "source": str,
-    "metric": str,
-    "raw_name": str,
-    "calls": _whole,
-    "total_s": _number,
+    **dict.fromkeys(("run", "source", "metric", "raw_name", "wall_from", "device_kind"), str),
+    **dict.fromkeys(("rank", "calls"), _whole),
+    **dict.fromkeys(("total_s", "share", "wall_s", "activity_s"), _number),
     "bytes": lambda text: _whole(text) if text else None,
-    "share": _number,
-    "wall_s": _number,
-    "activity_s": _number,
-    "wall_from": str,
-    "device_kind": str,
 }
 
 
 def write_rows_atomic(
     path: str | os.PathLike[str], columns: Sequence[str], rows: Iterable[Sequence]
 ) -> Path:
-    """Write rows as CSV through a temp file, then os.replace (never half a file), as pandas'
-    to_csv would: floats as repr, NaN and None empty, "\\n" line ends."""
+    """Write rows as CSV atomically, as pandas' to_csv would: floats as repr, NaN and None empty,
+    "\\n" line ends."""
 
     def write(fh: TextIO) -> None:
         out = csv.writer(fh, lineterminator="\n")

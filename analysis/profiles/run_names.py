@@ -1,10 +1,6 @@
-"""The artifact's run folders, for the reader's features that read one: the names of their files
-(run/node/profiling.py declares them: analysis/ imports them from there) and the nsys capture mode
-a run's launch recorded.
-
-The reader installed on its own (`pip install .`) holds no run/ and reads no run folder: there
-`profiling()` is None and a run folder given to `diff` is refused in one line. run/ is imported
-only when a run folder is read, never to read a profile file.
+"""The artifact's run folders for the reader: run/node/profiling.py (their file names, a run's nsys
+capture mode), imported only when a run folder is read. The reader installed on its own (`pip
+install .`) has no run/: there `profiling()` is None and a run folder is refused in one line.
 """
 
 from __future__ import annotations
@@ -28,9 +24,8 @@ def profiling() -> ModuleType | None:
 
 
 def settings_refused() -> bool:
-    """The artifact's settings checked first, as every program of the checkout does
-    (run/program.py): True after printing the one line of the first bad value. The reader
-    installed on its own has no settings to check."""
+    """The artifact's settings checked as every program does (run/program.py): True after the
+    first bad value's line; False without run/."""
     try:
         from run import settings
     except ImportError:

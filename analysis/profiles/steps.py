@@ -1,23 +1,8 @@
-"""Training steps: where they lie in a profile, and a profile's figures restricted to them.
-
-A step is a named range:
-  - Kineto: `ProfilerStep#N`, which torch.profiler writes around every step on the host (as a
-    user_annotation, a cpu_op or an Operator, by torch version). Where the trace also holds the
-    GPU's range of the same name (gpu_user_annotation), the step's GPU work (kernels, copies,
-    memsets) is taken up to that range's end, so that the work the step launched lies inside; its
-    host records stay within the host range. `--range NAME` takes NAME#N ranges instead.
-  - nsys: an NVTX range (NVTX_EVENTS) named NAME followed by its number (NAME#N, NAME N, NAME_N,
-    NAME:N), or named NAME alone, numbered then in time order from 0. NAME is `--range`, by
-    default ProfilerStep.
-`--step N` or `--step A-B` chooses steps by number; each must be in every file (StepError names
-the steps a file has). The window runs from the first chosen step's start to the latest end of
-them. The file is read again with every record clipped to the window: an nsys export through
-TEMP views of its CUDA tables (nsys_sqlite.read_nsys_with's setup), a Kineto trace by clipping
-its events as they are decoded (read_torch_trace's events). So the metrics, the breakdown and
-`diff` hold only what lies inside: seconds inside the window, a call for every record with any
-part inside, a copy's bytes whole. The wall is the window, wall_from names the steps, and each
-step's own breakdown (one more reading of the file per step, where more than one is chosen)
-gives the summary's per-step busy, idle and communication.
+"""Training steps: where they lie in a profile, and a profile's figures restricted to them (README,
+"Step by step"). The file is read again with every record clipped to the window: an nsys export
+through TEMP views over its CUDA tables, a Kineto trace by clipping its events as they are
+decoded; a step's host records stay within its host range, its GPU work runs to the GPU range's
+end. Each chosen step's own breakdown is one more reading of the file.
 """
 
 from __future__ import annotations
@@ -26,7 +11,9 @@ import argparse
 import dataclasses
 import os
 import re
+from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
+from itertools import groupby
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -50,8 +37,7 @@ class StepError(ValueError):
 
 @dataclasses.dataclass(frozen=True)
 class Step:
-    """One step: its number and its span [start, end) on the file's clock (nsys: ns, Kineto:
-    us as the trace writes it), and the same span in ns."""
+    """One step: [start, end) on the file's clock (nsys ns, Kineto us), and in ns."""
 
     number: int
     start: float
@@ -92,7 +78,7 @@ def step_numbers(text: str) -> tuple[int, int]:
 
 
 def kineto_steps(path: str | os.PathLike[str], name: str = DEFAULT_RANGE) -> dict[int, Step]:
-    """A Kineto trace's NAME#N ranges (module doc); ProfileError on unreadable input."""
+    """A Kineto trace's NAME#N ranges; ProfileError on unreadable input."""
     pattern = re.compile(rf"{re.escape(name)}#(\d+)")
     host: dict[int, tuple[float, float]] = {}
     gpu: dict[int, float] = {}
@@ -117,8 +103,8 @@ def kineto_steps(path: str | os.PathLike[str], name: str = DEFAULT_RANGE) -> dic
 
 
 def nvtx_steps(path: str | os.PathLike[str], name: str = DEFAULT_RANGE) -> dict[int, Step]:
-    """An nsys export's NVTX ranges named NAME (module doc). StepError naming the ranges it has
-    where none is so named; ProfileError on unreadable input."""
+    """An nsys export's NVTX ranges named NAME; StepError naming its ranges where none is so
+    named, ProfileError on unreadable input."""
     import sqlite3  # the nsys readers' imports, where an export is read (a Kineto trace needs none)
     from contextlib import closing
 
@@ -152,20 +138,13 @@ def nvtx_steps(path: str | os.PathLike[str], name: str = DEFAULT_RANGE) -> dict[
             numbered.setdefault(n, Step(n, start, end, start, end))
     if numbered or plain:
         return dict(sorted(numbered.items())) if numbered else {s.number: s for s in plain}
-    counts: dict[str, int] = {}
-    for *_, label in rows:
-        counts[str(label)] = counts.get(str(label), 0) + 1
+    counts = Counter(str(label) for *_, label in rows)
     top = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[:5]
     have = ", ".join(f"{n!r} x{c}" for n, c in top) + (", ..." if len(counts) > 5 else "")
     raise StepError(
         f"{path}: no NVTX range named {name!r} or {name}#N (--range NAME); its ranges:"
         f" {have or 'none'}"
     )
-
-
-def find_steps(path: str | os.PathLike[str], source: str, name: str) -> dict[int, Step]:
-    """The steps of a file of either source ("nsys", "torch")."""
-    return nvtx_steps(path, name) if source == "nsys" else kineto_steps(path, name)
 
 
 def chosen(path: str | os.PathLike[str], steps: dict[int, Step], choice: Choice) -> list[Step]:
@@ -181,13 +160,8 @@ def chosen(path: str | os.PathLike[str], steps: dict[int, Step], choice: Choice)
 
 def spans(numbers: Sequence[int]) -> str:
     """[1, 2, 3, 7] -> "1-3, 7"."""
-    parts: list[tuple[int, int]] = []
-    for n in numbers:
-        if parts and parts[-1][1] == n - 1:
-            parts[-1] = (parts[-1][0], n)
-        else:
-            parts.append((n, n))
-    return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in parts)
+    runs = [[n for _, n in g] for _, g in groupby(enumerate(numbers), lambda p: p[1] - p[0])]
+    return ", ".join(str(r[0]) if len(r) == 1 else f"{r[0]}-{r[-1]}" for r in runs)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -224,9 +198,9 @@ def choice_of(args: argparse.Namespace, parser: argparse.ArgumentParser) -> Choi
 
 
 def nsys_views(lo: int, hi: int) -> Callable[[sqlite3.Connection], None]:
-    """A connection's set-up showing each CUDA table through a TEMP view of the same name (SQLite
-    resolves temp before main) that holds the records overlapping [lo, hi) ns, clipped to it. The
-    view keeps every column and the rowid, so the readers read it as they read the table."""
+    """A connection's set-up showing each CUDA table through a TEMP view of its name (SQLite
+    resolves temp before main) of the records overlapping [lo, hi) ns, clipped to it, with every
+    column and the rowid, so the readers read it as the table."""
 
     from .nsys_schema import SPAN_TABLES
 
@@ -252,9 +226,8 @@ def nsys_views(lo: int, hi: int) -> Callable[[sqlite3.Connection], None]:
 def kineto_clip(
     lo: float, hi: float, host_hi: float | None = None
 ) -> Callable[[Iterator[list[Any]]], Iterator[list[Any]]]:
-    """A read_torch_trace events transform: the complete events overlapping [lo, hi) us (host
-    records: [lo, host_hi) where given), clipped to it; every other element passes as it is (the
-    reader keeps or refuses it itself)."""
+    """A read_torch_trace events transform: complete events overlapping [lo, hi) us (host
+    records: [lo, host_hi) where given), clipped to it; other elements pass as they are."""
     gpu_hi = hi
 
     def clip(batches: Iterator[list[Any]]) -> Iterator[list[Any]]:
@@ -282,8 +255,7 @@ def kineto_clip(
 def read_window(
     path: str | os.PathLike[str], source: str, steps: Sequence[Step], label: str, cpu_ops: bool
 ) -> tuple[RankProfile, Breakdown]:
-    """A file's metrics and breakdown with every record clipped to the steps' window (module
-    doc); its wall that window, named by label."""
+    """A file's metrics and breakdown clipped to the steps' window, its wall named by label."""
     lo, hi = steps[0].start_ns, max(s.end_ns for s in steps)
     if source == "nsys":
         prof, bd = read_nsys(path, setup=nsys_views(lo, hi))
@@ -304,8 +276,7 @@ def read_window(
 
 @dataclasses.dataclass(frozen=True)
 class StepRead:
-    """A file read over chosen steps: the whole window's profile and breakdown, and each step's
-    breakdown in order."""
+    """The whole window's profile and breakdown, and each step's breakdown in order."""
 
     profile: RankProfile
     breakdown: Breakdown
@@ -315,9 +286,10 @@ class StepRead:
 def read_steps(
     path: str | os.PathLike[str], source: str, choice: Choice, cpu_ops: bool = True
 ) -> StepRead:
-    """Find the chosen steps in a file and read it over them (module doc); StepError where it
-    lacks one, ProfileError on unreadable input."""
-    steps = chosen(path, find_steps(path, source, choice.name), choice)
+    """A file read over the chosen steps; StepError where it lacks one, ProfileError on
+    unreadable input."""
+    find = nvtx_steps if source == "nsys" else kineto_steps
+    steps = chosen(path, find(path, choice.name), choice)
     prof, bd = read_window(path, source, steps, choice.label(), cpu_ops)
     if len(steps) == 1:
         return StepRead(prof, bd, [(steps[0], bd)])

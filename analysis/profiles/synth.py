@@ -1,14 +1,12 @@
 """Synthetic profiles in the real on-disk formats, for tests and the parser benchmark.
 
-`NSYS_SCHEMAS` follows the tables of an `nsys export --type sqlite` file as three generations of
-nsys write them, for the tables the reader uses:
-    2022.4  no ENUM_* tables at all; CUPTI_ACTIVITY_KIND_RUNTIME has eventClass already
-    2024.4  ENUM_NSYS_EVENT_CLASS and ENUM_CUDA_MEMCPY_OPER (id, name, label)
-    2025.3  CUPTI_ACTIVITY_KIND_MEMCPY gains copyCount (CUPTI's batched copies), greenContextId
-Both generators write a fixed template of events over and over with shifted timestamps, so the
-expected aggregate is known exactly without re-reading. The nsys template has what real exports
-recorded with `--cudabacktrace` hold: a second RUNTIME row of event class 67 beside some calls,
-a batched copy record (copyCount 4) and a unified-memory copy.
+NSYS_SCHEMAS: the tables the reader uses as three nsys generations write them: 2022.4 has no
+ENUM_* tables (RUNTIME has eventClass already), 2024.4 adds ENUM_NSYS_EVENT_CLASS and
+ENUM_CUDA_MEMCPY_OPER (id, name, label), 2025.3 adds MEMCPY.copyCount (CUPTI's batched copies)
+and greenContextId. Both writers repeat a template of events with shifted timestamps, so the
+expected aggregate is known without re-reading. The nsys template holds what real exports made
+with `--cudabacktrace` hold: a backtrace row (event class 67) beside some calls, a batched copy
+(copyCount 4) and a unified-memory copy.
 """
 
 from __future__ import annotations
@@ -56,51 +54,35 @@ CREATE TABLE ENUM_NSYS_EVENT_CLASS (id INTEGER NOT NULL PRIMARY KEY, name TEXT N
     label TEXT NOT NULL);
 """
 _GREEN = "\n    greenContextId INTEGER,"
+
+
+def _layout(enums: bool, green: str, extra: str) -> str:
+    kernel, memcpy = _KERNEL.format(green=green), _MEMCPY.format(green=green, extra=extra)
+    return "\n".join([_COMMON, *([_ENUMS] if enums else []), _DETAILS, _RUNTIME, kernel, memcpy])
+
+
 NSYS_SCHEMAS: dict[str, str] = {
-    "2022.4": "\n".join(
-        [_COMMON, _DETAILS, _RUNTIME, _KERNEL.format(green=""), _MEMCPY.format(green="", extra="")]
-    ),
-    "2024.4": "\n".join(
-        [
-            _COMMON,
-            _ENUMS,
-            _DETAILS,
-            _RUNTIME,
-            _KERNEL.format(green=""),
-            _MEMCPY.format(green="", extra=",\n    virtualAddress INTEGER"),
-        ]
-    ),
-    "2025.3": "\n".join(
-        [
-            _COMMON,
-            _ENUMS,
-            _DETAILS,
-            _RUNTIME,
-            _KERNEL.format(green=_GREEN),
-            _MEMCPY.format(green=_GREEN, extra=",\n    virtualAddress INTEGER, copyCount INTEGER"),
-        ]
-    ),
+    "2022.4": _layout(False, "", ""),
+    "2024.4": _layout(True, "", ",\n    virtualAddress INTEGER"),
+    "2025.3": _layout(True, _GREEN, ",\n    virtualAddress INTEGER, copyCount INTEGER"),
 }
 NSYS_VERSIONS = tuple(NSYS_SCHEMAS)
 NSYS_LATEST = NSYS_VERSIONS[-1]
 
-# ENUM_CUDA_MEMCPY_OPER as newer nsys writes it, and the short labels of older versions.
-MEMCPY_OPER = [
-    (0, "CUDA_MEMCPY_OPER_UNKNOWN", "Unknown", "Unknown"),
-    (1, "CUDA_MEMCPY_OPER_HTOD", "Host-to-Device", "HtoD"),
-    (2, "CUDA_MEMCPY_OPER_DTOH", "Device-to-Host", "DtoH"),
-    (3, "CUDA_MEMCPY_OPER_HTOA", "Host-to-Array", "HtoA"),
-    (4, "CUDA_MEMCPY_OPER_ATOH", "Array-to-Host", "AtoH"),
-    (5, "CUDA_MEMCPY_OPER_ATOA", "Array-to-Array", "AtoA"),
-    (6, "CUDA_MEMCPY_OPER_ATOD", "Array-to-Device", "AtoD"),
-    (7, "CUDA_MEMCPY_OPER_DTOA", "Device-to-Array", "DtoA"),
-    (8, "CUDA_MEMCPY_OPER_DTOD", "Device-to-Device", "DtoD"),
-    (9, "CUDA_MEMCPY_OPER_HTOH", "Host-to-Host", "HtoH"),
-    (10, "CUDA_MEMCPY_OPER_PTOP", "Peer-to-Peer", "PtoP"),
-    (11, "CUDA_MEMCPY_OPER_UVM_HTOD", "Unified Host-to-Device", "UVM HtoD"),
-    (12, "CUDA_MEMCPY_OPER_UVM_DTOH", "Unified Device-to-Host", "UVM DtoH"),
-    (13, "CUDA_MEMCPY_OPER_UVM_DTOD", "Unified Device-to-Device", "UVM DtoD"),
-]
+# ENUM_CUDA_MEMCPY_OPER rows: (id, name, label as newer nsys writes it, older versions' label).
+_SHORT = ("Unknown", "HtoD", "DtoH", "HtoA", "AtoH", "AtoA", "AtoD", "DtoA", "DtoD", "HtoH", "PtoP",
+          "UVM HtoD", "UVM DtoH", "UVM DtoD")  # fmt: skip
+_WORDS = {"H": "Host", "D": "Device", "A": "Array", "P": "Peer"}
+
+
+def _label(short: str) -> str:
+    *uvm, kind = short.split()
+    words = f"{_WORDS[kind[0]]}-to-{_WORDS[kind[-1]]}" if "to" in kind else kind
+    return "Unified " * len(uvm) + words
+
+
+MEMCPY_OPER = [(i, "CUDA_MEMCPY_OPER_" + s.upper().replace(" ", "_"), _label(s), s)
+               for i, s in enumerate(_SHORT)]  # fmt: skip
 # ENUM_NSYS_EVENT_CLASS rows that CUDA tracing uses (ids as nsys documents them).
 EVENT_CLASSES = [
     (0, "TRACE_PROCESS_EVENT_CUDA_RUNTIME", "CUDA runtime"),
@@ -112,18 +94,15 @@ _API_SUFFIX = re.compile(r"_v\d+$")
 
 
 def backtrace_name(call: str) -> str:
-    """The name nsys gives a call's backtrace row: the API name without its `_v7000` suffix."""
+    """The name of a call's backtrace row: the API name without its `_v7000` suffix."""
     return _API_SUFFIX.sub("", call)
 
 
 def insert_for(
     con: sqlite3.Connection, table: str, params: tuple[str, ...], fixed: dict[str, str]
 ) -> tuple[str, Callable[[tuple], tuple]]:
-    """An INSERT into `table` as this file's schema has it, and a function that cuts a full
-    parameter tuple (one value per name in `params`) down to the columns the table has.
-
-    `fixed` gives SQL literals for other columns; any further column gets 0 (NOT NULL-safe).
-    """
+    """An INSERT into `table` as this file's schema has it, and a function cutting a tuple of
+    `params` down to the columns it has; `fixed`: SQL literals for others, the rest get 0."""
     cols = [r[1] for r in con.execute(f'PRAGMA table_info("{table}")')]
     keep = [i for i, c in enumerate(params) if c in cols]
     values = {params[i]: "?" for i in keep}
@@ -181,12 +160,9 @@ def write_nsys_sqlite(
     short_labels: bool = False,
     version: str = NSYS_LATEST,
 ) -> dict[str, tuple[int, int, int]]:
-    """Write an nsys-schema SQLite file (nsys `version`'s schema) of at least `size_mb` MB.
-
-    Returns the expected aggregate per raw name (copies under "memcpy:<copyKind>"): (calls,
-    total ns, bytes), calls counting each API call once and each copy of a batch (schemas
-    before 2025 have no copyCount: there a batch record is one call).
-    """
+    """Write an nsys export in `version`'s schema of at least `size_mb` MB; returns the expected
+    (calls, total ns, bytes) per raw name (copies as "memcpy:<copyKind>"), each copy of a batch a
+    call where the schema has copyCount."""
     path = Path(path)
     path.unlink(missing_ok=True)
     con = sqlite3.connect(path)
@@ -199,7 +175,12 @@ def write_nsys_sqlite(
         ids = {s: i + 1 for i, s in enumerate(strings)}
         con.executemany("INSERT INTO StringIds VALUES (?, ?)", [(i, s) for s, i in ids.items()])
         write_enums(con, short_labels)
-        inserts = _inserts(con)
+        inserts = {
+            kind: insert_for(con, f"CUPTI_ACTIVITY_KIND_{kind.upper()}", *spec)
+            for kind, spec in (("runtime", (RUNTIME_PARAMS, RUNTIME_FIXED)),
+                               ("kernel", (KERNEL_PARAMS, KERNEL_FIXED)),
+                               ("memcpy", (MEMCPY_PARAMS, MEMCPY_FIXED)))
+        }  # fmt: skip
         page_size = con.execute("PRAGMA page_size").fetchone()[0]
         target_pages = size_mb * 1e6 / page_size
         steps = 0
@@ -235,14 +216,6 @@ MEMCPY_FIXED = {"contextId": "1", "greenContextId": "NULL", "streamId": "7",
                 "globalPid": "16777216", "deprecatedSrcId": "NULL", "srcKind": "1",
                 "dstKind": "2", "dstDeviceId": "0", "graphNodeId": "NULL",
                 "virtualAddress": "NULL"}  # fmt: skip
-
-
-def _inserts(con: sqlite3.Connection) -> dict[str, tuple[str, Callable[[tuple], tuple]]]:
-    return {
-        "runtime": insert_for(con, "CUPTI_ACTIVITY_KIND_RUNTIME", RUNTIME_PARAMS, RUNTIME_FIXED),
-        "kernel": insert_for(con, "CUPTI_ACTIVITY_KIND_KERNEL", KERNEL_PARAMS, KERNEL_FIXED),
-        "memcpy": insert_for(con, "CUPTI_ACTIVITY_KIND_MEMCPY", MEMCPY_PARAMS, MEMCPY_FIXED),
-    }
 
 
 def _insert_batch(
@@ -296,10 +269,8 @@ _TORCH_STEP_US = 1_000.0
 def write_torch_trace(
     path: str | os.PathLike[str], size_mb: float
 ) -> dict[str, tuple[int, float, int]]:
-    """Write a plain-JSON kineto-style trace of at least `size_mb` MB.
-
-    Returns the expected aggregate per raw name: (calls, total us, bytes).
-    """
+    """Write a plain-JSON Kineto trace of at least `size_mb` MB; returns the expected (calls,
+    total us, bytes) per raw name."""
     path = Path(path)
     target = size_mb * 1e6
     steps = 0
@@ -330,7 +301,6 @@ def write_torch_trace(
             fh.write(text)
             written += len(text)
         fh.write('\n  ],\n  "traceName": "synthetic"\n}\n')
-    expected: dict[str, tuple[int, float, int]] = {}
-    for _, name, dur, nbytes in _TORCH_EVENTS:
-        expected[name] = (steps, dur * steps, (nbytes or 0) * steps)
-    return expected
+    return {
+        name: (steps, dur * steps, (nbytes or 0) * steps) for _, name, dur, nbytes in _TORCH_EVENTS
+    }

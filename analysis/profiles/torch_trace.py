@@ -1,27 +1,10 @@
-"""Read a torch.profiler / kineto Chrome trace (*.pt.trace.json[.gz]) into aggregated metric rows.
+"""Read a torch.profiler / Kineto Chrome trace (*.pt.trace.json[.gz]) into aggregated metric rows.
 
-The trace is parsed incrementally: the file is read in chunks and the elements of the
-"traceEvents" array are decoded a batch at a time (json; the optional msgspec from the second
-batch on, kineto_fast), so memory holds one chunk plus one row per distinct event name, whatever
-the file size (multi-GB traces are common).
-
-Event categories used (kineto names; times are microseconds):
-    cuda_runtime / cuda_driver   host API calls: cudaLaunchKernel, cudaStreamSynchronize, ...
-    kernel                       GPU kernels, incl. ncclDevKernel_AllGather_RING_LL(...)
-    gpu_memcpy                   "Memcpy HtoD (Pageable -> Device)" with args.bytes
-    cpu_op / user_annotation     CPU ops and record_function ranges (optional "cpu:" rows)
-Every Kineto trace torch has written reads so: torch 1.8-1.10 name the categories Runtime,
-Kernel, Memcpy, Memset and Operator (kineto_fold.KIND_BY_CAT), put GPU events on threads named
-"stream 7" and write whole-number timestamps; a torch 1.8 trace may be a bare JSON array.
-
-A ROCm build's trace writes its HIP calls under cuda_runtime: the profile's device_kind is
-"HIP/ROCm", and its calls are rows of their own HIP metrics, never CUDA's; a trace with GPU events
-of categories this reader does not know, and none it knows, is a ProfileError naming the
-categories found (kineto_fold). A CPU-only trace has no GPU categories, so it yields no CUDA rows
-(absent, not zero).
-
-`cpu:<op>` rows: the calls, and the wall time inside the op (kineto_cpu: the union of its calls,
-nested calls and calls on several threads at once counted once), so a share of at most 1.
+The trace is parsed incrementally, a chunk read and a batch of "traceEvents" elements decoded at
+a time (json; msgspec from the second batch on, kineto_fast): memory is one chunk plus one row
+per distinct event name, whatever the file size (multi-GB traces are common). The generations
+read (torch 1.8's bare array and capitalised categories to 2.x, ROCm, CPU-only): README's
+version table; the `cpu:<op>` rows and device_kind: README, "How the nsys reader counts".
 """
 
 from __future__ import annotations
@@ -54,9 +37,7 @@ from .metrics import (
 )
 
 GZIP_MAGIC = b"\x1f\x8b"
-_CHUNK_CHARS = (
-    1 << 18
-)  # per read: 1 << 20 was no faster, and a long trace's heap grew (flat memory)
+_CHUNK_CHARS = 1 << 18  # per read: 1 << 20 was no faster, and a long trace's heap grew
 _MAX_PENDING = 16 << 20  # one JSON element larger than this is treated as corrupt input
 _BATCH_CHARS = 1 << 16  # text decoded by one C call (a Python step per element: +25%)
 _WS = re.compile(r"[ \t\n\r]*")
@@ -64,12 +45,11 @@ _SEP = re.compile(r"[ \t\n\r]*([,\]])[ \t\n\r]*")
 _STEP = re.compile(r"^(ProfilerStep)#\d+$")  # one name per step otherwise
 _US_PER_S = 1e6
 _NS_PER_S = 1e9
-# Kineto's top-level "schemaVersion" values the golden traces carry (README); a newer one is read
-# with one warning line. Bare-array traces record none.
+# Kineto "schemaVersion" values the golden traces carry (README); a newer one gets one warning.
 KINETO_COVERED = ("1",)
-
 # The wall time of a trace: from its first complete event's start to its last one's end.
 SPAN_TRACE = "trace span"
+_NO_EVENTS = "JSON without a traceEvents array (not a Chrome trace)"
 
 
 def read_torch_trace(
@@ -78,14 +58,13 @@ def read_torch_trace(
     feed_for: Callable[[bool], Feed] | None = None,
     events: Callable[[Iterator[list[Any]]], Iterator[list[Any]]] | None = None,
 ) -> RankProfile:
-    """Aggregate one Chrome trace; `cpu_ops` adds "cpu:<op>" rows (module docstring).
+    """Aggregate one Chrome trace; `cpu_ops` adds "cpu:<op>" rows. ProfileError naming the file
+    for a missing, truncated or non-trace file, or one of GPU events of no known category.
 
-    feed_for: given keep_all, the Feed that gets every complete ("X") event whose cat is in its
-    cats, in the same pass (the time breakdown collects its intervals so). The trace is read a
-    second time, every interval kept (keep_all), where its events come out of time order beyond
-    what the feed or the CPU ops' unions fold. events: applied to the decoded event batches before
-    they are counted (steps.py clips them to a window). Raises ProfileError naming the file for a missing,
-    truncated or non-trace file, and for one with GPU events of no category this reader knows.
+    feed_for(keep_all): the Feed given every complete event of its cats in the same pass (the
+    time breakdown). Where the events come out of time order beyond what the feed or the CPU
+    unions fold, the trace is read again, keeping every interval. events: a transform of the
+    decoded batches (steps.py clips them to a window).
     """
     path = Path(path)
     for keep_all in (False, True):
@@ -99,16 +78,17 @@ def read_torch_trace(
 
 
 def op_name(raw: str) -> str:
-    """The name a CPU op's row has: ProfilerStep#1, #2 ... are one op, ProfilerStep."""
+    """A CPU op's row name: ProfilerStep#1, #2 ... are one op, ProfilerStep."""
     return _STEP.sub(r"\1", raw)
 
 
 @contextlib.contextmanager
 def _reading(path: Path) -> Iterator[TextIO | GzipText]:
-    """The trace's text, opened; every way a file fails to read is one ProfileError naming it (the
-    metrics reader and the breakdown's event stream share it)."""
+    """The trace's text; every way a file fails to read is one ProfileError naming it."""
     try:
-        with _open_text(path) as fh:
+        with open(path, "rb") as fh:
+            gz = fh.read(2) == GZIP_MAGIC
+        with GzipText(path) if gz else open(path, encoding="utf-8") as fh:
             yield fh
     except FileNotFoundError as exc:
         raise ProfileError(path, "file not found") from exc
@@ -120,14 +100,6 @@ def _reading(path: Path) -> Iterator[TextIO | GzipText]:
         raise ProfileError(path, f"cannot read file ({exc.strerror or exc})") from exc
 
 
-def _open_text(path: Path) -> TextIO | GzipText:
-    with open(path, "rb") as fh:
-        magic = fh.read(2)
-    if magic == GZIP_MAGIC:
-        return GzipText(path)
-    return open(path, encoding="utf-8")
-
-
 class _JsonStream:
     """Minimal pull parser: enough JSON structure to walk {"...": ..., "traceEvents": [...]}."""
 
@@ -136,8 +108,8 @@ class _JsonStream:
         self.buf, self.pos, self.consumed, self.eof = "", 0, 0, False
         self.decoder = json.JSONDecoder()
         self.batch_from = 0  # no batch before this buffer index (a cut there failed)
-        # Whether batches may be decoded by kineto_fast (from the second on: a small trace is
-        # read without importing it), given then as its Records; not where json's dicts are read.
+        # Whether kineto_fast may decode batches (from the second on: a small trace is read
+        # without importing it); not where json's dicts are read.
         self.fast = False
         self.batches = 0
 
@@ -192,23 +164,19 @@ class _JsonStream:
             return obj
 
     def _why(self, exc: json.JSONDecodeError) -> str:
-        """Say "truncated" when the input just stops at EOF, "invalid" when bad text follows."""
-        if not self.eof:
-            return "invalid"
-        if exc.msg.startswith("Unterminated string") or exc.pos >= len(self.buf.rstrip()):
-            return "truncated"
-        return "invalid"
+        """ "truncated" where the input just stops at EOF, "invalid" where bad text follows."""
+        cut = exc.msg.startswith("Unterminated string") or exc.pos >= len(self.buf.rstrip())
+        return "truncated" if self.eof and cut else "invalid"
 
     def _batch(self) -> list[Any] | None:
-        """Decode the complete elements ahead in one call, leaving pos at the next one; None
-        where no cut is found or the batch does not decode (the per-element path then reads
-        those elements and reports any error at its exact place). A batch's worth of text is
-        kept ahead (read first), so a cut is found at a chunk's end too: the per-element path
-        there cost two decode errors per chunk, each counting lines in the buffer.
+        """Decode the complete elements ahead in one call, leaving pos at the next one; None where
+        no cut is found or the batch does not decode (the per-element path then reports any
+        error at its place). A batch's worth of text is kept ahead, so a cut is found at a
+        chunk's end too (the per-element path cost two decode errors per chunk there).
 
         A cut is a '}' followed by ',' and '{'. One inside a string or a nested value leaves the
         text before it unbalanced or a string open, so it never decodes: whatever decodes ends
-        on an element boundary of the array."""
+        on an element boundary."""
         _ = len(self.buf) - self.pos < _BATCH_CHARS and self._fill()
         buf, pos = self.buf, self.pos
         if pos < self.batch_from:
@@ -229,12 +197,11 @@ class _JsonStream:
         try:
             self.batches += 1
             decode = kineto_fast.decoder() if self.fast and self.batches > 1 else None
-            if decode is not None:
-                events = decode(text)
-                if events is not None:  # else json decodes it: the same values, or its error
-                    self.pos = m.end()
-                    return kineto_fast.records(events)
-            objs = self.decoder.raw_decode(text)[0]
+            events = decode(text) if decode is not None else None
+            # where msgspec refuses it, json decodes it: the same values, or its error
+            objs = (
+                self.decoder.raw_decode(text)[0] if events is None else kineto_fast.records(events)
+            )
         except json.JSONDecodeError:
             self.batch_from = cut + 1
             return None
@@ -250,26 +217,13 @@ class _JsonStream:
         if self.peek_char() == "]":
             self.next_char()
             return
-        scan, sep = self.decoder.scan_once, _SEP
         while True:
             batch = self._batch()
             if batch is not None:
                 yield batch
                 continue
-            # Fast path: element and separator both inside the buffer (all but ~1 per chunk).
-            buf = self.buf
-            try:
-                obj, end = scan(buf, self.pos)
-                m = sep.match(buf, end)
-            except (StopIteration, json.JSONDecodeError):
-                m = None
-            if m is not None and (m.end() < len(buf) or self.eof):
-                self.pos = m.end()
-                yield [obj]
-                if m.group(1) == "]":
-                    return
-                continue
-            # Slow path: the element or the separator runs past the buffer end (or is invalid).
+            # One element: where no batch is cut (the last one, one longer than _BATCH_CHARS),
+            # or one does not decode (its error is then found at its place).
             obj = self.value()
             ch = self.next_char()
             if ch not in (",", "]"):
@@ -281,18 +235,16 @@ class _JsonStream:
 
 
 def _walk(stream: _JsonStream, meta: dict[str, Any]) -> Iterator[list[Any]]:
-    """Events of a {"traceEvents": [...]} object or of a bare Chrome-trace array, in lists."""
+    """Events of a {"traceEvents": [...]} object or of a bare Chrome-trace array, in lists;
+    ProfileError at the end where there is no traceEvents array."""
     first = stream.next_char()
     if first == "[":
-        meta["has_events"] = True
         yield from stream.events()
         return
     if first != "{":
         raise stream._fail("not a JSON Chrome trace (expected '{' or '[')")
-    while True:
-        ch = stream.next_char()
-        if ch == "}":
-            return
+    found = False
+    while (ch := stream.next_char()) != "}":
         if ch != '"':
             raise stream._fail("truncated JSON" if not ch else "invalid JSON object")
         stream.pos -= 1
@@ -302,15 +254,17 @@ def _walk(stream: _JsonStream, meta: dict[str, Any]) -> Iterator[list[Any]]:
         if key == "traceEvents":
             if stream.next_char() != "[":
                 raise stream._fail("traceEvents is not an array")
-            meta["has_events"] = True
+            found = True
             yield from stream.events()
         else:
             meta[key] = stream.value()  # small metadata such as distributedInfo
         ch = stream.next_char()
         if ch == "}":
-            return
+            break
         if ch != ",":
             raise stream._fail("truncated JSON" if not ch else "invalid JSON object")
+    if not found:
+        raise ProfileError(stream.path, _NO_EVENTS)
 
 
 def _aggregate(
@@ -321,8 +275,8 @@ def _aggregate(
     cpu: CpuUnions | None,
     events: Callable[[Iterator[list[Any]]], Iterator[list[Any]]] | None = None,
 ) -> RankProfile | None:
-    """The profile of one reading; None where the feed or the CPU ops' unions found the events
-    out of time order (read again with keep_all)."""
+    """The profile of one reading; None where the feed or the CPU unions found the events out of
+    time order (read again with keep_all)."""
     meta: dict[str, Any] = {}
     found = Folded()
     stream.fast = events is None  # the steps' clipping reads json's dicts
@@ -334,8 +288,6 @@ def _aggregate(
     except (TypeError, ValueError, AttributeError) as exc:
         # e.g. "ts": "abc" or "args": [] -- a JSON file, but not a Chrome trace we can trust
         raise stream._fail(f"malformed trace event ({exc})") from None
-    if not meta.get("has_events"):
-        raise ProfileError(path, "JSON without a traceEvents array (not a Chrome trace)")
     unknown = unknown_gpu(path, found.cats)
     try:  # the CPU ops first: where they need numpy, the feed's unions use it too (fold_small)
         op_time = cpu.result() if cpu is not None else {}
@@ -349,11 +301,14 @@ def _aggregate(
     kind = device_kind(meta, acc, found.cats)
     lo, hi = found.lo, found.hi
     note = newer_version_note("Kineto schema", meta.get("schemaVersion"), KINETO_COVERED)
+    info = meta.get("distributedInfo")
+    rank = info.get("rank") if isinstance(info, dict) else None
+    rank = rank if isinstance(rank, int) else None
     # In ns as the breakdown rounds Kineto's microseconds (breakdown.kineto_ns).
     place = {SPAN_TRACE: (us_ns(lo), us_ns(hi))} if hi >= lo else {}
     wall_s = (place[SPAN_TRACE][1] - place[SPAN_TRACE][0]) / _NS_PER_S if place else 0.0
     return RankProfile(
-        str(path), "torch", wall_s, SPAN_TRACE, _rows(acc, op_time, kind), _rank_hint(meta),
+        str(path), "torch", wall_s, SPAN_TRACE, _rows(acc, op_time, kind), rank,
         version_note="; ".join(n for n in (note, unknown) if n), span_ns=place, device_kind=kind,
     )  # fmt: skip
 
@@ -372,36 +327,21 @@ def _rows(acc: dict[tuple[str, str], list], op_time: dict[str, int], kind: str) 
             metric = CPU_PREFIX + raw
         if metric is None:
             continue
-        row = merged.get((metric, raw))
-        if row is None:
-            merged[(metric, raw)] = Row(
-                metric, raw, calls, total_us / _US_PER_S, nbytes if what == "memcpy" else None
-            )
-        else:  # ProfilerStep#1, #2 ... collapse into one row
-            row.calls += calls
-            row.total_s += total_us / _US_PER_S
+        # ProfilerStep#1, #2 ... collapse into one row
+        row = merged.setdefault(
+            (metric, raw), Row(metric, raw, 0, 0.0, nbytes if what == "memcpy" else None)
+        )
+        row.calls += calls
+        row.total_s += total_us / _US_PER_S
     for (metric, raw), row in merged.items():
         if metric.startswith(CPU_PREFIX) and raw in op_time:
             row.total_s = op_time[raw] / _NS_PER_S  # the union, not the sum (module docstring)
     return list(merged.values())
 
 
-def _rank_hint(meta: dict[str, Any]) -> int | None:
-    info = meta.get("distributedInfo")
-    if isinstance(info, dict) and isinstance(info.get("rank"), int):
-        return info["rank"]
-    return None
-
-
 def iter_trace_events(path: str | os.PathLike[str]) -> Iterator[Any]:
-    """Every element of a trace's traceEvents, streamed, for readers other than the metrics one.
-
-    Raises ProfileError naming the file, as read_torch_trace does, on unreadable input.
-    """
+    """Every element of a trace's traceEvents, streamed; ProfileError as read_torch_trace."""
     path = Path(path)
     with _reading(path) as fh:
-        meta: dict[str, Any] = {}
-        for evs in _walk(_JsonStream(fh, path), meta):
+        for evs in _walk(_JsonStream(fh, path), {}):
             yield from evs
-        if not meta.get("has_events"):
-            raise ProfileError(path, "JSON without a traceEvents array (not a Chrome trace)")

@@ -13,8 +13,8 @@ import pytest
 from profile_builders import cli_fails, make_nsys
 
 from analysis.profiles import collect, read_nsys_sqlite
-from analysis.profiles.metrics import read_metrics_csv
-from analysis.profiles.nsys_sqlite import SPAN_ACTIVITY, SPAN_SESSION, choose_wall, with_capture
+from analysis.profiles.metrics import RankProfile, read_metrics_csv
+from analysis.profiles.nsys_sqlite import SPAN_ACTIVITY, SPAN_SESSION, with_capture
 from run import store
 from run.llm import launch as llm_launch
 from run.llm import spec as llm_spec
@@ -62,15 +62,24 @@ def test_reader_offers_both_spans(tmp_path: Path) -> None:
 )
 def test_choose_wall(capture: str | None, wall: float, span: str, why: str) -> None:
     got, where = choose_wall({SPAN_SESSION: 0.010, SPAN_ACTIVITY: 0.002}, capture)
-    assert got == wall and where.startswith(span) and why in where
+    assert got == pytest.approx(wall) and where.startswith(span) and why in where
 
 
 def test_choose_wall_falls_back_and_never_invents() -> None:
     # a --duration export without ANALYSIS_DETAILS: the activity span, saying so
     got, where = choose_wall({SPAN_ACTIVITY: 0.002}, profiling.CAPTURE_DURATION)
-    assert got == 0.002 and where.startswith(SPAN_ACTIVITY) and "duration" in where
+    assert got == pytest.approx(0.002) and where.startswith(SPAN_ACTIVITY) and "duration" in where
     # a capture window cannot come from the session: no activity, no wall (shares NaN)
     assert choose_wall({SPAN_SESSION: 0.010}, profiling.CAPTURE_API) == (0.0, "")
+
+
+def choose_wall(spans: dict[str, float], capture: str | None) -> tuple[float, str]:
+    """(wall_s, wall_from) with_capture gives a profile of these spans (SESSION, activity 2-4 ms)."""
+    places = {SPAN_SESSION: SESSION, SPAN_ACTIVITY: (2_000_000, 4_000_000)}
+    prof = RankProfile("x.sqlite", "nsys", 0.0, "", [], spans=spans,
+                       span_ns={k: v for k, v in places.items() if k in spans})  # fmt: skip
+    got = with_capture(prof, capture)
+    return got.wall_s, got.wall_from
 
 
 def test_with_capture_leaves_torch_alone(tmp_path: Path) -> None:
