@@ -20,8 +20,8 @@ needing more ranks than the node has (run.node.probe.max_ranks), or one this mac
 (run/sweep/left.py: the Makefile asks it which sweeps to run, so `missing` is what make runs).
 Run names (and so states) are the sweep's: the profiler is resolved as run.sweep does (PROFILER).
 
-The estimates come from the cost model (run/sweep/cost.py, anchored on the paper's own times in
-run/sweep/paper.py) and are calibrated on this machine's finished runs (run/sweep/calibration.py).
+The estimates come from the cost model (run/sweep/cost.py, anchored on the paper's own times) and
+are calibrated on this machine's finished runs.
 """
 
 from __future__ import annotations
@@ -37,11 +37,8 @@ from run.errors import UserError
 from run.node import probe as hw
 from run.node import profiling
 from run.program import program
-from run.sweep import left
+from run.sweep import cost, left
 from run.sweep import matrix as mx
-from run.sweep.calibration import calibration, calibration_detail
-from run.sweep.cost import QAT_FITS_GPUS, estimate_s, expect_oom, on_gpu, post_s
-from run.sweep.paper import PAPER_GPU, paper_node_gpus
 from run.sweep.workloads import WORKLOADS
 
 # One module per artifact, named after its make target (the Makefile builds a target when its
@@ -93,22 +90,22 @@ def plan_node(
     if target_gpus is not None and target_gpus < 1:
         raise PlanError(f"--gpus {target_gpus}: a node has at least 1 GPU")
     needs_gpu = mx.scale_device(scale, matrix) == "gpu"
-    if target_gpus is None and not (needs_gpu and not on_gpu(info)):
-        if on_gpu(info):
+    if target_gpus is None and not (needs_gpu and not cost.on_gpu(info)):
+        if cost.on_gpu(info):
             return info, f"estimated for this machine: {info['gpu_count']} x {info['gpu_model']}"
         cores = hw.max_ranks(info)
         return info, f"estimated for this machine: no GPU, {cores} CPU core(s) for gloo ranks"
-    n = target_gpus if target_gpus is not None else paper_node_gpus()
-    model = info.get("gpu_model") if on_gpu(info) else None
+    n = target_gpus if target_gpus is not None else cost.paper_node_gpus()
+    model = info.get("gpu_model") if cost.on_gpu(info) else None
     node = {
         **info,
         "gpu_count": n,
-        "gpu_model": model or f"{PAPER_GPU} (assumed: the paper's GPU)",
+        "gpu_model": model or f"{cost.PAPER_GPU} (assumed: the paper's GPU)",
         "gpus": [],
         "assumed_node": model is None,
     }
-    here = f"{info['gpu_count']} x {info['gpu_model']}" if on_gpu(info) else "no GPU"
-    return node, f"estimated for a {n} x {model or PAPER_GPU} node; this machine has {here}"
+    here = f"{info['gpu_count']} x {info['gpu_model']}" if cost.on_gpu(info) else "no GPU"
+    return node, f"estimated for a {n} x {model or cost.PAPER_GPU} node; this machine has {here}"
 
 
 def _state(
@@ -147,7 +144,7 @@ def build(
     matrix = matrix or mx.load_matrix()
     node, _ = plan_node(scale, info, matrix, target_gpus)
     here = target_gpus is None and not node.get("assumed_node")  # not another node
-    factors = calibration(scale, node, matrix)
+    factors = cost.calibration(scale, node, matrix)
     override = mx.profiler_override()
     if override == "nsys" and node.get("assumed_node") and not node.get("nsys"):
         node = {**node, "nsys": "nsys (assumed on the node)"}
@@ -163,14 +160,18 @@ def build(
                     rows[name].experiments.append(exp_id)
                 continue
             state, reason = _state(scale, name, spec, node, here)
-            if state == "missing" and not reason and expect_oom(spec, node):
-                reason = f"estimated as out of memory below {QAT_FITS_GPUS} GPUs, as the paper's"
+            if state == "missing" and not reason and cost.expect_oom(spec, node):
+                reason = (
+                    f"estimated as out of memory below {cost.QAT_FITS_GPUS} GPUs, as the paper's"
+                )
             workload = spec["workload"]
             steps, epochs = WORKLOADS[workload].planned_steps(spec), spec["epochs"]
             est = 0.0
             if state in ("missing", "failed", "oom"):
                 w = windows[workload]
-                est = factors[workload] * estimate_s(spec, node, w) + post_s(spec, node, w)
+                est = factors[workload] * cost.estimate_s(spec, node, w) + cost.post_s(
+                    spec, node, w
+                )
             rows[name] = PlanRow(
                 name=name,
                 workload=workload,
@@ -235,7 +236,7 @@ def render(
     if node_note is None:
         node_note = (
             f"estimated for {info['gpu_count']} x {info['gpu_model']}"
-            if on_gpu(info)
+            if cost.on_gpu(info)
             else "estimated for this machine (no GPU)"
         )
     exps = _experiments(rows, matrix)
@@ -307,7 +308,7 @@ def _totals(rows: list[PlanRow], info: dict[str, Any]) -> list[str]:
             f"Llama3-8B stand-ins: {n_random} run(s) with random weights, {n_bytes} with the byte "
             "tokenizer (no LLAMA3_DIR / LLAMA3_TOKENIZER: `make assets HF_TOKEN=hf_...`)"
         )
-    gloo = "" if on_gpu(info) else "; on a CPU machine, gloo ranks count as GPUs"
+    gloo = "" if cost.on_gpu(info) else "; on a CPU machine, gloo ranks count as GPUs"
     out.append(f"GPU-hours still to spend: {gpu_hours(rows):.2f} (missing runs: est x GPUs{gloo})")
     out.append(
         f"wall time on this node: {fmt_s(wall_s(rows)) if to_spend(rows) else 'nothing to run'} "
@@ -340,7 +341,7 @@ def _calibrated(calib: dict[str, tuple[float, int]]) -> str:
 
 
 def _model(info: dict[str, Any]) -> str:
-    if on_gpu(info):
+    if cost.on_gpu(info):
         return (
             "the paper's times (Tables 2 and 3 for vision, Table 5 for LLM, in "
             "reference/paper/*.csv) and the assumptions in run/sweep/cost.py"
@@ -364,10 +365,10 @@ def main(argv: list[str]) -> int:
     matrix = mx.load_matrix()
     node, note = plan_node(scale, info, matrix, args.gpus)
     rows = build(scale, args.exp, info, matrix, args.gpus)
-    calib = calibration_detail(scale, node, matrix)
+    calib = cost.calibration_detail(scale, node, matrix)
     if args.json:  # what the report's "next on a GPU node" reads (report/nextgpu.py)
         where = (f"{node['gpu_count']} x {node['gpu_model']}".removesuffix(
-            " (assumed: the paper's GPU)") if on_gpu(node) else "this machine (no GPU)")  # fmt: skip
+            " (assumed: the paper's GPU)") if cost.on_gpu(node) else "this machine (no GPU)")  # fmt: skip
         print(json.dumps({"scale": scale, "runs": len(rows),
                           "missing": len(to_spend(rows)), "gpu_hours": gpu_hours(rows),
                           "wall_s": wall_s(rows), "wall": fmt_s(wall_s(rows)),
