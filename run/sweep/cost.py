@@ -262,26 +262,28 @@ def _t2(g: int, prec: str) -> float:
     return table2()[(top, prec)] * top / g
 
 
+def _capped(table: dict[tuple[int, Any], float], g: int, key: Any) -> float:
+    """A Table 3 or 5 value; beyond the table the largest GPU count's."""
+    return table[(min(g, max(k for k, _ in table)), key)]
+
+
 def _pin_ratio(g: int, pin: bool) -> float:
-    if not pin:
-        return 1.0
-    g = min(g, max(k for k, _ in table3()))
-    return table3()[(g, True)] / table3()[(g, False)]
+    return _capped(table3(), g, True) / _capped(table3(), g, False) if pin else 1.0
 
 
-def _vision_images_per_rank(spec: dict[str, Any]) -> float:
+def _vision_units(spec: dict[str, Any]) -> tuple[float, int]:
+    """(training images per rank plus evaluation's share over the run, eval batches per epoch);
+    evaluation is sharded for every strategy."""
     n, g = spec["train_images"], spec["gpus"]
     if spec["strategy"] == "ddp_ds" or g == 1:
-        return math.ceil(n / g)
-    if spec["strategy"] == "ddp":
-        return n
-    return n * (VISION_LOAD_SHARE + (1 - VISION_LOAD_SHARE) / g)
-
-
-def _vision_eval(spec: dict[str, Any]) -> tuple[float, int]:
-    """Evaluation per epoch and rank: (images, batches); sharded for every strategy."""
-    per_rank = math.ceil(spec["test_images"] / spec["gpus"])
-    return per_rank, math.ceil(per_rank / spec["batch_size"])
+        images = math.ceil(n / g)
+    elif spec["strategy"] == "ddp":
+        images = n
+    else:
+        images = n * (VISION_LOAD_SHARE + (1 - VISION_LOAD_SHARE) / g)
+    per_rank = math.ceil(spec["test_images"] / g)
+    units = spec["epochs"] * (images + EVAL_COST_SHARE * per_rank)
+    return units, math.ceil(per_rank / spec["batch_size"])
 
 
 def _vision_width(spec: dict[str, Any]) -> float:
@@ -298,8 +300,7 @@ def _vision_gpu_loop(spec: dict[str, Any]) -> float:
         math.ceil(a["train_images"] / g) + EVAL_COST_SHARE * math.ceil(a["test_images"] / g)
     )
     unit = _t2(g, prec) / anchor_units
-    eval_images, eval_batches = _vision_eval(spec)
-    units = spec["epochs"] * (_vision_images_per_rank(spec) + EVAL_COST_SHARE * eval_images)
+    units, eval_batches = _vision_units(spec)
     pixels = (spec["image_size"] / a["image_size"]) ** 2 * _vision_width(spec)
     # device upsampling makes the copy cheaper as pinning does; both at once count once
     cheap_copy = spec["pin_memory"] or spec.get("upsample") == "device"
@@ -322,8 +323,7 @@ def _vision_cpu_loop(spec: dict[str, Any], info: dict[str, Any]) -> float:
     g = spec["gpus"]
     cores = _cores(info)
     threads = 1  # one compute thread per rank (run/node/threads.py)
-    eval_images, _ = _vision_eval(spec)
-    units = spec["epochs"] * (_vision_images_per_rank(spec) + EVAL_COST_SHARE * eval_images)
+    units, _ = _vision_units(spec)
     pixels = (spec["image_size"] / 32) ** 2 * _vision_width(spec)
     per_thread = units * pixels * CPU_PRECISION_FACTOR[spec["precision"]]
     # a run beside a busy core (run/node/busy.py) shares the cores with its burner too
@@ -346,11 +346,6 @@ def _token_factor(spec: dict[str, Any], relative_tokenizer: bool) -> float:
     return (1 - LLM_TOKEN_SHARE) + LLM_TOKEN_SHARE * tok / anchor
 
 
-def _s5(g: int, pin: bool) -> float:
-    g = min(g, max(k for k, _ in table5()))
-    return table5()[(g, pin)]
-
-
 def llm_s_per_it(spec: dict[str, Any], info: dict[str, Any]) -> float:
     """Estimated seconds per optimizer step of an LLM spec on this kind of machine."""
     method = METHOD_FACTOR[spec["method"]]
@@ -359,7 +354,7 @@ def llm_s_per_it(spec: dict[str, Any], info: dict[str, Any]) -> float:
         if spec["model"] == "tiny":
             return TINY_GPU_S_PER_IT * method
         compiled = LLM_COMPILE_FACTOR if spec.get("compile") else 1.0
-        s5 = _s5(g, spec["pin_memory"])
+        s5 = _capped(table5(), g, spec["pin_memory"])
         return s5 * method * _token_factor(spec, relative_tokenizer=False) * compiled
     cores = _cores(info)
     base = CPU_LLM_S_PER_IT if spec["model"] == "tiny" else CPU_8B_S_PER_IT
@@ -376,11 +371,6 @@ def expect_oom(spec: dict[str, Any], info: dict[str, Any]) -> bool:
         and spec["method"] == "qat"
         and spec["gpus"] < QAT_FITS_GPUS
     )
-
-
-def _llm_steps(spec: dict[str, Any], info: dict[str, Any]) -> int:
-    steps = llm_spec.planned_steps(spec)
-    return min(steps, 1) if expect_oom(spec, info) else steps
 
 
 def _window(spec: dict[str, Any], steps: int, window: dict[str, Any] | None) -> dict[str, Any]:
@@ -418,7 +408,8 @@ def _loop_and_steps(spec: dict[str, Any], info: dict[str, Any]) -> tuple[float, 
         if gpu:
             return _vision_gpu_loop(spec), steps, VISION_STARTUP_S + compile_s
         return _vision_cpu_loop(spec, info), steps, CPU_VISION_STARTUP_S + compile_s
-    steps = _llm_steps(spec, info)
+    steps = llm_spec.planned_steps(spec)
+    steps = min(steps, 1) if expect_oom(spec, info) else steps
     loop = steps * llm_s_per_it(spec, info)
     extra = (LLM_COMPILE_S if gpu else CPU_LLM_COMPILE_S) if spec.get("compile") else 0.0
     extra += PACK_S_PER_ROW * llm_spec.dataset_rows(spec) if spec.get("packed") else 0.0
@@ -434,10 +425,9 @@ def _loop_and_steps(spec: dict[str, Any], info: dict[str, Any]) -> tuple[float, 
 def estimate_s(
     spec: dict[str, Any], info: dict[str, Any], window: dict[str, Any] | None = None
 ) -> float:
-    """Predicted wall seconds of one launch of `spec` (start-up included) on this kind of machine
-    (`info` as run.node.probe.probe() gives it), before local calibration. 0 for a cell the sweep
-    records as unsupported without launching it. `window`: the scale's profiling window for the
-    spec's workload (DEFAULT_WINDOW when not given)."""
+    """Predicted wall seconds of one launch (start-up included) on the machine `info` describes,
+    before local calibration; 0 for an unsupported cell. `window`: the scale's profiling window
+    (DEFAULT_WINDOW when not given)."""
     if _unsupported(spec):
         return 0.0
     loop, steps, start = _loop_and_steps(spec, info)
@@ -450,9 +440,7 @@ def post_s(
 ) -> float:
     """Seconds after the launch: nsys export or torch trace parsing into profile_metrics.csv."""
     prof = spec.get("profiler", "none")
-    if prof not in ("nsys", "torch"):
-        return 0.0
-    if _unsupported(spec):
+    if prof not in ("nsys", "torch") or _unsupported(spec):
         return 0.0
     loop, steps, _ = _loop_and_steps(spec, info)
     _, traced = _profiled(spec, loop, steps, window)
@@ -493,8 +481,7 @@ def _same_kind(hardware: dict[str, Any] | None, info: dict[str, Any]) -> bool:
 def calibration_detail(
     scale: str, info: dict[str, Any], matrix: dict[str, Any]
 ) -> dict[str, tuple[float, int]]:
-    """Per workload: (median of launch_wall_s / estimate_s, number of runs) over this scale's
-    finished ok runs made on the same kind of machine. Workloads without such runs are absent."""
+    """Per workload with such runs: (the calibration factor, number of runs)."""
     ratios: dict[str, list[float]] = {}
     base = store.runs_dir(scale)
     if not base.is_dir():
@@ -534,7 +521,6 @@ def calibration_detail(
 
 
 def calibration(scale: str, info: dict[str, Any], matrix: dict[str, Any]) -> dict[str, float]:
-    """Factor per workload ('vision', 'llm'): the median over this scale's finished ok runs of
-    launch_wall_s / estimate_s(spec); 1.0 where there is none."""
+    """The calibration factor per workload, 1.0 where no run exists (module docstring)."""
     detail = calibration_detail(scale, info, matrix)
     return {w: detail[w][0] if w in detail else 1.0 for w in WORKLOADS}

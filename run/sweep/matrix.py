@@ -82,15 +82,12 @@ class Experiment:
 
 
 def matrix_file() -> Path:
-    """MATRIX_FILE, read when asked: tests point it at a small matrix of their own; everyone else
-    uses the real one. Unchecked here: a missing file is settings.check_all's one line at every
-    entry point, and load_matrix's."""
+    """MATRIX_FILE, read when asked (tests point it at a small one)."""
     return settings.path("MATRIX_FILE")
 
 
 def load_matrix(path: Path | None = None) -> dict[str, Any]:
-    """The matrix, read strictly (a repeated key or a YAML error is one line naming the file and
-    the line) and with every key checked."""
+    """The matrix, read strictly (run/yamlfile.py) and with every key checked."""
     matrix = yamlfile.load(path or matrix_file(), MatrixError)
     check_keys(matrix)
     return matrix
@@ -136,16 +133,13 @@ def scales(matrix: dict[str, Any] | None = None) -> list[str]:
     return list((matrix or load_matrix())["scales"])
 
 
-DEVICES = ("gpu", "any")
-
-
 def scale_device(scale: str, matrix: dict[str, Any] | None = None) -> str:
     """`gpu` for scales that must never train on a CPU (quick, paper), else `any`."""
     prof = (matrix or load_matrix())["scales"].get(scale)
     if prof is None:
         raise MatrixError(f"unknown scale '{scale}'")
     device = prof.get("device", "any")
-    if device not in DEVICES:
+    if device not in ("gpu", "any"):
         raise MatrixError(f"scale '{scale}': device {device!r} is not one of gpu, any")
     return device
 
@@ -163,15 +157,16 @@ def run_name(spec: dict[str, Any]) -> str:
     return WORKLOADS[spec["workload"]].run_name(spec)
 
 
-def repeats() -> int:
-    """How many times each run spec runs: REPEATS from the environment, default 1.
-
-    The one place that reads REPEATS, so the sweep, the plan and the listing agree on it.
-    """
+def _setting(name: str) -> Any:
     try:
-        return settings.value(REPEATS_ENV)
+        return settings.value(name)
     except settings.SettingError as exc:
         raise MatrixError(str(exc)) from None
+
+
+def repeats() -> int:
+    """REPEATS (default 1), read here only, so the sweep, the plan and the listing agree on it."""
+    return _setting(REPEATS_ENV)
 
 
 def repeat_spec(spec: dict[str, Any], k: int) -> dict[str, Any]:
@@ -185,8 +180,7 @@ def expand(
     exp_id: str, scale: str, matrix: dict[str, Any] | None = None, n_repeats: int | None = None
 ) -> Experiment:
     """All resolved, validated, canonical specs of one experiment under one scale, each cell
-    `n_repeats` times (default: `repeats()`, i.e. REPEATS), or the experiment's own `repeats` when
-    that is more."""
+    `n_repeats` times (default REPEATS), or the experiment's own `repeats` when that is more."""
     n = repeats() if n_repeats is None else n_repeats
     if n < 1:
         raise MatrixError(f"{REPEATS_ENV} must be a whole number >= 1, got {n!r}")
@@ -290,8 +284,7 @@ def _from_scale(exp_id: str, key: str, scale: str, prof: dict[str, Any]) -> Any:
 def _ladder_steps(
     exp_id: str, entry: dict[str, Any], matrix: dict[str, Any]
 ) -> list[tuple[str, dict[str, Any]]]:
-    """The entry's ladder as (label, cumulative overlay), checked; [] without one. Every error is
-    one line naming the experiment and the step."""
+    """The entry's ladder as (label, cumulative overlay), checked; [] without one."""
     raw = entry.get("ladder")
     if raw is None:
         return []
@@ -373,11 +366,8 @@ def ladder_step(
 
 
 def profiler_override() -> str | None:
-    """PROFILER from the environment (None when unset), checked: it overrides every spec's."""
-    try:
-        return settings.value("PROFILER")
-    except settings.SettingError as exc:
-        raise MatrixError(str(exc)) from None
+    """PROFILER (None when unset): it overrides every spec's."""
+    return _setting("PROFILER")
 
 
 def resolve_profiler(spec: dict[str, Any], override: str | None, info: dict[str, Any]) -> dict:
@@ -402,11 +392,8 @@ def experiments_for_target(target: str, matrix: dict[str, Any] | None = None) ->
 
 
 def check_all(matrix: dict[str, Any] | None = None) -> tuple[int, int]:
-    """Validate every experiment under every scale. Returns (entries checked, specs checked).
-
-    Also checks that a run name never stands for two different specs within a scale, which is
-    what lets experiments share identical runs by name.
-    """
+    """Validate every experiment under every scale, and that a run name never stands for two
+    specs within a scale (experiments share runs by name). Returns (entries, specs) checked."""
     if not matrix:
         matrix = load_matrix()  # checks its keys as it loads
     else:

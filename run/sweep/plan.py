@@ -3,25 +3,20 @@
     python -m run.sweep.plan --scale quick [--exp V3 --exp L1 ...] [--gpus N] [--brief]
 
 One line per unique run (runs shared by experiments appear once, with their experiments): its
-state (done, missing, failed, oom, unsupported, skipped; a run whose summary.json or spec.json
-cannot be read is missing, as the sweep runs it again), estimated wall time, GPUs, planned
-steps and epochs (with REPEATS=n, run/sweep/matrix.py, each cell n times: repeat k has seed + k and
-`-seed<seed>` in its name); then per experiment what `make <target>` alone would still spend;
-then the totals: runs by state, GPU-hours still to spend (sum over missing runs of est x GPUs /
-3600) and the wall time on this node (the sweep runs one run at a time: the sum of est over
-missing runs).
+state (done, missing, failed, oom, unsupported, skipped; a run with an unreadable summary.json or
+spec.json is missing, as the sweep runs it again), estimated wall time, GPUs, planned steps and
+epochs (with REPEATS=n each cell n times, repeat k with seed + k); then per experiment what
+`make <target>` alone would still spend; then the totals: runs by state, GPU-hours still to spend
+(est x GPUs / 3600 over missing runs) and the wall time on this node (one run at a time).
 Without --exp it plans what `make all` runs: every experiment with an analysis module.
 
-Which node. This machine (run.node.probe), unless `--gpus N` names another node of N GPUs, or the
-scale needs GPUs (`device: gpu` in experiments/matrix.yaml) and this machine has none: then it
-plans for the paper's node (4 x H100, the largest GPU count of Table 2) and says so. A run
-needing more ranks than the node has (run.node.probe.max_ranks), or one this machine cannot run
-(a numa_bind cell without numactl), is `skipped` with its reason, by the sweep's own test
-(run/sweep/left.py: the Makefile asks it which sweeps to run, so `missing` is what make runs).
-Run names (and so states) are the sweep's: the profiler is resolved as run.sweep does (PROFILER).
-
-The estimates come from the cost model (run/sweep/cost.py, anchored on the paper's own times) and
-are calibrated on this machine's finished runs.
+Which node: this machine, unless `--gpus N` names a node of N GPUs, or the scale needs GPUs
+(`device: gpu`) and this machine has none: then the paper's node (4 x H100) and it says so. A run
+needing more ranks than the node has, or one this machine cannot run (numa_bind without
+numactl), is `skipped` by the sweep's own test (run/sweep/left.py, which the Makefile asks which
+sweeps to run, so `missing` is what make runs). Run names are the sweep's (PROFILER resolved).
+The estimates come from the cost model (run/sweep/cost.py, anchored on the paper's own times),
+calibrated on this machine's finished runs.
 """
 
 from __future__ import annotations
@@ -73,8 +68,7 @@ class PlanRow:
 
 
 def implemented(exp_id: str, matrix: dict[str, Any]) -> bool:
-    """Whether `make all` runs an experiment: its target has an analysis module (as the Makefile's
-    table rule requires)."""
+    """Whether `make all` runs an experiment: its target has an analysis module."""
     target = matrix["experiments"][exp_id]["target"]
     return (ARTIFACTS_DIR / f"{target.replace('-', '_')}.py").is_file()
 
@@ -111,8 +105,7 @@ def plan_node(
 def _state(
     scale: str, name: str, spec: dict[str, Any], node: dict[str, Any], here: bool
 ) -> tuple[str, str]:
-    """The state the sweep will find a run in, and why (skipped, failed, unsupported, unreadable).
-    Skipped is the sweep's own test (run/sweep/left.py): numa_bind cells without numactl too."""
+    """The state the sweep will find a run in, and why (skipped, failed, unsupported...)."""
     why = left.skip_reason(scale, spec, node, hw.max_ranks(node), here)
     if why:
         return "skipped", why
@@ -172,18 +165,8 @@ def build(
                 est = factors[workload] * cost.estimate_s(spec, node, w) + cost.post_s(
                     spec, node, w
                 )
-            rows[name] = PlanRow(
-                name=name,
-                workload=workload,
-                state=state,
-                gpus=spec["gpus"],
-                est_s=est,
-                steps=steps,
-                epochs=epochs,
-                experiments=[exp_id],
-                reason=reason,
-                spec=spec,
-            )
+            row = (name, workload, state, spec["gpus"], est, steps, epochs, [exp_id], reason, spec)
+            rows[name] = PlanRow(*row)
     return list(rows.values())
 
 
@@ -191,12 +174,11 @@ def build(
 
 
 def to_spend(rows: list[PlanRow]) -> list[PlanRow]:
-    """The runs a sweep will launch: the missing ones (failed/oom only with --retry-failed)."""
+    """The runs a sweep will launch (failed/oom only with --retry-failed)."""
     return [r for r in rows if r.state == "missing"]
 
 
 def wall_s(rows: list[PlanRow]) -> float:
-    """Wall time on the node: the sweep runs one run at a time."""
     return sum(r.est_s for r in to_spend(rows))
 
 
@@ -368,7 +350,8 @@ def main(argv: list[str]) -> int:
     calib = cost.calibration_detail(scale, node, matrix)
     if args.json:  # what the report's "next on a GPU node" reads (report/nextgpu.py)
         where = (f"{node['gpu_count']} x {node['gpu_model']}".removesuffix(
-            " (assumed: the paper's GPU)") if cost.on_gpu(node) else "this machine (no GPU)")  # fmt: skip
+            " (assumed: the paper's GPU)") if cost.on_gpu(node) else
+            "this machine (no GPU)")  # fmt: skip
         print(json.dumps({"scale": scale, "runs": len(rows),
                           "missing": len(to_spend(rows)), "gpu_hours": gpu_hours(rows),
                           "wall_s": wall_s(rows), "wall": fmt_s(wall_s(rows)),
