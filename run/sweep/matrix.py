@@ -4,26 +4,21 @@ python -m run.sweep.matrix --scale smoke            # list every run of every ex
 python -m run.sweep.matrix --scale smoke --exp V3   # the runs of one experiment
 python -m run.sweep.matrix --check                    # validate every entry of every scale
 
-Repeats. REPEATS=n (environment, default 1; `repeats()` is the only reader) runs every run spec n
-times: repeat 0 is the spec itself, repeat k >= 1 the same spec with `seed` = its seed + k. The
-seed is part of the run name (`-seed<seed>` whenever it is not the default 0, see run_name in
-run/vision/spec.py and run/llm/spec.py), so repeat 0 keeps the name it always had, every repeat
-is a run of its own in the store (a killed sweep reruns only the missing ones), and two
-experiments still share a repeat whose spec is identical.
+Repeats. REPEATS=n runs every run spec n times: repeat k the same spec with seed + k. The seed is
+in the run name whenever it is not 0 (`-seed<seed>`), so repeat 0 keeps its name, every repeat is
+a run of its own (a killed sweep reruns only the missing ones), and two experiments still share a
+repeat whose spec is identical.
 
-Busy repeats. An experiment may hold `busy_repeats: k` (a whole number, or a map per scale; at
-most its repeats): repeats 0..k-1 of each cell run once more beside a busy core (spec key
-`beside: busy-core`, run name `...-busy`, run/node/busy.py), after every other repeat, so that
-the spread of the cell's runs covers a run beside a load the machine may meet (issue 38: the
-noise cells N1/N2 have one).
+Busy repeats. `busy_repeats: k` (a whole number, or a map per scale; at most its repeats): repeats
+0..k-1 of each cell run once more beside a busy core (`beside: busy-core`, run name `...-busy`,
+run/node/busy.py), after every other repeat, so the cell's spread covers a run beside a load the
+machine may meet (issue 38: the noise cells N1/N2).
 
-Ladders. An experiment may hold `ladder:`, a list of steps, each `{step: <label>, <key>: <value>,
-...}`: step 0 is the faithful run, and each later step keeps every key of the step before and adds
-(or changes) its own, so consecutive steps differ by one change (the waterfall of issue 20). The
-ladder is one more axis, crossed with `vary:`. Its values are scalars, the same in every scale,
-and a key a ladder sets may be in `fixed` only as a scalar and in no scale's defaults: so the
-faithful value of every ladder key is known from the entry alone, which is what lets
-`ladder_step` tell any spec's step without a scale.
+Ladders. `ladder:` is a list of steps `{step: <label>, <key>: <value>, ...}`: step 0 is the
+faithful run, each later step keeps every key of the step before and adds (or changes) its own, so
+consecutive steps differ by one change (the waterfall of issue 20); one more axis, crossed with
+`vary:`. Its values are scalars, the same in every scale, and a ladder key may be in `fixed` only
+as a scalar and in no scale's defaults: so `ladder_step` tells any spec's step without a scale.
 """
 
 from __future__ import annotations
@@ -236,11 +231,7 @@ def expand(
             spec.update(combo)
             spec.update(overlay)
             where = f"{exp_id} ({scale}, ladder step '{label}')" if label else f"{exp_id} ({scale})"
-            try:
-                wl.validate(spec)
-            except ValueError as exc:
-                raise MatrixError(f"{where}: {exc}") from exc
-            spec = wl.canonical(spec)
+            spec = wl.canonical(_valid(wl, spec, where))
             same = next((lab for s, lab in done if s == spec), None)
             if same is not None:
                 raise MatrixError(f"{where}: changes nothing from step '{same}' (the same run)")
@@ -258,10 +249,7 @@ def expand(
     for k in range(n_busy):
         for spec in cells:
             rep = {**repeat_spec(spec, k), busy.BESIDE: busy.BUSY_CORE}
-            try:
-                wl.validate(rep)
-            except ValueError as exc:
-                raise MatrixError(f"{exp_id} ({scale}), busy repeat {k}: {exc}") from exc
+            _valid(wl, rep, f"{exp_id} ({scale}), busy repeat {k}")
             specs.setdefault(run_name(rep), rep)
     return Experiment(
         id=exp_id,
@@ -273,6 +261,14 @@ def expand(
         repeats=n,
         busy_repeats=n_busy,
     )
+
+
+def _valid(wl: Any, spec: dict[str, Any], where: str) -> dict[str, Any]:
+    try:
+        wl.validate(spec)
+    except ValueError as exc:
+        raise MatrixError(f"{where}: {exc}") from exc
+    return spec
 
 
 def _from_scale(exp_id: str, key: str, scale: str, prof: dict[str, Any]) -> Any:
