@@ -1,27 +1,16 @@
 """The run store: one folder per run, named after its setup, complete or absent.
 
-Layout (all paths are constants here so that `analysis/` imports them instead of re-deriving):
+Every path is a constant or a function here, so that `analysis/` imports them. Beside the files
+the README lists (spec.json, provenance.json, log.txt, epochs.jsonl or steps.jsonl, summary.json
+written last), an LLM run holds torchtune_config.yaml (the exact config the recipe ran with) and
+torchtune/ (its output_dir, no checkpoints), and a vision run timeline.rank<R>.jsonl: rank R's
+intervals, one per line, {"phase": train_step | eval_step | epoch | eval, "epoch": 1-based,
+"step": int or null, "t0": unix s, "t1": unix s} (the steps stand in for the GPU's busy intervals,
+V9; epoch and eval locate the pauses). Beside runs/: sweeps/<EXP>.json (what a sweep of one
+experiment found, skipped cells included) and tables/<target>.csv.
 
-    results/<scale>/runs/<run-name>/      a finished run (ok, failed, oom or unsupported)
-        spec.json          the full resolved spec
-        provenance.json    git SHA, versions, hardware probe, launch command
-        summary.json       written last; its presence is what makes the run count
-        epochs.jsonl       vision: one JSON object per epoch
-        steps.jsonl        llm: one JSON object per logged step
-        torchtune_config.yaml  llm: the exact torchtune config the recipe ran with
-        torchtune/         llm: torchtune's output_dir (its own logs; no checkpoints)
-        timeline.rank<R>.jsonl  vision: rank R's intervals, one per line: {"phase": train_step |
-                           eval_step | epoch | eval, "epoch": 1-based, "step": int or null,
-                           "t0": unix s, "t1": unix s}; the steps are the CPU stand-in for the
-                           GPU's busy intervals (V9), epoch and eval locate the pauses
-        log.txt            stdout and stderr of the launch
-    results/<scale>/runs/.staging/<run-name>@<attempt>/   a run in progress, one folder per
-                           attempt; moved into place when done
-    results/<scale>/sweeps/<EXP>.json      what a sweep of one experiment found (incl. skipped cells)
-    results/<scale>/tables/<target>.csv    tidy tables for figures and the report
-
-A run is written into `.staging/` and renamed into `runs/` in one `os.replace`, so a killed sweep
-leaves nothing half-written where the analysis looks.
+A run is written into runs/.staging/<run-name>@<attempt>/ and renamed into runs/ in one
+`os.replace`, so a killed sweep leaves nothing half-written where the analysis looks.
 """
 
 from __future__ import annotations
@@ -46,9 +35,8 @@ SUMMARY = "summary.json"
 EPOCHS = "epochs.jsonl"
 STEPS = "steps.jsonl"
 LOG = "log.txt"
-TORCHTUNE_CONFIG = "torchtune_config.yaml"  # llm: the exact config the recipe ran with
-# llm: torchtune's own output_dir (checkpoints are not written). Profiler outputs (torch traces,
-# nsys reports) are named in run/node/profiling.py, for every workload.
+TORCHTUNE_CONFIG = "torchtune_config.yaml"
+# Profiler outputs (torch traces, nsys reports) are named in run/node/profiling.py.
 TORCHTUNE_OUTPUT_DIR = "torchtune"
 TIMELINE = "timeline.rank{rank}.jsonl"
 STAGING = ".staging"
@@ -63,8 +51,7 @@ GPU_MEMORY = frozenset({GPU_ACTIVE, GPU_MAX_ALLOCATED})
 
 
 def results_root() -> Path:
-    """RESULTS_DIR, read when asked (run/settings.py), never at import: tests and `make report`
-    point it elsewhere."""
+    """RESULTS_DIR, read when asked, never at import: tests and `make report` point it elsewhere."""
     return settings.path("RESULTS_DIR")
 
 
