@@ -1,10 +1,9 @@
-"""The one kind of error a user can cause before anything runs.
+"""The one kind of error a user can cause before anything runs, and the faults programs end on.
 
-Every check that runs before a launch (the matrix, a profiler choice, a missing model folder or
-data set, a spec that cannot run, a GPU the installed torch cannot use) raises a subclass of
-UserError with a message of one line. Every program (run/program.py) prints it as
-`error: <message>` with the error's exit status (2 unless the subclass says otherwise), so bad
-input never ends in a traceback while real bugs still do.
+Every check before a launch (the matrix, a profiler, a missing model folder or data set, a spec
+that cannot run, a GPU torch cannot use) raises a UserError of one line, which every program
+(run/program.py) prints as `error: <message>` with its exit status: bad input never ends in a
+traceback, while real bugs still do.
 """
 
 from __future__ import annotations
@@ -43,8 +42,8 @@ NOT_WRITABLE = (errno.EROFS, errno.EACCES, errno.EPERM)
 
 
 def fault(exc: BaseException, resume: str = "") -> tuple[str, int] | None:
-    """The one line and exit status of a fault an entry point ends on, or None for a real bug
-    (which keeps its traceback). `resume` says what picks up the work again."""
+    """The one line and exit status of a fault, or None for a real bug (which keeps its
+    traceback). `resume` says what picks up the work again."""
     tail = f"; {resume}" if resume else ""
     if isinstance(exc, KeyboardInterrupt):
         return f"interrupted (Ctrl-C){tail}", 130
@@ -67,9 +66,8 @@ def fault(exc: BaseException, resume: str = "") -> tuple[str, int] | None:
 
 
 def exit_status(exc: BaseException, resume: str = "", quiet: bool = False) -> int:
-    """For an entry point's `except BaseException`: print a fault's one line (not when `quiet`:
-    a rank but the first of a torchrun launch, whose line rank 0 prints) and return its exit
-    status; anything else (a real bug, SystemExit) is raised again with its traceback."""
+    """Print a fault's one line (not when `quiet`: a torchrun rank but the first) and return its
+    exit status; anything else (a real bug, SystemExit) is raised again."""
     got = fault(exc, resume)
     if got is None:
         raise exc

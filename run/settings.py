@@ -1,11 +1,9 @@
 """Every setting a user can give, declared once, and checked before any work.
 
-A setting is an environment variable or a make variable: make hands the variables of its command
-line to every recipe's environment, so `make plan NUMA=maybe` reaches the programs as NUMA. Each
-entry below says what the setting accepts, its default and what it changes; the README's table of
-settings is `markdown_table()` (tests/test_settings.py holds the two equal). Every program
-calls `check_all()` first (run/program.py), so a bad value is one line naming the variable and
-what it accepts, exit status 2, before anything is probed, created or run; code reads a setting with `value()` when
+A setting is an environment variable or a make variable (make hands its command line's variables
+to every recipe's environment). The README's table of settings is `markdown_table()`. Every
+program calls `check_all()` first (run/program.py), so a bad value is one line naming the variable
+and what it accepts, exit status 2, before anything runs; code reads a setting with `value()` when
 it needs it, never at import time, so importing a module never fails on a bad value. Unset and
 empty (`make X=`) both mean the default.
 
@@ -171,8 +169,6 @@ def _refuse(s: Setting, raw: str, accepts: str = "") -> SettingError:
 def _accept(
     parse: Callable[[str], Any], ok: Callable[[Setting, Any], bool]
 ) -> Callable[[Setting, str], Any]:
-    """A parser: what `parse` makes of the text, refused when it cannot or `ok` says no."""
-
     def parser(s: Setting, raw: str) -> Any:
         try:
             got = parse(raw)
@@ -212,10 +208,8 @@ PARSERS: dict[str, Callable[[Setting, str], Any]] = {
 
 
 def matrix_scales() -> list[str]:
-    """The scale names of MATRIX_FILE. yaml is imported only here, when PROFILE is set; the
-    matrix itself (run.sweep.matrix) is not, since it reads its settings from this module. Without
-    PyYAML (make checks the settings before the venv exists) the keys of the top-level `scales:`
-    block are read line by line."""
+    """The scale names of MATRIX_FILE, with yaml (not run.sweep.matrix, which reads its settings
+    here); without PyYAML (make checks the settings before the venv exists) line by line."""
     path = value("MATRIX_FILE")
     try:
         from run import yamlfile
@@ -245,8 +239,7 @@ def _scale_keys(path: Path) -> list[str]:
 
 
 def value(name: str) -> Any:
-    """The typed value of one setting from the environment (the default when unset or empty);
-    SettingError, one line, when it is not one the setting accepts. KeyError: not a setting."""
+    """The typed value of one setting (the default when unset or empty); SettingError when bad."""
     s = BY_NAME[name]
     raw = os.environ.get(name, "").strip()
     if not raw:
@@ -255,9 +248,8 @@ def value(name: str) -> Any:
 
 
 def path(name: str) -> Path | None:
-    """The path a path or file setting names, as given, the file system not asked: for readers
-    that must not fail on their own (store.results_root, matrix.matrix_file), whose programs
-    have checked the settings first."""
+    """A path or file setting as given, the file system not asked: for readers that must not fail
+    (store.results_root, matrix.matrix_file), whose programs checked the settings first."""
     s = BY_NAME[name]
     if s.kind not in ("path", "file"):
         raise KeyError(f"{name} is not a path setting")
@@ -273,18 +265,16 @@ BAD = {"whole": "abc", "number": "-1", "choice": "maybe", "scale": "bogus",
 
 
 def bad_values() -> dict[str, str | None]:
-    """Every setting with a value it refuses, or None where it takes any text."""
     return {s.name: BAD.get(s.kind) for s in SETTINGS}
 
 
 def given(name: str) -> bool:
-    """Whether a setting is set at all (not empty): where its default means something else."""
+    """Whether a setting is set (not empty): where its default means something else."""
     return bool(os.environ.get(BY_NAME[name].name, "").strip())
 
 
 def check_all(names: Iterable[str] | None = None) -> int:
-    """Check every declared setting (or those named) that is set; SettingError on the first bad
-    one. Returns how many settings were checked (an unset one passes as its default)."""
+    """Check every setting (or those named); SettingError on the first bad one. Returns how many."""
     chosen = SETTINGS if names is None else tuple(BY_NAME[n] for n in names)
     for s in chosen:
         value(s.name)
@@ -300,24 +290,22 @@ HOST_GIVEN = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "CUDA_VISIBLE_DEVICES", "SLURM
 
 
 def given_by_host(name: str) -> str | None:
-    """The raw value of a HOST_GIVEN variable, None when unset."""
     if name not in HOST_GIVEN:
         raise KeyError(f"{name} is not given by the host")
     return os.environ.get(name)
 
 
+# This process's rank, its rank on the node (its GPU) and the ranks of a torchrun launch (0, 0, 1
+# outside one).
 def rank() -> int:
-    """This process's rank in a torchrun launch (0 outside one)."""
     return int(os.environ.get("RANK") or 0)
 
 
 def local_rank() -> int:
-    """This process's rank on its node (its GPU), 0 outside a torchrun launch."""
     return int(os.environ.get("LOCAL_RANK") or 0)
 
 
 def world_size() -> int:
-    """How many ranks a torchrun launch started (1 outside one)."""
     return int(os.environ.get("WORLD_SIZE") or 1)
 
 
@@ -336,21 +324,15 @@ def shown_default(s: Setting) -> str:
 
 def markdown_table() -> str:
     """The README's table of settings, one row per setting in declaration order."""
-
-    def cell(text: str) -> str:
-        return text.replace("|", "\\|")
-
     rows = ["| setting | accepts | default | meaning |", "|---|---|---|---|"]
-    rows += [
-        f"| `{s.name}` | {cell(s.accepts)} | {cell(shown_default(s))} | {cell(s.meaning)} |"
-        for s in SETTINGS
-    ]
+    for s in SETTINGS:
+        cells = (s.accepts, shown_default(s), s.meaning)
+        rows.append(f"| `{s.name}` | " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
     return "\n".join(rows) + "\n"
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Not run/program.py's wrapper (which imports this module to check the settings): the same
-    check and the same one line, by hand."""
+    """run/program.py's check and one line by hand (program imports this module)."""
     argv = sys.argv[1:] if argv is None else argv
     try:
         check_all()

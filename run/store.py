@@ -1,27 +1,16 @@
 """The run store: one folder per run, named after its setup, complete or absent.
 
-Layout (all paths are constants here so that `analysis/` imports them instead of re-deriving):
+Every path is a constant or a function here, so that `analysis/` imports them. Beside the files
+the README lists (spec.json, provenance.json, log.txt, epochs.jsonl or steps.jsonl, summary.json
+written last), an LLM run holds torchtune_config.yaml (the exact config the recipe ran with) and
+torchtune/ (its output_dir, no checkpoints), and a vision run timeline.rank<R>.jsonl: rank R's
+intervals, one per line, {"phase": train_step | eval_step | epoch | eval, "epoch": 1-based,
+"step": int or null, "t0": unix s, "t1": unix s} (the steps stand in for the GPU's busy intervals,
+V9; epoch and eval locate the pauses). Beside runs/: sweeps/<EXP>.json (what a sweep of one
+experiment found, skipped cells included) and tables/<target>.csv.
 
-    results/<scale>/runs/<run-name>/      a finished run (ok, failed, oom or unsupported)
-        spec.json          the full resolved spec
-        provenance.json    git SHA, versions, hardware probe, launch command
-        summary.json       written last; its presence is what makes the run count
-        epochs.jsonl       vision: one JSON object per epoch
-        steps.jsonl        llm: one JSON object per logged step
-        torchtune_config.yaml  llm: the exact torchtune config the recipe ran with
-        torchtune/         llm: torchtune's output_dir (its own logs; no checkpoints)
-        timeline.rank<R>.jsonl  vision: rank R's intervals, one per line: {"phase": train_step |
-                           eval_step | epoch | eval, "epoch": 1-based, "step": int or null,
-                           "t0": unix s, "t1": unix s}; the steps are the CPU stand-in for the
-                           GPU's busy intervals (V9), epoch and eval locate the pauses
-        log.txt            stdout and stderr of the launch
-    results/<scale>/runs/.staging/<run-name>@<attempt>/   a run in progress, one folder per
-                           attempt; moved into place when done
-    results/<scale>/sweeps/<EXP>.json      what a sweep of one experiment found (incl. skipped cells)
-    results/<scale>/tables/<target>.csv    tidy tables for figures and the report
-
-A run is written into `.staging/` and renamed into `runs/` in one `os.replace`, so a killed sweep
-leaves nothing half-written where the analysis looks.
+A run is written into runs/.staging/<run-name>@<attempt>/ and renamed into runs/ in one
+`os.replace`, so a killed sweep leaves nothing half-written where the analysis looks.
 """
 
 from __future__ import annotations
@@ -35,10 +24,9 @@ from typing import Any
 
 from run import settings
 
-# The paper's published numbers (read-only; the only place they live).
 # The checkout: run/ sits in it, so every module finds configs, experiments and reference here.
 REPO = Path(__file__).resolve().parent.parent
-REFERENCE_DIR = REPO / "reference" / "paper"
+REFERENCE_DIR = REPO / "reference" / "paper"  # the paper's published numbers (read-only)
 REPORT_OUT_DIR = REPO / "report" / "out"  # the report of the checkout's own results/
 
 SPEC = "spec.json"
@@ -47,9 +35,8 @@ SUMMARY = "summary.json"
 EPOCHS = "epochs.jsonl"
 STEPS = "steps.jsonl"
 LOG = "log.txt"
-TORCHTUNE_CONFIG = "torchtune_config.yaml"  # llm: the exact config the recipe ran with
-# llm: torchtune's own output_dir (checkpoints are not written). Profiler outputs (torch traces,
-# nsys reports) are named in run/node/profiling.py, for every workload.
+TORCHTUNE_CONFIG = "torchtune_config.yaml"
+# Profiler outputs (torch traces, nsys reports) are named in run/node/profiling.py.
 TORCHTUNE_OUTPUT_DIR = "torchtune"
 TIMELINE = "timeline.rank{rank}.jsonl"
 STAGING = ".staging"
@@ -64,8 +51,7 @@ GPU_MEMORY = frozenset({GPU_ACTIVE, GPU_MAX_ALLOCATED})
 
 
 def results_root() -> Path:
-    """RESULTS_DIR, read when asked (run/settings.py), never at import: tests and `make report`
-    point it elsewhere."""
+    """RESULTS_DIR, read when asked, never at import: tests and `make report` point it elsewhere."""
     return settings.path("RESULTS_DIR")
 
 
@@ -74,17 +60,14 @@ def scale_dir(scale: str, root: Path | None = None) -> Path:
 
 
 def report_dir(scale: str) -> Path:
-    """Where the report of RESULTS_DIR's scale goes: report/out/<scale> for the checkout's own
-    results/, else <RESULTS_DIR>/<scale>/report, beside the results it is made from, so that
-    results elsewhere never overwrite this checkout's report. The Makefile's REPORT_OUT is the
-    same rule (tests/test_make_uptodate.py checks that they agree)."""
+    """report/out/<scale> for the checkout's own results/, else <RESULTS_DIR>/<scale>/report:
+    results elsewhere never overwrite this checkout's report (the Makefile's REPORT_OUT too)."""
     if os.path.abspath(results_root()) == os.path.abspath(REPO / "results"):
         return REPORT_OUT_DIR / scale
     return scale_dir(scale) / "report"
 
 
 def figures_dir(scale: str) -> Path:
-    """Figures of one scale, in its report's folder (a quick run never shows in smoke)."""
     return report_dir(scale) / "figures"
 
 
@@ -116,20 +99,15 @@ def is_finished(scale: str, name: str, root: Path | None = None) -> bool:
     return (run_dir(scale, name, root) / SUMMARY).is_file()
 
 
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
-
-
 # mkstemp creates files 0600; run files follow the umask like any other file, so that others
 # sharing a results folder (a group on a cluster) can read them.
-FILE_MODE = 0o666 & ~_umask()
+_UMASK = os.umask(0)
+os.umask(_UMASK)
+FILE_MODE = 0o666 & ~_UMASK
 
 
 def named(exc: BaseException, path: Path) -> BaseException:
-    """An OSError that says which file it was about: a write that fails on a full disk names
-    none, and the one line a user sees should."""
+    """An OSError naming the file: a write that fails on a full disk names none."""
     if isinstance(exc, OSError) and not exc.filename and exc.errno:
         return OSError(exc.errno, exc.strerror, str(path))
     return exc
@@ -171,8 +149,8 @@ def read_jsonl(path: Path) -> list[dict[str, Any]]:
 
 
 def start_staging(scale: str, name: str, attempt: str, root: Path | None = None) -> Path:
-    """A staging folder of the run's own for one attempt: an attempt never writes into another
-    attempt's folder, so a process an earlier attempt left behind cannot mix into this run."""
+    """A staging folder of this attempt's own: a process an earlier attempt left behind cannot mix
+    into this run."""
     stage = staging_dir(scale, name, root).with_name(f"{name}@{attempt}")
     stage.mkdir(parents=True)
     return stage
@@ -187,8 +165,7 @@ def stagings(scale: str, name: str, root: Path | None = None) -> list[Path]:
 
 
 def discard_staging(scale: str, name: str, root: Path | None = None) -> list[Path]:
-    """Remove what earlier attempts of a run left in staging (the caller holds the run's lock and
-    has stopped their processes). Returns the folders removed."""
+    """Remove what earlier attempts left in staging (the caller holds the lock and stopped them)."""
     gone = stagings(scale, name, root)
     for path in gone:
         shutil.rmtree(path, ignore_errors=True)
@@ -208,13 +185,10 @@ def publish(stage: Path, scale: str, name: str, root: Path | None = None) -> Pat
 
 
 def read_summary(run: Path) -> dict[str, Any] | None:
-    """A run folder's summary: None when the run is not finished (no summary.json).
-
-    The one way the sweep, the plan, the analysis and the report read a run's outcome. An
-    unreadable summary.json (truncated, not an object, no status) or spec.json reads as a failed
-    run whose `error` names the file and why, with `unreadable: True`: the next sweep runs it
-    again, and a report leaves it out instead of stopping.
-    """
+    """A run folder's summary (None: not finished), the one way anything reads a run's outcome.
+    An unreadable summary.json (truncated, not an object, no status) or spec.json reads as a failed
+    run, `unreadable: True`, whose `error` names the file and why: the next sweep runs it again,
+    and a report leaves it out instead of stopping."""
     path = run / SUMMARY
     if not path.is_file():
         return None

@@ -1,10 +1,9 @@
 """Strict YAML files: the matrix, the claims and the LLM configs are read through `load`.
 
-PyYAML's safe_load keeps the last of two equal keys, so a copied experiment id silently replaces
-the first one, and a syntax error arrives as a traceback of several lines. `load` refuses a
-duplicated key (naming it, the file and both lines) and turns every YAML error into one line,
-`<file>:<line>: <problem>`, raised as the caller's own error class (a UserError where the file is
-the user's), so entry points print it as `error: ...` with exit status 2.
+PyYAML's safe_load keeps the last of two equal keys (a copied experiment id silently replaces the
+first) and a syntax error is a traceback. `load` refuses a duplicated key (naming it, the file and
+both lines) and turns every YAML error into one line, `<file>:<line>: <problem>`, raised as the
+caller's own error class.
 """
 
 from __future__ import annotations

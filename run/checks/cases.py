@@ -1,8 +1,6 @@
-"""The check list of `make gpu-check` (run/checks/runner.py runs it): each check a small run spec,
-the device it needs, and the assertions its finished run must pass, on CUDA and on a CPU.
-
-The list is data (CHECKS). The CPU test tier (tests/test_gpu_check.py) runs the same list on gloo
-ranks with the assertions that apply there, so the list cannot rot unnoticed.
+"""The check list of `make gpu-check` (run/checks/runner.py): each check a small run spec, the
+device it needs, and the assertions its finished run must pass on CUDA and on a CPU. The CPU test
+tier (tests/test_gpu_check.py) runs the same list on gloo ranks, so it cannot rot unnoticed.
 """
 
 from __future__ import annotations
@@ -103,11 +101,9 @@ def _eq(key: str, cuda: Any, cpu: Any = None) -> Assertion:
 
 
 def gpu_memory(s: Seen) -> list[str]:
-    if not s.cuda:
-        return (
-            [] if s.summary.get("memory_kind") == store.HOST_PEAK_RSS else ["memory_kind not host"]
-        )
     kind, peak = s.summary.get("memory_kind"), s.summary.get("peak_memory_bytes") or 0
+    if not s.cuda:
+        return [] if kind == store.HOST_PEAK_RSS else ["memory_kind not host"]
     if kind not in store.GPU_MEMORY or peak <= 0:
         return [f"peak memory from the GPU allocator missing ({kind}, {peak})"]
     return []

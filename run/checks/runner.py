@@ -4,24 +4,17 @@
     python -m run.checks --only vision-fp16 --only llm-qat
     python -m run.checks --list
 
-Offline and in minutes on one H100: MobileNetV2 on the project's digits (fp64; fp32 under
-torch.profiler; fp16 with GradScaler; bf16 with channels_last; pin_memory; each strategy; a run
-made to exhaust GPU memory, recorded as `oom`), torchtune's LoRA, QLoRA, DPO and QAT recipes on
-the tiny llama3 (the distributed recipes under torchrun at 1 rank when one GPU is visible), one
-LoRA fp32 batch-2 run of the real Llama3-8B shape with random weights, and with two or more GPUs
-the NCCL paths (DDP all-reduce, FSDP all-gather). Each run goes through the sweep's own
-`execute` (staging, provenance, log, OOM detection, profile metrics) into
-results/gpu-check/runs/; one line per check is printed, then
-`gpu-check: N passed, N failed, N skipped in T s`. Each check is isolated: whatever one raises is
-its failure, with its root cause, and the next one runs. results/gpu-check/gpu_check.json holds
-every check with what it saw, and results/gpu-check/bundle.tar.gz (run/node/bundle.py) holds it with the
-probe, the versions and each check's log tail, to attach to a report. Exit status 1 if any check
-fails.
-
-The check list is data (run/checks/cases.py). Each check says which device it needs; its assertions
-say what must hold on CUDA and what on a CPU. Without a GPU this command says so in one line and exits 0,
-and the CPU test tier (tests/test_gpu_check.py) runs the same list on gloo ranks with the
-assertions that apply there, so the list cannot rot unnoticed.
+Offline and in minutes on one H100: MobileNetV2 on the digits (fp64; fp32 under torch.profiler;
+fp16 with GradScaler; bf16 with channels_last; pin_memory; each strategy; a run made to exhaust
+GPU memory, recorded as `oom`), torchtune's LoRA, QLoRA, DPO and QAT recipes on the tiny llama3
+(the distributed recipes under torchrun at 1 rank on one GPU), one LoRA fp32 batch-2 run of the
+Llama3-8B shape with random weights, and with two or more GPUs the NCCL paths (DDP all-reduce,
+FSDP all-gather). Each run goes through the sweep's own `execute` into results/gpu-check/runs/;
+one line per check, then `gpu-check: N passed, N failed, N skipped in T s`. Whatever one check
+raises is its failure, with its root cause, and the next one runs. results/gpu-check/ gets
+gpu_check.json (every check with what it saw) and bundle.tar.gz (it, the probe, the versions and
+each check's log tail, to attach to a report). Exit status 1 if any check fails. Without a GPU
+this command says so in one line and exits 0 (the CPU test tier runs the list on gloo ranks).
 
 Beside torch it needs: torchvision, torchtune 0.6.1, torchao 0.15.0, torchdata, omegaconf,
 datasets, pandas, PyYAML, Pillow (README: "Checking a GPU node").
@@ -66,7 +59,6 @@ CHECK_TIMEOUT_S = 1800
 
 
 def run_one(check: Check, spec: dict[str, Any], info: dict[str, Any], cuda: bool) -> dict:
-    """One check that can run here: its data, its run through the sweep, its assertions."""
     WORKLOADS[check.workload].preflight([spec])
     name = mx.run_name(spec)
     shutil.rmtree(store.run_dir(SCALE, name), ignore_errors=True)  # a check runs anew
@@ -99,12 +91,8 @@ def run_checks(
     echo: Callable[[str], None] = print,
     records: list[dict[str, Any]] | None = None,
 ) -> list[dict[str, Any]]:
-    """Run the checks (all, or those named); returns one record per check, appended to
-    `records` as each ends (so an interrupted run still has the finished checks' records).
-
-    Each check is isolated: whatever it raises (a bad spec, a data set its preflight cannot make,
-    a crash in the sweep, an assertion) is that check's failure with its root cause, and the
-    next check runs."""
+    """Run the checks (all, or those named), each record appended to `records` as it ends (an
+    interrupted run keeps the finished ones); whatever a check raises is its failure."""
     chosen = [c for c in cases.CHECKS if not names or c.name in names]
     unknown = set(names or []) - {c.name for c in cases.CHECKS}
     if unknown:
@@ -136,7 +124,6 @@ def run_checks(
 
 
 def counts(records: list[dict[str, Any]], seconds: float) -> str:
-    """The summary line: `gpu-check: N passed, N failed, N skipped in T s`."""
     n = {k: sum(r["result"] == k for r in records) for k in ("pass", "fail", "skip")}
     return (
         f"gpu-check: {n['pass']} passed, {n['fail']} failed, {n['skip']} skipped in {seconds:.0f} s"
@@ -146,31 +133,19 @@ def counts(records: list[dict[str, Any]], seconds: float) -> str:
 def write_report(
     records: list[dict[str, Any]], info: dict[str, Any], lines: list[str], result: str
 ) -> Path:
-    """gpu_check.json and gpu_check.txt in results/gpu-check/, and the bundle holding them with
-    the probe, the versions and each check's log tail and root cause. Returns the bundle's path."""
+    """gpu_check.json and gpu_check.txt in results/gpu-check/, and the bundle holding them."""
     out = store.scale_dir(SCALE)
-    report = {
-        "command": " ".join(sys.orig_argv),
-        "hardware": info,
-        "checks": records,
-        "result": result,
-        "versions": bundle.versions(info),
-    }
+    report = {"command": " ".join(sys.orig_argv), "hardware": info, "checks": records,
+              "result": result, "versions": bundle.versions(info)}  # fmt: skip
     store.write_json_atomic(out / REPORT, report)
     text = "\n".join([*lines, result]) + "\n"
     store.write_text_atomic(out / "gpu_check.txt", text)
     runs = [
-        {
-            "name": r["check"],
-            "scale": SCALE,
-            "run": r.get("run"),
-            "result": r["result"],
-            "status": r.get("status"),
-            "root_cause": r.get("root_cause") or r.get("why"),
-            "traceback": r.get("traceback"),
-        }
+        {"name": r["check"], "scale": SCALE, "run": r.get("run"), "result": r["result"],
+         "status": r.get("status"), "root_cause": r.get("root_cause") or r.get("why"),
+         "traceback": r.get("traceback")}
         for r in records
-    ]
+    ]  # fmt: skip
     files = {REPORT: (out / REPORT).read_text(), "gpu_check.txt": text}
     return bundle.build(out / bundle.NAME, info, runs, files)
 

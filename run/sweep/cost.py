@@ -36,18 +36,85 @@ LLM on GPUs (Llama3-8B, anchor: Table 5, LoRA fp32 batch 2 on alpaca-cleaned, s/
 The optimisations of issue 20 (O1-O4), the CPU machines' crude model (gloo ranks, the smoke
 scale) and a workload this model does not know are priced by the constants below, each with its
 source. A cell this machine cannot run (its workload's unsupported_reason) costs nothing.
+
+Local calibration: once runs exist, `calibration()` takes per workload the median over this
+scale's finished ok runs made on the same kind of machine of `launch_wall_s / estimate_s(spec)`,
+and every estimate of that workload is multiplied by it (1.0 where no run exists).
 """
 
 from __future__ import annotations
 
+import csv
+import functools
 import math
+import statistics
 from typing import Any
 
+from run import store
 from run.llm import spec as llm_spec
 from run.node import busy, profiling
-from run.sweep.paper import paper_node_gpus, table2, table3, table5, tokens_per_row
 from run.sweep.workloads import WORKLOADS
 from run.vision import spec as vision_spec
+
+# --- the paper's published times, read from reference/paper/*.csv (never retyped) ----------------
+PAPER_GPU = "H100"  # the paper's node: 4 x NVIDIA H100-94 SXM5 (EXPERIMENTS.md)
+# Table 4 names a template per parent set; template_subsets.csv spells two of them differently.
+TEMPLATE_ALIASES = {"Summarize": "Summary", "Grammar Error Correction": "Error Correction"}
+
+
+def _read_csv(name: str) -> list[dict[str, str]]:
+    with open(store.REFERENCE_DIR / name) as fh:
+        return list(csv.DictReader(fh))
+
+
+@functools.cache
+def _table(name: str, key: str, column: str) -> dict[tuple[int, Any], float]:
+    """A paper table by (gpus, key): precision lower-case, pin_memory as a bool."""
+    return {
+        (int(r["gpus"]), r[key].lower() if key == "precision" else r[key] == "true"): float(
+            r[column]
+        )
+        for r in _read_csv(name)
+    }
+
+
+def table2() -> dict[tuple[int, str], float]:
+    """Table 2: total seconds by (gpus, precision)."""
+    return _table("table2_precision.csv", "precision", "total_time_s")
+
+
+def table3() -> dict[tuple[int, bool], float]:
+    """Table 3: total seconds by (gpus, pin_memory)."""
+    return _table("table3_pin_memory_vision.csv", "pin_memory", "total_time_s")
+
+
+def table5() -> dict[tuple[int, bool], float]:
+    """Table 5: LoRA s/it by (gpus, pin_memory)."""
+    return _table("table5_pin_memory_llm.csv", "pin_memory", "iteration_time_s_per_it")
+
+
+def paper_node_gpus() -> int:
+    """The paper's node, which a plan for a GPU scale assumes on a machine without GPUs: the
+    largest GPU count of Table 2 (4)."""
+    return max(g for g, _ in table2())
+
+
+@functools.cache
+def tokens_per_row() -> dict[str, float]:
+    """Llama3 tokens per row for every data set of llm_spec.DATASETS, from the paper's CSVs."""
+    per_template = {
+        r["template"]: float(r["tokens"]) / float(r["rows"])
+        for r in _read_csv("template_subsets.csv")
+    }
+    from run.llm.catalog import TEMPLATE_LABELS
+
+    out = {d: per_template[t] for d, t in TEMPLATE_LABELS.items()}
+    by_name = {r["dataset"]: r["template"] for r in _read_csv("table4_llm_datasets.csv")}
+    for ours, theirs in llm_spec.PAPER_DATASET_NAMES.items():
+        template = by_name[theirs]
+        out[ours] = per_template[TEMPLATE_ALIASES.get(template, template)]
+    return out
+
 
 # --- vision on GPUs: the setup of the Table 2/3 anchor runs ---------------------------------------
 # EXPERIMENTS.md: 60k/10k MNIST, 20 epochs, DDP-DS, pin_memory off; the image size (500 px) and
@@ -195,26 +262,28 @@ def _t2(g: int, prec: str) -> float:
     return table2()[(top, prec)] * top / g
 
 
+def _capped(table: dict[tuple[int, Any], float], g: int, key: Any) -> float:
+    """A Table 3 or 5 value; beyond the table the largest GPU count's."""
+    return table[(min(g, max(k for k, _ in table)), key)]
+
+
 def _pin_ratio(g: int, pin: bool) -> float:
-    if not pin:
-        return 1.0
-    g = min(g, max(k for k, _ in table3()))
-    return table3()[(g, True)] / table3()[(g, False)]
+    return _capped(table3(), g, True) / _capped(table3(), g, False) if pin else 1.0
 
 
-def _vision_images_per_rank(spec: dict[str, Any]) -> float:
+def _vision_units(spec: dict[str, Any]) -> tuple[float, int]:
+    """(training images per rank plus evaluation's share over the run, eval batches per epoch);
+    evaluation is sharded for every strategy."""
     n, g = spec["train_images"], spec["gpus"]
     if spec["strategy"] == "ddp_ds" or g == 1:
-        return math.ceil(n / g)
-    if spec["strategy"] == "ddp":
-        return n
-    return n * (VISION_LOAD_SHARE + (1 - VISION_LOAD_SHARE) / g)
-
-
-def _vision_eval(spec: dict[str, Any]) -> tuple[float, int]:
-    """Evaluation per epoch and rank: (images, batches); sharded for every strategy."""
-    per_rank = math.ceil(spec["test_images"] / spec["gpus"])
-    return per_rank, math.ceil(per_rank / spec["batch_size"])
+        images = math.ceil(n / g)
+    elif spec["strategy"] == "ddp":
+        images = n
+    else:
+        images = n * (VISION_LOAD_SHARE + (1 - VISION_LOAD_SHARE) / g)
+    per_rank = math.ceil(spec["test_images"] / g)
+    units = spec["epochs"] * (images + EVAL_COST_SHARE * per_rank)
+    return units, math.ceil(per_rank / spec["batch_size"])
 
 
 def _vision_width(spec: dict[str, Any]) -> float:
@@ -231,8 +300,7 @@ def _vision_gpu_loop(spec: dict[str, Any]) -> float:
         math.ceil(a["train_images"] / g) + EVAL_COST_SHARE * math.ceil(a["test_images"] / g)
     )
     unit = _t2(g, prec) / anchor_units
-    eval_images, eval_batches = _vision_eval(spec)
-    units = spec["epochs"] * (_vision_images_per_rank(spec) + EVAL_COST_SHARE * eval_images)
+    units, eval_batches = _vision_units(spec)
     pixels = (spec["image_size"] / a["image_size"]) ** 2 * _vision_width(spec)
     # device upsampling makes the copy cheaper as pinning does; both at once count once
     cheap_copy = spec["pin_memory"] or spec.get("upsample") == "device"
@@ -255,8 +323,7 @@ def _vision_cpu_loop(spec: dict[str, Any], info: dict[str, Any]) -> float:
     g = spec["gpus"]
     cores = _cores(info)
     threads = 1  # one compute thread per rank (run/node/threads.py)
-    eval_images, _ = _vision_eval(spec)
-    units = spec["epochs"] * (_vision_images_per_rank(spec) + EVAL_COST_SHARE * eval_images)
+    units, _ = _vision_units(spec)
     pixels = (spec["image_size"] / 32) ** 2 * _vision_width(spec)
     per_thread = units * pixels * CPU_PRECISION_FACTOR[spec["precision"]]
     # a run beside a busy core (run/node/busy.py) shares the cores with its burner too
@@ -279,11 +346,6 @@ def _token_factor(spec: dict[str, Any], relative_tokenizer: bool) -> float:
     return (1 - LLM_TOKEN_SHARE) + LLM_TOKEN_SHARE * tok / anchor
 
 
-def _s5(g: int, pin: bool) -> float:
-    g = min(g, max(k for k, _ in table5()))
-    return table5()[(g, pin)]
-
-
 def llm_s_per_it(spec: dict[str, Any], info: dict[str, Any]) -> float:
     """Estimated seconds per optimizer step of an LLM spec on this kind of machine."""
     method = METHOD_FACTOR[spec["method"]]
@@ -292,7 +354,7 @@ def llm_s_per_it(spec: dict[str, Any], info: dict[str, Any]) -> float:
         if spec["model"] == "tiny":
             return TINY_GPU_S_PER_IT * method
         compiled = LLM_COMPILE_FACTOR if spec.get("compile") else 1.0
-        s5 = _s5(g, spec["pin_memory"])
+        s5 = _capped(table5(), g, spec["pin_memory"])
         return s5 * method * _token_factor(spec, relative_tokenizer=False) * compiled
     cores = _cores(info)
     base = CPU_LLM_S_PER_IT if spec["model"] == "tiny" else CPU_8B_S_PER_IT
@@ -309,11 +371,6 @@ def expect_oom(spec: dict[str, Any], info: dict[str, Any]) -> bool:
         and spec["method"] == "qat"
         and spec["gpus"] < QAT_FITS_GPUS
     )
-
-
-def _llm_steps(spec: dict[str, Any], info: dict[str, Any]) -> int:
-    steps = llm_spec.planned_steps(spec)
-    return min(steps, 1) if expect_oom(spec, info) else steps
 
 
 def _window(spec: dict[str, Any], steps: int, window: dict[str, Any] | None) -> dict[str, Any]:
@@ -351,7 +408,8 @@ def _loop_and_steps(spec: dict[str, Any], info: dict[str, Any]) -> tuple[float, 
         if gpu:
             return _vision_gpu_loop(spec), steps, VISION_STARTUP_S + compile_s
         return _vision_cpu_loop(spec, info), steps, CPU_VISION_STARTUP_S + compile_s
-    steps = _llm_steps(spec, info)
+    steps = llm_spec.planned_steps(spec)
+    steps = min(steps, 1) if expect_oom(spec, info) else steps
     loop = steps * llm_s_per_it(spec, info)
     extra = (LLM_COMPILE_S if gpu else CPU_LLM_COMPILE_S) if spec.get("compile") else 0.0
     extra += PACK_S_PER_ROW * llm_spec.dataset_rows(spec) if spec.get("packed") else 0.0
@@ -367,10 +425,9 @@ def _loop_and_steps(spec: dict[str, Any], info: dict[str, Any]) -> tuple[float, 
 def estimate_s(
     spec: dict[str, Any], info: dict[str, Any], window: dict[str, Any] | None = None
 ) -> float:
-    """Predicted wall seconds of one launch of `spec` (start-up included) on this kind of machine
-    (`info` as run.node.probe.probe() gives it), before local calibration. 0 for a cell the sweep
-    records as unsupported without launching it. `window`: the scale's profiling window for the
-    spec's workload (DEFAULT_WINDOW when not given)."""
+    """Predicted wall seconds of one launch (start-up included) on the machine `info` describes,
+    before local calibration; 0 for an unsupported cell. `window`: the scale's profiling window
+    (DEFAULT_WINDOW when not given)."""
     if _unsupported(spec):
         return 0.0
     loop, steps, start = _loop_and_steps(spec, info)
@@ -383,9 +440,7 @@ def post_s(
 ) -> float:
     """Seconds after the launch: nsys export or torch trace parsing into profile_metrics.csv."""
     prof = spec.get("profiler", "none")
-    if prof not in ("nsys", "torch"):
-        return 0.0
-    if _unsupported(spec):
+    if prof not in ("nsys", "torch") or _unsupported(spec):
         return 0.0
     loop, steps, _ = _loop_and_steps(spec, info)
     _, traced = _profiled(spec, loop, steps, window)
@@ -404,3 +459,68 @@ def post_s(
 def _unsupported(spec: dict[str, Any]) -> str | None:
     """Why the sweep records a cell as unsupported without launching it (None: it launches)."""
     return WORKLOADS[spec["workload"]].unsupported_reason(spec)
+
+
+# --- local calibration ----------------------------------------------------------------------------
+
+
+def _same_kind(hardware: dict[str, Any] | None, info: dict[str, Any]) -> bool:
+    """Whether a run's recorded hardware is the kind of machine `info` describes."""
+    if not hardware:
+        return True
+    if not on_gpu(info):
+        return not hardware.get("gpu_count")
+    if not hardware.get("gpu_count"):
+        return False
+    model = str(hardware.get("gpu_model") or "")
+    if info.get("assumed_node"):
+        return PAPER_GPU in model
+    return model == str(info.get("gpu_model") or "")
+
+
+def calibration_detail(
+    scale: str, info: dict[str, Any], matrix: dict[str, Any]
+) -> dict[str, tuple[float, int]]:
+    """Per workload with such runs: (the calibration factor, number of runs)."""
+    ratios: dict[str, list[float]] = {}
+    base = store.runs_dir(scale)
+    if not base.is_dir():
+        return {}
+    windows: dict[str, dict[str, Any]] = {}
+    for d in sorted(base.iterdir()):
+        if d.name.startswith(".") or not d.is_dir():
+            continue
+        summary = store.read_summary(d) or {}  # an unreadable run reads as failed: left out
+        wall = summary.get("launch_wall_s")
+        if summary.get("status") != "ok" or not isinstance(wall, (int, float)) or wall <= 0:
+            continue
+        try:
+            spec = store.read_json(d / store.SPEC)  # read_summary found it an object
+        except (OSError, ValueError):
+            continue
+        prov = d / store.PROVENANCE
+        if prov.is_file():
+            try:
+                hardware = store.read_json(prov).get("hardware")
+            except (OSError, ValueError, AttributeError):  # AttributeError: not an object
+                hardware = None
+            if not _same_kind(hardware, info):
+                continue
+        workload = spec.get("workload")
+        if workload not in WORKLOADS:
+            continue
+        if workload not in windows:
+            windows[workload] = profiling.window_for(scale, workload, matrix)
+        try:
+            est = estimate_s(spec, info, windows[workload])
+        except (KeyError, TypeError, ValueError):
+            continue  # a spec of an older layout: not worth failing the plan for
+        if est > 0:
+            ratios.setdefault(workload, []).append(wall / est)
+    return {w: (statistics.median(r), len(r)) for w, r in ratios.items()}
+
+
+def calibration(scale: str, info: dict[str, Any], matrix: dict[str, Any]) -> dict[str, float]:
+    """The calibration factor per workload, 1.0 where no run exists (module docstring)."""
+    detail = calibration_detail(scale, info, matrix)
+    return {w: detail[w][0] if w in detail else 1.0 for w in WORKLOADS}

@@ -2,17 +2,15 @@
 
     python -m run.sweep.left --scale smoke --exp L2 --exp N1 ...   # `stale: L2` (or `stale:`)
 
-The sweep (runner.py) skips a cell with `skip_reason`, the plan (plan.py) calls the same cell
-`skipped`, and the Makefile asks `stale` which of its goals' sweeps must run, so that what
-`make plan` lists as missing is what the next `make` runs. File times alone cannot say it: a run
-folder deleted, or a summary.json corrupted, under a newer sweep record; a setting that renames the
-runs (PROFILER, REPEATS, LLAMA3_DIR, MATRIX_FILE, ...); a GPU count that changes what is skipped.
+The sweep and the plan skip a cell by `skip_reason`, and the Makefile asks `stale` which sweeps
+must run, so what `make plan` lists as missing is what the next `make` runs. File times cannot say
+it: a run folder deleted or a summary.json corrupted under a newer record; a setting that renames
+the runs (PROFILER, REPEATS, LLAMA3_DIR, MATRIX_FILE, ...); a GPU count that changes what is skipped.
 
 A sweep is stale when its record (results/<scale>/sweeps/<EXP>.json) is absent or unreadable,
-when it names other runs or other skipped cells than the matrix gives now on this machine, or when
-one of its runs has no readable summary.json (the sweep runs it again). Failed and oom runs are
-runs the sweep keeps, as the plan does. Only the matrix, the run folders and the probe are read:
-no torch, no cost model, so make can ask on every call.
+names other runs or skipped cells than the matrix gives now on this machine, or one of its runs
+has no readable summary.json. Failed and oom runs are kept, as the plan keeps them. No torch, no
+cost model is read, so make can ask on every call.
 """
 
 from __future__ import annotations
@@ -31,9 +29,9 @@ from run.sweep.workloads import WORKLOADS
 def skip_reason(
     scale: str, spec: dict[str, Any], info: dict[str, Any], limit: int, here: bool = True
 ) -> str:
-    """Why the sweep skips a run on a node of `limit` ranks ("" to run it). With here=False (the
-    plan of another node) only the rank count is known; the workload's own reasons (numactl, the
-    node's memory) are this machine's, and a finished run is kept whatever they say."""
+    """Why the sweep skips a run on a node of `limit` ranks ("" to run it). With here=False (another
+    node's plan) only the rank count counts; the workload's own reasons are this machine's, and a
+    finished run is kept whatever they say."""
     if spec["gpus"] > limit:
         unit = "GPU(s)" if info.get("gpu_count") else "CPU core(s) for gloo ranks"
         node = "this machine" if here else "the node"
@@ -46,7 +44,6 @@ def skip_reason(
 def cells(
     exp_id: str, scale: str, info: dict[str, Any], matrix: dict[str, Any]
 ) -> tuple[list[str], list[str]]:
-    """The run names a sweep of the experiment runs (or reuses) here, and those it skips."""
     override = mx.profiler_override()
     limit = hw.max_ranks(info)
     runs: list[str] = []
@@ -77,7 +74,6 @@ def is_stale(exp_id: str, scale: str, info: dict[str, Any], matrix: dict[str, An
 def stale(
     scale: str, exp_ids: list[str], info: dict[str, Any], matrix: dict[str, Any] | None = None
 ) -> list[str]:
-    """The experiments among exp_ids whose sweep must run, in their order."""
     matrix = matrix or mx.load_matrix()
     return [e for e in exp_ids if is_stale(e, scale, info, matrix)]
 

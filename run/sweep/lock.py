@@ -1,16 +1,12 @@
 """One lock per run on the shared results folder: several sweeps never run the same run twice.
 
-Sweeps that share a results folder (the nodes of a SLURM job array, `make -j`, two terminals)
-each take the runs no other sweep has taken. A lock is the file
-`results/<scale>/runs/.locks/<run-name>.lock`, created with O_CREAT | O_EXCL, which is atomic on
-local file systems and on the shared ones clusters use (NFSv3+, Lustre, GPFS). It says who holds
-it (host, pid, SLURM job, since when), and its holder touches it every LOCK_STALE_S / 4 seconds while
-the run goes.
+A lock is `results/<scale>/runs/.locks/<run-name>.lock`, created with O_CREAT | O_EXCL (atomic on
+local file systems and the shared ones clusters use: NFSv3+, Lustre, GPFS). It says who holds it
+(host, pid, SLURM job, since when); its holder touches it every LOCK_STALE_S / 4 seconds.
 
-A lock is stale when its holder is gone: the same host and a dead pid, or untouched for LOCK_STALE_S
-seconds (a job killed on another node). A stale lock is taken over by first renaming it to a
-name of the taker's own: of several sweeps that find it stale at once, only one rename succeeds,
-so only one of them runs the run again.
+A lock is stale when its holder is gone: the same host and a dead pid, or untouched for
+LOCK_STALE_S seconds (a job killed on another node). A stale lock is taken over by first renaming
+it to a name of the taker's own: of several sweeps that find it stale, only one rename succeeds.
 """
 
 from __future__ import annotations
@@ -29,8 +25,6 @@ LOCKS = ".locks"
 
 
 def stale_s() -> float:
-    """LOCK_STALE_S (run/settings.py): a holder touches its lock every stale_s() / 4 seconds;
-    untouched for stale_s() it is taken to be dead."""
     return float(settings.value("LOCK_STALE_S"))
 
 
@@ -54,12 +48,11 @@ def _alive(pid: int) -> bool:
     except ProcessLookupError:
         return False
     except PermissionError:  # someone else's process: alive
-        return True
+        pass
     return True
 
 
 def is_stale(path: Path, now: float | None = None) -> bool:
-    """Whether the lock's holder is gone (see the module's docstring)."""
     try:
         age = (now or time.time()) - path.stat().st_mtime
     except FileNotFoundError:

@@ -4,26 +4,21 @@ python -m run.sweep.matrix --scale smoke            # list every run of every ex
 python -m run.sweep.matrix --scale smoke --exp V3   # the runs of one experiment
 python -m run.sweep.matrix --check                    # validate every entry of every scale
 
-Repeats. REPEATS=n (environment, default 1; `repeats()` is the only reader) runs every run spec n
-times: repeat 0 is the spec itself, repeat k >= 1 the same spec with `seed` = its seed + k. The
-seed is part of the run name (`-seed<seed>` whenever it is not the default 0, see run_name in
-run/vision/spec.py and run/llm/spec.py), so repeat 0 keeps the name it always had, every repeat
-is a run of its own in the store (a killed sweep reruns only the missing ones), and two
-experiments still share a repeat whose spec is identical.
+Repeats. REPEATS=n runs every run spec n times: repeat k the same spec with seed + k. The seed is
+in the run name whenever it is not 0 (`-seed<seed>`), so repeat 0 keeps its name, every repeat is
+a run of its own (a killed sweep reruns only the missing ones), and two experiments still share a
+repeat whose spec is identical.
 
-Busy repeats. An experiment may hold `busy_repeats: k` (a whole number, or a map per scale; at
-most its repeats): repeats 0..k-1 of each cell run once more beside a busy core (spec key
-`beside: busy-core`, run name `...-busy`, run/node/busy.py), after every other repeat, so that
-the spread of the cell's runs covers a run beside a load the machine may meet (issue 38: the
-noise cells N1/N2 have one).
+Busy repeats. `busy_repeats: k` (a whole number, or a map per scale; at most its repeats): repeats
+0..k-1 of each cell run once more beside a busy core (`beside: busy-core`, run name `...-busy`,
+run/node/busy.py), after every other repeat, so the cell's spread covers a run beside a load the
+machine may meet (issue 38: the noise cells N1/N2).
 
-Ladders. An experiment may hold `ladder:`, a list of steps, each `{step: <label>, <key>: <value>,
-...}`: step 0 is the faithful run, and each later step keeps every key of the step before and adds
-(or changes) its own, so consecutive steps differ by one change (the waterfall of issue 20). The
-ladder is one more axis, crossed with `vary:`. Its values are scalars, the same in every scale,
-and a key a ladder sets may be in `fixed` only as a scalar and in no scale's defaults: so the
-faithful value of every ladder key is known from the entry alone, which is what lets
-`ladder_step` tell any spec's step without a scale.
+Ladders. `ladder:` is a list of steps `{step: <label>, <key>: <value>, ...}`: step 0 is the
+faithful run, each later step keeps every key of the step before and adds (or changes) its own, so
+consecutive steps differ by one change (the waterfall of issue 20); one more axis, crossed with
+`vary:`. Its values are scalars, the same in every scale, and a ladder key may be in `fixed` only
+as a scalar and in no scale's defaults: so `ladder_step` tells any spec's step without a scale.
 """
 
 from __future__ import annotations
@@ -31,6 +26,7 @@ from __future__ import annotations
 import argparse
 import itertools
 import sys
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -39,11 +35,23 @@ from run import settings, yamlfile
 from run.errors import UserError
 from run.node import busy
 from run.program import program
-from run.sweep import schema
-from run.sweep.schema import FROM_SCALE
 from run.sweep.workloads import WORKLOADS
 
 REPEATS_ENV = "REPEATS"
+FROM_SCALE = "from-scale"  # a fixed value or an axis taken from the scale's own key
+# What the matrix may hold, level by level: a key beside these is a typo (`varry:` for `vary:`
+# would silently drop an axis). Spec keys are the workload's own, checked by its validate() when
+# the specs are expanded; profiling windows by run/node/profiling.py.
+TOP_KEYS = ("scales", "experiments")
+SCALE_KEYS = (
+    "description",
+    "device",
+    "gpus",
+    "profiling",
+)  # + a block per workload, from-scale keys
+EXPERIMENT_KEYS = ("title", "source", "target", "workload", "fixed", "vary", "ladder", "repeats",
+                   "busy_repeats")  # fmt: skip
+REQUIRED_EXPERIMENT_KEYS = ("title", "source", "target", "workload")
 STEP = "step"  # a ladder step's label: not a spec key
 
 
@@ -69,33 +77,55 @@ class Experiment:
 
 
 def matrix_file() -> Path:
-    """MATRIX_FILE, read when asked: tests point it at a small matrix of their own; everyone else
-    uses the real one. Unchecked here: a missing file is settings.check_all's one line at every
-    entry point, and load_matrix's."""
+    """MATRIX_FILE, read when asked (tests point it at a small one)."""
     return settings.path("MATRIX_FILE")
 
 
 def load_matrix(path: Path | None = None) -> dict[str, Any]:
-    """The matrix, read strictly (a repeated key or a YAML error is one line naming the file and
-    the line) and with every key checked."""
+    """The matrix, read strictly (run/yamlfile.py) and with every key checked."""
     matrix = yamlfile.load(path or matrix_file(), MatrixError)
     check_keys(matrix)
     return matrix
 
 
+def _unknown(where: str, keys: Iterable[str], known: Iterable[str]) -> None:
+    unknown = sorted(set(keys) - set(known))
+    if unknown:
+        listed = ", ".join(f"'{k}'" for k in unknown)
+        raise MatrixError(f"{where}: unknown key {listed} (known: {', '.join(sorted(set(known)))})")
+
+
 def check_keys(matrix: Any) -> None:
-    """Every key at every level is one the matrix knows (run/sweep/schema.py), else one line."""
-    try:
-        schema.check(matrix, WORKLOADS)
-    except ValueError as exc:
-        raise MatrixError(str(exc)) from None
+    """One line naming the first key, at any level, that the matrix does not know."""
+    workloads = list(WORKLOADS)
+    if not isinstance(matrix, dict):
+        raise MatrixError(f"the matrix must be a mapping of {', '.join(TOP_KEYS)}")
+    _unknown("matrix", matrix, TOP_KEYS)
+    for key in TOP_KEYS:
+        if not isinstance(matrix.get(key), dict) or not matrix[key]:
+            raise MatrixError(f"matrix: '{key}' must be a non-empty mapping")
+    from_scale = set()
+    for exp_id, entry in matrix["experiments"].items():
+        if not isinstance(entry, dict):
+            raise MatrixError(f"{exp_id}: an experiment must be a mapping of its keys")
+        _unknown(exp_id, entry, EXPERIMENT_KEYS)
+        missing = [k for k in REQUIRED_EXPERIMENT_KEYS if k not in entry]
+        if missing:
+            raise MatrixError(f"{exp_id}: missing key(s) {', '.join(missing)}")
+        for block in ("fixed", "vary"):
+            for key, value in (entry.get(block) or {}).items():
+                values = value.values() if isinstance(value, dict) else [value]
+                from_scale |= {key for v in values if v == FROM_SCALE}
+    for name, prof in matrix["scales"].items():
+        where = f"scale '{name}'"
+        if not isinstance(prof, dict):
+            raise MatrixError(f"{where} must be a mapping of its keys")
+        _unknown(where, prof, [*SCALE_KEYS, *workloads, *from_scale])
+        _unknown(f"{where}: profiling", prof.get("profiling") or {}, workloads)
 
 
 def scales(matrix: dict[str, Any] | None = None) -> list[str]:
     return list((matrix or load_matrix())["scales"])
-
-
-DEVICES = ("gpu", "any")
 
 
 def scale_device(scale: str, matrix: dict[str, Any] | None = None) -> str:
@@ -104,7 +134,7 @@ def scale_device(scale: str, matrix: dict[str, Any] | None = None) -> str:
     if prof is None:
         raise MatrixError(f"unknown scale '{scale}'")
     device = prof.get("device", "any")
-    if device not in DEVICES:
+    if device not in ("gpu", "any"):
         raise MatrixError(f"scale '{scale}': device {device!r} is not one of gpu, any")
     return device
 
@@ -122,15 +152,16 @@ def run_name(spec: dict[str, Any]) -> str:
     return WORKLOADS[spec["workload"]].run_name(spec)
 
 
-def repeats() -> int:
-    """How many times each run spec runs: REPEATS from the environment, default 1.
-
-    The one place that reads REPEATS, so the sweep, the plan and the listing agree on it.
-    """
+def _setting(name: str) -> Any:
     try:
-        return settings.value(REPEATS_ENV)
+        return settings.value(name)
     except settings.SettingError as exc:
         raise MatrixError(str(exc)) from None
+
+
+def repeats() -> int:
+    """REPEATS (default 1), read here only, so the sweep, the plan and the listing agree on it."""
+    return _setting(REPEATS_ENV)
 
 
 def repeat_spec(spec: dict[str, Any], k: int) -> dict[str, Any]:
@@ -144,8 +175,7 @@ def expand(
     exp_id: str, scale: str, matrix: dict[str, Any] | None = None, n_repeats: int | None = None
 ) -> Experiment:
     """All resolved, validated, canonical specs of one experiment under one scale, each cell
-    `n_repeats` times (default: `repeats()`, i.e. REPEATS), or the experiment's own `repeats` when
-    that is more."""
+    `n_repeats` times (default REPEATS), or the experiment's own `repeats` when that is more."""
     n = repeats() if n_repeats is None else n_repeats
     if n < 1:
         raise MatrixError(f"{REPEATS_ENV} must be a whole number >= 1, got {n!r}")
@@ -201,11 +231,7 @@ def expand(
             spec.update(combo)
             spec.update(overlay)
             where = f"{exp_id} ({scale}, ladder step '{label}')" if label else f"{exp_id} ({scale})"
-            try:
-                wl.validate(spec)
-            except ValueError as exc:
-                raise MatrixError(f"{where}: {exc}") from exc
-            spec = wl.canonical(spec)
+            spec = wl.canonical(_valid(wl, spec, where))
             same = next((lab for s, lab in done if s == spec), None)
             if same is not None:
                 raise MatrixError(f"{where}: changes nothing from step '{same}' (the same run)")
@@ -223,10 +249,7 @@ def expand(
     for k in range(n_busy):
         for spec in cells:
             rep = {**repeat_spec(spec, k), busy.BESIDE: busy.BUSY_CORE}
-            try:
-                wl.validate(rep)
-            except ValueError as exc:
-                raise MatrixError(f"{exp_id} ({scale}), busy repeat {k}: {exc}") from exc
+            _valid(wl, rep, f"{exp_id} ({scale}), busy repeat {k}")
             specs.setdefault(run_name(rep), rep)
     return Experiment(
         id=exp_id,
@@ -240,6 +263,14 @@ def expand(
     )
 
 
+def _valid(wl: Any, spec: dict[str, Any], where: str) -> dict[str, Any]:
+    try:
+        wl.validate(spec)
+    except ValueError as exc:
+        raise MatrixError(f"{where}: {exc}") from exc
+    return spec
+
+
 def _from_scale(exp_id: str, key: str, scale: str, prof: dict[str, Any]) -> Any:
     if key not in prof:
         raise MatrixError(f"{exp_id}: '{key}: {FROM_SCALE}', but scale '{scale}' sets no {key}")
@@ -249,8 +280,7 @@ def _from_scale(exp_id: str, key: str, scale: str, prof: dict[str, Any]) -> Any:
 def _ladder_steps(
     exp_id: str, entry: dict[str, Any], matrix: dict[str, Any]
 ) -> list[tuple[str, dict[str, Any]]]:
-    """The entry's ladder as (label, cumulative overlay), checked; [] without one. Every error is
-    one line naming the experiment and the step."""
+    """The entry's ladder as (label, cumulative overlay), checked; [] without one."""
     raw = entry.get("ladder")
     if raw is None:
         return []
@@ -332,11 +362,8 @@ def ladder_step(
 
 
 def profiler_override() -> str | None:
-    """PROFILER from the environment (None when unset), checked: it overrides every spec's."""
-    try:
-        return settings.value("PROFILER")
-    except settings.SettingError as exc:
-        raise MatrixError(str(exc)) from None
+    """PROFILER (None when unset): it overrides every spec's."""
+    return _setting("PROFILER")
 
 
 def resolve_profiler(spec: dict[str, Any], override: str | None, info: dict[str, Any]) -> dict:
@@ -361,11 +388,8 @@ def experiments_for_target(target: str, matrix: dict[str, Any] | None = None) ->
 
 
 def check_all(matrix: dict[str, Any] | None = None) -> tuple[int, int]:
-    """Validate every experiment under every scale. Returns (entries checked, specs checked).
-
-    Also checks that a run name never stands for two different specs within a scale, which is
-    what lets experiments share identical runs by name.
-    """
+    """Validate every experiment under every scale, and that a run name never stands for two
+    specs within a scale (experiments share runs by name). Returns (entries, specs) checked."""
     if not matrix:
         matrix = load_matrix()  # checks its keys as it loads
     else:

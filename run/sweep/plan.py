@@ -3,25 +3,20 @@
     python -m run.sweep.plan --scale quick [--exp V3 --exp L1 ...] [--gpus N] [--brief]
 
 One line per unique run (runs shared by experiments appear once, with their experiments): its
-state (done, missing, failed, oom, unsupported, skipped; a run whose summary.json or spec.json
-cannot be read is missing, as the sweep runs it again), estimated wall time, GPUs, planned
-steps and epochs (with REPEATS=n, run/sweep/matrix.py, each cell n times: repeat k has seed + k and
-`-seed<seed>` in its name); then per experiment what `make <target>` alone would still spend;
-then the totals: runs by state, GPU-hours still to spend (sum over missing runs of est x GPUs /
-3600) and the wall time on this node (the sweep runs one run at a time: the sum of est over
-missing runs).
+state (done, missing, failed, oom, unsupported, skipped; a run with an unreadable summary.json or
+spec.json is missing, as the sweep runs it again), estimated wall time, GPUs, planned steps and
+epochs (with REPEATS=n each cell n times, repeat k with seed + k); then per experiment what
+`make <target>` alone would still spend; then the totals: runs by state, GPU-hours still to spend
+(est x GPUs / 3600 over missing runs) and the wall time on this node (one run at a time).
 Without --exp it plans what `make all` runs: every experiment with an analysis module.
 
-Which node. This machine (run.node.probe), unless `--gpus N` names another node of N GPUs, or the
-scale needs GPUs (`device: gpu` in experiments/matrix.yaml) and this machine has none: then it
-plans for the paper's node (4 x H100, the largest GPU count of Table 2) and says so. A run
-needing more ranks than the node has (run.node.probe.max_ranks), or one this machine cannot run
-(a numa_bind cell without numactl), is `skipped` with its reason, by the sweep's own test
-(run/sweep/left.py: the Makefile asks it which sweeps to run, so `missing` is what make runs).
-Run names (and so states) are the sweep's: the profiler is resolved as run.sweep does (PROFILER).
-
-The estimates come from the cost model (run/sweep/cost.py, anchored on the paper's own times in
-run/sweep/paper.py) and are calibrated on this machine's finished runs (run/sweep/calibration.py).
+Which node: this machine, unless `--gpus N` names a node of N GPUs, or the scale needs GPUs
+(`device: gpu`) and this machine has none: then the paper's node (4 x H100) and it says so. A run
+needing more ranks than the node has, or one this machine cannot run (numa_bind without
+numactl), is `skipped` by the sweep's own test (run/sweep/left.py, which the Makefile asks which
+sweeps to run, so `missing` is what make runs). Run names are the sweep's (PROFILER resolved).
+The estimates come from the cost model (run/sweep/cost.py, anchored on the paper's own times),
+calibrated on this machine's finished runs.
 """
 
 from __future__ import annotations
@@ -37,11 +32,8 @@ from run.errors import UserError
 from run.node import probe as hw
 from run.node import profiling
 from run.program import program
-from run.sweep import left
+from run.sweep import cost, left
 from run.sweep import matrix as mx
-from run.sweep.calibration import calibration, calibration_detail
-from run.sweep.cost import QAT_FITS_GPUS, estimate_s, expect_oom, on_gpu, post_s
-from run.sweep.paper import PAPER_GPU, paper_node_gpus
 from run.sweep.workloads import WORKLOADS
 
 # One module per artifact, named after its make target (the Makefile builds a target when its
@@ -76,8 +68,7 @@ class PlanRow:
 
 
 def implemented(exp_id: str, matrix: dict[str, Any]) -> bool:
-    """Whether `make all` runs an experiment: its target has an analysis module (as the Makefile's
-    table rule requires)."""
+    """Whether `make all` runs an experiment: its target has an analysis module."""
     target = matrix["experiments"][exp_id]["target"]
     return (ARTIFACTS_DIR / f"{target.replace('-', '_')}.py").is_file()
 
@@ -93,29 +84,28 @@ def plan_node(
     if target_gpus is not None and target_gpus < 1:
         raise PlanError(f"--gpus {target_gpus}: a node has at least 1 GPU")
     needs_gpu = mx.scale_device(scale, matrix) == "gpu"
-    if target_gpus is None and not (needs_gpu and not on_gpu(info)):
-        if on_gpu(info):
+    if target_gpus is None and not (needs_gpu and not cost.on_gpu(info)):
+        if cost.on_gpu(info):
             return info, f"estimated for this machine: {info['gpu_count']} x {info['gpu_model']}"
         cores = hw.max_ranks(info)
         return info, f"estimated for this machine: no GPU, {cores} CPU core(s) for gloo ranks"
-    n = target_gpus if target_gpus is not None else paper_node_gpus()
-    model = info.get("gpu_model") if on_gpu(info) else None
+    n = target_gpus if target_gpus is not None else cost.paper_node_gpus()
+    model = info.get("gpu_model") if cost.on_gpu(info) else None
     node = {
         **info,
         "gpu_count": n,
-        "gpu_model": model or f"{PAPER_GPU} (assumed: the paper's GPU)",
+        "gpu_model": model or f"{cost.PAPER_GPU} (assumed: the paper's GPU)",
         "gpus": [],
         "assumed_node": model is None,
     }
-    here = f"{info['gpu_count']} x {info['gpu_model']}" if on_gpu(info) else "no GPU"
-    return node, f"estimated for a {n} x {model or PAPER_GPU} node; this machine has {here}"
+    here = f"{info['gpu_count']} x {info['gpu_model']}" if cost.on_gpu(info) else "no GPU"
+    return node, f"estimated for a {n} x {model or cost.PAPER_GPU} node; this machine has {here}"
 
 
 def _state(
     scale: str, name: str, spec: dict[str, Any], node: dict[str, Any], here: bool
 ) -> tuple[str, str]:
-    """The state the sweep will find a run in, and why (skipped, failed, unsupported, unreadable).
-    Skipped is the sweep's own test (run/sweep/left.py): numa_bind cells without numactl too."""
+    """The state the sweep will find a run in, and why (skipped, failed, unsupported...)."""
     why = left.skip_reason(scale, spec, node, hw.max_ranks(node), here)
     if why:
         return "skipped", why
@@ -147,7 +137,7 @@ def build(
     matrix = matrix or mx.load_matrix()
     node, _ = plan_node(scale, info, matrix, target_gpus)
     here = target_gpus is None and not node.get("assumed_node")  # not another node
-    factors = calibration(scale, node, matrix)
+    factors = cost.calibration(scale, node, matrix)
     override = mx.profiler_override()
     if override == "nsys" and node.get("assumed_node") and not node.get("nsys"):
         node = {**node, "nsys": "nsys (assumed on the node)"}
@@ -163,26 +153,20 @@ def build(
                     rows[name].experiments.append(exp_id)
                 continue
             state, reason = _state(scale, name, spec, node, here)
-            if state == "missing" and not reason and expect_oom(spec, node):
-                reason = f"estimated as out of memory below {QAT_FITS_GPUS} GPUs, as the paper's"
+            if state == "missing" and not reason and cost.expect_oom(spec, node):
+                reason = (
+                    f"estimated as out of memory below {cost.QAT_FITS_GPUS} GPUs, as the paper's"
+                )
             workload = spec["workload"]
             steps, epochs = WORKLOADS[workload].planned_steps(spec), spec["epochs"]
             est = 0.0
             if state in ("missing", "failed", "oom"):
                 w = windows[workload]
-                est = factors[workload] * estimate_s(spec, node, w) + post_s(spec, node, w)
-            rows[name] = PlanRow(
-                name=name,
-                workload=workload,
-                state=state,
-                gpus=spec["gpus"],
-                est_s=est,
-                steps=steps,
-                epochs=epochs,
-                experiments=[exp_id],
-                reason=reason,
-                spec=spec,
-            )
+                est = factors[workload] * cost.estimate_s(spec, node, w) + cost.post_s(
+                    spec, node, w
+                )
+            row = (name, workload, state, spec["gpus"], est, steps, epochs, [exp_id], reason, spec)
+            rows[name] = PlanRow(*row)
     return list(rows.values())
 
 
@@ -190,12 +174,11 @@ def build(
 
 
 def to_spend(rows: list[PlanRow]) -> list[PlanRow]:
-    """The runs a sweep will launch: the missing ones (failed/oom only with --retry-failed)."""
+    """The runs a sweep will launch (failed/oom only with --retry-failed)."""
     return [r for r in rows if r.state == "missing"]
 
 
 def wall_s(rows: list[PlanRow]) -> float:
-    """Wall time on the node: the sweep runs one run at a time."""
     return sum(r.est_s for r in to_spend(rows))
 
 
@@ -235,7 +218,7 @@ def render(
     if node_note is None:
         node_note = (
             f"estimated for {info['gpu_count']} x {info['gpu_model']}"
-            if on_gpu(info)
+            if cost.on_gpu(info)
             else "estimated for this machine (no GPU)"
         )
     exps = _experiments(rows, matrix)
@@ -307,7 +290,7 @@ def _totals(rows: list[PlanRow], info: dict[str, Any]) -> list[str]:
             f"Llama3-8B stand-ins: {n_random} run(s) with random weights, {n_bytes} with the byte "
             "tokenizer (no LLAMA3_DIR / LLAMA3_TOKENIZER: `make assets HF_TOKEN=hf_...`)"
         )
-    gloo = "" if on_gpu(info) else "; on a CPU machine, gloo ranks count as GPUs"
+    gloo = "" if cost.on_gpu(info) else "; on a CPU machine, gloo ranks count as GPUs"
     out.append(f"GPU-hours still to spend: {gpu_hours(rows):.2f} (missing runs: est x GPUs{gloo})")
     out.append(
         f"wall time on this node: {fmt_s(wall_s(rows)) if to_spend(rows) else 'nothing to run'} "
@@ -340,7 +323,7 @@ def _calibrated(calib: dict[str, tuple[float, int]]) -> str:
 
 
 def _model(info: dict[str, Any]) -> str:
-    if on_gpu(info):
+    if cost.on_gpu(info):
         return (
             "the paper's times (Tables 2 and 3 for vision, Table 5 for LLM, in "
             "reference/paper/*.csv) and the assumptions in run/sweep/cost.py"
@@ -364,10 +347,11 @@ def main(argv: list[str]) -> int:
     matrix = mx.load_matrix()
     node, note = plan_node(scale, info, matrix, args.gpus)
     rows = build(scale, args.exp, info, matrix, args.gpus)
-    calib = calibration_detail(scale, node, matrix)
+    calib = cost.calibration_detail(scale, node, matrix)
     if args.json:  # what the report's "next on a GPU node" reads (report/nextgpu.py)
         where = (f"{node['gpu_count']} x {node['gpu_model']}".removesuffix(
-            " (assumed: the paper's GPU)") if on_gpu(node) else "this machine (no GPU)")  # fmt: skip
+            " (assumed: the paper's GPU)") if cost.on_gpu(node) else
+            "this machine (no GPU)")  # fmt: skip
         print(json.dumps({"scale": scale, "runs": len(rows),
                           "missing": len(to_spend(rows)), "gpu_hours": gpu_hours(rows),
                           "wall_s": wall_s(rows), "wall": fmt_s(wall_s(rows)),

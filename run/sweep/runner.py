@@ -2,26 +2,22 @@
 
     python -m run.sweep --scale smoke --exp V3 [--exp V4 ...] [--retry-failed]
 
-For each run spec of the experiments: a finished run (its summary.json exists) is skipped; a run
-that needs more GPUs (or, on CPU, more cores for gloo ranks) than this job may use is skipped and
-listed as such; everything else is launched, its output captured in the run's log.txt. A run that
-fails or runs out of memory is stored with that status and its root cause (run/sweep/failure.py),
-and the sweep goes on. When every run of an experiment has been dealt with,
-results/<scale>/sweeps/<EXP>.json records the outcome; that file is what the Makefile waits for. A
-GPU sweep with failed runs also writes results/<scale>/bundles/<EXP>.tar.gz (run/node/bundle.py).
-With REPEATS=n (run/sweep/matrix.py) every cell runs n times with seeds seed..seed+n-1, each repeat
-a run of its own: the record lists every repeat's run, and a rerun launches only the missing
-repeats. `--only-repeat k` runs repeat k alone, no record: the Makefile spreads the noise repeats
-over `make all`; a run beside a busy core (run/node/busy.py) runs only in the whole sweep, after the
-other repeats. Sweeps sharing a results folder (SLURM job array, `make -j`) take each run under a
-lock (run/sweep/lock.py): a run another sweep holds is waited for after this sweep's own runs, and
-run here if that sweep died.
+A finished run (its summary.json exists) is skipped; one that needs more GPUs (on a CPU, more
+cores for gloo ranks) than this job may use is skipped and listed; every other is launched, its
+output in the run's log.txt. A run that fails or runs out of memory is stored with that status and
+its root cause (run/sweep/failure.py), and the sweep goes on. Then results/<scale>/sweeps/<EXP>.json
+records each experiment's outcome (what the Makefile waits for); a GPU sweep with failed runs also
+writes results/<scale>/bundles/<EXP>.tar.gz (run/node/bundle.py). With REPEATS=n every cell runs n
+times, seeds seed..seed+n-1, each repeat a run of its own. `--only-repeat k` runs repeat k alone,
+no record: the Makefile spreads the noise repeats over `make all`; a run beside a busy core
+(run/node/busy.py) runs only in the whole sweep. Sweeps sharing a results folder (SLURM job array,
+`make -j`) take each run under a lock (run/sweep/lock.py): a run another sweep holds is waited for
+after this sweep's own runs, and run here if that sweep died.
 
-Before anything runs: the scale's device (a `gpu` scale never trains on a CPU), GPUs that the
-installed torch cannot use, the profiler choice and every data set are checked; bad input stops
-the sweep with one line `error: ...` and exit 2. While it runs, each launch prints
-`[k/N] run-name` with its estimate and the scale's ETA (N counts the scale's runs this machine
-can run, across experiments), and a heartbeat line at least every HEARTBEAT_S seconds.
+Before anything runs, the scale's device (a `gpu` scale never trains on a CPU), GPUs the installed
+torch cannot use, the profiler choice and every data set are checked: bad input is one line
+`error: ...`, exit 2. Each launch prints `[k/N] run-name` with its estimate and the scale's ETA (N
+counts the scale's runs this machine can run), and a heartbeat line every HEARTBEAT_S seconds.
 """
 
 from __future__ import annotations
@@ -43,24 +39,92 @@ from run.errors import UserError, unwind_on_signals
 from run.node import bundle, busy, lifeline, numa, profiling, provenance
 from run.node import probe as hw
 from run.program import program
-from run.sweep import left, lock
+from run.sweep import left, lock, plan
 from run.sweep import matrix as mx
 from run.sweep.failure import root_cause
-from run.sweep.progress import Progress, hms
 from run.sweep.workloads import WORKLOADS
 
 OOM_PATTERNS = ("CUDA out of memory", "OutOfMemoryError", "CUBLAS_STATUS_ALLOC_FAILED")
 
 
+def hms(seconds: float | None) -> str:
+    if seconds is None:
+        return "?"
+    s = int(round(seconds))
+    h, rest = divmod(s, 3600)
+    m, s = divmod(rest, 60)
+    return f"{h}h{m:02d}m" if h else (f"{m}m{s:02d}s" if m else f"{s}s")
+
+
+class Progress:
+    """What a sweep prints while it runs: `[k/N] run-name` over the scale's runnable runs with the
+    run's estimate (the plan's cost model), the time of this sweep and the ETA of the scale, and a
+    heartbeat line with the run's last log line while it goes."""
+
+    def __init__(self, scale: str, info: dict[str, Any], matrix: dict[str, Any]) -> None:
+        self.t0 = time.monotonic()
+        self.total = 0
+        self.done = 0
+        self.left_s = 0.0  # estimated seconds of the scale's runs still to launch
+        self.estimates: dict[str, float] = {}
+        try:
+            rows = plan.build(scale, None, info, matrix)
+        except Exception as exc:  # noqa: BLE001 - progress must never stop a sweep
+            print(f"[sweep] no estimates ({type(exc).__name__}: {exc})", flush=True)
+            rows = []
+        for row in rows:
+            if row.state == "skipped":
+                continue
+            self.total += 1
+            # the plan marks unsupported cells before they are recorded: those are still to do
+            todo = row.state == "unsupported" and not store.is_finished(scale, row.name)
+            if row.state == "missing" or todo:
+                self.estimates[row.name] = row.est_s
+                self.left_s += row.est_s
+            else:
+                self.done += 1
+
+    def start(self, name: str) -> str:
+        self.done += 1
+        est = self.estimates.get(name)
+        return (
+            f"[{self.done}/{max(self.total, self.done)}] {name} (est. {hms(est)}; this sweep "
+            f"{hms(time.monotonic() - self.t0)}, ETA of the scale {hms(self.left_s)})"
+        )
+
+    def finish(self, name: str) -> None:
+        self.left_s = max(0.0, self.left_s - self.estimates.pop(name, 0.0))
+
+    def heartbeat(self, name: str, running_s: float, log: Path) -> str:
+        est = self.estimates.get(name)
+        left = ""
+        if est and running_s > est:  # the cost model was short: say by how much, not "0s left"
+            left = f", over the estimate by {hms(running_s - est)}"
+        elif est:
+            left = f", about {hms(est - running_s)} left"
+        last = _last_line(log)
+        return f"        ... {name}: running {hms(running_s)}{left}" + (
+            f" | {last}" if last else ""
+        )
+
+
+def _last_line(log: Path) -> str:
+    try:
+        with open(log, "rb") as fh:
+            fh.seek(max(0, fh.seek(0, os.SEEK_END) - 4096))
+            lines = [ln.strip() for ln in fh.read().decode(errors="replace").splitlines()]
+    except OSError:
+        return ""
+    lines = [ln for ln in lines if ln]
+    return lines[-1][:120] if lines else ""
+
+
 def run_logged(
     cmd: list[str], log_path: Path, progress: Progress | None, name: str, tag: str
 ) -> tuple[int | None, float]:
-    """Run `cmd` with its output appended to `log_path`; heartbeat lines while it runs.
-    Returns (return code, or None when RUN_TIMEOUT_S stopped it; wall seconds).
-
-    Every process the command starts carries the attempt's tag and dies with its parent
-    (run/node/lifeline.py); whatever is left when the command ends is stopped here.
-    """
+    """(return code, None when RUN_TIMEOUT_S stopped it; wall seconds) of `cmd`, its output
+    appended to `log_path`. Every process it starts carries the attempt's tag and dies with its
+    parent (run/node/lifeline.py); whatever is left when it ends is stopped here."""
     timeout, heartbeat = settings.value("RUN_TIMEOUT_S"), settings.value("HEARTBEAT_S")
     t0 = time.monotonic()
     env = {**os.environ, lifeline.ATTEMPT_ENV: tag}
@@ -92,16 +156,9 @@ def run_logged(
     return rc, time.monotonic() - t0
 
 
-def launch_command(spec: dict[str, Any], stage: Path, info: dict[str, Any]) -> list[str]:
-    return WORKLOADS[spec["workload"]].launch_command(spec, stage, info)
-
-
 def profile_metrics(spec: dict[str, Any], stage: Path, summary: dict[str, Any]) -> dict[str, Any]:
-    """A profiled run that finished: its traces -> RUN/profile_metrics.csv before publishing.
-
-    The readers live in analysis/ (run/ imports none of it), so this calls them as a program. A
-    trace that cannot be read makes the run `failed` with the reader's one-line error.
-    """
+    """A finished profiled run's traces -> RUN/profile_metrics.csv, by analysis/'s reader run as a
+    program (run/ imports no analysis/); an unreadable trace fails the run with its one line."""
     if summary.get("status") != "ok" or spec.get("profiler") not in ("torch", "nsys"):
         return summary
     t0 = time.monotonic()
@@ -124,9 +181,8 @@ def execute(
     matrix: dict[str, Any] | None = None,
     progress: Progress | None = None,
 ) -> dict[str, Any]:
-    """Run one spec into a staging folder of this attempt's own and publish it (the caller holds
-    the run's lock). Returns its summary. Interrupted (Ctrl-C, SIGTERM, a full disk), it leaves
-    no process and no staging folder behind, and nothing published."""
+    """Run one spec into this attempt's own staging folder and publish it (the caller holds the
+    run's lock); interrupted, it leaves no process, no staging folder and nothing published."""
     name = mx.run_name(spec)
     run = store.run_dir(scale, name)
     lifeline.stop_earlier(run)
@@ -159,44 +215,41 @@ def _run_in(
         window = profiling.window_for(scale, spec["workload"], matrix or mx.load_matrix())
         profiling.write_plan(stage, spec, window)
     reason = WORKLOADS[spec["workload"]].unsupported_reason(spec)
-    if reason:
-        cmd: list[str] = []
-        summary = {"status": "unsupported", "error": reason, "name": name}
-    else:
-        cmd = launch_command(spec, stage, info)
+    cmd = [] if reason else WORKLOADS[spec["workload"]].launch_command(spec, stage, info)
     prov = provenance.collect(spec, cmd, info)
     # the load the sweep puts beside the run (run/node/busy.py): busy_cores 0 for a plain run
     burners, prov["beside"] = busy.sized(spec, info, runs=bool(cmd))
     store.write_json_atomic(stage / store.PROVENANCE, prov)
-    if cmd:
-        head = progress.start(name) if progress else f"[sweep] {name}"
-        line = f"$ {shlex.join(cmd)}  {numa.note(prov['numa'])}{busy.note(spec, burners)}"
-        print(f"{head}\n        {line}".replace("\n#", "\n        #"), flush=True)
-        store.write_text_atomic(stage / store.LOG, f"{line}\n")
-        with busy.beside(burners, {**os.environ, lifeline.ATTEMPT_ENV: tag}):
-            rc, wall = run_logged(cmd, stage / store.LOG, progress, name, tag)
-        if progress:
-            progress.finish(name)
-        summary = store.read_summary(stage) or {}
-        if not summary or store.is_unreadable(summary):
-            text = (stage / store.LOG).read_text(errors="replace")
-            oom = any(p in text for p in OOM_PATTERNS)
-            timeout = settings.value("RUN_TIMEOUT_S")
-            error = f"timed out after {timeout} s" if rc is None else root_cause(text, rc)
-            summary = {"name": name, "status": "oom" if oom else "failed", "error": error,
-                       "returncode": rc, "total_time_s": None}  # fmt: skip
-        summary["launch_wall_s"] = round(wall, 3)
-        summary = profile_metrics(spec, stage, summary)
-        store.write_json_atomic(stage / store.SUMMARY, summary)
-        status = summary["status"]
-        extra = f": {summary.get('error')}" if status != "ok" else ""
-        print(f"        -> {status} in {hms(wall)}{extra}", flush=True)
-    else:
+    if not cmd:
+        summary = {"status": "unsupported", "error": reason, "name": name}
         store.write_json_atomic(stage / store.SUMMARY, summary)
         if progress:
             progress.start(name)
             progress.finish(name)
         print(f"[sweep] {name}: unsupported ({reason})", flush=True)
+        return summary
+    head = progress.start(name) if progress else f"[sweep] {name}"
+    line = f"$ {shlex.join(cmd)}  {numa.note(prov['numa'])}{busy.note(spec, burners)}"
+    print(f"{head}\n        {line}".replace("\n#", "\n        #"), flush=True)
+    store.write_text_atomic(stage / store.LOG, f"{line}\n")
+    with busy.beside(burners, {**os.environ, lifeline.ATTEMPT_ENV: tag}):
+        rc, wall = run_logged(cmd, stage / store.LOG, progress, name, tag)
+    if progress:
+        progress.finish(name)
+    summary = store.read_summary(stage) or {}
+    if not summary or store.is_unreadable(summary):
+        text = (stage / store.LOG).read_text(errors="replace")
+        oom = any(p in text for p in OOM_PATTERNS)
+        timeout = settings.value("RUN_TIMEOUT_S")
+        error = f"timed out after {timeout} s" if rc is None else root_cause(text, rc)
+        summary = {"name": name, "status": "oom" if oom else "failed", "error": error,
+                   "returncode": rc, "total_time_s": None}  # fmt: skip
+    summary["launch_wall_s"] = round(wall, 3)
+    summary = profile_metrics(spec, stage, summary)
+    store.write_json_atomic(stage / store.SUMMARY, summary)
+    status = summary["status"]
+    extra = f": {summary.get('error')}" if status != "ok" else ""
+    print(f"        -> {status} in {hms(wall)}{extra}", flush=True)
     return summary
 
 
@@ -269,8 +322,7 @@ def check_device(scale: str, info: dict[str, Any], matrix: dict[str, Any]) -> No
 
 
 def repeat_index(specs: tuple[dict[str, Any], ...] | list[dict[str, Any]]) -> list[int]:
-    """Each spec's repeat number within its cell (0 for the lowest seed of specs equal but for
-    the seed, 1 for the next, ...), in the order given."""
+    """Each spec's repeat number within its cell (specs equal but for the seed), by seed."""
     cells: dict[str, list[int]] = {}
     keys = []
     for spec in specs:
@@ -283,9 +335,8 @@ def repeat_index(specs: tuple[dict[str, Any], ...] | list[dict[str, Any]]) -> li
 def sweep(
     exp_ids: list[str], scale: str, retry_failed: bool = False, only_repeat: int | None = None
 ) -> int:
-    """Every missing run of the experiments, then each one's record. `only_repeat` k: only the
-    k-th repeat of each cell (seed + k) and no record, a part of the sweep run at its own point
-    of a longer one (the noise cells' repeats spread over `make all`, analysis/noise.py)."""
+    """Every missing run of the experiments, then each one's record. `only_repeat` k: only repeat
+    k of each cell and no record (the noise repeats spread over `make all`, analysis/noise.py)."""
     info = hw.probe()
     limit = hw.max_ranks(info)
     override = mx.profiler_override()
@@ -366,21 +417,13 @@ def sweep(
 def send_back(
     scale: str, exp_ids: list[str], info: dict[str, Any], failed: list[dict[str, Any]]
 ) -> Path | None:
-    """A GPU sweep with failed runs: one archive (run/node/bundle.py) with the probe, the versions and
-    each failed run's log tail and root cause, named after the experiments so that sweeps sharing
-    the results folder do not overwrite each other's."""
+    """A GPU sweep's failed runs in one archive (run/node/bundle.py), named after the experiments
+    so that sweeps sharing the results folder do not overwrite each other's."""
     runs = [
-        {
-            "name": r["run"],
-            "scale": scale,
-            "run": r["run"],
-            "status": r["status"],
-            "root_cause": store.read_json(store.run_dir(scale, r["run"]) / store.SUMMARY).get(
-                "error"
-            ),
-        }
+        {"name": r["run"], "scale": scale, "run": r["run"], "status": r["status"],
+         "root_cause": store.read_json(store.run_dir(scale, r["run"]) / store.SUMMARY).get("error")}
         for r in failed
-    ]
+    ]  # fmt: skip
     path = store.scale_dir(scale) / "bundles" / f"{'-'.join(sorted(set(exp_ids)))}.tar.gz"
     try:
         bundle.build(path, info, runs)

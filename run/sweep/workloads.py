@@ -1,11 +1,9 @@
 """What the sweep asks of a workload, written down once, and the registry of workloads.
 
-A workload is a folder of run/ (vision/, llm/) with two modules: `spec.py` (what a spec holds,
-its name, what cannot run) and `launch.py` (what the sweep does before and to run it). Together
-they give every member of `Workload` below, and `FromModules` presents them as one; the matrix
-names the workload by its `workload:` key. The matrix, the plan, the sweep and gpu-check reach a
-workload only through this interface, never by its modules' names. Adding a third workload is
-one folder and one line in WORKLOADS (README, "Adding a workload").
+A workload is a folder of run/ (vision/, llm/) with `spec.py` (what a spec holds, its name, what
+cannot run) and `launch.py` (what the sweep does before and to run it), presented as one by
+`FromModules`. The matrix, the plan, the sweep and gpu-check reach a workload only through this
+interface. Adding a workload is one folder and one line in WORKLOADS (README, "Adding a workload").
 """
 
 from __future__ import annotations
