@@ -29,7 +29,7 @@ pytestmark = pytest.mark.integration
 REPO = Path(__file__).resolve().parents[1]
 TARGET = "table-llm-pinmem"
 EXPS = ("L2", "N1", "N2")
-LAUNCH = re.compile(r"^\[\d+/\d+\] (\S+) \(est\. ", re.M)  # run/sweep/runner.py Progress.start line
+LAUNCH = re.compile(r"^\[\d+/\d+\] (\S+) \(est\. ", re.M)  # run/sweep/progress.py's start line
 # run/sweep/plan.py's run lines: state, ..., name, [experiments]
 PLAN_ROW = re.compile(
     r"^(done|missing|failed|oom|unsupported|skipped) .*?  (\S+)  \[([^\]]*)\]", re.M

@@ -10,8 +10,8 @@ import pytest
 from run import store
 from run.llm import spec as llm_spec
 from run.node import busy, profiling
+from run.sweep import calibration as calib
 from run.sweep import cost, plan
-from run.sweep import cost as calib
 from run.sweep import matrix as mx
 from run.vision import launch as vision_launch
 from run.vision import spec as vision_spec

@@ -12,7 +12,7 @@ from pathlib import Path
 from run import store
 from run.node import numa, probe
 from run.sweep import runner as sweep
-from run.sweep.runner import Progress
+from run.sweep.progress import Progress
 
 FAKE_SWEEP = Path(__file__).with_name("fake_sweep.py")
 sys.path.insert(0, str(FAKE_SWEEP.parent))

@@ -14,7 +14,7 @@ import pytest
 from analysis import driver
 from report import settings
 from run import store
-from run.sweep import cost as calib
+from run.sweep import calibration as calib
 from run.sweep import matrix as mx
 from run.sweep import plan
 

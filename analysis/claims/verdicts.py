@@ -10,8 +10,9 @@ from typing import Any
 import pandas as pd
 
 from analysis.claims import spec as cs
+from analysis.claims.outcome import Outcome
 from analysis.claims.quantities import num
-from analysis.claims.rules import Outcome, judge_rule
+from analysis.claims.rules import judge_rule
 from analysis.claims.spec import OURS, origin
 from analysis.noise import scope
 

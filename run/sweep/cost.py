@@ -44,77 +44,14 @@ and every estimate of that workload is multiplied by it (1.0 where no run exists
 
 from __future__ import annotations
 
-import csv
-import functools
 import math
-import statistics
 from typing import Any
 
-from run import store
 from run.llm import spec as llm_spec
 from run.node import busy, profiling
+from run.sweep.paper import paper_node_gpus, table2, table3, table5, tokens_per_row
 from run.sweep.workloads import WORKLOADS
 from run.vision import spec as vision_spec
-
-# --- the paper's published times, read from reference/paper/*.csv (never retyped) ----------------
-PAPER_GPU = "H100"  # the paper's node: 4 x NVIDIA H100-94 SXM5 (EXPERIMENTS.md)
-# Table 4 names a template per parent set; template_subsets.csv spells two of them differently.
-TEMPLATE_ALIASES = {"Summarize": "Summary", "Grammar Error Correction": "Error Correction"}
-
-
-def _read_csv(name: str) -> list[dict[str, str]]:
-    with open(store.REFERENCE_DIR / name) as fh:
-        return list(csv.DictReader(fh))
-
-
-@functools.cache
-def _table(name: str, key: str, column: str) -> dict[tuple[int, Any], float]:
-    """A paper table by (gpus, key): precision lower-case, pin_memory as a bool."""
-    return {
-        (int(r["gpus"]), r[key].lower() if key == "precision" else r[key] == "true"): float(
-            r[column]
-        )
-        for r in _read_csv(name)
-    }
-
-
-def table2() -> dict[tuple[int, str], float]:
-    """Table 2: total seconds by (gpus, precision)."""
-    return _table("table2_precision.csv", "precision", "total_time_s")
-
-
-def table3() -> dict[tuple[int, bool], float]:
-    """Table 3: total seconds by (gpus, pin_memory)."""
-    return _table("table3_pin_memory_vision.csv", "pin_memory", "total_time_s")
-
-
-def table5() -> dict[tuple[int, bool], float]:
-    """Table 5: LoRA s/it by (gpus, pin_memory)."""
-    return _table("table5_pin_memory_llm.csv", "pin_memory", "iteration_time_s_per_it")
-
-
-def paper_node_gpus() -> int:
-    """The paper's node, which a plan for a GPU scale assumes on a machine without GPUs: the
-    largest GPU count of Table 2 (4)."""
-    return max(g for g, _ in table2())
-
-
-@functools.cache
-def tokens_per_row() -> dict[str, float]:
-    """Llama3 tokens per row for every data set of llm_spec.DATASETS, from the paper's CSVs."""
-    per_template = {
-        r["template"]: float(r["tokens"]) / float(r["rows"])
-        for r in _read_csv("template_subsets.csv")
-    }
-    from run.llm.catalog import TEMPLATE_LABELS
-
-    out = {d: per_template[t] for d, t in TEMPLATE_LABELS.items()}
-    by_name = {r["dataset"]: r["template"] for r in _read_csv("table4_llm_datasets.csv")}
-    for ours, theirs in llm_spec.PAPER_DATASET_NAMES.items():
-        template = by_name[theirs]
-        out[ours] = per_template[TEMPLATE_ALIASES.get(template, template)]
-    return out
-
 
 # --- vision on GPUs: the setup of the Table 2/3 anchor runs ---------------------------------------
 # EXPERIMENTS.md: 60k/10k MNIST, 20 epochs, DDP-DS, pin_memory off; the image size (500 px) and
@@ -459,68 +396,3 @@ def post_s(
 def _unsupported(spec: dict[str, Any]) -> str | None:
     """Why the sweep records a cell as unsupported without launching it (None: it launches)."""
     return WORKLOADS[spec["workload"]].unsupported_reason(spec)
-
-
-# --- local calibration ----------------------------------------------------------------------------
-
-
-def _same_kind(hardware: dict[str, Any] | None, info: dict[str, Any]) -> bool:
-    """Whether a run's recorded hardware is the kind of machine `info` describes."""
-    if not hardware:
-        return True
-    if not on_gpu(info):
-        return not hardware.get("gpu_count")
-    if not hardware.get("gpu_count"):
-        return False
-    model = str(hardware.get("gpu_model") or "")
-    if info.get("assumed_node"):
-        return PAPER_GPU in model
-    return model == str(info.get("gpu_model") or "")
-
-
-def calibration_detail(
-    scale: str, info: dict[str, Any], matrix: dict[str, Any]
-) -> dict[str, tuple[float, int]]:
-    """Per workload with such runs: (the calibration factor, number of runs)."""
-    ratios: dict[str, list[float]] = {}
-    base = store.runs_dir(scale)
-    if not base.is_dir():
-        return {}
-    windows: dict[str, dict[str, Any]] = {}
-    for d in sorted(base.iterdir()):
-        if d.name.startswith(".") or not d.is_dir():
-            continue
-        summary = store.read_summary(d) or {}  # an unreadable run reads as failed: left out
-        wall = summary.get("launch_wall_s")
-        if summary.get("status") != "ok" or not isinstance(wall, (int, float)) or wall <= 0:
-            continue
-        try:
-            spec = store.read_json(d / store.SPEC)  # read_summary found it an object
-        except (OSError, ValueError):
-            continue
-        prov = d / store.PROVENANCE
-        if prov.is_file():
-            try:
-                hardware = store.read_json(prov).get("hardware")
-            except (OSError, ValueError, AttributeError):  # AttributeError: not an object
-                hardware = None
-            if not _same_kind(hardware, info):
-                continue
-        workload = spec.get("workload")
-        if workload not in WORKLOADS:
-            continue
-        if workload not in windows:
-            windows[workload] = profiling.window_for(scale, workload, matrix)
-        try:
-            est = estimate_s(spec, info, windows[workload])
-        except (KeyError, TypeError, ValueError):
-            continue  # a spec of an older layout: not worth failing the plan for
-        if est > 0:
-            ratios.setdefault(workload, []).append(wall / est)
-    return {w: (statistics.median(r), len(r)) for w, r in ratios.items()}
-
-
-def calibration(scale: str, info: dict[str, Any], matrix: dict[str, Any]) -> dict[str, float]:
-    """The calibration factor per workload, 1.0 where no run exists (module docstring)."""
-    detail = calibration_detail(scale, info, matrix)
-    return {w: detail[w][0] if w in detail else 1.0 for w in WORKLOADS}

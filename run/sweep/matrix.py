@@ -26,7 +26,6 @@ from __future__ import annotations
 import argparse
 import itertools
 import sys
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -35,23 +34,11 @@ from run import settings, yamlfile
 from run.errors import UserError
 from run.node import busy
 from run.program import program
+from run.sweep import schema
+from run.sweep.schema import FROM_SCALE
 from run.sweep.workloads import WORKLOADS
 
 REPEATS_ENV = "REPEATS"
-FROM_SCALE = "from-scale"  # a fixed value or an axis taken from the scale's own key
-# What the matrix may hold, level by level: a key beside these is a typo (`varry:` for `vary:`
-# would silently drop an axis). Spec keys are the workload's own, checked by its validate() when
-# the specs are expanded; profiling windows by run/node/profiling.py.
-TOP_KEYS = ("scales", "experiments")
-SCALE_KEYS = (
-    "description",
-    "device",
-    "gpus",
-    "profiling",
-)  # + a block per workload, from-scale keys
-EXPERIMENT_KEYS = ("title", "source", "target", "workload", "fixed", "vary", "ladder", "repeats",
-                   "busy_repeats")  # fmt: skip
-REQUIRED_EXPERIMENT_KEYS = ("title", "source", "target", "workload")
 STEP = "step"  # a ladder step's label: not a spec key
 
 
@@ -88,40 +75,12 @@ def load_matrix(path: Path | None = None) -> dict[str, Any]:
     return matrix
 
 
-def _unknown(where: str, keys: Iterable[str], known: Iterable[str]) -> None:
-    unknown = sorted(set(keys) - set(known))
-    if unknown:
-        listed = ", ".join(f"'{k}'" for k in unknown)
-        raise MatrixError(f"{where}: unknown key {listed} (known: {', '.join(sorted(set(known)))})")
-
-
 def check_keys(matrix: Any) -> None:
-    """One line naming the first key, at any level, that the matrix does not know."""
-    workloads = list(WORKLOADS)
-    if not isinstance(matrix, dict):
-        raise MatrixError(f"the matrix must be a mapping of {', '.join(TOP_KEYS)}")
-    _unknown("matrix", matrix, TOP_KEYS)
-    for key in TOP_KEYS:
-        if not isinstance(matrix.get(key), dict) or not matrix[key]:
-            raise MatrixError(f"matrix: '{key}' must be a non-empty mapping")
-    from_scale = set()
-    for exp_id, entry in matrix["experiments"].items():
-        if not isinstance(entry, dict):
-            raise MatrixError(f"{exp_id}: an experiment must be a mapping of its keys")
-        _unknown(exp_id, entry, EXPERIMENT_KEYS)
-        missing = [k for k in REQUIRED_EXPERIMENT_KEYS if k not in entry]
-        if missing:
-            raise MatrixError(f"{exp_id}: missing key(s) {', '.join(missing)}")
-        for block in ("fixed", "vary"):
-            for key, value in (entry.get(block) or {}).items():
-                values = value.values() if isinstance(value, dict) else [value]
-                from_scale |= {key for v in values if v == FROM_SCALE}
-    for name, prof in matrix["scales"].items():
-        where = f"scale '{name}'"
-        if not isinstance(prof, dict):
-            raise MatrixError(f"{where} must be a mapping of its keys")
-        _unknown(where, prof, [*SCALE_KEYS, *workloads, *from_scale])
-        _unknown(f"{where}: profiling", prof.get("profiling") or {}, workloads)
+    """Every key at every level is one the matrix knows (run/sweep/schema.py), else one line."""
+    try:
+        schema.check(matrix, WORKLOADS)
+    except ValueError as exc:
+        raise MatrixError(str(exc)) from None
 
 
 def scales(matrix: dict[str, Any] | None = None) -> list[str]:

@@ -32,7 +32,7 @@ from run.errors import UserError
 from run.node import probe as hw
 from run.node import profiling
 from run.program import program
-from run.sweep import cost, left
+from run.sweep import calibration, cost, left, paper
 from run.sweep import matrix as mx
 from run.sweep.workloads import WORKLOADS
 
@@ -89,17 +89,17 @@ def plan_node(
             return info, f"estimated for this machine: {info['gpu_count']} x {info['gpu_model']}"
         cores = hw.max_ranks(info)
         return info, f"estimated for this machine: no GPU, {cores} CPU core(s) for gloo ranks"
-    n = target_gpus if target_gpus is not None else cost.paper_node_gpus()
+    n = target_gpus if target_gpus is not None else paper.paper_node_gpus()
     model = info.get("gpu_model") if cost.on_gpu(info) else None
     node = {
         **info,
         "gpu_count": n,
-        "gpu_model": model or f"{cost.PAPER_GPU} (assumed: the paper's GPU)",
+        "gpu_model": model or f"{paper.PAPER_GPU} (assumed: the paper's GPU)",
         "gpus": [],
         "assumed_node": model is None,
     }
     here = f"{info['gpu_count']} x {info['gpu_model']}" if cost.on_gpu(info) else "no GPU"
-    return node, f"estimated for a {n} x {model or cost.PAPER_GPU} node; this machine has {here}"
+    return node, f"estimated for a {n} x {model or paper.PAPER_GPU} node; this machine has {here}"
 
 
 def _state(
@@ -137,7 +137,7 @@ def build(
     matrix = matrix or mx.load_matrix()
     node, _ = plan_node(scale, info, matrix, target_gpus)
     here = target_gpus is None and not node.get("assumed_node")  # not another node
-    factors = cost.calibration(scale, node, matrix)
+    factors = calibration.calibration(scale, node, matrix)
     override = mx.profiler_override()
     if override == "nsys" and node.get("assumed_node") and not node.get("nsys"):
         node = {**node, "nsys": "nsys (assumed on the node)"}
@@ -347,7 +347,7 @@ def main(argv: list[str]) -> int:
     matrix = mx.load_matrix()
     node, note = plan_node(scale, info, matrix, args.gpus)
     rows = build(scale, args.exp, info, matrix, args.gpus)
-    calib = cost.calibration_detail(scale, node, matrix)
+    calib = calibration.calibration_detail(scale, node, matrix)
     if args.json:  # what the report's "next on a GPU node" reads (report/nextgpu.py)
         where = (f"{node['gpu_count']} x {node['gpu_model']}".removesuffix(
             " (assumed: the paper's GPU)") if cost.on_gpu(node) else
