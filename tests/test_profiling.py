@@ -19,6 +19,7 @@ from run.llm import spec as llm_spec
 from run.node import profilers, profiling
 from run.sweep import matrix as mx
 from run.sweep import runner as sweep
+from run.vision import launch as vision_launch
 from run.vision import spec as vision_spec
 
 REPO = Path(__file__).resolve().parent.parent
@@ -39,7 +40,7 @@ def vision(**kw) -> dict:
 def test_nsys_wraps_every_torchrun_rank_with_capture_range(tmp_path: Path) -> None:
     plan(tmp_path, "nsys")
     spec = vision(profiler="nsys")
-    cmd = sweep.launch_command(spec, tmp_path, {"nsys": "/usr/bin/nsys", "gpu_count": 2})
+    cmd = vision_launch.launch_command(spec, tmp_path, {"nsys": "/usr/bin/nsys", "gpu_count": 2})
     i = cmd.index("--no-python")
     assert cmd[i - 2 : i] == ["--standalone", "--nproc_per_node=2"]
     assert cmd[i + 1 : i + 3] == ["nsys", "profile"]
@@ -73,7 +74,7 @@ def test_nsys_llm_torchrun_per_rank(tmp_path: Path) -> None:
 
 def test_no_nsys_when_profiler_is_torch_or_none(tmp_path: Path) -> None:
     for p in ("torch", "none"):
-        cmd = sweep.launch_command(vision(profiler=p), tmp_path, {"nsys": None})
+        cmd = vision_launch.launch_command(vision(profiler=p), tmp_path, {"nsys": None})
         assert "nsys" not in cmd
 
 
