@@ -232,10 +232,5 @@ def _wrap(label: str) -> str:
     return textwrap.fill(label, LEGEND_WIDTH)
 
 
-def notes(runs: pd.DataFrame, t: pd.DataFrame) -> list[str]:
-    """The profile artifacts' notes (analysis/profiles/artifact.py notes)."""
-    return pa.notes(t, runs)
-
-
 def gates(runs: pd.DataFrame, t: pd.DataFrame) -> dict[str, str]:
     return {"gpu": pa.gpu_gate(runs)}

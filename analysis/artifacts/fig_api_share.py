@@ -50,7 +50,7 @@ def extra(runs: pd.DataFrame, t: pd.DataFrame) -> dict[str, pd.DataFrame]:
 
 def notes(runs: pd.DataFrame, t: pd.DataFrame) -> list[str]:
     split = run_breakdown.table(runs, runs.attrs.get("scale"))
-    return [*pa.notes(t, runs), run_breakdown.note(split, "-breakdown CSV")]
+    return [*pa.notes(runs, t), run_breakdown.note(split, "-breakdown CSV")]
 
 
 def title(runs: pd.DataFrame, t: pd.DataFrame) -> str:

@@ -27,7 +27,7 @@ COMPACT: dict[str, tuple[list[str], str]] = {
     "launch + sync [%]": (["cudaLaunchKernel", "cudaStreamSynchronize"], "share_pct"),
     "HtoD [%]": (["memcpy_htod"], "share_pct"),
 }
-notes = draw_profile.notes
+notes = pa.notes
 gates = draw_profile.gates
 
 

@@ -25,7 +25,7 @@ COMPACT: dict[str, tuple[list[str], str]] = {
     "AllGather RING LL [s]": (["nccl_allgather_ring_ll"], "total_s"),
     "other NCCL [s]": (["nccl_other"], "total_s"),
 }
-notes = draw_profile.notes
+notes = pa.notes
 gates = draw_profile.gates
 
 

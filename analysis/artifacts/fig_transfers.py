@@ -22,7 +22,7 @@ KEYS = ["method", "template"]
 DIRECTIONS = ["memcpy_htod", "memcpy_dtod", "memcpy_dtoh"]  # the paper's order
 NAMES = {"memcpy_htod": "HtoD [MB]", "memcpy_dtod": "DtoD [MB]", "memcpy_dtoh": "DtoH [MB]"}
 MB = 1e6
-notes = draw_profile.notes
+notes = pa.notes
 gates = draw_profile.gates
 
 

@@ -40,7 +40,7 @@ QUOTE_METRICS = {
     "NCCL kernels": "nccl_other",
 }
 NCCL_TOTAL_LABEL = "NCCL kernels, all (the paper's total)"
-notes = draw_profile.notes
+notes = pa.notes
 gates = draw_profile.gates
 
 

@@ -73,7 +73,7 @@ def compact(t: pd.DataFrame) -> pd.DataFrame:
 
 
 def notes(runs: pd.DataFrame, t: pd.DataFrame) -> list[str]:
-    out = pa.notes(t, runs)
+    out = pa.notes(runs, t)
     if not c.on_gpu(runs):
         out.append("CPU run: FP16 runs as bf16 autocast (see table-precision).")
     return out

@@ -219,7 +219,7 @@ def per_run(
     return out.assign(status="ok").reset_index(drop=True)
 
 
-def notes(t: pd.DataFrame, runs: pd.DataFrame) -> list[str]:
+def notes(runs: pd.DataFrame, t: pd.DataFrame) -> list[str]:
     out = []
     sources = sorted(set(",".join(t["source"].dropna().astype(str)).split(",")) - {""})
     out.append(

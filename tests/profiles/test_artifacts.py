@@ -126,7 +126,7 @@ def test_cpu_profile_says_not_measured_never_zero() -> None:
     assert gate.startswith(f"{pa.NOT_MEASURED} (no CUDA in the profile)")
     # the failing gate says why (no GPU), not the bare "not measured" of the empty rows
     assert all(c["reason"] == gate for c in claims)
-    assert any("not measured on this hardware" in n for n in pa.notes(t, r))
+    assert any("not measured on this hardware" in n for n in pa.notes(r, t))
     # the all-API launch count beside cudaLaunchKernel: not measured either, never 0
     extra = t[t["kind"] == pa.EXTRA]
     assert list(extra["metric"]) == [KERNEL_LAUNCH_ALL] and list(extra["note"]) == [pa.NOT_MEASURED]
@@ -244,10 +244,10 @@ def test_launch_all_beside_cudalaunchkernel_and_out_of_the_claims() -> None:
     assert launch["calls"] == 20 and launch["kind"] == pa.PAPER  # the paper's metric unchanged
     # never a claim input: no paper row
     assert not ((t["kind"] == pa.PAPER) & (t["metric"] == KERNEL_LAUNCH_ALL)).any()
-    notes = pa.notes(t, r)
+    notes = pa.notes(r, t)
     assert any(n.startswith(f"{KERNEL_LAUNCH_ALL} (") for n in notes)
     assert any("in 9 of 9 runs" in n.lower() and "(up to 7x)" in n for n in notes)  # 140 vs 20
-    assert not any("more than 1.5x" in n for n in pa.notes(t0, r))  # equal counts: no such note
+    assert not any("more than 1.5x" in n for n in pa.notes(r, t0))  # equal counts: no such note
 
 
 def test_launch_all_in_every_artifact_that_shows_cudalaunchkernel() -> None:
@@ -310,7 +310,7 @@ def test_gpu_torch_profile_cannot_record_event_destroy(device: str) -> None:
     # one GPU: no broadcast kernel called, a real 0 beside the paper's 40 s
     b = t[(t["metric"] == "nccl_broadcast") & (t["precision"] == "fp64")].iloc[0]
     assert b["measured"] and b["total_s"] == 0 and b["note"] == cov.NOT_CALLED
-    notes = pa.notes(t, runs(V6_CELLS, device))
+    notes = pa.notes(runs(V6_CELLS, device), t)
     assert any(n.startswith("cudaEventDestroy: not recorded by torch.profiler") for n in notes)
     assert any(n.startswith("nccl_broadcast: 0 in some GPU runs") for n in notes)
 
