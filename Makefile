@@ -340,9 +340,13 @@ format: | $(VENV_STAMP) ## ruff format the code
 	$(VENV)/bin/ruff format .
 	$(VENV)/bin/ruff check --fix .
 
-test: lint | $(VENV_STAMP) ## run every test tier this machine can run (GPU tests skip without GPUs)
+# Two pytest-xdist workers: on 2 cores a one-rank run, a make call or a SLURM wait leaves a core
+# idle that the other worker's tests use (tests/conftest.py keeps a module, and the modules that
+# share a session's runs, on one worker). TEST_WORKERS=0: one process, in the collected order.
+TEST_WORKERS ?= 2
+test: lint | $(VENV_STAMP) ## run every test tier this machine can run (GPU tests skip without GPUs; TEST_WORKERS=2)
 	$(PY) -m run.sweep.matrix --check
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadgroup
 
 test-unit: | $(VENV_STAMP) ## only the fast CPU unit tests
 	$(PY) -m pytest -q -m "not integration and not gpu"

@@ -169,3 +169,30 @@ def fake_report(fake_report_made):
     with pytest.MonkeyPatch.context() as mp:
         sandbox_env(root, mp)  # writes the same matrix.yaml again
         yield built
+
+
+# ---- make test runs on pytest-xdist workers (-n 2 --dist loadgroup) ----
+# Fixtures made once per session, each read by tests in several modules.
+SHARED_FIXTURES = ("cpu_checks", "fake_report_made")
+# Tiers whose modules hold the long tests: their groups go to the workers first, so the short
+# unit modules fill the gaps at the end instead of a long module starting last.
+LONG_TIERS = ("integration", "faults", "slurm")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Under xdist, one group per module, so a module-scoped fixture is made on one worker only;
+    modules that read the same session fixture share one group, so it too is made once. Serial
+    runs (no -n) keep the collected order."""
+    if not getattr(config.option, "numprocesses", None):
+        return
+    group = {item.module.__name__: item.module.__name__ for item in items}
+    for item in items:
+        shared = [f for f in SHARED_FIXTURES if f in item.fixturenames]
+        if shared:
+            group[item.module.__name__] = shared[0]
+    long = {
+        group[i.module.__name__] for i in items if any(i.get_closest_marker(m) for m in LONG_TIERS)
+    }
+    for item in items:
+        item.add_marker(pytest.mark.xdist_group(group[item.module.__name__]))
+    items.sort(key=lambda i: group[i.module.__name__] not in long)  # stable: collected order kept
