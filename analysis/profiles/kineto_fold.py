@@ -117,13 +117,11 @@ def fold(
     batches: Iterable[list[Any]], cpu_ops: bool, feed: Any, out: Folded, cpu: Any = None
 ) -> None:
     """Count the events of `batches` into `out`, feeding `feed` and each CPU op's calls to `cpu`
-    (kineto_cpu.CpuUnions), either None. TypeError, ValueError or AttributeError: an event we
+    (breakdown_kineto.CpuUnions), either None. TypeError, ValueError or AttributeError: an event we
     cannot trust (a string ts, a list for args); the caller names it."""
     fed = feed.cats if feed is not None else frozenset()
     every, kept = (feed.every, 0) if feed is not None else (0, 0)
     cpu_every, cpu_kept = (cpu.every, 0) if cpu is not None else (0, 0)
-    if cpu is not None:
-        cpu_ts, cpu_dur, cpu_op = cpu.ts.append, cpu.dur.append, cpu.op.append
     kinds = KIND_BY_CAT if cpu_ops else {k: v for k, v in KIND_BY_CAT.items() if v != "cpu"}
     acc = out.acc
     names_by_key: dict[Any, dict] = {}  # kind (else category) -> name -> the slot in acc
@@ -169,16 +167,16 @@ def fold(
                 slot = names.get(name)
                 if slot is None:
                     keep = feed.keep(cat, name) if hooked else None
-                    op = cpu.index(name) if timed else None
+                    pair = cpu.calls(name) if timed else None
+                    op = (pair[0].append, pair[1].append) if pair else None
                     slot = names[name] = acc[(kind or cat, name)] = [0, 0.0, 0, keep, {}, op]
                 slot[0] += 1
                 slot[1] += dur
                 if memcpy:
                     slot[2] += _bytes(source)
                 if timed:  # a CPU op: its calls go to the per-op unions
-                    cpu_ts(ts)
-                    cpu_dur(dur)
-                    cpu_op(slot[5])
+                    slot[5][0](ts)
+                    slot[5][1](dur)
                     cpu_kept += 1
                     if cpu_kept >= cpu_every:
                         cpu.flush()

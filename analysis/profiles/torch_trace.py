@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from . import kineto_fast
+from .breakdown_kineto import CpuUnions
 from .intervals import us_ns
-from .kineto_cpu import CpuUnions
 from .kineto_fold import HIP, KINDS, Feed, Folded, device_kind, fold, hip_metric, unknown_gpu
 from .kineto_gzip import GzipText
 from .metrics import (
@@ -304,7 +304,7 @@ def _aggregate(
     info = meta.get("distributedInfo")
     rank = info.get("rank") if isinstance(info, dict) else None
     rank = rank if isinstance(rank, int) else None
-    # In ns as the breakdown rounds Kineto's microseconds (breakdown.kineto_ns).
+    # In ns as the breakdown rounds Kineto's microseconds (breakdown.py's docstring).
     place = {SPAN_TRACE: (us_ns(lo), us_ns(hi))} if hi >= lo else {}
     wall_s = (place[SPAN_TRACE][1] - place[SPAN_TRACE][0]) / _NS_PER_S if place else 0.0
     return RankProfile(
