@@ -1,5 +1,5 @@
 """Profile readers (nsys SQLite exports, torch.profiler Chrome traces) and the tidy metrics table.
-Reading needs no pandas; the artifact's frames (metrics.py) do."""
+Reading needs no pandas; the artifact's frames (artifact.py) do."""
 
 from __future__ import annotations
 
@@ -79,8 +79,7 @@ def load(
 
     def read(path: str | os.PathLike[str]) -> tuple[RankProfile, Breakdown, list]:
         if choice is not None:
-            got = steps.read_steps(path, detect_source(path), choice, cpu_ops)
-            return got.profile, got.breakdown, got.each
+            return steps.read_steps(path, detect_source(path), choice, cpu_ops)
         prof, bd = read_profile_breakdown(path, cpu_ops)
         if capture is not None:
             from .nsys_sqlite import with_capture

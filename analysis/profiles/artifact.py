@@ -141,12 +141,12 @@ def _absent(r: pd.Series, mine: pd.DataFrame) -> Callable[[str], dict[str, Any]]
         return lambda m: {"measured": False, "note": NOT_PROFILED}
     cpu_run = cov.is_cpu_device(r.get("device"))
     if cpu_run is None:  # no device recorded: a profile with CUDA rows came from a GPU run
-        cpu_run = not cov.has_cuda_rows(mine)
+        cpu_run = not cov.has_cuda(mine["metric"])
     if cpu_run:
         return lambda m: {"measured": False, "note": NOT_MEASURED}
     sources = sorted(set(mine["source"])) or [str(r.get("profiler", ""))]
     blind = cov.unrecordable(sources)
-    cuda = cov.has_cuda_rows(mine)
+    cuda = cov.has_cuda(mine["metric"])
 
     def cells(m: str) -> dict[str, Any]:
         if m in blind:

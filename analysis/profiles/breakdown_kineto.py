@@ -1,5 +1,5 @@
 """The interval unions of a Kineto trace, collected while torch_trace reads its events for the
-metrics: the time breakdown's (KinetoIntervals, a kineto_fold.Feed; breakdown.read_torch) and the
+metrics: the time breakdown's (KinetoIntervals, fed by kineto_fold.fold; breakdown.read_torch) and the
 wall time inside each CPU op (CpuUnions).
 
 Kineto writes events nearly in time order, a little shuffled between streams and threads. So the
@@ -114,7 +114,11 @@ class Fold:
 
 
 class KinetoIntervals(Fold):
-    """kineto_fold.Feed: a trace's GPU intervals by device and its blocking host calls."""
+    """A trace's GPU intervals by device and its blocking host calls, as kineto_fold.fold feeds
+    them: keep(cat, name), asked once per (category, name) of `cats`, gives None or for a device
+    (None: host calls) the arrays that get each event's ts and dur (dur < 0 left out); flush()
+    after every `every` events kept; spans(...) at the end (first ts, latest end, that event's
+    ts and dur of `cats`); finish() False: read the trace again with a feed made for keep_all."""
 
     cats = frozenset(KINETO_GPU) | KINETO_HOST
 

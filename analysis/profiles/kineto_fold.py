@@ -1,5 +1,5 @@
 """The per-event loop of the Kineto reader (torch_trace._aggregate): complete ("X") events counted
-by (kind, name), their span, and the CUDA ones handed to a Feed (the time breakdown's); then what
+by (kind, name), their span, and the CUDA ones handed to a feed (breakdown_kineto.KinetoIntervals); then what
 the categories found say of the device (CUDA, HIP/ROCm, none, unknown).
 
 Batches are json's dicts or kineto_fast's Records, read through one (ts, dur, cat, name, source)
@@ -12,10 +12,9 @@ every batch once more.
 from __future__ import annotations
 
 import gc
-from array import array
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from . import kineto_fast
 from .kineto_fast import Records
@@ -48,28 +47,9 @@ OTHER_CATS = frozenset(
 _NEW = object()  # a category not seen yet
 
 
-class Feed(Protocol):
-    """What fold hands the CUDA events to as it reads them (the time breakdown).
-
-    keep(cat, name), asked once per (category, name) of `cats`: None, or a function giving for a
-    device (None: host calls) the two arrays that get each event's ts and dur (dur < 0 left
-    out); flush() after every `every` events kept; spans(...) at the end (first ts, latest end,
-    that event's ts and dur) of `cats`; finish(): False where the events came out of time order
-    beyond what the feed folds (the trace is then read again, with a feed made for keep_all).
-    """
-
-    cats: frozenset[str]
-    every: float
-
-    def keep(self, cat: str, name: object) -> Callable[[object], tuple[array, array]] | None: ...
-    def spans(self, lo: float, hi: float, hi_ts: float, hi_dur: float) -> None: ...
-    def flush(self) -> None: ...
-    def finish(self) -> bool: ...
-
-
 class Folded:
     """What fold() found: acc (kind or category, name) -> [calls, total_us, bytes, ...]; [lo, hi]
-    of every complete event (us); fed as Feed.spans gets it; cats: each category, with whether
+    of every complete event (us); fed as KinetoIntervals.spans gets it; cats: each category, with whether
     its first event looked like device work (args.device or args.stream, a "stream N" thread)."""
 
     def __init__(self) -> None:
