@@ -232,15 +232,15 @@ def test_unprofiled_or_failed_runs_are_left_alone(tmp_path: Path) -> None:
 def test_real_two_rank_cpu_run_gives_per_rank_metrics(cpu_checks) -> None:
     """run.vision under torchrun with 2 gloo ranks and torch.profiler, then the sweep's step:
     gpu-check's multi-vision-ddp-allreduce check (the session's run, tests/real_runs.py)."""
-    from analysis.profiles.metrics import read_metrics_csv
+    from analysis.profiles.metrics import read_metrics_rows
 
     run = cpu_checks["multi-vision-ddp-allreduce"]
     assert run.spec["profiler"] == "torch" and run.spec["gpus"] == 2
     assert run.summary()["status"] == "ok"
-    df = read_metrics_csv(run.run_dir / profiling.PROFILE_METRICS)
-    assert sorted(df["rank"].unique()) == [0, 1] and set(df["source"]) == {"torch"}
+    rows = read_metrics_rows(run.run_dir / profiling.PROFILE_METRICS)
+    assert sorted({r.rank for r in rows}) == [0, 1] and {r.source for r in rows} == {"torch"}
     for rank in (0, 1):
-        mine = set(df[df["rank"] == rank]["metric"])
+        mine = {r.metric for r in rows if r.rank == rank}
         assert "cpu:gloo:all_reduce" in mine  # gloo allreduce of DDP's gradients
         assert not any(m.startswith(("cuda", "memcpy", "nccl")) for m in mine)  # absent, not 0
 

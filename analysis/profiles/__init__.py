@@ -1,16 +1,16 @@
 """Profile readers (nsys SQLite exports, torch.profiler Chrome traces) and the tidy metrics table.
-Reading needs no pandas; the artifact's frames (metrics.py) do."""
+Reading needs no pandas; the artifact's frames (artifact.py) do."""
 
 from __future__ import annotations
 
 import os
 import re
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 from . import steps
-from .breakdown import Breakdown, read_nsys, read_torch
+from .breakdown import Breakdown, for_wall, read_nsys, read_torch
 from .metrics import SQLITE_MAGIC, ProfileError, RankProfile, reading
 from .torch_trace import GZIP_MAGIC
 from .torch_trace import read_torch_trace as read_torch_trace  # re-exported
@@ -65,30 +65,31 @@ def rank_from_path(path: str | os.PathLike[str]) -> int | None:
     return None
 
 
-def load_with_breakdown(
-    paths: Sequence[str | os.PathLike[str]], cpu_ops: bool = True
-) -> list[tuple[int, RankProfile, Breakdown]]:
+def load(
+    paths: Sequence[str | os.PathLike[str]],
+    cpu_ops: bool = True,
+    choice: steps.Choice | None = None,
+    capture: str | None = None,
+) -> list[tuple[int, RankProfile, Breakdown, list]]:
     """Read files, each once, and give each a rank: recorded in the trace, else in its path,
     else by order. Two files of one source claiming one rank raise ProfileError (it would double
-    count); a format version newer than the tested ones gets one warning line on stderr."""
-    return _load(paths, lambda p: read_profile_breakdown(p, cpu_ops))
+    count); a format version newer than the tested ones gets one warning line on stderr.
+    choice: over those steps (StepError for one a file lacks), each step's (Step, Breakdown)
+    last; else capture, where known, is the run's nsys capture mode (nsys_sqlite.with_capture)."""
 
+    def read(path: str | os.PathLike[str]) -> tuple[RankProfile, Breakdown, list]:
+        if choice is not None:
+            return steps.read_steps(path, detect_source(path), choice, cpu_ops)
+        prof, bd = read_profile_breakdown(path, cpu_ops)
+        if capture is not None:
+            from .nsys_sqlite import with_capture
 
-def load_steps(
-    paths: Sequence[str | os.PathLike[str]], choice: steps.Choice, cpu_ops: bool = True
-) -> list[tuple[int, RankProfile, steps.StepRead]]:
-    """load_with_breakdown over the chosen training steps; StepError for a step a file lacks."""
+            prof = with_capture(prof, capture)
+            bd = for_wall(bd, prof)
+        return prof, bd, []
 
-    def read(path: str | os.PathLike[str]) -> tuple[RankProfile, steps.StepRead]:
-        got = steps.read_steps(path, detect_source(path), choice, cpu_ops)
-        return got.profile, got
-
-    return _load(paths, read)
-
-
-def _load(paths: Sequence[str | os.PathLike[str]], read: Callable) -> list[tuple]:
-    read_both = [read(p) for p in paths]
-    profiles = [prof for prof, _ in read_both]
+    read_all = [read(p) for p in paths]
+    profiles = [prof for prof, *_ in read_all]
     claimed: list[int | None] = []
     for path, prof in zip(paths, profiles, strict=True):
         claimed.append(prof.rank_hint if prof.rank_hint is not None else rank_from_path(path))
@@ -106,4 +107,4 @@ def _load(paths: Sequence[str | os.PathLike[str]], read: Callable) -> list[tuple
     for prof in profiles:
         if prof.version_note:
             print(f"warning: {prof.path}: {prof.version_note}", file=sys.stderr)
-    return [(r, p, b) for r, (p, b) in zip(ranks, read_both, strict=True)]
+    return [(r, *got) for r, got in zip(ranks, read_all, strict=True)]

@@ -30,7 +30,6 @@ from run.node import profiling
 from . import coverage as cov
 from . import metrics as mt
 from .coverage import NOT_CALLED, NOT_MEASURED, NOT_PROFILED  # artifacts read them here too
-from .rows import read_metrics_rows, sort_rows
 
 PAPER, EXTRA, CPU = "paper metric", "extra metric", "cpu op"
 # Sort rank of each kind: paper and extra rows share one rank so that a stable sort keeps
@@ -63,8 +62,8 @@ def run_metrics(runs: pd.DataFrame, scale: str) -> pd.DataFrame:
     for _, r in c.ok_runs(runs).iterrows():
         path = store.run_dir(scale, r["run"]) / profiling.PROFILE_METRICS
         if path.is_file():
-            rows += read_metrics_rows(path)
-    return mt.metrics_frame(sort_rows(rows))
+            rows += mt.read_metrics_rows(path)
+    return pd.DataFrame.from_records(mt.sort_rows(rows), columns=mt.TidyRow._fields)
 
 
 def with_launch_all(metrics: Sequence[str]) -> list[str]:
@@ -89,7 +88,9 @@ def table(
 ) -> pd.DataFrame:
     """One row per (run, metric): the paper's `metrics`, kernel_launch_all and CPU proxies; an
     absent metric is NOT_PROFILED, NOT_MEASURED, not recorded, NO_CUDA_IN_PROFILE or 0."""
-    grouped = mt.add_launch_all(mt.by_metric(tidy))
+    cells = tidy[mt.COLUMNS].astype(object)
+    tidy_rows = (mt.TidyRow(*r) for r in cells.where(cells.notna(), None).itertuples(index=False))
+    grouped = pd.DataFrame(mt.metric_totals(tidy_rows), columns=mt.MetricTotal._fields)
     rows: list[dict[str, Any]] = []
     for _, r in runs.iterrows():
         mine = grouped[grouped["run"] == r["run"]]
@@ -140,12 +141,12 @@ def _absent(r: pd.Series, mine: pd.DataFrame) -> Callable[[str], dict[str, Any]]
         return lambda m: {"measured": False, "note": NOT_PROFILED}
     cpu_run = cov.is_cpu_device(r.get("device"))
     if cpu_run is None:  # no device recorded: a profile with CUDA rows came from a GPU run
-        cpu_run = not cov.has_cuda_rows(mine)
+        cpu_run = not cov.has_cuda(mine["metric"])
     if cpu_run:
         return lambda m: {"measured": False, "note": NOT_MEASURED}
     sources = sorted(set(mine["source"])) or [str(r.get("profiler", ""))]
     blind = cov.unrecordable(sources)
-    cuda = cov.has_cuda_rows(mine)
+    cuda = cov.has_cuda(mine["metric"])
 
     def cells(m: str) -> dict[str, Any]:
         if m in blind:

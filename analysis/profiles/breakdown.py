@@ -29,7 +29,6 @@ from pathlib import Path
 
 from . import run_names
 from .breakdown_kineto import KinetoIntervals
-from .intervals import us_ns
 from .metrics import SPAN_ACTIVITY, SPAN_WALL, ProfileError, RankProfile, nccl_metric
 from .torch_trace import SPAN_TRACE, read_torch_trace
 
@@ -184,11 +183,6 @@ def for_wall(bd: Breakdown, profile: RankProfile) -> Breakdown:
     return dataclasses.replace(bd, window=(lo, hi), window_from=why)
 
 
-def read_breakdown(path: str | os.PathLike[str], source: str) -> Breakdown:
-    """The breakdown of one profile file ("nsys" or "torch"); ProfileError on bad input."""
-    return (read_nsys(path) if source == "nsys" else read_torch(path))[1]
-
-
 def read_nsys(
     path: str | os.PathLike[str], capture: str | None = None, setup: Callable | None = None
 ) -> tuple[RankProfile, Breakdown]:
@@ -221,12 +215,6 @@ def _breakdown(
                      kind or "CUDA")  # fmt: skip
 
 
-def kineto_ns(ts: float, dur: float) -> tuple[int, int]:
-    """(start, end) in integer ns from Kineto's float microseconds."""
-    start = us_ns(ts)
-    return start, start + round(dur * 1000)
-
-
 def read_torch(
     path: str | os.PathLike[str], cpu_ops: bool = True, events: Callable | None = None
 ) -> tuple[RankProfile, Breakdown]:
@@ -245,7 +233,7 @@ def read_torch(
     unions, blocked, activity = made[-1].result()
     bd = for_wall(_breakdown("torch", unions, blocked, activity or (0, 0), prof.device_kind), prof)
     # The trace span ends at the latest float ts + dur, the activity at the latest start + dur each
-    # rounded to ns (kineto_ns): up to 1 ns later. The wall is that window, so that the shares and
+    # rounded to ns (module docstring): up to 1 ns later. The wall is that window, so that the shares and
     # the breakdown divide by one length.
     if bd.window != prof.span_ns.get(SPAN_TRACE):
         places = {**prof.span_ns, SPAN_WALL: bd.window}

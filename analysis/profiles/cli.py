@@ -15,10 +15,9 @@ from pathlib import Path
 
 from . import breakdown as bdown
 from . import coverage as cov
-from . import load_steps, load_with_breakdown, run_names, steps
+from . import load, run_names, steps
 from . import metrics as mt
 from .kineto_fold import HIP, HIP_METRICS
-from .rows import MetricTotal, metric_totals, sort_rows, with_launch_all, write_tables
 
 PROG = "python -m analysis.profiles.cli"
 COMMAND = "profread"  # the console command pyproject.toml installs
@@ -136,8 +135,8 @@ def summary(
     rows: Sequence[mt.TidyRow], profiles: Sequence[tuple[int, mt.RankProfile]], top: int
 ) -> str:
     shown = {*mt.METRICS, *mt.LAUNCH_METRICS, *mt.COPY_METRICS, mt.KERNEL_LAUNCH_ALL}
-    totals: dict[tuple[int, str], list[MetricTotal]] = {}
-    for t in with_launch_all(metric_totals(rows)):
+    totals: dict[tuple[int, str], list[mt.MetricTotal]] = {}
+    for t in mt.metric_totals(rows):
         totals.setdefault((t.rank, t.source), []).append(t)
     lines = []
     for rank, prof in sorted(profiles, key=lambda rp: (rp[0], rp[1].source)):
@@ -188,35 +187,29 @@ def read(args: argparse.Namespace, command: str | None, choice: steps.Choice | N
     try:
         # Every file read once, metrics and breakdown together, before anything is written, so
         # that a file failing leaves no CSV.
-        if choice is None:
-            both = load_with_breakdown(args.files, cpu_ops=not args.no_cpu_ops)
-            each: dict[int, list] = {}
-        else:
-            got = load_steps(args.files, choice, cpu_ops=not args.no_cpu_ops)
-            both = [(rank, prof, sr.breakdown) for rank, prof, sr in got]
-            each = {i: sr.each for i, (_, _, sr) in enumerate(got)}
+        both = load(args.files, not args.no_cpu_ops, choice)
     except (mt.ProfileError, steps.StepError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1 if isinstance(exc, mt.ProfileError) else 2
     run = args.run or (Path(args.out).stem if args.out else DEFAULT_RUN)
-    split_rows = [row for rank, _, split in both for row in bdown.breakdown_rows(run, rank, split)]
-    order = sorted(range(len(both)), key=lambda i: (both[i][0], both[i][2].source))
+    split_rows = [row for rank, _, bd, _ in both for row in bdown.breakdown_rows(run, rank, bd)]
     lines = [
-        bdown.breakdown_lines(both[i][0], both[i][2])
-        + (steps.step_lines(both[i][0], each[i]) if i in each else [])
-        for i in order
+        bdown.breakdown_lines(rank, bd) + (steps.step_lines(rank, each) if each else [])
+        for rank, _, bd, each in sorted(both, key=lambda got: (got[0], got[2].source))
     ]
     if command == "breakdown":
         tables = [(args.out, bdown.COLUMNS, split_rows)]
     else:
-        profiles = [(rank, prof) for rank, prof, _ in both]
-        rows = sort_rows(row for rank, prof in profiles for row in mt.profile_rows(run, rank, prof))
+        profiles = [(rank, prof) for rank, prof, *_ in both]
+        rows = mt.sort_rows(
+            row for rank, prof in profiles for row in mt.profile_rows(run, rank, prof)
+        )
         split_out = args.breakdown_out or (bdown.breakdown_path(args.out) if args.out else None)
         tables = [
             (args.out, mt.COLUMNS + mt.WALL_COLUMNS, rows),
             (split_out, bdown.COLUMNS, split_rows),
         ]
-    if not write_tables([t for t in tables if t[0]]):
+    if not mt.write_tables([t for t in tables if t[0]]):
         return 1
     if command != "breakdown":
         print(summary(rows, profiles, args.top))

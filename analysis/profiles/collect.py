@@ -20,26 +20,17 @@ from run import store
 from run.node import profiling
 from run.program import program
 
-from . import ProfileError, load_with_breakdown
+from . import ProfileError, load
 from . import breakdown as bdown
-from .metrics import COLUMNS, WALL_COLUMNS, profile_rows
-from .nsys_sqlite import with_capture
-from .rows import sort_rows, write_rows_atomic
+from .metrics import COLUMNS, WALL_COLUMNS, profile_rows, sort_rows, write_rows_atomic
 
 
 def export_nsys(report: Path, nsys: str = "nsys") -> Path:
     """`nsys export --type sqlite` of one report; returns the .sqlite path."""
     out = report.with_suffix(".sqlite")
-    cmd = [
-        nsys,
-        "export",
-        "--type=sqlite",
-        "--force-overwrite=true",
-        f"--output={out}",
-        str(report),
-    ]
+    cmd = [nsys, "export", "--type=sqlite", "--force-overwrite=true", f"--output={out}"]
     try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+        proc = subprocess.run([*cmd, str(report)], capture_output=True, text=True, check=False)
     except OSError as exc:
         raise ProfileError(report, f"cannot run nsys export ({exc.strerror or exc})") from exc
     if proc.returncode != 0 or not out.is_file():
@@ -75,10 +66,10 @@ def collect_metrics(run: str, run_dir: Path, profiler: str) -> Path:
     capture = profiling.read_capture(run_dir) if profiler == "nsys" else None
     # One reading per file gives the metrics and the breakdown (diff and fig-optimized read it);
     # the breakdown's window follows the wall the run's capture mode picks.
-    both = [(rank, with_capture(p, capture), b) for rank, p, b in load_with_breakdown(files)]
-    profiles = [(rank, p) for rank, p, _ in both]
+    both = load(files, capture=capture)
+    profiles = [(rank, p) for rank, p, *_ in both]
     rows = sort_rows(row for rank, p in profiles for row in profile_rows(run, rank, p))
-    splits = [row for r, p, b in both for row in bdown.breakdown_rows(run, r, bdown.for_wall(b, p))]
+    splits = [row for r, _, b, _ in both for row in bdown.breakdown_rows(run, r, b)]
     out = write_rows_atomic(run_dir / profiling.PROFILE_METRICS, COLUMNS + WALL_COLUMNS, rows)
     write_rows_atomic(bdown.breakdown_path(out), bdown.COLUMNS, splits)
     plan_path = run_dir / profiling.PROFILING_PLAN

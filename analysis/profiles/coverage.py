@@ -13,12 +13,8 @@ summary's `device` is "cpu".
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
 
 from .metrics import CPU_PREFIX
-
-if TYPE_CHECKING:
-    import pandas as pd
 
 NOT_MEASURED = "not measured on this hardware"
 NOT_PROFILED = "not profiled (PROFILER=none)"
@@ -55,11 +51,6 @@ def is_cpu_device(device: object) -> bool | None:
     if not isinstance(device, str) or not device.strip():
         return None
     return device.strip().lower() == "cpu"
-
-
-def has_cuda_rows(tidy: pd.DataFrame) -> bool:
-    """Whether a metrics table holds any CUDA row (anything but "cpu:" ops)."""
-    return has_cuda(tidy["metric"]) if len(tidy) else False
 
 
 def has_cuda(metrics: Iterable[str]) -> bool:

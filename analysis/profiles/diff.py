@@ -22,12 +22,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from . import detect_source, load_steps, load_with_breakdown, rank_from_path, run_names, steps
+from . import detect_source, load, rank_from_path, read_profile_breakdown, run_names, steps
 from . import diff_table as dt
-from .breakdown import Breakdown, breakdown_path, breakdown_rows, for_wall, read_breakdown
+from .breakdown import Breakdown, breakdown_path, breakdown_rows
 from .diff_table import CSV_COLUMNS, PAPER_TOTAL, WALL  # the artifact imports them from here
-from .metrics import ProfileError, TidyRow, profile_rows, reading
-from .rows import read_metrics_rows, write_tables
+from .metrics import ProfileError, TidyRow, profile_rows, read_metrics_rows, reading, write_tables
 from .steps import Choice, StepError
 
 if TYPE_CHECKING:
@@ -121,7 +120,7 @@ def from_files(run: str, files: Sequence[str | os.PathLike[str]]) -> list[dt.Par
     out = []
     for i, path in enumerate(files):
         rank = rank_from_path(path)
-        out += _parts(run, i if rank is None else rank, read_breakdown(path, detect_source(path)))
+        out += _parts(run, i if rank is None else rank, read_profile_breakdown(path)[1])
     return out
 
 
@@ -160,20 +159,9 @@ def _files(
 ) -> Side:
     """Metrics and breakdown of profile files from one reading of each, over the wall the run's
     nsys capture mode calls for where it is known, or the chosen steps' window."""
-    if choice is not None:
-        read = [(rank, prof, sr.breakdown) for rank, prof, sr in load_steps(files, choice, cpu_ops)]
-    else:
-        read = load_with_breakdown(files, cpu_ops)
-    rows, parts = [], []
-    for rank, prof, bd in read:
-        if capture is not None and choice is None:
-            from .nsys_sqlite import with_capture  # a run's nsys capture mode: an nsys export
-
-            prof = with_capture(prof, capture)
-            bd = for_wall(bd, prof)
-        rows += profile_rows(run, rank, prof)
-        parts += _parts(run, rank, bd)
-    return rows, parts, ""
+    read = load(files, cpu_ops, choice, capture)
+    rows = [row for rank, prof, *_ in read for row in profile_rows(run, rank, prof)]
+    return rows, [p for rank, _, bd, _ in read for p in _parts(run, rank, bd)], ""
 
 
 def _run_folder(folder: Path, cpu_ops: bool, traces: bool, choice: Choice | None) -> Side:

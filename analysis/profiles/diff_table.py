@@ -10,8 +10,7 @@ from collections.abc import Iterable, Sequence
 from typing import NamedTuple
 
 from .breakdown import HOST, QUANTITIES
-from .metrics import METRICS, TidyRow
-from .rows import MetricTotal, metric_totals, with_launch_all
+from .metrics import METRICS, MetricTotal, TidyRow, metric_totals
 
 PAPER_TOTAL = "paper_total"
 BREAKDOWN = "breakdown:"
@@ -54,7 +53,7 @@ def ranks(rows: Sequence[TidyRow]) -> set[tuple[str, int, str]]:
 def aggregate(rows: Sequence[TidyRow]) -> Figures:
     """One entry per metric over the side's ranks: FIELDS, NaN where a field does not apply.
     calls, total_s and bytes are sums over ranks, share the mean (a rank without it counts 0)."""
-    totals = with_launch_all(metric_totals(rows))
+    totals = metric_totals(rows)
     n_ranks = max(len(ranks(rows)), 1)
     by: dict[str, list[MetricTotal]] = {}
     for t in totals:

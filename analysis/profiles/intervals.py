@@ -1,12 +1,10 @@
 """Interval unions over numpy chunks, for the time breakdown of large profiles.
 
-Exact on integer ns; touching intervals count as one, empty or reversed records as nothing (as
-merge_sorted). SortedUnion takes chunks sorted by start across chunks (an nsys table in its own
-order, or sorted by SQLite), carrying only the reach so far: memory is one chunk. sorted_union
-takes intervals in any order (a Kineto trace), as start and end arrays (16 bytes an interval)
-sorted apart and swept: which start pairs with which end does not change the union. fold_rows
-folds a GPU's (start, end, device, kind) rows into its four unions; small_unions does the same
-in plain Python for a few rows.
+Exact on integer ns; touching intervals count as one, empty or reversed records as nothing.
+SortedUnion takes chunks sorted by start across chunks (an nsys table in its own order, or sorted
+by SQLite), carrying only the reach so far: memory is one chunk. fold_rows folds a GPU's (start,
+end, device, kind) rows into its four unions; small_unions does the same in plain Python for a
+few rows in any order.
 
 numpy is imported inside the functions, never with the module: a small Kineto trace is read
 without it (its import is a third of a small file's start-up).
@@ -25,7 +23,6 @@ if TYPE_CHECKING:
 _FAR_PAST = -(1 << 62)  # below any start, and far from overflowing an int64
 # At most this many intervals are folded by small_unions rather than numpy (fold_small).
 SMALL = 1 << 13
-_SWEEP_CHUNK = 1 << 16  # values per searchsorted call: bounds the sweep's temporaries
 # Kineto's microseconds are scaled to ns in two parts, the whole multiples of this and the rest
 # (us_to_ns): epoch-based timestamps (1.7e15 us, torch 1.8-1.9) times 1000 are past 2**53, where
 # a float product is off by up to 128 ns.
@@ -84,45 +81,6 @@ class SortedUnion:
         gain = ends - np.maximum(starts, before)
         self.total += int(gain[gain > 0].sum())
         self.reach = max(self.reach, int(reach[-1]))
-
-
-def sorted_union(starts: Sequence[np.ndarray], ends: Sequence[np.ndarray]) -> int:
-    """Length of the union of groups of non-empty intervals (starts[k][i], ends[k][i]), any
-    order; sorts each array IN PLACE. A component starts at a start s with #starts < s equal to
-    #ends < s and ends at an end e with #starts <= e equal to #ends <= e; each value counted once
-    however many intervals share it."""
-
-    for arr in (*starts, *ends):
-        arr.sort()
-    return _sweep(ends, starts, ends, "right") - _sweep(starts, starts, ends, "left")
-
-
-def _sweep(
-    points: Sequence[np.ndarray],
-    starts: Sequence[np.ndarray],
-    ends: Sequence[np.ndarray],
-    side: str,
-) -> int:
-    """Sum of the distinct values among `points` where starts and ends balance (see above)."""
-    import numpy as np
-
-    total = 0
-    for k, arr in enumerate(points):
-        for lo in range(0, len(arr), _SWEEP_CHUNK):
-            v = arr[lo : lo + _SWEEP_CHUNK]
-            # the last copy of each value: within this array, then none in a later array
-            last = np.ones(len(v), dtype=bool)
-            nxt = arr[lo + 1 : lo + 1 + len(v)]
-            last[: len(nxt)] = nxt != v[: len(nxt)]
-            for later in points[k + 1 :]:
-                at = np.searchsorted(later, v, "left")
-                hit = at < len(later)
-                hit[hit] = later[at[hit]] == v[hit]
-                last &= ~hit
-            open_ = sum(np.searchsorted(s, v, side) for s in starts)
-            open_ = open_ - sum(np.searchsorted(e, v, side) for e in ends)
-            total += int(v[last & (open_ == 0)].sum())
-    return total
 
 
 def merged(streams: Sequence[Iterator[np.ndarray]]) -> Iterator[np.ndarray]:
@@ -202,58 +160,6 @@ def totals(acc: dict[int, tuple]) -> dict[int, tuple[int, ...]]:
         dev: (*(u.total for u in found[:4]), int(found[4][:2].sum()), *map(int, found[4][2:]))
         for dev, found in sorted(acc.items())
     }
-
-
-# --- one interval at a time -----------------------------------------------------------------
-
-
-class StreamUnion:
-    """Length of the union of intervals fed in order of start, holding one open interval."""
-
-    __slots__ = ("hi", "last", "lo", "total")
-
-    def __init__(self) -> None:
-        self.total, self.lo, self.hi, self.last = 0, 0, 0, None
-
-    def add(self, start: int, end: int) -> None:
-        if self.last is not None and start < self.last:
-            raise ValueError(f"intervals not sorted by start ({start} after {self.last})")
-        self.last = start
-        if end <= start:
-            return  # empty, or a record ending before it starts: no time to count
-        if start > self.hi or self.lo == self.hi:
-            self.total += self.hi - self.lo
-            self.lo, self.hi = start, end
-        elif end > self.hi:
-            self.hi = end
-
-    def length(self) -> int:
-        return self.total + self.hi - self.lo
-
-
-def merge_sorted(intervals: Iterable[tuple[int, int]]) -> Iterator[tuple[int, int]]:
-    """Merge (start, end) intervals sorted by start into disjoint ones, streamed; touching ones
-    merge, empty ones vanish, ValueError on input out of order."""
-    lo = hi = last = None
-    for start, end in intervals:
-        if last is not None and start < last:
-            raise ValueError(f"intervals not sorted by start ({start} after {last})")
-        last = start
-        if end <= start:
-            continue
-        if hi is None or start > hi:
-            if hi is not None:
-                yield lo, hi
-            lo, hi = start, end
-        elif end > hi:
-            hi = end
-    if hi is not None:
-        yield lo, hi
-
-
-def union_ns(intervals: Iterable[tuple[int, int]]) -> int:
-    """Length of the union of (start, end) intervals sorted by start, in bounded memory."""
-    return sum(hi - lo for lo, hi in merge_sorted(intervals))
 
 
 def fold_small(count: int) -> bool:

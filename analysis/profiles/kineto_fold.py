@@ -1,5 +1,5 @@
 """The per-event loop of the Kineto reader (torch_trace._aggregate): complete ("X") events counted
-by (kind, name), their span, and the CUDA ones handed to a Feed (the time breakdown's); then what
+by (kind, name), their span, and the CUDA ones handed to a feed (breakdown_kineto.KinetoIntervals); then what
 the categories found say of the device (CUDA, HIP/ROCm, none, unknown).
 
 Batches are json's dicts or kineto_fast's Records, read through one (ts, dur, cat, name, source)
@@ -12,10 +12,9 @@ every batch once more.
 from __future__ import annotations
 
 import gc
-from array import array
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from . import kineto_fast
 from .kineto_fast import Records
@@ -48,28 +47,9 @@ OTHER_CATS = frozenset(
 _NEW = object()  # a category not seen yet
 
 
-class Feed(Protocol):
-    """What fold hands the CUDA events to as it reads them (the time breakdown).
-
-    keep(cat, name), asked once per (category, name) of `cats`: None, or a function giving for a
-    device (None: host calls) the two arrays that get each event's ts and dur (dur < 0 left
-    out); flush() after every `every` events kept; spans(...) at the end (first ts, latest end,
-    that event's ts and dur) of `cats`; finish(): False where the events came out of time order
-    beyond what the feed folds (the trace is then read again, with a feed made for keep_all).
-    """
-
-    cats: frozenset[str]
-    every: float
-
-    def keep(self, cat: str, name: object) -> Callable[[object], tuple[array, array]] | None: ...
-    def spans(self, lo: float, hi: float, hi_ts: float, hi_dur: float) -> None: ...
-    def flush(self) -> None: ...
-    def finish(self) -> bool: ...
-
-
 class Folded:
     """What fold() found: acc (kind or category, name) -> [calls, total_us, bytes, ...]; [lo, hi]
-    of every complete event (us); fed as Feed.spans gets it; cats: each category, with whether
+    of every complete event (us); fed as KinetoIntervals.spans gets it; cats: each category, with whether
     its first event looked like device work (args.device or args.stream, a "stream N" thread)."""
 
     def __init__(self) -> None:
@@ -117,13 +97,11 @@ def fold(
     batches: Iterable[list[Any]], cpu_ops: bool, feed: Any, out: Folded, cpu: Any = None
 ) -> None:
     """Count the events of `batches` into `out`, feeding `feed` and each CPU op's calls to `cpu`
-    (kineto_cpu.CpuUnions), either None. TypeError, ValueError or AttributeError: an event we
+    (breakdown_kineto.CpuUnions), either None. TypeError, ValueError or AttributeError: an event we
     cannot trust (a string ts, a list for args); the caller names it."""
     fed = feed.cats if feed is not None else frozenset()
     every, kept = (feed.every, 0) if feed is not None else (0, 0)
     cpu_every, cpu_kept = (cpu.every, 0) if cpu is not None else (0, 0)
-    if cpu is not None:
-        cpu_ts, cpu_dur, cpu_op = cpu.ts.append, cpu.dur.append, cpu.op.append
     kinds = KIND_BY_CAT if cpu_ops else {k: v for k, v in KIND_BY_CAT.items() if v != "cpu"}
     acc = out.acc
     names_by_key: dict[Any, dict] = {}  # kind (else category) -> name -> the slot in acc
@@ -169,16 +147,16 @@ def fold(
                 slot = names.get(name)
                 if slot is None:
                     keep = feed.keep(cat, name) if hooked else None
-                    op = cpu.index(name) if timed else None
+                    pair = cpu.calls(name) if timed else None
+                    op = (pair[0].append, pair[1].append) if pair else None
                     slot = names[name] = acc[(kind or cat, name)] = [0, 0.0, 0, keep, {}, op]
                 slot[0] += 1
                 slot[1] += dur
                 if memcpy:
                     slot[2] += _bytes(source)
                 if timed:  # a CPU op: its calls go to the per-op unions
-                    cpu_ts(ts)
-                    cpu_dur(dur)
-                    cpu_op(slot[5])
+                    slot[5][0](ts)
+                    slot[5][1](dur)
                     cpu_kept += 1
                     if cpu_kept >= cpu_every:
                         cpu.flush()

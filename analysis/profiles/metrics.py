@@ -13,23 +13,23 @@ of nsys's capture window from one of its whole session. `calls` counts operation
 call (the second row per call of an export with CUDA backtraces is dropped) and one per copy (a
 batched-copy record counts every copy of its batch).
 
-The reading path works on plain rows (rows.py): importing pandas costs more memory and start-up
-time than reading a small profile. Only the artifact's frames (the end of this module) use it.
+Plain rows throughout, read and written without pandas (`write_rows_atomic` writes what pandas
+reads back as the same values): importing pandas costs more memory and start-up time than
+reading a small profile; only the artifact's frames (artifact.py) use it.
 """
 
 from __future__ import annotations
 
 import contextlib
+import csv
 import math
 import os
 import re
-from collections.abc import Callable, Iterable, Iterator
+import sys
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, NamedTuple, TextIO
-
-if TYPE_CHECKING:
-    import pandas as pd
+from typing import NamedTuple
 
 COLUMNS = ["run", "rank", "source", "metric", "raw_name", "calls", "total_s", "bytes", "share"]
 # Trailing columns (readers always write them; tables built by hand may omit them).
@@ -165,7 +165,7 @@ class RankProfile:
     activity_s: float = float("nan")  # SPAN_ACTIVITY's length; NaN where not measured
     file_capture: str | None = None  # the capture mode the file records (META_DATA_CAPTURE)
     span_ns: dict[str, tuple[int, int]] = field(default_factory=dict)
-    # One line for a format version newer than any tested: load_with_breakdown prints it once.
+    # One line for a format version newer than any tested: load prints it once.
     version_note: str = ""
     # CUDA records of an nsys export outside its session, by kind: with_capture widens the wall
     # to hold them and names them in wall_from, so that none is dropped.
@@ -280,8 +280,96 @@ def nccl_metric(kernel_name: str) -> str | None:
     return None
 
 
-def atomic_write(path: str | os.PathLike[str], write: Callable[[TextIO], None]) -> Path:
-    """Call write(fh) on a temp file in path's folder, then os.replace: never half a file."""
+class MetricTotal(NamedTuple):
+    """A metric's raw names summed within one (run, rank, source)."""
+
+    run: str
+    rank: int
+    source: str
+    metric: str
+    calls: int
+    total_s: float
+    bytes: int | None
+    share: float
+
+
+def sort_rows(rows: Iterable[TidyRow]) -> list[TidyRow]:
+    """A table's rows in its order: by run, rank and source, then by time spent (most first)."""
+    return sorted(rows, key=lambda r: (r.run, r.rank, r.source, -r.total_s, r.metric, r.raw_name))
+
+
+def metric_totals(rows: Iterable[TidyRow]) -> list[MetricTotal]:
+    """One per (run, rank, source, metric), sorted so (bytes None where no row has bytes), then
+    a KERNEL_LAUNCH_ALL total (sums over LAUNCH_APIS; rows so named are left out) per (run, rank,
+    source) with any launch."""
+    groups: dict[tuple, list[TidyRow]] = {}
+    for r in rows:
+        if r.metric != KERNEL_LAUNCH_ALL:
+            groups.setdefault((r.run, r.rank, r.source, r.metric), []).append(r)
+    out, launches = [], {}
+    for key in sorted(groups):
+        sizes = [r.bytes for r in groups[key] if r.bytes is not None]
+        out.append(_summed(key, groups[key], sum(sizes) if sizes else None))
+        if key[3] in LAUNCH_APIS:
+            launches.setdefault(key[:3], []).append(out[-1])
+    return out + [_summed((*k, KERNEL_LAUNCH_ALL), g, None) for k, g in sorted(launches.items())]
+
+
+def _summed(key: tuple, group: Sequence, nbytes: int | None) -> MetricTotal:
+    calls, total_s = sum(r.calls for r in group), math.fsum(r.total_s for r in group)
+    return MetricTotal(*key, calls, total_s, nbytes, math.fsum(r.share for r in group))
+
+
+def read_metrics_rows(path: str | os.PathLike[str]) -> list[TidyRow]:
+    """The rows of a metrics CSV; OSError as open() raises it, ValueError (one line) for a file
+    that is not one. Missing WALL_COLUMNS (a table built by hand) read as unknown (NaN, "")."""
+    with open(path, newline="", encoding="utf-8") as fh:
+        lines = csv.reader(fh)
+        header = next(lines, None)
+        if not header:
+            raise ValueError("no header line")
+        missing = [c for c in COLUMNS if c not in header]
+        if missing:
+            raise ValueError(f"no column {', '.join(missing)}")
+        at = {c: header.index(c) for c in COLUMNS + WALL_COLUMNS if c in header}
+        rows = []
+        for n, cells in enumerate(lines, start=2):
+            if not cells:
+                continue
+            if len(cells) > len(header):
+                raise ValueError(f"line {n} has {len(cells)} fields, the header {len(header)}")
+            cells += [""] * (len(header) - len(cells))
+            try:
+                rows.append(TidyRow(**{c: _PARSE[c](cells[i]) for c, i in at.items()}))
+            except ValueError as exc:
+                raise ValueError(f"line {n}: {exc}") from None
+        return rows
+
+
+def _whole(text: str) -> int:
+    value = float(text)  # "3" and "3.0" alike; "" and "nan" refused below
+    if not value.is_integer():
+        raise ValueError(f"not a whole number: {text!r}")
+    return int(value)
+
+
+def _number(text: str) -> float:
+    return float(text) if text else math.nan
+
+
+_PARSE: dict[str, Callable[[str], object]] = {
+    **dict.fromkeys(("run", "source", "metric", "raw_name", "wall_from", "device_kind"), str),
+    **dict.fromkeys(("rank", "calls"), _whole),
+    **dict.fromkeys(("total_s", "share", "wall_s", "activity_s"), _number),
+    "bytes": lambda text: _whole(text) if text else None,
+}
+
+
+def write_rows_atomic(
+    path: str | os.PathLike[str], columns: Sequence[str], rows: Iterable[Sequence]
+) -> Path:
+    """Write rows as CSV as pandas' to_csv would (floats as repr, NaN and None empty, "\\n" line
+    ends) to a temp file in path's folder, then os.replace: never half a file."""
     dest = Path(path)
     import uuid  # here: only writing needs it, and it costs start-up time
 
@@ -290,7 +378,9 @@ def atomic_write(path: str | os.PathLike[str], write: Callable[[TextIO], None]) 
     tmp = dest.with_name(f".{dest.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
     try:
         with open(tmp, "x", newline="") as fh:
-            write(fh)
+            out = csv.writer(fh, lineterminator="\n")
+            out.writerow(columns)
+            out.writerows([_cell(v) for v in row] for row in rows)
         os.replace(tmp, dest)
     except BaseException:
         tmp.unlink(missing_ok=True)
@@ -298,72 +388,20 @@ def atomic_write(path: str | os.PathLike[str], write: Callable[[TextIO], None]) 
     return dest
 
 
-def metrics_frame(rows: Iterable[TidyRow]) -> pd.DataFrame:
-    import pandas as pd
-
-    return _typed(pd.DataFrame.from_records(list(rows), columns=COLUMNS + WALL_COLUMNS))
-
-
-def by_metric(df: pd.DataFrame) -> pd.DataFrame:
-    """One row per (run, rank, source, metric): raw-name variants summed."""
-    import pandas as pd
-
-    keys = ["run", "rank", "source", "metric"]
-    if df.empty:
-        drop = ["raw_name", *(c for c in WALL_COLUMNS if c in df.columns)]
-        return df.drop(columns=drop).reset_index(drop=True)
-    agg = df.groupby(keys, as_index=False, sort=True).agg(
-        calls=("calls", "sum"),
-        total_s=("total_s", "sum"),
-        bytes=("bytes", lambda s: s.sum() if s.notna().any() else pd.NA),
-        share=("share", "sum"),
-    )
-    agg["bytes"] = agg["bytes"].astype("Int64")
-    return agg
+def write_tables(tables: Sequence[tuple[str, Sequence[str], list]]) -> bool:
+    """Write (path, columns, rows) tables; False after one error line if one cannot be."""
+    for dest, columns, rows in tables:
+        try:
+            write_rows_atomic(dest, columns, rows)
+        except OSError as exc:
+            print(f"error: {dest}: cannot write ({exc.strerror or exc})", file=sys.stderr)
+            return False
+    return True
 
 
-def add_launch_all(grouped: pd.DataFrame) -> pd.DataFrame:
-    """`by_metric` rows plus one KERNEL_LAUNCH_ALL row (sums over LAUNCH_APIS) per (run, rank,
-    source) with any launch; rows already named KERNEL_LAUNCH_ALL are dropped first."""
-    import pandas as pd
-
-    base = grouped[grouped["metric"] != KERNEL_LAUNCH_ALL]
-    launches = base[base["metric"].isin(LAUNCH_APIS)]
-    if launches.empty:
-        return base.reset_index(drop=True)
-    keys = ["run", "rank", "source"]
-    derived = launches.groupby(keys, as_index=False, sort=True).agg(
-        calls=("calls", "sum"), total_s=("total_s", "sum"), share=("share", "sum")
-    )
-    derived["metric"] = KERNEL_LAUNCH_ALL
-    derived["bytes"] = pd.Series(pd.NA, index=derived.index, dtype="Int64")
-    out = pd.concat([base, derived[list(base.columns)]], ignore_index=True)
-    return out.astype(base.dtypes.to_dict())
-
-
-def read_metrics_csv(path: str | os.PathLike[str]) -> pd.DataFrame:
-    """Load a metrics CSV (rows.write_rows_atomic's) with the table's dtypes."""
-    import pandas as pd
-
-    return _typed(pd.read_csv(path))
-
-
-def _typed(df: pd.DataFrame) -> pd.DataFrame:
-    df = df.reset_index(drop=True)
-    wall = [c for c in WALL_COLUMNS if c in df.columns]
-    types = {"wall_s": "float64", "activity_s": "float64", "wall_from": "string",
-             "device_kind": "string"}  # fmt: skip
-    return df.astype(
-        {
-            **{c: types[c] for c in wall},
-            "run": "string",
-            "rank": "int64",
-            "source": "string",
-            "metric": "string",
-            "raw_name": "string",
-            "calls": "int64",
-            "total_s": "float64",
-            "bytes": "Int64",
-            "share": "float64",
-        }
-    )[COLUMNS + wall]
+def _cell(value: object) -> object:
+    if value is None:
+        return ""
+    if isinstance(value, float):  # numpy's float64 too, whose repr names its type
+        return "" if math.isnan(value) else repr(float(value))
+    return value

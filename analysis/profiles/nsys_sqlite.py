@@ -21,16 +21,8 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import closing
 from pathlib import Path
 
-from .capture_nsys import (
-    CAPTURE_API,
-    CAPTURE_DURATION,
-    CAPTURE_NVTX,
-    CAPTURE_WHOLE,
-    file_capture,
-    place_wall,
-    records_outside,
-    session_span,
-)
+from . import capture_nsys as cap
+from . import nsys_schema as nsys
 from .metrics import (
     CUPTI_COPY_KIND,
     SPAN_ACTIVITY,
@@ -45,27 +37,6 @@ from .metrics import (
     newer_version_note,
     reading,
     runtime_metric,
-)
-from .nsys_schema import (
-    CAPTURE_TABLE,
-    CUDA_TABLES,
-    EXPORT_TABLE,
-    KERNEL,
-    MEMCPY,
-    MEMCPY_ENUM,
-    MEMSET,
-    OLD_EXPORT,
-    REQUIRED,
-    RUNTIME,
-    STRINGS,
-    call_rows,
-    connect,
-    kernel_name_column,
-    name_values,
-    runtime_calls,
-    schema,
-    strings,
-    temp_views,
 )
 
 # The nsys releases a golden test reads (README's version table): synth.NSYS_SCHEMAS' layouts and
@@ -126,7 +97,7 @@ def _on_own_connection(
     where: tuple[Path, list[str]], job: Callable[..., object], *args: object
 ) -> object:
     path, views = where
-    with closing(connect(f"{path.resolve().as_uri()}?mode=ro", views)) as con:
+    with closing(nsys.connect(f"{path.resolve().as_uri()}?mode=ro", views)) as con:
         return job(con, *args)
 
 
@@ -136,12 +107,12 @@ def with_capture(profile: RankProfile, capture: str | None) -> RankProfile:
     and widened to hold every CUDA record (place_wall). Other sources unchanged."""
     if profile.source != "nsys":
         return profile
-    origin = "nsys capture" if capture is not None else CAPTURE_TABLE  # as wall_from names it
+    origin = "nsys capture" if capture is not None else nsys.CAPTURE_TABLE  # as wall_from names it
     capture = capture if capture is not None else profile.file_capture
     order = (SPAN_SESSION, SPAN_ACTIVITY)
-    if capture in (CAPTURE_API, CAPTURE_NVTX):
+    if capture in (cap.CAPTURE_API, cap.CAPTURE_NVTX):
         order, why = (SPAN_ACTIVITY,), f"{origin}: {capture} window"
-    elif capture in (CAPTURE_DURATION, CAPTURE_WHOLE):
+    elif capture in (cap.CAPTURE_DURATION, cap.CAPTURE_WHOLE):
         why = f"{origin}: {capture}"
     elif capture is None:
         why = NSYS_DEFAULT
@@ -151,7 +122,7 @@ def with_capture(profile: RankProfile, capture: str | None) -> RankProfile:
     places = {k: v for k, v in profile.span_ns.items() if k != SPAN_WALL}
     if not name:
         return dataclasses.replace(profile, wall_s=0.0, wall_from="", span_ns=places)
-    (lo, hi), note = place_wall(name, places, profile.outside)
+    (lo, hi), note = cap.place_wall(name, places, profile.outside)
     places[SPAN_WALL] = (lo, hi)
     return dataclasses.replace(
         profile, wall_s=(hi - lo) / _NS_PER_S, wall_from=f"{name} ({why}){note}", span_ns=places
@@ -161,14 +132,14 @@ def with_capture(profile: RankProfile, capture: str | None) -> RankProfile:
 def _read(
     con: sqlite3.Connection, path: Path, jobs: Sequence[Job], counted: Callable | None = None
 ) -> tuple[RankProfile, list]:
-    columns = schema(con)
-    if STRINGS not in columns:
+    columns = nsys.schema(con)
+    if nsys.STRINGS not in columns:
         raise ProfileError(
             path, "SQLite file of another schema: no StringIds table, not an nsys export"
         )
-    activity = [t for t in CUDA_TABLES if t in columns]
-    for table in [STRINGS, *activity]:
-        missing = [c for c in REQUIRED[table] if c not in columns[table]]
+    activity = [t for t in nsys.CUDA_TABLES if t in columns]
+    for table in [nsys.STRINGS, *activity]:
+        missing = [c for c in nsys.REQUIRED[table] if c not in columns[table]]
         if missing:
             raise ProfileError(path, f"SQLite file of another schema: {table} lacks {missing}")
     if not activity:
@@ -176,32 +147,34 @@ def _read(
         # never opened or CUDA was not traced, and every metric would be a silent absence.
         raise ProfileError(
             path,
-            f"nsys export without CUDA tables ({', '.join(CUDA_TABLES)}): nothing was traced "
+            f"nsys export without CUDA tables ({', '.join(nsys.CUDA_TABLES)}): nothing was traced "
             "(was --trace=cuda on, and did the capture range open?)",
         )
-    session = session_span(con, columns)
+    session = cap.session_span(con, columns)
     session_ns = session[1] - session[0] if session else 0
     # Read before the long work: a capture table that contradicts itself ends the read at once.
-    capture = file_capture(con, columns, path, session_ns)
+    capture = cap.file_capture(con, columns, path, session_ns)
 
     spans: list[tuple[int, int]] = []  # (min start, max end) per group, for the activity span
-    name_col = kernel_name_column(columns)
-    if KERNEL in columns and name_col is None:
-        raise ProfileError(path, f"SQLite file of another schema: {KERNEL} has no name column")
+    name_col = nsys.kernel_name_column(columns)
+    if nsys.KERNEL in columns and name_col is None:
+        raise ProfileError(path, f"SQLite file of another schema: {nsys.KERNEL} has no name column")
     tables = []
-    if RUNTIME in columns:
-        calls = (runtime_calls(con, columns), "nameId", runtime_metric, "<nameId {}>")
-        tables.append((RUNTIME, _named_rows, calls))
-    if KERNEL in columns:
-        tables.append((KERNEL, _named_rows, (KERNEL, name_col, nccl_metric, "")))
-    if MEMCPY in columns:
-        tables.append((MEMCPY, _memcpy_rows, (columns,)))
+    if nsys.RUNTIME in columns:
+        calls = (nsys.runtime_calls(con, columns), "nameId", runtime_metric, "<nameId {}>")
+        tables.append((nsys.RUNTIME, _named_rows, calls))
+    if nsys.KERNEL in columns:
+        tables.append((nsys.KERNEL, _named_rows, (nsys.KERNEL, name_col, nccl_metric, "")))
+    if nsys.MEMCPY in columns:
+        tables.append((nsys.MEMCPY, _memcpy_rows, (columns,)))
     # Each GROUP BY is a sort of its whole table, most of the read time; SQLite runs them side by
     # side on their own connections (it releases the GIL), so the cores share them, and the jobs
     # (the breakdown's scans) with them. The jobs may count the GROUP BYs (`counted`): the calls'
     # where they are told apart by their class (the rows are read in stored order then).
-    by_job = {KERNEL, MEMCPY} | ({RUNTIME} if call_rows(con, columns) is not None else set())
-    where = (path, temp_views(con))
+    by_job = {nsys.KERNEL, nsys.MEMCPY} | (
+        {nsys.RUNTIME} if nsys.call_rows(con, columns) is not None else set()
+    )
+    where = (path, nsys.temp_views(con))
     with ThreadPoolExecutor(len(tables) + len(jobs)) as pool:
         extra = [pool.submit(_on_own_connection, where, job, columns) for job in jobs]
         groups = [
@@ -214,8 +187,8 @@ def _read(
             row for (table, fn, args), job in zip(tables, groups, strict=True)
             for row in (job.result() if job else fn(con, spans, counted(table), *args))
         ]  # fmt: skip
-    if {"start", "end"} <= columns.get(MEMSET, set()):
-        lo, hi = con.execute(f'SELECT MIN(start), MAX("end") FROM {MEMSET}').fetchone()
+    if {"start", "end"} <= columns.get(nsys.MEMSET, set()):
+        lo, hi = con.execute(f'SELECT MIN(start), MAX("end") FROM {nsys.MEMSET}').fetchone()
         if lo is not None and hi is not None:
             spans.append((lo, hi))
 
@@ -234,7 +207,7 @@ def _read(
         file_capture=capture,
         version_note=_newer_release(con, columns),
         span_ns=places,
-        outside=records_outside(con, columns, places),
+        outside=cap.records_outside(con, columns, places),
         device_kind="CUDA",
     )
     return profile, results
@@ -264,7 +237,7 @@ def _named_rows(con: sqlite3.Connection, spans: list[tuple[int, int]],
                 metric_of: Callable[[str], str | None], unnamed: str) -> list[Row]:  # fmt: skip
     """Metric rows of a table grouped by a StringIds id (calls, kernels)."""
     groups = _grouped(con, counted, source, key)
-    names = strings(con, [g[0] for g in groups])
+    names = nsys.strings(con, [g[0] for g in groups])
     rows = []
     for name_id, calls, total, lo, hi in groups:
         spans.append((lo, hi))
@@ -283,12 +256,14 @@ def _memcpy_rows(
 ) -> list[Row]:
     # A batched record holds copyCount copies (at least 1: older rows may hold 0 or NULL); its
     # duration and bytes are the batch's, summed as recorded.
-    count = "SUM(MAX(COALESCE(copyCount, 1), 1))" if "copyCount" in columns[MEMCPY] else "COUNT(*)"
-    groups = _grouped(con, counted, MEMCPY, "copyKind", count, ', SUM("bytes")')
+    count = (
+        "SUM(MAX(COALESCE(copyCount, 1), 1))" if "copyCount" in columns[nsys.MEMCPY] else "COUNT(*)"
+    )
+    groups = _grouped(con, counted, nsys.MEMCPY, "copyKind", count, ', SUM("bytes")')
     labels = dict(CUPTI_COPY_KIND)
-    if MEMCPY_ENUM in columns:
-        label_col = "label" if "label" in columns[MEMCPY_ENUM] else "name"
-        for kind_id, label in con.execute(f"SELECT id, {label_col} FROM {MEMCPY_ENUM}"):
+    if nsys.MEMCPY_ENUM in columns:
+        label_col = "label" if "label" in columns[nsys.MEMCPY_ENUM] else "name"
+        for kind_id, label in con.execute(f"SELECT id, {label_col} FROM {nsys.MEMCPY_ENUM}"):
             # Old exports without `label` spell it CUDA_MEMCPY_OPER_HTOD.
             labels[kind_id] = str(label).removeprefix("CUDA_MEMCPY_OPER_")
     rows = []
@@ -305,6 +280,9 @@ def _memcpy_rows(
 
 def _newer_release(con: sqlite3.Connection, columns: dict[str, set[str]]) -> str:
     """RankProfile.version_note for the nsys release META_DATA_EXPORT names ("" if it names none)."""
-    found = dict(name_values(con, columns, EXPORT_TABLE) or name_values(con, columns, OLD_EXPORT))
+    found = dict(
+        nsys.name_values(con, columns, nsys.EXPORT_TABLE)
+        or nsys.name_values(con, columns, nsys.OLD_EXPORT)
+    )
     release = next((found[k] for k in _RELEASE_KEYS if found.get(k) is not None), None)
     return newer_version_note("nsys export of", release, NSYS_COVERED)

@@ -274,27 +274,18 @@ def read_window(
     return prof, for_wall(bd, prof)
 
 
-@dataclasses.dataclass(frozen=True)
-class StepRead:
-    """The whole window's profile and breakdown, and each step's breakdown in order."""
-
-    profile: RankProfile
-    breakdown: Breakdown
-    each: list[tuple[Step, Breakdown]]
-
-
 def read_steps(
     path: str | os.PathLike[str], source: str, choice: Choice, cpu_ops: bool = True
-) -> StepRead:
-    """A file read over the chosen steps; StepError where it lacks one, ProfileError on
-    unreadable input."""
+) -> tuple[RankProfile, Breakdown, list[tuple[Step, Breakdown]]]:
+    """A file's profile and breakdown over the chosen steps, and each step's breakdown;
+    StepError where it lacks one, ProfileError on unreadable input."""
     find = nvtx_steps if source == "nsys" else kineto_steps
     steps = chosen(path, find(path, choice.name), choice)
     prof, bd = read_window(path, source, steps, choice.label(), cpu_ops)
     if len(steps) == 1:
-        return StepRead(prof, bd, [(steps[0], bd)])
+        return prof, bd, [(steps[0], bd)]
     each = [(s, read_window(path, source, [s], choice.label(s.number), cpu_ops)[1]) for s in steps]
-    return StepRead(prof, bd, each)
+    return prof, bd, each
 
 
 def step_lines(rank: int, each: Sequence[tuple[Step, Breakdown]]) -> list[str]:

@@ -21,9 +21,9 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from . import kineto_fast
+from .breakdown_kineto import CpuUnions, KinetoIntervals
 from .intervals import us_ns
-from .kineto_cpu import CpuUnions
-from .kineto_fold import HIP, KINDS, Feed, Folded, device_kind, fold, hip_metric, unknown_gpu
+from .kineto_fold import HIP, KINDS, Folded, device_kind, fold, hip_metric, unknown_gpu
 from .kineto_gzip import GzipText
 from .metrics import (
     CPU_PREFIX,
@@ -55,13 +55,13 @@ _NO_EVENTS = "JSON without a traceEvents array (not a Chrome trace)"
 def read_torch_trace(
     path: str | os.PathLike[str],
     cpu_ops: bool = True,
-    feed_for: Callable[[bool], Feed] | None = None,
+    feed_for: Callable[[bool], KinetoIntervals] | None = None,
     events: Callable[[Iterator[list[Any]]], Iterator[list[Any]]] | None = None,
 ) -> RankProfile:
     """Aggregate one Chrome trace; `cpu_ops` adds "cpu:<op>" rows. ProfileError naming the file
     for a missing, truncated or non-trace file, or one of GPU events of no known category.
 
-    feed_for(keep_all): the Feed given every complete event of its cats in the same pass (the
+    feed_for(keep_all): the feed given every complete event of its cats in the same pass (the
     time breakdown). Where the events come out of time order beyond what the feed or the CPU
     unions fold, the trace is read again, keeping every interval. events: a transform of the
     decoded batches (steps.py clips them to a window).
@@ -271,7 +271,7 @@ def _aggregate(
     path: Path,
     stream: _JsonStream,
     cpu_ops: bool,
-    feed: Feed | None,
+    feed: KinetoIntervals | None,
     cpu: CpuUnions | None,
     events: Callable[[Iterator[list[Any]]], Iterator[list[Any]]] | None = None,
 ) -> RankProfile | None:
@@ -304,7 +304,7 @@ def _aggregate(
     info = meta.get("distributedInfo")
     rank = info.get("rank") if isinstance(info, dict) else None
     rank = rank if isinstance(rank, int) else None
-    # In ns as the breakdown rounds Kineto's microseconds (breakdown.kineto_ns).
+    # In ns as the breakdown rounds Kineto's microseconds (breakdown.py's docstring).
     place = {SPAN_TRACE: (us_ns(lo), us_ns(hi))} if hi >= lo else {}
     wall_s = (place[SPAN_TRACE][1] - place[SPAN_TRACE][0]) / _NS_PER_S if place else 0.0
     return RankProfile(

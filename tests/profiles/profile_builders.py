@@ -19,7 +19,7 @@ import pytest
 from corpus_reading import kineto_figures, nsys_figures
 
 from analysis.profiles.cli import main
-from analysis.profiles.metrics import read_metrics_csv
+from analysis.profiles.metrics import MetricTotal, TidyRow, metric_totals, read_metrics_rows
 from analysis.profiles.synth import (
     BACKTRACE_CLASS,
     DRIVER_CLASS,
@@ -207,6 +207,18 @@ def add_memsets(path: Path, spans: list[tuple[int, int]]) -> Path:
         )
     con.close()
     return path
+
+
+def read_metrics_csv(path: Path) -> pd.DataFrame:
+    """A metrics CSV's rows (metrics.read_metrics_rows, as the artifact reads them) as a frame."""
+    return pd.DataFrame.from_records(read_metrics_rows(path), columns=TidyRow._fields)
+
+
+def totals(table: pd.DataFrame) -> pd.DataFrame:
+    """metrics.metric_totals of a metrics table (NaN as None), as a frame."""
+    rows = table.astype(object).itertuples(index=False)
+    tidy = [TidyRow(*(None if v != v else v for v in r)) for r in rows]
+    return pd.DataFrame(metric_totals(tidy), columns=MetricTotal._fields)
 
 
 def cli_table(run: str, files: Sequence[Path]) -> pd.DataFrame:

@@ -6,7 +6,6 @@ import dataclasses
 import json
 import random
 import sqlite3
-import tracemalloc
 from pathlib import Path
 
 import numpy as np
@@ -15,9 +14,9 @@ import pytest
 from profile_builders import add_capture_settings, add_memsets, kineto_event, make_nsys, write_trace
 
 from analysis.profiles import breakdown as bd
-from analysis.profiles import breakdown_nsys
+from analysis.profiles import breakdown_nsys, read_profile_breakdown
 from analysis.profiles.cli import main
-from analysis.profiles.intervals import SortedUnion, Unsorted, merge_sorted, sorted_union, union_ns
+from analysis.profiles.intervals import SortedUnion, Unsorted
 from analysis.profiles.nsys_sqlite import NSYS_DEFAULT, read_nsys_sqlite, with_capture
 from analysis.profiles.synth import NSYS_SCHEMAS
 
@@ -36,32 +35,9 @@ from analysis.profiles.synth import NSYS_SCHEMAS
     ],
 )
 def test_union_hand_cases(intervals: list, merged: list) -> None:
-    assert list(merge_sorted(intervals)) == merged
-    assert union_ns(intervals) == sum(e - s for s, e in merged)
-
-
-def test_union_refuses_unsorted_input() -> None:
-    with pytest.raises(ValueError, match="not sorted"):
-        union_ns([(5, 6), (1, 2)])
-    with pytest.raises(ValueError, match="not sorted"):
-        list(merge_sorted([(5, 6), (1, 2)]))
-
-
-def test_union_streams_in_bounded_memory() -> None:
-    n = 300_000
-
-    def stream():  # a generator: the union never sees a list
-        for i in range(n):
-            yield 10 * i, 10 * i + 7 + (i % 5)  # every fourth and fifth interval touches/overlaps
-
-    tracemalloc.start()
-    try:
-        total = union_ns(stream())
-        peak = tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
-    assert total == sum(min(7 + i % 5, 10) for i in range(n - 1)) + 7 + (n - 1) % 5
-    assert peak < 64_000  # a list of n tuples would take tens of MB
+    union = SortedUnion()
+    union.add(*np.array(intervals, dtype=np.int64).reshape(-1, 2).T)
+    assert union.total == sum(e - s for s, e in merged)
 
 
 def test_blocking_names_both_spellings() -> None:
@@ -136,8 +112,8 @@ def _job_kineto(path: Path) -> Path:
 
 
 def test_nsys_and_kineto_agree_to_the_nanosecond(tmp_path: Path) -> None:
-    from_nsys = bd.read_breakdown(_job_nsys(tmp_path / "rank0.sqlite"), "nsys")
-    from_kineto = bd.read_breakdown(_job_kineto(tmp_path / "rank0.pt.trace.json"), "torch")
+    from_nsys = read_profile_breakdown(_job_nsys(tmp_path / "rank0.sqlite"))[1]
+    from_kineto = read_profile_breakdown(_job_kineto(tmp_path / "rank0.pt.trace.json"))[1]
     assert from_nsys.devices == from_kineto.devices == EXPECTED
     assert from_nsys.activity == from_kineto.activity == (1_000_000, 9_500_000)
     assert from_nsys.host_blocked == from_kineto.host_blocked == 500_000 + 30_457 + 500_000
@@ -150,7 +126,7 @@ def test_nsys_and_kineto_agree_to_the_nanosecond(tmp_path: Path) -> None:
     rows = [[r[:2] + r[3:] for r in bd.breakdown_rows("j", 0, b)] for b in same]  # less source
     assert rows[0] == rows[1]
     # backtrace rows (nsys --cudabacktrace) are not calls of their own
-    again = bd.read_breakdown(_job_nsys(tmp_path / "bt.sqlite", backtraces=True), "nsys")
+    again = read_profile_breakdown(_job_nsys(tmp_path / "bt.sqlite", backtraces=True))[1]
     assert again == from_nsys
 
 
@@ -183,7 +159,7 @@ def test_every_covered_nsys_layout(tmp_path: Path, version: str) -> None:
     runtime = [("cudaStreamSynchronize_v3020", 0, 400), ("cudaLaunchKernel_v7000", 500, 510)]
     path = make_nsys(tmp_path / "r.sqlite", runtime, [(ALLGATHER, 100, 300)], [(1, 250, 600, 8)],
                      version=version)  # fmt: skip
-    out = bd.read_breakdown(path, "nsys")
+    out = read_profile_breakdown(path)[1]
     assert out.window == (0, 600) and out.host_blocked == 400
     assert out.devices == {
         0: bd.DeviceTimes(busy=500, compute=0, comm=200, comm_not_overlapped=200)
@@ -191,19 +167,14 @@ def test_every_covered_nsys_layout(tmp_path: Path, version: str) -> None:
 
 
 def test_numpy_unions_match_the_streamed_one() -> None:
-    """intervals.sorted_union (any order, groups) and SortedUnion (chunks) against union_ns."""
+    """SortedUnion (chunks) against the covered nanoseconds counted one by one."""
     rng = random.Random(3)
-    for trial in range(200):
+    for _ in range(200):
         n = rng.randrange(0, 40)
         pairs = [
             (s, s + rng.choice((0, 1, 2, 5, 30))) for s in (rng.randrange(0, 100) for _ in range(n))
         ]
-        want = union_ns(sorted(pairs))
-        groups = [pairs[i::3] for i in range(3)]
-        nonempty = [[p for p in g if p[1] > p[0]] for g in groups]
-        starts = [np.array([s for s, _ in g], dtype=np.int64) for g in nonempty]
-        ends = [np.array([e for _, e in g], dtype=np.int64) for g in nonempty]
-        assert sorted_union(starts, ends) == want, (trial, pairs)
+        want = len({t for s, e in pairs for t in range(s, e)})
         ordered = np.array(sorted(pairs), dtype=np.int64).reshape(-1, 2)
         acc = SortedUnion()
         for lo in range(0, len(ordered), 7):
@@ -326,7 +297,7 @@ def test_kineto_folds_in_windows_or_reads_again(tmp_path: Path, monkeypatch, shu
                     *events)  # fmt: skip
 
     monkeypatch.setattr(bd, "read_torch_trace", counted)
-    out = bd.read_breakdown(path, "torch")
+    out = read_profile_breakdown(path)[1]
     assert out.devices == EXPECTED and out.host_blocked == 500_000 + 30_457 + 500_000
     assert out.activity == (1_000_000, 9_500_000)
     assert reads == ([False, True] if shuffled else [False])

@@ -10,10 +10,10 @@ import sys
 from pathlib import Path
 
 import pytest
-from profile_builders import cli_fails, make_nsys
+from profile_builders import cli_fails, make_nsys, read_metrics_csv
 
 from analysis.profiles import collect, read_nsys_sqlite
-from analysis.profiles.metrics import RankProfile, read_metrics_csv
+from analysis.profiles.metrics import RankProfile
 from analysis.profiles.nsys_sqlite import SPAN_ACTIVITY, SPAN_SESSION, with_capture
 from run import store
 from run.llm import launch as llm_launch

@@ -16,11 +16,17 @@ from pathlib import Path
 
 import pytest
 from corpus_files import corpus_file
-from profile_builders import REPO, add_capture_settings, add_memsets, cli_fails, make_nsys
+from profile_builders import (
+    REPO,
+    add_capture_settings,
+    add_memsets,
+    cli_fails,
+    make_nsys,
+    read_metrics_csv,
+)
 from test_capture import RT, SESSION, nsys_run
 
 from analysis.profiles import collect, read_nsys_sqlite
-from analysis.profiles.metrics import read_metrics_csv
 from analysis.profiles.nsys_sqlite import NSYS_DEFAULT, SPAN_ACTIVITY, SPAN_SESSION
 from run.node import profiling
 

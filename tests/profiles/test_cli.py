@@ -5,11 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from profile_builders import cli_fails, kineto_event, make_nsys, write_trace
+from profile_builders import cli_fails, kineto_event, make_nsys, read_metrics_csv, write_trace
 
 from analysis.profiles.cli import main
-from analysis.profiles.metrics import read_metrics_csv
-from analysis.profiles.rows import write_rows_atomic
+from analysis.profiles.metrics import write_rows_atomic
 
 REPO = Path(__file__).resolve().parents[2]
 RT = [("cudaLaunchKernel_v7000", 0, 1_000), ("cudaStreamSynchronize_v3020", 1_000, 9_000)]

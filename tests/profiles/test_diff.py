@@ -8,13 +8,12 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from profile_builders import REPO, kineto_event, make_nsys, write_trace
+from profile_builders import REPO, kineto_event, make_nsys, read_metrics_csv, write_trace
 
 from analysis.profiles.cli import main
 from analysis.profiles.cli import main as cli_main
 from analysis.profiles.collect import collect_metrics
 from analysis.profiles.diff import PAPER_TOTAL, WALL
-from analysis.profiles.metrics import read_metrics_csv
 from run.node import profiling
 
 # before: one launch (1 us) and a sync (8 us); faster after: sync 4 us; slower after: sync 16 us

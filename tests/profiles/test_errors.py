@@ -12,7 +12,7 @@ from profile_builders import cli_fails, make_nsys, write_trace
 
 from analysis.profiles import (
     ProfileError,
-    load_with_breakdown,
+    load,
     read_nsys_sqlite,
     read_profile_breakdown,
 )
@@ -123,7 +123,7 @@ def test_duplicate_rank(tmp_path: Path) -> None:
     a = make_nsys(tmp_path / "a_rank0.sqlite", [("cudaLaunchKernel_v7000", 0, 10)])
     b = make_nsys(tmp_path / "b_rank0.sqlite", [("cudaLaunchKernel_v7000", 0, 10)])
     with pytest.raises(ProfileError, match="rank 0 .* already given by"):
-        load_with_breakdown([a, b])
+        load([a, b])
 
 
 # Through the CLI (profile_builders.cli_fails): exit 1, one stderr line naming the file, the older
@@ -158,7 +158,7 @@ def test_kineto_trace_without_a_rank(tmp_path: Path) -> None:
     named = write_trace(tmp_path / "job_rank3.pt.trace.json", [])
     first = write_trace(tmp_path / "a.pt.trace.json", [])
     second = write_trace(tmp_path / "b.pt.trace.json", [])
-    got = {Path(p.path).name: rank for rank, p, _ in load_with_breakdown([first, named, second])}
+    got = {Path(p.path).name: rank for rank, p, *_ in load([first, named, second])}
     assert got == {"a.pt.trace.json": 0, "job_rank3.pt.trace.json": 3, "b.pt.trace.json": 1}
     for p in (named, first, second):
         p.unlink()

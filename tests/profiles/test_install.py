@@ -23,10 +23,9 @@ import pytest
 from profile_builders import REPO, gpu_trace_events, kineto_event, make_nsys, write_trace
 
 from analysis.profiles import breakdown as bd
-from analysis.profiles import load_with_breakdown
+from analysis.profiles import load
 from analysis.profiles.cli import main
-from analysis.profiles.metrics import add_launch_all, by_metric, profile_rows, read_metrics_csv
-from analysis.profiles.rows import metric_totals, read_metrics_rows, sort_rows, with_launch_all
+from analysis.profiles.metrics import profile_rows, read_metrics_rows, sort_rows
 
 RT = [("cudaLaunchKernel_v7000", 0, 1_000), ("cudaStreamSynchronize_v3020", 1_000, 9_000)]
 KERNELS = [("gemm", 500, 4_000), ("ncclDevKernel_AllReduce_Sum_f32_RING_LL", 3_000, 6_000)]
@@ -53,36 +52,20 @@ def _plain(frame: pd.DataFrame) -> list[tuple]:
 
 @pytest.mark.parametrize("which", [("nsys0", "nsys1"), ("kineto",), ("cpu",), ("nsys0", "kineto")])
 def test_the_csvs_read_back_by_pandas_are_the_rows(tmp_path: Path, which: tuple[str, ...]) -> None:
-    """The CLI's two CSVs, read by pandas as the artifact reads them, hold the reader's rows."""
+    """The CLI's two CSVs, read by pandas, hold the reader's rows."""
     made = _files(tmp_path)
     files = [made[w] for w in which]
     out = tmp_path / "out" / "metrics.csv"
     assert main(["--run", "job", "--out", str(out), *map(str, files)]) == 0
-    both = load_with_breakdown(files)
-    rows = sort_rows(row for r, p, _ in both for row in profile_rows("job", r, p))
+    both = load(files)
+    rows = sort_rows(row for r, p, *_ in both for row in profile_rows("job", r, p))
     # (pandas reads an empty text as NA: a CPU-only trace's device_kind "")
-    assert _plain(read_metrics_csv(out)) == [
+    assert _plain(pd.read_csv(out)) == [
         tuple(None if v is None or v != v or v == "" else v for v in r) for r in rows
     ]
-    split = [row for r, _, b in both for row in bd.breakdown_rows("job", r, b)]
+    split = [row for r, _, b, _ in both for row in bd.breakdown_rows("job", r, b)]
     table = pd.read_csv(out.parent / "metrics.breakdown.csv", dtype={"device": str})
     assert _plain(table) == [tuple(None if v != v else v for v in r) for r in split]
-
-
-def test_metric_totals_are_by_metric(tmp_path: Path) -> None:
-    """The reader's sums (rows.py) and the artifact's (pandas) over the CSV the CLI wrote."""
-    out = tmp_path / "m.csv"
-    assert main(["--run", "j", "--out", str(out), *map(str, _files(tmp_path).values())]) == 0
-    frame = add_launch_all(by_metric(read_metrics_csv(out)))
-    rows = with_launch_all(metric_totals(read_metrics_rows(out)))
-    got = [tuple(None if v != v else v for v in t) for t in rows]
-    want = _plain(frame)
-    assert len(got) == len(want) > 20
-    for g, w in zip(got, want, strict=True):
-        # keys, calls and bytes exactly; sums of seconds and shares to the last bits
-        assert (g[:5], g[7]) == (w[:5], w[7])
-        assert g[5] == pytest.approx(w[5], rel=1e-12)
-        assert g[6] is None if w[6] is None else g[6] == pytest.approx(w[6], rel=1e-12)
 
 
 _NO_PANDAS = """
@@ -126,7 +109,7 @@ def test_commands_write_only_what_is_asked(tmp_path: Path, capsys) -> None:
     )
     # --run defaults to the name of --out; breakdown --out writes the breakdown CSV alone
     assert main(["summary", "--out", str(tmp_path / "myjob.csv"), str(f["nsys0"])]) == 0
-    assert set(read_metrics_csv(tmp_path / "myjob.csv")["run"]) == {"myjob"}
+    assert {r.run for r in read_metrics_rows(tmp_path / "myjob.csv")} == {"myjob"}
     assert (tmp_path / "myjob.breakdown.csv").is_file()
     assert main(["breakdown", "--out", str(tmp_path / "split.csv"), str(f["nsys0"])]) == 0
     assert (tmp_path / "split.csv").read_text().startswith(",".join(bd.COLUMNS) + "\n")

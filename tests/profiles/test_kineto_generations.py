@@ -10,12 +10,11 @@ import random
 from pathlib import Path
 
 import pytest
-from profile_builders import cli_fails, kineto_event, write_trace
+from profile_builders import cli_fails, kineto_event, read_metrics_csv, write_trace
 
-from analysis.profiles import ProfileError, kineto_cpu, read_profile_breakdown
+from analysis.profiles import ProfileError, breakdown_kineto, read_profile_breakdown
 from analysis.profiles.cli import main
 from analysis.profiles.kineto_fold import CUDA, HIP
-from analysis.profiles.metrics import read_metrics_csv
 from analysis.profiles.torch_trace import read_torch_trace
 
 # Modern category -> the name torch 1.8-1.10 wrote (libkineto before its late-2021 renames).
@@ -164,9 +163,9 @@ def test_cpu_unions_fold_in_windows_or_read_again(tmp_path: Path, monkeypatch, s
     if shuffled:
         rng.shuffle(events)
     path = write_trace(tmp_path / "t.json", events)
-    monkeypatch.setattr(kineto_cpu, "FLUSH_EVENTS", 4)
+    monkeypatch.setattr(breakdown_kineto, "CPU_FLUSH_EVENTS", 4)
     made = []
-    real = kineto_cpu.CpuUnions
+    real = breakdown_kineto.CpuUnions
 
     def counted(key, keep_all=False):
         made.append(keep_all)

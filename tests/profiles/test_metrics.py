@@ -4,13 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pandas as pd
 import pytest
 from profile_builders import make_nsys
 
-from analysis.profiles import load_with_breakdown, rank_from_path
+from analysis.profiles import load, rank_from_path
 from analysis.profiles.metrics import (
-    COLUMNS,
     DERIVED_METRICS,
     KERNEL_LAUNCH_ALL,
     LABELS,
@@ -18,9 +16,9 @@ from analysis.profiles.metrics import (
     LAUNCH_METRICS,
     METRICS,
     RUNTIME_METRICS,
-    add_launch_all,
-    by_metric,
+    TidyRow,
     memcpy_metric,
+    metric_totals,
     nccl_metric,
     runtime_metric,
 )
@@ -129,7 +127,7 @@ def test_ranks_by_name_then_order(tmp_path: Path) -> None:
     named = make_nsys(tmp_path / "x_rank1.sqlite", rt)
     plain_a = make_nsys(tmp_path / "a.sqlite", rt)
     plain_b = make_nsys(tmp_path / "b.sqlite", rt)
-    ranks = [r for r, _, _ in load_with_breakdown([plain_a, named, plain_b])]
+    ranks = [r for r, *_ in load([plain_a, named, plain_b])]
     assert ranks == [0, 1, 2]
 
 
@@ -150,15 +148,13 @@ def test_one_list_of_launch_apis() -> None:
     )
 
 
-def _tidy(rows: list[tuple]) -> pd.DataFrame:
+def _tidy(rows: list[tuple]) -> list[TidyRow]:
     """rows: (run, rank, source, metric, raw name, calls, total_s, share)."""
-    recs = [dict(zip(["run", "rank", "source", "metric", "raw_name", "calls", "total_s", "share"],
-                     r, strict=True), bytes=None) for r in rows]  # fmt: skip
-    return pd.DataFrame(recs, columns=COLUMNS).astype({"bytes": "Int64"})
+    return [TidyRow(*r[:7], None, r[7]) for r in rows]
 
 
 def test_kernel_launch_all_sums_each_launch_once() -> None:
-    df = _tidy([
+    rows = _tidy([
         # two raw spellings of cudaLaunchKernel: one metric, counted once each
         ("a", 0, "nsys", "cudaLaunchKernel", "cudaLaunchKernel_v7000", 10, 1.0, 0.10),
         ("a", 0, "nsys", "cudaLaunchKernel", "cudaLaunchKernel_ptsz_v7000", 2, 0.5, 0.05),
@@ -170,23 +166,21 @@ def test_kernel_launch_all_sums_each_launch_once() -> None:
         ("a", 1, "torch", "cudaLaunchKernel", "cudaLaunchKernel", 6, 0.3, 0.03),
         ("b", 0, "nsys", "cudaMemcpyAsync", "cudaMemcpyAsync_v3020", 1, 1.0, 0.1),  # no launch
     ])  # fmt: skip
-    out = add_launch_all(by_metric(df))
-    got = out[out["metric"] == KERNEL_LAUNCH_ALL].set_index(["run", "rank", "source"])
-    assert list(got.index) == [("a", 0, "nsys"), ("a", 1, "nsys"), ("a", 1, "torch")]
-    assert got.loc[("a", 0, "nsys"), "calls"] == 10 + 2 + 5 + 3 + 1  # not the 7 syncs
-    assert got.loc[("a", 0, "nsys"), "total_s"] == pytest.approx(1.0 + 0.5 + 0.25 + 0.125 + 2.0)
-    assert got.loc[("a", 0, "nsys"), "share"] == pytest.approx(0.3875)
-    assert got.loc[("a", 1, "nsys"), "calls"] == 4 and got.loc[("a", 1, "torch"), "calls"] == 6
-    assert got["bytes"].isna().all()
-    # the other rows are untouched, and run b (no launch at all) gets no derived row
-    assert len(out) == len(by_metric(df)) + 3
-    assert not ((out["run"] == "b") & (out["metric"] == KERNEL_LAUNCH_ALL)).any()
-    # applying it again (or to a table that already holds the derived row) counts nothing twice
-    again = add_launch_all(out)
-    pd.testing.assert_frame_equal(again, out)
-    assert out.dtypes.to_dict() == by_metric(df).dtypes.to_dict()
+    out = metric_totals(rows)
+    got = {t[:3]: t for t in out if t.metric == KERNEL_LAUNCH_ALL}
+    assert list(got) == [("a", 0, "nsys"), ("a", 1, "nsys"), ("a", 1, "torch")]
+    assert got[("a", 0, "nsys")].calls == 10 + 2 + 5 + 3 + 1  # not the 7 syncs
+    assert got[("a", 0, "nsys")].total_s == pytest.approx(1.0 + 0.5 + 0.25 + 0.125 + 2.0)
+    assert got[("a", 0, "nsys")].share == pytest.approx(0.3875)
+    assert got[("a", 1, "nsys")].calls == 4 and got[("a", 1, "torch")].calls == 6
+    assert all(t.bytes is None for t in got.values())
+    # one row per metric, and run b (no launch at all) gets no derived row
+    assert len(out) == len({r[:4] for r in rows}) + 3
+    assert not any(t.run == "b" and t.metric == KERNEL_LAUNCH_ALL for t in out)
+    # a table that already holds the derived row: counted nothing twice
+    again = [TidyRow(*t[:4], t.metric, t.calls, t.total_s, t.bytes, t.share) for t in out]
+    assert metric_totals(again) == out
 
 
 def test_kernel_launch_all_of_an_empty_table() -> None:
-    empty = by_metric(_tidy([]))
-    assert add_launch_all(empty).empty
+    assert metric_totals([]) == []

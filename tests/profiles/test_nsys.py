@@ -8,12 +8,11 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from profile_builders import assert_independent, cli_table, make_nsys
+from profile_builders import assert_independent, cli_table, make_nsys, totals
 
 from analysis.profiles import read_nsys_sqlite
-from analysis.profiles.metrics import add_launch_all, by_metric, profile_rows
+from analysis.profiles.metrics import metric_totals, profile_rows
 from analysis.profiles.nsys_sqlite import with_capture
-from analysis.profiles.rows import metric_totals, with_launch_all
 from run.node.profiling import CAPTURE_API
 
 RUNTIME = [
@@ -83,13 +82,14 @@ SESSION_NS = 1_000_000
 
 
 def test_exact_values_rank0(two_ranks: list[Path]) -> None:
-    df = by_metric(cli_table("golden", two_ranks))
+    df = totals(cli_table("golden", two_ranks))
     r0 = df[df["rank"] == 0].set_index("metric")
     tidy0 = cli_table("golden", two_ranks[:1])
     assert tidy0["wall_s"].tolist() == pytest.approx([SESSION_NS * 1e-9] * len(tidy0))
     assert tidy0["activity_s"].tolist() == pytest.approx([ACTIVITY_NS * 1e-9] * len(tidy0))
     expect = {  # metric: (calls, total ns, bytes)
         "cudaLaunchKernel": (4, 1_000 + 2_000 + 3_000 + 700, None),
+        "kernel_launch_all": (4, 1_000 + 2_000 + 3_000 + 700, None),  # the one launch API
         "cudaStreamSynchronize": (1, 10_000, None),
         "cudaEventSynchronize": (2, 2_000, None),
         "cudaEventDestroy": (1, 100, None),
@@ -160,7 +160,7 @@ def test_every_launch_api_from_runtime_table(tmp_path: Path) -> None:
         "cuLaunchKernelEx": "cuLaunchKernelEx",
         "cudaGraphLaunch_v10000": "cudaGraphLaunch",
     }
-    m = add_launch_all(by_metric(cli_table("r", [path]))).set_index("metric")
+    m = totals(cli_table("r", [path])).set_index("metric")
     assert m.loc["cudaLaunchKernel", "calls"] == 1  # the paper's metric: only cudaLaunchKernel
     assert m.loc["cudaLaunchKernelExC", "calls"] == 3
     assert m.loc["cudaLaunchKernelExC", "total_s"] == pytest.approx(3_500e-9)
@@ -169,5 +169,5 @@ def test_every_launch_api_from_runtime_table(tmp_path: Path) -> None:
     # cudaProfilerApi: the share of the CUDA activity (0..60 us), not of the 100 us session
     prof = with_capture(read_nsys_sqlite(path), CAPTURE_API)
     assert prof.wall_s == pytest.approx(60e-6)
-    totals = {t.metric: t for t in with_launch_all(metric_totals(profile_rows("r", 0, prof)))}
-    assert totals["kernel_launch_all"].share == pytest.approx(15_000 / 60_000)
+    by_name = {t.metric: t for t in metric_totals(profile_rows("r", 0, prof))}
+    assert by_name["kernel_launch_all"].share == pytest.approx(15_000 / 60_000)

@@ -12,10 +12,9 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-from profile_builders import assert_independent, cli_table, make_nsys
+from profile_builders import assert_independent, cli_table, make_nsys, totals
 
 from analysis.profiles import read_nsys_sqlite
-from analysis.profiles.metrics import add_launch_all, by_metric
 from analysis.profiles.synth import MEMCPY_OPER, NSYS_VERSIONS, write_nsys_sqlite
 
 RUNTIME = [
@@ -77,14 +76,14 @@ def test_an_enum_without_the_backtrace_class_still_counts_each_call_once(
             "DELETE FROM ENUM_NSYS_EVENT_CLASS WHERE name = 'TRACE_PROCESS_EVENT_CUDABACKTRACE'"
         ).rowcount
     assert gone == 1
-    got = add_launch_all(by_metric(cli_table("renamed", [path]))).set_index("metric")
+    got = totals(cli_table("renamed", [path])).set_index("metric")
     for metric, (calls, _) in EXPECT.items():
         assert got.loc[metric, "calls"] == calls, metric
 
 
 @pytest.mark.parametrize("version", NSYS_VERSIONS)
 def test_each_call_counted_once(exports: dict[str, Path], version: str) -> None:
-    df = add_launch_all(by_metric(cli_table(version, [exports[version]])))
+    df = totals(cli_table(version, [exports[version]]))
     got = df.set_index("metric")
     for metric, (calls, total_ns) in EXPECT.items():
         assert got.loc[metric, "calls"] == calls, (version, metric)

@@ -15,11 +15,10 @@ from pathlib import Path
 
 import pytest
 from corpus_files import corpus_file
-from profile_builders import REPO, kineto_event, make_nsys, write_trace
+from profile_builders import REPO, kineto_event, make_nsys, read_metrics_csv, write_trace
 
-from analysis.profiles import load_steps
+from analysis.profiles import load
 from analysis.profiles.cli import main
-from analysis.profiles.metrics import read_metrics_csv
 from analysis.profiles.steps import Choice, StepError, spans, step_numbers
 
 # Three 10 us steps. Runtime calls, kernels (one NCCL kernel across the step 0/1 boundary) and a
@@ -258,7 +257,7 @@ def test_real_kineto_steps_against_an_independent_reading(
     assert main(["summary", "--step", f"{first}-{last}", "--out", str(out), str(path)]) == 0
     got = rows_of(out)
     assert got["cudaLaunchKernel"][0] == len(launches) > 0
-    # the reader counts in ns, each time rounded (breakdown.kineto_ns): within 1 ns a call
+    # the reader counts in ns, each time rounded (breakdown.py's docstring): within 1 ns a call
     assert got["cudaLaunchKernel"][1] == pytest.approx(inside * 1e-6, abs=1e-9 * len(launches))
     assert read_metrics_csv(out)["wall_s"].iloc[0] == pytest.approx((hi - lo) * 1e-6, abs=2e-9)
     text = capsys.readouterr().out
@@ -301,9 +300,8 @@ def test_real_nsys_nvtx_ranges_against_an_independent_reading(tmp_path: Path, ca
 @pytest.mark.corpus
 def test_real_nsys_many_ranges_and_one_missing(tmp_path: Path) -> None:
     path = corpus_file("NVIDIA__Fuser__h200_nvtx.sqlite")
-    got = load_steps([path], Choice(3, 4, "ExpressionEvaluator::evaluate"))
-    ((rank, prof, read),) = got
+    ((_, prof, _, each),) = load([path], choice=Choice(3, 4, "ExpressionEvaluator::evaluate"))
     assert prof.wall_from == "steps 3-4 (ExpressionEvaluator::evaluate ranges)"
-    assert [s.number for s, _ in read.each] == [3, 4]
+    assert [s.number for s, _ in each] == [3, 4]
     with pytest.raises(StepError, match=r"no step 430 among .* \(its steps: 0-429\)"):
-        load_steps([path], Choice(430, 430, "ExpressionEvaluator::evaluate"))
+        load([path], choice=Choice(430, 430, "ExpressionEvaluator::evaluate"))

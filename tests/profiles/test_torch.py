@@ -8,11 +8,10 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from profile_builders import assert_independent, cli_table, kineto_event, write_trace
+from profile_builders import assert_independent, cli_table, kineto_event, totals, write_trace
 
 from analysis.profiles import read_torch_trace
 from analysis.profiles import torch_trace as tt
-from analysis.profiles.metrics import add_launch_all, by_metric
 
 
 def test_gpu_trace_plain_and_gzip_as_the_independent_reading(
@@ -31,7 +30,7 @@ def test_gpu_trace_plain_and_gzip_as_the_independent_reading(
 def test_gpu_trace_exact_values(tmp_path: Path, gpu_events: list[dict]) -> None:
     prof = read_torch_trace(write_trace(tmp_path / "t.json", gpu_events))
     assert prof.wall_s == pytest.approx(0.010)  # "Trace" span 1000..11000 us
-    m = by_metric(cli_table("r", [tmp_path / "t.json"])).set_index("metric")
+    m = totals(cli_table("r", [tmp_path / "t.json"])).set_index("metric")
     assert m.loc["cudaLaunchKernel", "calls"] == 2  # the driver's cuLaunchKernel is its own
     assert m.loc["cudaLaunchKernel", "total_s"] == pytest.approx(12e-6)
     assert m.loc["cuLaunchKernel", "calls"] == 1 and m.loc["cuLaunchKernel", "total_s"] == 4e-6
@@ -66,7 +65,7 @@ def test_every_launch_api_by_category(tmp_path: Path) -> None:
         ev("cpu_op", "cudaLaunchKernel", 300.0, 7.0),
     ]
     path = write_trace(tmp_path / "rank0.pt.trace.json", events)
-    m = add_launch_all(by_metric(cli_table("r", [path]))).set_index("metric")
+    m = totals(cli_table("r", [path])).set_index("metric")
     want = {"cudaLaunchKernel": 1, "cudaLaunchKernelExC": 2, "cudaGraphLaunch": 1,
             "cuLaunchKernel": 1, "cuLaunchKernelEx": 2, "kernel_launch_all": 7}  # fmt: skip
     assert {k: m.loc[k, "calls"] for k in want} == want
@@ -169,7 +168,7 @@ def test_real_cpu_trace(tmp_path: Path) -> None:
     df = cli_table("cpu-run", [gz])
     # A CPU run has no CUDA events: only "cpu:" rows, every paper metric absent.
     assert len(df) and df["metric"].str.startswith("cpu:").all()
-    m = by_metric(df).set_index("metric")
+    m = totals(df).set_index("metric")
     assert m.loc["cpu:ProfilerStep", "calls"] == 3  # active=3
     assert m.loc["cpu:aten::linear", "calls"] == 2 * 3
     assert 0 < m.loc["cpu:ProfilerStep", "share"] <= 1
@@ -179,7 +178,7 @@ def test_real_cpu_trace(tmp_path: Path) -> None:
     with tp.profile(activities=[tp.ProfilerActivity.CPU]) as prof:
         _train(2)
     prof.export_chrome_trace(str(tmp_path / "plain.json"))
-    plain = by_metric(cli_table("cpu-run", [tmp_path / "plain.json"])).set_index("metric")
+    plain = totals(cli_table("cpu-run", [tmp_path / "plain.json"])).set_index("metric")
     assert plain.loc["cpu:aten::linear", "calls"] == 2 * 2
     assert plain.index.str.startswith("cpu:").all()
 
