@@ -123,6 +123,16 @@ def on_gpu(df: pd.DataFrame) -> bool:
     return bool(len(df)) and "device" in df and bool((df["device"].fillna("cpu") != "cpu").any())
 
 
+def cpu_note(text: str) -> Callable[[pd.DataFrame, pd.DataFrame], list[str]]:
+    """An artifact's notes: `text` where the runs had no GPU."""
+    return lambda runs, t: [] if on_gpu(runs) else [text]
+
+
+def gpu_gate(why: str) -> Callable[[pd.DataFrame, pd.DataFrame], dict[str, str]]:
+    """An artifact's gates: `gpu` fails with `why` where the runs had no GPU."""
+    return lambda runs, t: {"gpu": "" if on_gpu(runs) else why}
+
+
 def ok_runs(df: pd.DataFrame) -> pd.DataFrame:
     return df[df["status"] == "ok"] if len(df) else df
 
