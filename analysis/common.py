@@ -262,6 +262,11 @@ def not_learned(runs: pd.DataFrame) -> str:
     )
 
 
+def learning_gates(runs: pd.DataFrame, t: pd.DataFrame) -> dict[str, str]:
+    """The gates of a vision claim on losses or accuracies: the runs learned, on the paper's data."""
+    return {"learned": not_learned(runs), "paper_data": not_paper_data(runs)}
+
+
 def not_paper_data(runs: pd.DataFrame) -> str:
     """Why accuracies cannot be set against the paper's 98-99.5 % ("" when they can): only runs
     that trained on the whole MNIST training set can (the smoke scale trains on a few hundred
@@ -355,6 +360,10 @@ def reasons(df: pd.DataFrame) -> list[str | None]:
 def gpus_label(g: float) -> str:
     """2 -> '2 GPUs' (a column name of the compact tables)."""
     return f"{int(g)} GPU{'s' if int(g) > 1 else ''}"
+
+
+def real_data_gate(runs: pd.DataFrame, t: pd.DataFrame) -> dict[str, str]:
+    return {"real_data": not_real_data(runs)}
 
 
 def not_real_data(runs: pd.DataFrame) -> str:

@@ -61,10 +61,10 @@ def title(runs: pd.DataFrame, t: pd.DataFrame) -> str:
     return "Share of profiled time in CPU ops (no CUDA calls recorded) by template and method"
 
 
-CONDITIONS = ["method", "dataset"]
 # {what}: what the profile recorded (CUDA API calls, or CPU ops on a CPU run)
-FIGURE_TITLE = "Share of time in {what}, by template and method"
-figure = draw_profile.metrics(CONDITIONS, FIGURE_TITLE)
+figure = draw_profile.metrics(
+    ["method", "dataset"], "Share of time in {what}, by template and method"
+)
 
 
 ARTIFACT = Artifact(

@@ -51,10 +51,8 @@ def compact(t: pd.DataFrame) -> pd.DataFrame:
     return out.iloc[rank.argsort(kind="stable")].reset_index(drop=True)
 
 
-CONDITIONS = ["dataset"]
 # {what}: what the profile recorded (CUDA API calls, or CPU ops on a CPU run)
-FIGURE_TITLE = "Time in {what}, by dataset (LoRA, 1 GPU)"
-figure = draw_profile.metrics(CONDITIONS, FIGURE_TITLE)
+figure = draw_profile.metrics(["dataset"], "Time in {what}, by dataset (LoRA, 1 GPU)")
 
 
 ARTIFACT = Artifact(

@@ -45,10 +45,10 @@ def compact(t: pd.DataFrame) -> pd.DataFrame:
     return pa.by_run(t, KEYS, COMPACT)
 
 
-CONDITIONS = ["gpus", "pin_memory"]
 # {what}: what the profile recorded (CUDA API calls, or CPU ops on a CPU run)
-FIGURE_TITLE = "Time in {what}, by pin_memory (LoRA, alpaca)"
-figure = draw_profile.metrics(CONDITIONS, FIGURE_TITLE)
+figure = draw_profile.metrics(
+    ["gpus", "pin_memory"], "Time in {what}, by pin_memory (LoRA, alpaca)"
+)
 
 
 ARTIFACT = Artifact(

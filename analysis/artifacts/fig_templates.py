@@ -108,8 +108,7 @@ def extra(runs: pd.DataFrame, t: pd.DataFrame) -> dict[str, pd.DataFrame]:
     return {TOKENS: token_table(runs).drop(columns="note")}
 
 
-def gates(runs: pd.DataFrame, t: pd.DataFrame) -> dict[str, str]:
-    return {"real_data": c.not_real_data(runs)}
+gates = c.real_data_gate
 
 
 def _on_cpu(meta: dict) -> bool:
