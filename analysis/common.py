@@ -294,13 +294,10 @@ def pivot(
     rows: dict[str, list[Any]] | None = None,
     fill_status: bool = False,
 ) -> pd.DataFrame:
-    """The one pivot of the compact tables: `keys` as rows and one column per value of `column`
-    (in `order`, else sorted) for each of `values` (value -> the column's name for a value of
-    `column`, or None to leave it out), each the median over repeats of the finished runs
-    (common.compact), with `_min`/`_max` beside and `repeats` when a cell had several.
-    `fill_status` keeps every cell of `t`: where none of a cell's runs finished it holds their
-    status (oom, unsupported, failed), as the paper's panels and bar groups do (L5, L6, L8).
-    `rows` orders the rows by their keys' values (key -> its values in order)."""
+    """`keys` as rows, a column per value of `column` (in `order`, else sorted) for each of
+    `values` (value -> the column's name, None: left out), each as compact() makes it.
+    `fill_status`: a cell none of whose runs finished holds their status, as the paper's panels
+    do (L5, L6, L8). `rows`: key -> its values in the rows' order."""
     keys = list(keys)
     cell = [*keys, column]
     if not fill_status:
