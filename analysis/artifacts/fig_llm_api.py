@@ -11,7 +11,6 @@ from __future__ import annotations
 import pandas as pd
 
 from analysis import draw_profile
-from analysis.driver import Artifact
 from analysis.profiles import artifact as pa
 from run.llm import catalog
 
@@ -27,8 +26,6 @@ COMPACT: dict[str, tuple[list[str], str]] = {
     "launch + sync [%]": (["cudaLaunchKernel", "cudaStreamSynchronize"], "share_pct"),
     "HtoD [%]": (["memcpy_htod"], "share_pct"),
 }
-notes = pa.notes
-gates = draw_profile.gates
 
 
 def build_table(runs: pd.DataFrame, tidy: pd.DataFrame) -> pd.DataFrame:
@@ -37,10 +34,6 @@ def build_table(runs: pd.DataFrame, tidy: pd.DataFrame) -> pd.DataFrame:
     rank = t["dataset"].map(lambda d: DATASETS.index(d) if d in DATASETS else len(DATASETS))
     t = t.assign(o=rank, k=pa.kind_order(t))
     return t.sort_values(["o", "k"], kind="mergesort").drop(columns=["o", "k"])
-
-
-def table(runs: pd.DataFrame, scale: str) -> pd.DataFrame:
-    return build_table(runs, pa.run_metrics(runs, scale))
 
 
 def compact(t: pd.DataFrame) -> pd.DataFrame:
@@ -52,9 +45,5 @@ def compact(t: pd.DataFrame) -> pd.DataFrame:
 
 
 # {what}: what the profile recorded (CUDA API calls, or CPU ops on a CPU run)
-figure = draw_profile.metrics(["dataset"], "Time in {what}, by dataset (LoRA, 1 GPU)")
-
-
-ARTIFACT = Artifact(
-    table=table, compact=compact, keys=KEYS, notes=notes, gates=gates, figure=figure
-)
+TITLE = "Time in {what}, by dataset (LoRA, 1 GPU)"
+ARTIFACT = draw_profile.artifact(build_table, TITLE, compact=compact, keys=KEYS)

@@ -14,7 +14,6 @@ import pandas as pd
 
 from analysis import common as c
 from analysis import draw_profile
-from analysis.driver import Artifact
 from analysis.profiles import artifact as pa
 from analysis.profiles.metrics import LABELS, NCCL_METRICS
 
@@ -39,18 +38,12 @@ QUOTE_METRICS = {
     "NCCL kernels": "nccl_other",
 }
 NCCL_TOTAL_LABEL = "NCCL kernels, all (the paper's total)"
-notes = pa.notes
-gates = draw_profile.gates
 
 
 def build_table(runs: pd.DataFrame, tidy: pd.DataFrame) -> pd.DataFrame:
     t = pa.table(runs, tidy, KEYS, METRICS)  # + kernel_launch_all beside cudaLaunchKernel
     t = t.assign(k=pa.kind_order(t))
     return t.sort_values([*KEYS, "k"], kind="mergesort").drop(columns="k")
-
-
-def table(runs: pd.DataFrame, scale: str) -> pd.DataFrame:
-    return build_table(runs, pa.run_metrics(runs, scale))
 
 
 def _condition(text: str) -> dict[str, object]:
@@ -96,16 +89,7 @@ def compact(t: pd.DataFrame) -> pd.DataFrame:
 
 
 # {what}: what the profile recorded (CUDA API calls, or CPU ops on a CPU run)
-figure = draw_profile.metrics(KEYS, "Time in {what}, by image size, GPUs and pin_memory")
-
-
-ARTIFACT = Artifact(
-    table=table,
-    compact=compact,
-    keys=KEYS,
-    paper=paper,
-    paper_csv=PAPER_CSV,
-    notes=notes,
-    gates=gates,
-    figure=figure,
+TITLE = "Time in {what}, by image size, GPUs and pin_memory"
+ARTIFACT = draw_profile.artifact(
+    build_table, TITLE, compact=compact, keys=KEYS, paper=paper, paper_csv=PAPER_CSV
 )
