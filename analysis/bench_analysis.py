@@ -41,21 +41,10 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from analysis.bench_hta import (
-    HTA_ENV,
-    HTA_TRACE_ENV,
-    RUNS,
-    find_hta,
-    find_hta_trace,
-    hta_lines,
-    startup,
-    startup_lines,
-    versus_hta,
-)
+from analysis import bench_hta as hta
 from analysis.profiles import kineto_fast
 from run.program import program
 
-REPO = Path(__file__).resolve().parents[1]
 KINDS = ("nsys", "kineto", "kineto.gz")
 THRESHOLD_MB_S = {"nsys": 200.0, "kineto": 100.0, "kineto.gz": 100.0}
 FLAT_RATIO = 1.25
@@ -120,18 +109,6 @@ def _check(kind: str, expected: dict, rows: dict) -> str:
     return "; ".join(problems)
 
 
-def _run_json(cmd: list[str], what: str) -> dict:
-    proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, check=False)
-    if proc.returncode != 0:
-        raise RuntimeError(f"{what} failed: {proc.stderr.strip()[-2000:]}")
-    return json.loads(proc.stdout.strip().splitlines()[-1])
-
-
-def _gzip(src: Path, dest: Path) -> None:
-    with open(src, "rb") as fin, gzip.open(dest, "wb", compresslevel=6) as fout:
-        shutil.copyfileobj(fin, fout, 1 << 20)
-
-
 def _read_one(kind: str, path: Path, data_bytes: int, expected: dict) -> dict:
     """Read one generated file in a child process; the result line's figures."""
     # Written back first: the kernel flushing the fresh file would take CPU from the reading,
@@ -139,7 +116,10 @@ def _read_one(kind: str, path: Path, data_bytes: int, expected: dict) -> dict:
     with open(path, "rb") as fh:
         os.fsync(fh.fileno())
     cmd = [sys.executable, "-m", "analysis.bench_analysis", "--child", kind, str(path)]
-    out = _run_json(cmd, f"{kind} read")
+    proc = subprocess.run(cmd, cwd=hta.REPO, capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        raise RuntimeError(f"{kind} read failed: {proc.stderr.strip()[-2000:]}")
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
     mb = data_bytes / 1e6
     return {"kind": kind, "size_mb": mb, "disk_mb": path.stat().st_size / 1e6,
             "read_s": out["read_s"], "read_mb_s": mb / out["read_s"], "cli_s": out["cli_s"],
@@ -169,7 +149,8 @@ def bench(sizes: Sequence[float], workdir: Path, kinds: Sequence[str]) -> list[d
             if "kineto" in kinds:
                 results.append(_read_one("kineto", plain, data, expected))
             if "kineto.gz" in kinds:
-                _gzip(plain, packed)
+                with open(plain, "rb") as fin, gzip.open(packed, "wb", compresslevel=6) as fout:
+                    shutil.copyfileobj(fin, fout, 1 << 20)
                 results.append(_read_one("kineto.gz", packed, data, expected))
                 packed.unlink()
             plain.unlink()
@@ -207,18 +188,17 @@ def _judge(mine: Sequence[dict], need: float, speed_key: str, peak_key: str) -> 
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The benchmark's options (separate so tests can check the defaults)."""
     parser = argparse.ArgumentParser(prog="python -m analysis.bench_analysis", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
     parser.add_argument("--sizes", type=float, nargs="+", default=list(DEFAULT_SIZES),
                         metavar="MB", help="profile sizes in MB (default: 50 500)")  # fmt: skip
     parser.add_argument("--kinds", nargs="+", choices=KINDS, default=list(KINDS))
     parser.add_argument("--workdir", type=Path, help="where to write (default: a temp folder)")
-    parser.add_argument("--hta-python", help=f"python of a venv with HTA (default: ${HTA_ENV})")
+    parser.add_argument("--hta-python", help=f"python of a venv with HTA (default: ${hta.HTA_ENV})")
     parser.add_argument("--hta-trace", type=Path,
-                        help=f"HTA's own test trace (default: ${HTA_TRACE_ENV})")  # fmt: skip
-    parser.add_argument("--pairs", type=int, default=RUNS,
-                        help=f"runs of the start-up and pairs beside HTA (default {RUNS})")  # fmt: skip
+                        help=f"HTA's own test trace (default: ${hta.HTA_TRACE_ENV})")  # fmt: skip
+    parser.add_argument("--pairs", type=int, default=hta.RUNS,
+                        help=f"runs of the start-up and pairs beside HTA (default {hta.RUNS})")  # fmt: skip
     parser.add_argument("--child", nargs=2, metavar=("KIND", "PATH"), help=argparse.SUPPRESS)
     return parser
 
@@ -239,16 +219,16 @@ def main(argv: list[str]) -> int:
     if args.child:
         _child(*args.child)
         return 0
-    hta_python, hta_note = find_hta(args.hta_python)
-    trace, trace_note = find_hta_trace(args.hta_trace) if hta_python else (None, "")
+    hta_python, hta_note = hta.find_hta(args.hta_python)
+    trace, trace_note = hta.find_hta_trace(args.hta_trace) if hta_python else (None, "")
     load = _load()
     own_dir = args.workdir is None
     workdir = Path(tempfile.mkdtemp(prefix="bench_analysis.")) if own_dir else args.workdir
     workdir.mkdir(parents=True, exist_ok=True)
     try:
         results = bench(args.sizes, workdir, args.kinds)
-        small = startup(workdir, args.pairs)
-        hta = versus_hta(hta_python, trace, args.pairs, workdir) if trace else []
+        small = hta.startup(workdir, args.pairs)
+        beside = hta.versus_hta(hta_python, trace, args.pairs, workdir) if trace else []
     finally:
         if own_dir:
             shutil.rmtree(workdir, ignore_errors=True)
@@ -263,8 +243,8 @@ def main(argv: list[str]) -> int:
     print("\n".join(verdicts(results)))
     if any(r["kind"].startswith("kineto") for r in results):
         print(f"Kineto events decoded by {kineto_fast.name()}")
-    print("\n".join(startup_lines(small)))
-    print("\n".join(hta_lines(hta, trace)) if hta else hta_note or trace_note)
+    print("\n".join(hta.startup_lines(small)))
+    print("\n".join(hta.hta_lines(beside, trace)) if beside else hta_note or trace_note)
     print(f"load average (1 min): {load} at the start, {_load()} at the end, on"
           f" {os.cpu_count()} CPUs")  # fmt: skip
     return 0 if all(r["check"] == "ok" for r in results) else 1

@@ -123,6 +123,16 @@ def on_gpu(df: pd.DataFrame) -> bool:
     return bool(len(df)) and "device" in df and bool((df["device"].fillna("cpu") != "cpu").any())
 
 
+def cpu_note(text: str) -> Callable[[pd.DataFrame, pd.DataFrame], list[str]]:
+    """An artifact's notes: `text` where the runs had no GPU."""
+    return lambda runs, t: [] if on_gpu(runs) else [text]
+
+
+def gpu_gate(why: str) -> Callable[[pd.DataFrame, pd.DataFrame], dict[str, str]]:
+    """An artifact's gates: `gpu` fails with `why` where the runs had no GPU."""
+    return lambda runs, t: {"gpu": "" if on_gpu(runs) else why}
+
+
 def ok_runs(df: pd.DataFrame) -> pd.DataFrame:
     return df[df["status"] == "ok"] if len(df) else df
 
@@ -252,6 +262,11 @@ def not_learned(runs: pd.DataFrame) -> str:
     )
 
 
+def learning_gates(runs: pd.DataFrame, t: pd.DataFrame) -> dict[str, str]:
+    """The gates of a vision claim on losses or accuracies: the runs learned, on the paper's data."""
+    return {"learned": not_learned(runs), "paper_data": not_paper_data(runs)}
+
+
 def not_paper_data(runs: pd.DataFrame) -> str:
     """Why accuracies cannot be set against the paper's 98-99.5 % ("" when they can): only runs
     that trained on the whole MNIST training set can (the smoke scale trains on a few hundred
@@ -279,13 +294,10 @@ def pivot(
     rows: dict[str, list[Any]] | None = None,
     fill_status: bool = False,
 ) -> pd.DataFrame:
-    """The one pivot of the compact tables: `keys` as rows and one column per value of `column`
-    (in `order`, else sorted) for each of `values` (value -> the column's name for a value of
-    `column`, or None to leave it out), each the median over repeats of the finished runs
-    (common.compact), with `_min`/`_max` beside and `repeats` when a cell had several.
-    `fill_status` keeps every cell of `t`: where none of a cell's runs finished it holds their
-    status (oom, unsupported, failed), as the paper's panels and bar groups do (L5, L6, L8).
-    `rows` orders the rows by their keys' values (key -> its values in order)."""
+    """`keys` as rows, a column per value of `column` (in `order`, else sorted) for each of
+    `values` (value -> the column's name, None: left out), each as compact() makes it.
+    `fill_status`: a cell none of whose runs finished holds their status, as the paper's panels
+    do (L5, L6, L8). `rows`: key -> its values in the rows' order."""
     keys = list(keys)
     cell = [*keys, column]
     if not fill_status:
@@ -345,6 +357,10 @@ def reasons(df: pd.DataFrame) -> list[str | None]:
 def gpus_label(g: float) -> str:
     """2 -> '2 GPUs' (a column name of the compact tables)."""
     return f"{int(g)} GPU{'s' if int(g) > 1 else ''}"
+
+
+def real_data_gate(runs: pd.DataFrame, t: pd.DataFrame) -> dict[str, str]:
+    return {"real_data": not_real_data(runs)}
 
 
 def not_real_data(runs: pd.DataFrame) -> str:

@@ -1,4 +1,5 @@
-"""Drawing shared by the profiler figures (V5, L3, L4, L7, L9): grouped bars per metric.
+"""Shared by the profile artifacts (V5, V6, L3, L4, L7, L9): their Artifact, and their figures'
+grouped bars per metric.
 
 A figure shows the paper's metrics when the profile measured them (a measured 0: a run that did
 not call it), else says so and shows the CPU stand-ins, titled as what was recorded, never as
@@ -18,6 +19,7 @@ import matplotlib.pyplot as plt
 import pandas as pd
 
 from analysis import draw as common
+from analysis.driver import Artifact
 from analysis.profiles import artifact as pa
 from analysis.profiles.artifact import CPU, CPU_PROXIES, EXTRA, PAPER
 from analysis.profiles.coverage import NOT_MEASURED, PROFILER_NAMES
@@ -234,3 +236,20 @@ def _wrap(label: str) -> str:
 
 def gates(runs: pd.DataFrame, t: pd.DataFrame) -> dict[str, str]:
     return {"gpu": pa.gpu_gate(runs)}
+
+
+def artifact(
+    build_table: Callable[[pd.DataFrame, pd.DataFrame], pd.DataFrame],
+    figure_title: str | None = None,
+    conditions: list[str] | None = None,
+    **fields,
+) -> Artifact:
+    """A profile artifact: its table is build_table(runs, the runs' tidy metrics); notes and gates
+    default to profiles/artifact.py's and the `gpu` gate; with `figure_title`, its figure is
+    `metrics` by `conditions` (default: its keys)."""
+    fields = {"notes": pa.notes, "gates": gates, **fields}
+    if figure_title is not None:
+        fields["figure"] = metrics(list(conditions or fields["keys"]), figure_title)
+    return Artifact(
+        table=lambda runs, scale: build_table(runs, pa.run_metrics(runs, scale)), **fields
+    )

@@ -19,7 +19,6 @@ import argparse
 import os
 import re
 import sys
-from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -111,7 +110,6 @@ def machine(root: Path, scale: str) -> dict[str, Any]:
         "nsys": hw["nsys"] or "not found",
         "host": hw["hostname"],
     }
-    info["runs"], info["run_seconds"], info["run_counts"] = run_totals(root, scale)
     info["stand_ins"] = stand_ins(root, scale)
     return info
 
@@ -125,23 +123,6 @@ def stand_ins(root: Path, scale: str) -> dict[str, int]:
         out["random weights"] += summ.get("weights") == "random"
         out["byte tokenizer"] += summ.get("tokenizer") == "bytes"
     return {k: v for k, v in out.items() if v}
-
-
-def run_totals(root: Path, scale: str) -> tuple[Counter, dict[str, float], dict[str, int]]:
-    """Runs by status, each run counted once however many experiments share it; measured wall
-    seconds and runs per experiment (a shared run counts in each experiment that needs it)."""
-    status: dict[str, str] = {}
-    seconds: dict[str, float] = {}
-    counts: dict[str, int] = {}
-    for exp, rec in settings.sweep_records(root, scale, list(mx.load_matrix()["experiments"])):
-        for entry in rec.get("runs", []):
-            summ = store.read_summary(store.run_dir(scale, entry["run"], root))
-            if summ is not None:
-                status[entry["run"]] = summ["status"]
-                wall = summ.get("launch_wall_s") or summ.get("total_time_s") or 0.0
-                seconds[exp] = seconds.get(exp, 0.0) + float(wall)
-                counts[exp] = counts.get(exp, 0) + 1
-    return Counter(status.values()), seconds, counts
 
 
 def _readable(path: Path) -> dict[str, Any] | None:
@@ -167,6 +148,11 @@ def context(scale: str, roots: list[Path], out_dir: Path) -> dict[str, Any]:
     judged: list[dict[str, dict[str, Any]]] = [{} for _ in roots]
     gates: list[dict[str, dict[str, str]]] = [{} for _ in roots]
     sections = []
+    ran = settings.what_ran(scale, roots, matrix)
+    # a folder whose runs name no machine (no readable provenance) states no run totals
+    first_ran = (
+        ran["machines"][0] if machines[0]["hardware"] else {"run_counts": {}, "run_seconds": {}}
+    )
     targets = list(dict.fromkeys(e["target"] for e in matrix["experiments"].values()))
     for target in targets:
         exps = mx.experiments_for_target(target, matrix)
@@ -210,8 +196,8 @@ def context(scale: str, roots: list[Path], out_dir: Path) -> dict[str, Any]:
             "table_intro": intro(table, (first or {}).get("paper_csv"), False) if table else {},
             "no_values": bool(table and table["empty"]),
             "paper_csv": (first or {}).get("paper_csv") or "profiler_quotes.csv",
-            "runs": sum(machines[0].get("run_counts", {}).get(e, 0) for e in exps),
-            "seconds": sum(machines[0].get("run_seconds", {}).get(e, 0.0) for e in exps),
+            "runs": sum(first_ran["run_counts"].get(e, 0) for e in exps),
+            "seconds": sum(first_ran["run_seconds"].get(e, 0.0) for e in exps),
             "claims": [],
         })  # fmt: skip
     section_of = {e: s for s in sections for e in s["experiments"]}
@@ -252,7 +238,6 @@ def context(scale: str, roots: list[Path], out_dir: Path) -> dict[str, Any]:
     our_rows = [r for r in rows if r["origin"] == cs.OURS]
     prof = matrix["scales"][scale]
     notes = hoisted(sections)
-    ran = settings.what_ran(scale, roots, matrix)
     assumed = yaml.safe_load(ASSUMPTIONS.read_text())
     return {
         "scale": scale,

@@ -108,13 +108,16 @@ def table(specs: dict[str, list[tuple[dict[str, Any], dict[str, Any] | None]]],
 
 def ran(root: Path, scale: str, order: list[str]) -> dict[str, Any]:
     """A results folder's runs: their settings, how many, their repeats, their summed wall time,
-    and the compute threads of a CPU rank, each read from the runs' own files."""
+    and the compute threads of a CPU rank, each read from the runs' own files; per experiment,
+    its runs and their wall seconds (a shared run counts in each experiment that needs it)."""
     specs: dict[str, list[tuple[dict[str, Any], dict[str, Any] | None]]] = {}
     seen: dict[str, dict[str, Any]] = {}
     repeats: dict[str, list[int]] = {}
     spans: list[tuple[float, float]] = []  # each run's start and end (unix s)
     skipped = 0
     unreadable: list[str] = []
+    counts: dict[str, int] = {}
+    seconds: dict[str, float] = {}
     for exp, rec in sweep_records(root, scale, order):
         cells = Counter(re.sub(r"-seed\d+$", "", e["run"]) for e in rec["runs"])
         repeats[exp] = [max([int(rec.get("repeats") or 1), *cells.values()])]
@@ -124,6 +127,9 @@ def ran(root: Path, scale: str, order: list[str]) -> dict[str, Any]:
             summ = store.read_summary(run)
             if summ is None:  # listed, but its folder is gone: nothing to read
                 continue
+            counts[exp] = counts.get(exp, 0) + 1
+            wall = summ.get("launch_wall_s") or summ.get("total_time_s") or 0.0
+            seconds[exp] = seconds.get(exp, 0.0) + float(wall)
             if store.is_unreadable(summ):
                 if entry["run"] not in unreadable:
                     unreadable.append(entry["run"])
@@ -157,6 +163,8 @@ def ran(root: Path, scale: str, order: list[str]) -> dict[str, Any]:
         "experiments": list(specs),
         # runs whose files cannot be read (store.read_summary): left out, the next sweep reruns them
         "unreadable": unreadable,
+        "run_counts": counts,
+        "run_seconds": seconds,
     }
 
 

@@ -293,7 +293,7 @@ def l3_profiles(sync: dict | None = None, share: float = 0.2, htod_share: float 
 def test_l3_rules_on_gpu_profiles():
     runs, tidy = l3_profiles()
     t = fig_llm_api.build_table(runs, tidy)
-    assert fig_llm_api.gates(runs, t) == {"gpu": ""}
+    assert fig_llm_api.ARTIFACT.gates(runs, t) == {"gpu": ""}
     ids = ("L3a", "L3b", "L3c", "L3d")
     assert {i: judge(i, t)["verdict"] for i in ids} == dict.fromkeys(ids, cl.HOLDS)
     assert judge("L3a", fig_llm_api.build_table(*l3_profiles(share=0.1)))["verdict"] == cl.FAILS
@@ -313,7 +313,7 @@ def test_l3_rules_on_gpu_profiles():
     cpu = runs.assign(device="cpu")
     cpu_tidy = tidy_metrics([(d, 0, "cpu:aten::mm", 1.0, 0.5, None) for d in L3_SIT])
     t_cpu = fig_llm_api.build_table(cpu, cpu_tidy)
-    gates = fig_llm_api.gates(cpu, t_cpu)
+    gates = fig_llm_api.ARTIFACT.gates(cpu, t_cpu)
     assert "no CUDA in the profile" in gates["gpu"]
     got = [judge(i, t_cpu, gates) for i in ids]
     assert {g["verdict"] for g in got} == {cl.UNMEASURED}
@@ -342,7 +342,7 @@ def l4_profiles(pin_htod: float = 1.1) -> tuple:
 def test_l4_rule_on_gpu_profiles():
     runs, tidy = l4_profiles()
     t = fig_llm_api_pinmem.build_table(runs, tidy)
-    assert fig_llm_api_pinmem.gates(runs, t) == {"gpu": ""}
+    assert fig_llm_api_pinmem.ARTIFACT.gates(runs, t) == {"gpu": ""}
     assert judge("L4a", t)["verdict"] == cl.HOLDS
     cut = fig_llm_api_pinmem.build_table(*l4_profiles(pin_htod=0.5))  # pinning halves HtoD
     assert judge("L4a", cut)["verdict"] == cl.FAILS
@@ -358,7 +358,7 @@ def test_l4_rule_on_gpu_profiles():
     ev = judge("L4a", fig_llm_api_pinmem.build_table(failed, tidy))["evidence"]
     assert "2 GPU" not in ev and ev.count("1 GPU") == 2  # the failed run is left out of both parts
     cpu = runs.assign(device="cpu")
-    got = judge("L4a", t, fig_llm_api_pinmem.gates(cpu, t))
+    got = judge("L4a", t, fig_llm_api_pinmem.ARTIFACT.gates(cpu, t))
     assert got["verdict"] == cl.UNMEASURED and "no CUDA in the profile" in got["reason"]
 
 
@@ -660,7 +660,7 @@ def test_l7_rules_on_gpu_profiles():
     t = fig_api_share.build_table(runs, tidy)
     ids = ("L7a", "L7b", "L7c", "L7d")
     assert {i: judge(i, t)["verdict"] for i in ids} == dict.fromkeys(ids, cl.HOLDS)
-    assert fig_api_share.gates(runs, t) == {"gpu": ""}
+    assert fig_api_share.ARTIFACT.gates(runs, t) == {"gpu": ""}
     ct = fig_api_share.compact(t).set_index(["method", "template"])
     assert ct.shape == (12, 5)
     assert ct.loc[("DPO", "Summary"), "cudaStreamSynchronize [%]"] == pytest.approx(20.0)
@@ -685,7 +685,7 @@ def test_l9_rules_on_gpu_profiles():
     runs, tidy = llm_profiles(lora_mb=20e6)  # DPO moves 2.5x LoRA's bytes
     assert judge("L9a", fig_transfers.build_table(runs, tidy))["verdict"] == cl.FAILS
     cpu = runs.assign(device="cpu")
-    assert "no CUDA in the profile" in fig_transfers.gates(cpu, t)["gpu"]
+    assert "no CUDA in the profile" in fig_transfers.ARTIFACT.gates(cpu, t)["gpu"]
 
 
 def test_figures_are_drawn_from_the_tables(llm_sandbox, monkeypatch, tmp_path):

@@ -16,7 +16,8 @@ import pytest
 import yaml
 
 from analysis import common as c
-from analysis import driver, llm_tokens
+from analysis import driver
+from analysis.artifacts import fig_templates
 from run import store
 from run.llm import catalog
 from run.llm import spec as llm_spec
@@ -262,12 +263,12 @@ def subsets(tokens: dict[str, int], rows: int, tokenizer: str) -> pd.DataFrame:
 
 def test_counts_within_15_pct_say_so():
     ours = {"Instruct": round(1.10 * paper_tokens("Instruct")), "Summary": paper_tokens("Summary")}
-    t = llm_tokens.tokens_vs_paper(subsets(ours, 500, "llama3")).set_index("template")
+    t = fig_templates.tokens_vs_paper(subsets(ours, 500, "llama3")).set_index("template")
     assert t["within"].all() and set(t["basis"]) == {"total"}
     assert t.loc["Instruct", "diff_pct"] == pytest.approx(10.0, abs=0.01)
     assert "within 15 % of the paper's" in t.loc["Instruct", "note"]
     assert "+10 %" in t.loc["Instruct", "note"] and "tokenizer llama3" in t.loc["Instruct", "note"]
-    fewer = llm_tokens.tokens_vs_paper(
+    fewer = fig_templates.tokens_vs_paper(
         subsets({"Summary": round(0.8 * paper_tokens("Summary"))}, 500, "x")
     )
     assert not fewer["within"].iloc[0]
@@ -276,7 +277,9 @@ def test_counts_within_15_pct_say_so():
 
 def test_a_byte_tokenizer_says_how_much_more():
     label = "Error Correction"
-    t = llm_tokens.tokens_vs_paper(subsets({label: round(2.6 * paper_tokens(label))}, 500, "bytes"))
+    t = fig_templates.tokens_vs_paper(
+        subsets({label: round(2.6 * paper_tokens(label))}, 500, "bytes")
+    )
     r = t.iloc[0]
     assert not r["within"] and r["ratio"] == pytest.approx(2.6, abs=1e-4)
     assert "+160 %" in r["note"] and "160 % more tokens than the paper's" in r["note"]
@@ -285,7 +288,7 @@ def test_a_byte_tokenizer_says_how_much_more():
 
 def test_smaller_subsets_are_compared_per_row():
     per_row = paper_tokens("Summary") / int(PAPER.loc["Summary", "rows"])
-    t = llm_tokens.tokens_vs_paper(subsets({"Summary": round(16 * per_row * 1.05)}, 16, "bytes"))
+    t = fig_templates.tokens_vs_paper(subsets({"Summary": round(16 * per_row * 1.05)}, 16, "bytes"))
     r = t.iloc[0]
     assert r["basis"] == "per row" and r["within"]
     assert r["diff_pct"] == pytest.approx(5.0, abs=0.5)
@@ -298,7 +301,7 @@ def test_paper_counts_come_from_the_reference_csv(tmp_path, monkeypatch):
         "template,rows,tokens,size_kb\nSummary,10,1000,1\n"
     )
     monkeypatch.setattr(c, "REFERENCE_DIR", tmp_path)
-    t = llm_tokens.tokens_vs_paper(subsets({"Summary": 2000, "Instruct": 5}, 10, "bytes"))
+    t = fig_templates.tokens_vs_paper(subsets({"Summary": 2000, "Instruct": 5}, 10, "bytes"))
     assert t["template"].tolist() == ["Summary"]  # no paper count for Instruct: left out
     assert t["paper_tokens"].iloc[0] == 1000 and t["diff_pct"].iloc[0] == pytest.approx(100.0)
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 import pandas as pd
 
 from analysis import draw_profile
-from analysis.driver import Artifact
 from analysis.profiles import artifact as pa
 from analysis.profiles import run_breakdown
 from run.llm.spec import METHODS, TEMPLATE_DATASETS
@@ -22,7 +21,6 @@ METRICS = ["cudaLaunchKernel", "cudaStreamSynchronize", "memcpy_htod", "cudaEven
 SHORT = {"cudaLaunchKernel": "cudaLaunchKernel", "cudaStreamSynchronize": "cudaStreamSynchronize",
          "memcpy_htod": "HtoD", "cudaEventSynchronize": "cudaEventSynchronize",
          "nccl_allgather_ring_ll": "AllGather RING LL"}  # fmt: skip
-gates = draw_profile.gates
 
 
 def build_table(runs: pd.DataFrame, tidy: pd.DataFrame) -> pd.DataFrame:
@@ -31,10 +29,6 @@ def build_table(runs: pd.DataFrame, tidy: pd.DataFrame) -> pd.DataFrame:
     t = t.assign(o1=t["method"].map(METHODS.index), o2=t["dataset"].map(TEMPLATE_DATASETS.index),
                  k=pa.kind_order(t))  # fmt: skip
     return t.sort_values(["o1", "o2", "k"], kind="mergesort").drop(columns=["o1", "o2", "k"])
-
-
-def table(runs: pd.DataFrame, scale: str) -> pd.DataFrame:
-    return build_table(runs, pa.run_metrics(runs, scale))
 
 
 def compact(t: pd.DataFrame) -> pd.DataFrame:
@@ -61,19 +55,15 @@ def title(runs: pd.DataFrame, t: pd.DataFrame) -> str:
     return "Share of profiled time in CPU ops (no CUDA calls recorded) by template and method"
 
 
-CONDITIONS = ["method", "dataset"]
 # {what}: what the profile recorded (CUDA API calls, or CPU ops on a CPU run)
 FIGURE_TITLE = "Share of time in {what}, by template and method"
-figure = draw_profile.metrics(CONDITIONS, FIGURE_TITLE)
-
-
-ARTIFACT = Artifact(
-    table=table,
+ARTIFACT = draw_profile.artifact(
+    build_table,
+    FIGURE_TITLE,
+    ["method", "dataset"],
     compact=compact,
     keys=KEYS,
     notes=notes,
-    gates=gates,
     extra=extra,
     title=title,
-    figure=figure,
 )

@@ -86,8 +86,7 @@ def notes(runs: pd.DataFrame, t: pd.DataFrame) -> list[str]:
     return out
 
 
-def gates(runs: pd.DataFrame, t: pd.DataFrame) -> dict[str, str]:
-    return {"real_data": c.not_real_data(runs)}
+gates = c.real_data_gate
 
 
 def _wide(df: pd.DataFrame, col: str) -> pd.DataFrame:

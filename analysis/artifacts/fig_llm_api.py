@@ -11,7 +11,6 @@ from __future__ import annotations
 import pandas as pd
 
 from analysis import draw_profile
-from analysis.driver import Artifact
 from analysis.profiles import artifact as pa
 from run.llm import catalog
 
@@ -27,8 +26,6 @@ COMPACT: dict[str, tuple[list[str], str]] = {
     "launch + sync [%]": (["cudaLaunchKernel", "cudaStreamSynchronize"], "share_pct"),
     "HtoD [%]": (["memcpy_htod"], "share_pct"),
 }
-notes = pa.notes
-gates = draw_profile.gates
 
 
 def build_table(runs: pd.DataFrame, tidy: pd.DataFrame) -> pd.DataFrame:
@@ -39,10 +36,6 @@ def build_table(runs: pd.DataFrame, tidy: pd.DataFrame) -> pd.DataFrame:
     return t.sort_values(["o", "k"], kind="mergesort").drop(columns=["o", "k"])
 
 
-def table(runs: pd.DataFrame, scale: str) -> pd.DataFrame:
-    return build_table(runs, pa.run_metrics(runs, scale))
-
-
 def compact(t: pd.DataFrame) -> pd.DataFrame:
     """Datasets as rows (the paper's bar groups), COMPACT's columns; medians over repeats; a
     metric no run measured stays empty (the notes and claims say why)."""
@@ -51,12 +44,6 @@ def compact(t: pd.DataFrame) -> pd.DataFrame:
     return out.iloc[rank.argsort(kind="stable")].reset_index(drop=True)
 
 
-CONDITIONS = ["dataset"]
 # {what}: what the profile recorded (CUDA API calls, or CPU ops on a CPU run)
-FIGURE_TITLE = "Time in {what}, by dataset (LoRA, 1 GPU)"
-figure = draw_profile.metrics(CONDITIONS, FIGURE_TITLE)
-
-
-ARTIFACT = Artifact(
-    table=table, compact=compact, keys=KEYS, notes=notes, gates=gates, figure=figure
-)
+TITLE = "Time in {what}, by dataset (LoRA, 1 GPU)"
+ARTIFACT = draw_profile.artifact(build_table, TITLE, compact=compact, keys=KEYS)

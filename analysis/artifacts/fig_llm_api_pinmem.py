@@ -10,7 +10,6 @@ from __future__ import annotations
 import pandas as pd
 
 from analysis import draw_profile
-from analysis.driver import Artifact
 from analysis.profiles import artifact as pa
 
 KEYS = ["gpus", "pin_memory"]
@@ -25,8 +24,6 @@ COMPACT: dict[str, tuple[list[str], str]] = {
     "AllGather RING LL [s]": (["nccl_allgather_ring_ll"], "total_s"),
     "other NCCL [s]": (["nccl_other"], "total_s"),
 }
-notes = pa.notes
-gates = draw_profile.gates
 
 
 def build_table(runs: pd.DataFrame, tidy: pd.DataFrame) -> pd.DataFrame:
@@ -36,21 +33,11 @@ def build_table(runs: pd.DataFrame, tidy: pd.DataFrame) -> pd.DataFrame:
     return t.sort_values(["gpus", "pin_memory", "k"], kind="mergesort").drop(columns="k")
 
 
-def table(runs: pd.DataFrame, scale: str) -> pd.DataFrame:
-    return build_table(runs, pa.run_metrics(runs, scale))
-
-
 def compact(t: pd.DataFrame) -> pd.DataFrame:
     """GPUs x pin_memory as rows (the paper's bars), COMPACT's columns; medians over repeats."""
     return pa.by_run(t, KEYS, COMPACT)
 
 
-CONDITIONS = ["gpus", "pin_memory"]
 # {what}: what the profile recorded (CUDA API calls, or CPU ops on a CPU run)
-FIGURE_TITLE = "Time in {what}, by pin_memory (LoRA, alpaca)"
-figure = draw_profile.metrics(CONDITIONS, FIGURE_TITLE)
-
-
-ARTIFACT = Artifact(
-    table=table, compact=compact, keys=KEYS, notes=notes, gates=gates, figure=figure
-)
+TITLE = "Time in {what}, by pin_memory (LoRA, alpaca)"
+ARTIFACT = draw_profile.artifact(build_table, TITLE, compact=compact, keys=KEYS)

@@ -27,13 +27,10 @@ def compact(t: pd.DataFrame) -> pd.DataFrame:
     return c.pivot(t, KEYS, "gpus", {"total_time_s": lambda g: f"{c.gpus_label(g)} [s]"})
 
 
-def notes(runs: pd.DataFrame, t: pd.DataFrame) -> list[str]:
-    if c.on_gpu(runs):
-        return []
-    return [
-        "CPU run: DALI decodes on the CPU (no `mixed` decoder without a GPU), so this shows the "
-        "pipeline working, not the paper's GPU behaviour."
-    ]
+notes = c.cpu_note(
+    "CPU run: DALI decodes on the CPU (no `mixed` decoder without a GPU), so this shows the "
+    "pipeline working, not the paper's GPU behaviour."
+)
 
 
 figure = draw.time_bars_figure("loader_label", "DataLoader against DALI (Scenario B; {runs})")

@@ -59,8 +59,7 @@ def title(runs: pd.DataFrame, t: pd.DataFrame) -> str:
     return "Training loss by precision and pin_memory"
 
 
-def gates(runs: pd.DataFrame, t: pd.DataFrame) -> dict[str, str]:
-    return {"learned": c.not_learned(runs), "paper_data": c.not_paper_data(runs)}
+gates = c.learning_gates
 
 
 SAME = "pin off = on"  # the label's suffix of a pair drawn once

@@ -28,9 +28,8 @@ def table(runs: pd.DataFrame, scale: str) -> pd.DataFrame:
 
 def compact(t: pd.DataFrame) -> pd.DataFrame:
     order = ["DataLoader NCHW", "DataLoader NHWC", "DALI NCHW", "DALI NHWC"]
-    out = c.pivot(t, KEYS, "gpus", {"total_time_s": lambda g: f"{c.gpus_label(g)} [s]"})
-    rank = out["setup"].map(lambda s: order.index(s) if s in order else len(order))
-    return out.iloc[rank.argsort(kind="stable")].reset_index(drop=True)
+    name = {"total_time_s": lambda g: f"{c.gpus_label(g)} [s]"}
+    return c.pivot(t, KEYS, "gpus", name, rows={"setup": order})
 
 
 figure = draw.time_bars_figure(

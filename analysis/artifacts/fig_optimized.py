@@ -25,7 +25,7 @@ from analysis.profiles.diff import PAPER_TOTAL, UnrelatedError
 from run import store
 from run.sweep import matrix as mx
 
-TARGET = "fig-optimized"
+TARGET, PROFILE_DIFF = draw_optimized.TARGET, draw_optimized.PROFILE_DIFF
 TITLE = "The optimisations the papers point at, one change at a time (beyond the paper)"
 KEYS = ["experiment", "gpus", "step", "step_label"]
 GIB = 1024**3
@@ -187,7 +187,6 @@ def compact(t: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-PROFILE_DIFF = "profile-diff"
 DIFF_COLUMNS = ["experiment", "gpus", "faithful_run", "optimised_step", "optimised_run",
                 *diff.CSV_COLUMNS]  # fmt: skip
 

@@ -43,14 +43,11 @@ def compact(t: pd.DataFrame) -> pd.DataFrame:
     return c.pivot(t, KEYS, "strategy", names, order=list(STRATEGY_LABELS.values()))
 
 
-def notes(runs: pd.DataFrame, t: pd.DataFrame) -> list[str]:
-    if c.on_gpu(runs):
-        return []
-    return [
-        "CPU run: each rank gets the same compute threads at every rank count "
-        "(run/node/threads.py), so n ranks have n times one rank's compute, as n GPUs would, "
-        "while the ranks do not outnumber the cores."
-    ]
+notes = c.cpu_note(
+    "CPU run: each rank gets the same compute threads at every rank count "
+    "(run/node/threads.py), so n ranks have n times one rank's compute, as n GPUs would, "
+    "while the ranks do not outnumber the cores."
+)
 
 
 SHARED = "one run for all (1 rank: same work)"  # a GPU count whose strategies share one run

@@ -13,7 +13,6 @@ import matplotlib.pyplot as plt
 import pandas as pd
 
 from analysis import draw, draw_profile
-from analysis.driver import Artifact
 from analysis.profiles import artifact as pa
 from analysis.profiles.metrics import MEMCPY_METRICS
 from run.llm.spec import METHODS, TEMPLATE_DATASETS
@@ -22,18 +21,12 @@ KEYS = ["method", "template"]
 DIRECTIONS = ["memcpy_htod", "memcpy_dtod", "memcpy_dtoh"]  # the paper's order
 NAMES = {"memcpy_htod": "HtoD [MB]", "memcpy_dtod": "DtoD [MB]", "memcpy_dtoh": "DtoH [MB]"}
 MB = 1e6
-notes = pa.notes
-gates = draw_profile.gates
 
 
 def build_table(runs: pd.DataFrame, tidy: pd.DataFrame) -> pd.DataFrame:
     t = pa.table(runs, tidy, ["dataset", "method", "gpus"], list(MEMCPY_METRICS), cpu=True)
     t = t.assign(o1=t["method"].map(METHODS.index), o2=t["dataset"].map(TEMPLATE_DATASETS.index))
     return t.sort_values(["o1", "o2", "kind"], kind="mergesort").drop(columns=["o1", "o2"])
-
-
-def table(runs: pd.DataFrame, scale: str) -> pd.DataFrame:
-    return build_table(runs, pa.run_metrics(runs, scale))
 
 
 def compact(t: pd.DataFrame) -> pd.DataFrame:
@@ -111,6 +104,6 @@ def figure(df: pd.DataFrame, meta: dict) -> plt.Figure:
     return fig
 
 
-ARTIFACT = Artifact(
-    table=table, compact=compact, keys=KEYS, notes=notes, gates=gates, title=title, figure=figure
+ARTIFACT = draw_profile.artifact(
+    build_table, compact=compact, keys=KEYS, title=title, figure=figure
 )

@@ -14,13 +14,11 @@ import pandas as pd
 
 from analysis import common as c
 from analysis import draw_profile
-from analysis.driver import Artifact
 from analysis.profiles import artifact as pa
 from analysis.profiles.metrics import LABELS, NCCL_METRICS
 
 PAPER_CSV = "profiler_quotes.csv"
 KEYS = ["image_size", "gpus", "pin_memory"]
-CONDITIONS = KEYS
 NCCL = list(NCCL_METRICS)
 METRICS = ["memcpy_htod", "cudaLaunchKernel", "cudaStreamSynchronize", *NCCL]
 # the report's columns: seconds summed over ranks (J Fig.4), and the share V5a compares (Fig.3)
@@ -40,18 +38,12 @@ QUOTE_METRICS = {
     "NCCL kernels": "nccl_other",
 }
 NCCL_TOTAL_LABEL = "NCCL kernels, all (the paper's total)"
-notes = pa.notes
-gates = draw_profile.gates
 
 
 def build_table(runs: pd.DataFrame, tidy: pd.DataFrame) -> pd.DataFrame:
-    t = pa.table(runs, tidy, CONDITIONS, METRICS)  # + kernel_launch_all beside cudaLaunchKernel
+    t = pa.table(runs, tidy, KEYS, METRICS)  # + kernel_launch_all beside cudaLaunchKernel
     t = t.assign(k=pa.kind_order(t))
-    return t.sort_values([*CONDITIONS, "k"], kind="mergesort").drop(columns="k")
-
-
-def table(runs: pd.DataFrame, scale: str) -> pd.DataFrame:
-    return build_table(runs, pa.run_metrics(runs, scale))
+    return t.sort_values([*KEYS, "k"], kind="mergesort").drop(columns="k")
 
 
 def _condition(text: str) -> dict[str, object]:
@@ -88,7 +80,7 @@ def paper() -> pd.DataFrame:
             "calls": pd.NA, "total_s": float(r["value_s"]), "share_pct": float("nan"),
             "bytes": pd.NA, "measured": True, "note": r["condition"],
         })  # fmt: skip
-    return pd.DataFrame(rows, columns=[*CONDITIONS, *pa.COLUMNS])
+    return pd.DataFrame(rows, columns=[*KEYS, *pa.COLUMNS])
 
 
 def compact(t: pd.DataFrame) -> pd.DataFrame:
@@ -97,17 +89,7 @@ def compact(t: pd.DataFrame) -> pd.DataFrame:
 
 
 # {what}: what the profile recorded (CUDA API calls, or CPU ops on a CPU run)
-FIGURE_TITLE = "Time in {what}, by image size, GPUs and pin_memory"
-figure = draw_profile.metrics(CONDITIONS, FIGURE_TITLE)
-
-
-ARTIFACT = Artifact(
-    table=table,
-    compact=compact,
-    keys=KEYS,
-    paper=paper,
-    paper_csv=PAPER_CSV,
-    notes=notes,
-    gates=gates,
-    figure=figure,
+TITLE = "Time in {what}, by image size, GPUs and pin_memory"
+ARTIFACT = draw_profile.artifact(
+    build_table, TITLE, compact=compact, keys=KEYS, paper=paper, paper_csv=PAPER_CSV
 )

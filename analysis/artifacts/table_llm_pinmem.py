@@ -109,8 +109,7 @@ def notes(runs: pd.DataFrame, t: pd.DataFrame) -> list[str]:
     return out
 
 
-def gates(runs: pd.DataFrame, t: pd.DataFrame) -> dict[str, str]:
-    return {"gpu": "" if c.on_gpu(runs) else NO_PINNING}
+gates = c.gpu_gate(NO_PINNING)
 
 
 ARTIFACT = Artifact(

@@ -20,8 +20,7 @@ KEYS = ["workload", "measure", "gpus"]
 
 
 def table(runs: pd.DataFrame, scale: str) -> pd.DataFrame:
-    every = noise.all_runs(scale, mx.load_matrix())
-    return noise.table(every, scale) if len(every) else pd.DataFrame(columns=noise.COLUMNS)
+    return noise.measure_runs(scale, mx.load_matrix()).sets
 
 
 def compact(t: pd.DataFrame) -> pd.DataFrame:

@@ -43,17 +43,11 @@ def compact(t: pd.DataFrame) -> pd.DataFrame:
     return c.compact(t, KEYS, VALUES)
 
 
-def notes(runs: pd.DataFrame, t: pd.DataFrame) -> list[str]:
-    if c.on_gpu(runs):
-        return []
-    return [
-        "CPU run: pin_memory=True only warns without an accelerator, so pinned and unpinned runs "
-        "do the same work; their difference here is run-to-run noise."
-    ]
-
-
-def gates(runs: pd.DataFrame, t: pd.DataFrame) -> dict[str, str]:
-    return {"gpu": "" if c.on_gpu(runs) else NO_PIN_ON_CPU}
+notes = c.cpu_note(
+    "CPU run: pin_memory=True only warns without an accelerator, so pinned and unpinned runs "
+    "do the same work; their difference here is run-to-run noise."
+)
+gates = c.gpu_gate(NO_PIN_ON_CPU)
 
 
 ARTIFACT = Artifact(

@@ -62,17 +62,13 @@ def compact(t: pd.DataFrame) -> pd.DataFrame:
     return c.compact(t, KEYS, VALUES, order={"precision": ORDER})
 
 
-def notes(runs: pd.DataFrame, t: pd.DataFrame) -> list[str]:
-    if c.on_gpu(runs):
-        return []
-    return [
-        "CPU run: FP16 is requested but runs as bf16 autocast (CPU has no useful fp16 "
-        "autocast); on a CPU without bf16 instructions this is slower than FP32."
-    ]
+notes = c.cpu_note(
+    "CPU run: FP16 is requested but runs as bf16 autocast (CPU has no useful fp16 "
+    "autocast); on a CPU without bf16 instructions this is slower than FP32."
+)
 
 
-def gates(runs: pd.DataFrame, t: pd.DataFrame) -> dict[str, str]:
-    return {"learned": c.not_learned(runs), "paper_data": c.not_paper_data(runs)}
+gates = c.learning_gates
 
 
 ARTIFACT = Artifact(

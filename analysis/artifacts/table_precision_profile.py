@@ -10,7 +10,7 @@ from __future__ import annotations
 import pandas as pd
 
 from analysis import common as c
-from analysis.driver import Artifact
+from analysis import draw_profile
 from analysis.profiles import artifact as pa
 from analysis.profiles.metrics import LABELS
 
@@ -50,10 +50,6 @@ def build_table(runs: pd.DataFrame, tidy: pd.DataFrame) -> pd.DataFrame:
     return t.drop(columns="precision_order")
 
 
-def table(runs: pd.DataFrame, scale: str) -> pd.DataFrame:
-    return build_table(runs, pa.run_metrics(runs, scale))
-
-
 def paper() -> pd.DataFrame:
     """The seconds J 4.2.1 (and C 3.4 for the broadcast kernel) quote; no GPU count (empty)."""
     q = _quotes()
@@ -85,8 +81,8 @@ def gates(runs: pd.DataFrame, t: pd.DataFrame) -> dict[str, str]:
     return {"gpu": pa.gpu_gate(runs), **pa.recorded_gates(t, METRICS)}
 
 
-ARTIFACT = Artifact(
-    table=table,
+ARTIFACT = draw_profile.artifact(
+    build_table,
     compact=compact,
     keys=KEYS,
     paper=paper,

@@ -122,7 +122,7 @@ def test_cpu_profile_says_not_measured_never_zero() -> None:
     assert cpu.loc["cpu:gloo:all_reduce", "label"].startswith("gloo allreduce (NCCL allreduce")
     claims = v5_claims(r, t)
     assert set(verdicts(claims).values()) == {UNMEASURED}
-    gate = fig_vision_metrics.gates(r, t)["gpu"]
+    gate = fig_vision_metrics.ARTIFACT.gates(r, t)["gpu"]
     assert gate.startswith(f"{pa.NOT_MEASURED} (no CUDA in the profile)")
     # the failing gate says why (no GPU), not the bare "not measured" of the empty rows
     assert all(c["reason"] == gate for c in claims)
@@ -425,7 +425,7 @@ def _judged(exp: str, t: pd.DataFrame) -> list[dict]:
 
 def _with_gates(mod, exp: str, r: pd.DataFrame, t: pd.DataFrame) -> list[dict]:
     """The claims of `exp` judged as the driver judges them: with the module's gates."""
-    gates = {k: v for k, v in mod.gates(r, t).items() if v}
+    gates = {k: v for k, v in mod.ARTIFACT.gates(r, t).items() if v}
     return [cl.judge(c, t, None, gates) for c in cs.load() if c["experiment"] == exp]
 
 

@@ -51,12 +51,12 @@ def test_verdicts() -> None:
 
 
 def test_hta_hook(monkeypatch, tmp_path: Path) -> None:
-    monkeypatch.delenv(ba.HTA_ENV, raising=False)
-    python, note = ba.find_hta(None)
-    assert python is None and note.startswith("HTA: not found") and ba.HTA_ENV in note
-    python, note = ba.find_hta(sys.executable)  # the project venv never has HTA
+    monkeypatch.delenv(bh.HTA_ENV, raising=False)
+    python, note = bh.find_hta(None)
+    assert python is None and note.startswith("HTA: not found") and bh.HTA_ENV in note
+    python, note = bh.find_hta(sys.executable)  # the project venv never has HTA
     assert python is None and "cannot import hta" in note
-    python, note = ba.find_hta("/nonexistent/python")
+    python, note = bh.find_hta("/nonexistent/python")
     assert python is None and "cannot run" in note
     monkeypatch.delenv(bh.HTA_TRACE_ENV, raising=False)
     trace, note = bh.find_hta_trace(None)
@@ -139,7 +139,7 @@ def test_versus_hta_pairs_whole_commands(tmp_path: Path, monkeypatch) -> None:
 
 
 def test_bench_tiny(tmp_path: Path, capsys, monkeypatch) -> None:
-    monkeypatch.delenv(ba.HTA_ENV, raising=False)
+    monkeypatch.delenv(bh.HTA_ENV, raising=False)
     assert ba.main(["--sizes", "0.5", "--workdir", str(tmp_path), "--pairs", "2"]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert "read MB/s" in lines[0] and "peak MB" in lines[0]
