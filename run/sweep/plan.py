@@ -44,10 +44,6 @@ STATES = ("done", "missing", "failed", "oom", "unsupported", "skipped")
 UNREADABLE = "unreadable run files"
 
 
-class PlanError(UserError):
-    """A plan that cannot be made (bad scale, experiment or GPU count)."""
-
-
 @dataclass
 class PlanRow:
     name: str
@@ -82,7 +78,7 @@ def plan_node(
 ) -> tuple[dict[str, Any], str]:
     """The machine the plan is for, and a sentence saying which it is."""
     if target_gpus is not None and target_gpus < 1:
-        raise PlanError(f"--gpus {target_gpus}: a node has at least 1 GPU")
+        raise UserError(f"--gpus {target_gpus}: a node has at least 1 GPU")
     needs_gpu = mx.scale_device(scale, matrix) == "gpu"
     if target_gpus is None and not (needs_gpu and not cost.on_gpu(info)):
         if cost.on_gpu(info):

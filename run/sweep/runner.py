@@ -107,7 +107,7 @@ def execute(
     spec: dict[str, Any],
     scale: str,
     info: dict[str, Any],
-    matrix: dict[str, Any] | None = None,
+    matrix: dict[str, Any],
     progress: Progress | None = None,
 ) -> dict[str, Any]:
     """Run one spec into this attempt's own staging folder and publish it (the caller holds the
@@ -135,13 +135,13 @@ def _run_in(
     spec: dict[str, Any],
     scale: str,
     info: dict[str, Any],
-    matrix: dict[str, Any] | None,
+    matrix: dict[str, Any],
     progress: Progress | None,
 ) -> dict[str, Any]:
     name = mx.run_name(spec)
     store.write_json_atomic(stage / store.SPEC, spec)
     if spec.get("profiler", "none") != "none":
-        window = profiling.window_for(scale, spec["workload"], matrix or mx.load_matrix())
+        window = profiling.window_for(scale, spec["workload"], matrix)
         profiling.write_plan(stage, spec, window)
     reason = WORKLOADS[spec["workload"]].unsupported_reason(spec)
     cmd = [] if reason else WORKLOADS[spec["workload"]].launch_command(spec, stage, info)
@@ -215,23 +215,6 @@ def _wanted(summary: dict[str, Any] | None, retry_failed: bool) -> bool:
     if summary is None or store.is_unreadable(summary):
         return True
     return retry_failed and summary["status"] == "failed"
-
-
-def wait_for(
-    spec: dict[str, Any],
-    scale: str,
-    info: dict[str, Any],
-    matrix: dict[str, Any],
-    progress: Progress | None,
-    retry_failed: bool,
-) -> dict[str, Any]:
-    """A run another sweep had taken: its result once published, or run here if that sweep
-    died (its lock goes stale). A run retried by the other sweep is not retried again."""
-    while True:
-        got = attempt(spec, scale, info, matrix, progress, retry_failed=False)
-        if got is not None:
-            return got
-        time.sleep(settings.value("LOCK_POLL_S"))
 
 
 def check_device(scale: str, info: dict[str, Any], matrix: dict[str, Any]) -> None:
@@ -312,8 +295,12 @@ def sweep(
                 taken.append((exp.id, spec))
             else:
                 ran[exp.id].append(got)
+    # A run another sweep had taken: its result once published, or run here if that sweep died
+    # (its lock goes stale). A run retried by the other sweep is not retried again.
     for exp_id, spec in taken:
-        ran[exp_id].append(wait_for(spec, scale, info, matrix, progress, retry_failed))
+        while (got := attempt(spec, scale, info, matrix, progress, retry_failed=False)) is None:
+            time.sleep(settings.value("LOCK_POLL_S"))
+        ran[exp_id].append(got)
     if only_repeat is not None:  # a part: the whole sweep writes the record, reusing these runs
         done = sum(1 for e in expanded for r in ran[e.id] if not r["reused"])
         print(
