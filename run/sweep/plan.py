@@ -2,21 +2,11 @@
 
     python -m run.sweep.plan --scale quick [--exp V3 --exp L1 ...] [--gpus N] [--brief]
 
-One line per unique run (runs shared by experiments appear once, with their experiments): its
-state (done, missing, failed, oom, unsupported, skipped; a run with an unreadable summary.json or
-spec.json is missing, as the sweep runs it again), estimated wall time, GPUs, planned steps and
-epochs (with REPEATS=n each cell n times, repeat k with seed + k); then per experiment what
-`make <target>` alone would still spend; then the totals: runs by state, GPU-hours still to spend
-(est x GPUs / 3600 over missing runs) and the wall time on this node (one run at a time).
-Without --exp it plans what `make all` runs: every experiment with an analysis module.
-
-Which node: this machine, unless `--gpus N` names a node of N GPUs, or the scale needs GPUs
-(`device: gpu`) and this machine has none: then the paper's node (4 x H100) and it says so. A run
-needing more ranks than the node has, or one this machine cannot run (numa_bind without
-numactl), is `skipped` by the sweep's own test (run/sweep/left.py, which the Makefile asks which
-sweeps to run, so `missing` is what make runs). Run names are the sweep's (PROFILER resolved).
-The estimates come from the cost model (run/sweep/cost.py, anchored on the paper's own times),
-calibrated on this machine's finished runs.
+The README's "What it will cost" says what it lists. Which node: this machine, unless `--gpus N`
+names a node of N GPUs, or the scale needs GPUs (`device: gpu`) and this machine has none: then
+the paper's node (4 x H100), and it says so. A run is `skipped` by the sweep's own test
+(run/sweep/left.py); run names are the sweep's (PROFILER resolved); estimates are the cost model's
+(run/sweep/cost.py), calibrated on this machine's finished runs.
 """
 
 from __future__ import annotations

@@ -2,22 +2,13 @@
 
     python -m run.sweep --scale smoke --exp V3 [--exp V4 ...] [--retry-failed]
 
-A finished run (its summary.json exists) is skipped; one that needs more GPUs (on a CPU, more
-cores for gloo ranks) than this job may use is skipped and listed; every other is launched, its
-output in the run's log.txt. A run that fails or runs out of memory is stored with that status and
-its root cause (run/sweep/failure.py), and the sweep goes on. Then results/<scale>/sweeps/<EXP>.json
-records each experiment's outcome (what the Makefile waits for); a GPU sweep with failed runs also
-writes results/<scale>/bundles/<EXP>.tar.gz (run/node/bundle.py). With REPEATS=n every cell runs n
-times, seeds seed..seed+n-1, each repeat a run of its own. `--only-repeat k` runs repeat k alone,
-no record: the Makefile spreads the noise repeats over `make all`; a run beside a busy core
-(run/node/busy.py) runs only in the whole sweep. Sweeps sharing a results folder (SLURM job array,
-`make -j`) take each run under a lock (run/sweep/lock.py): a run another sweep holds is waited for
-after this sweep's own runs, and run here if that sweep died.
-
-Before anything runs, the scale's device (a `gpu` scale never trains on a CPU), GPUs the installed
-torch cannot use, the profiler choice and every data set are checked: bad input is one line
-`error: ...`, exit 2. Each launch prints `[k/N] run-name` with its estimate and the scale's ETA (N
-counts the scale's runs this machine can run), and a heartbeat line every HEARTBEAT_S seconds.
+A finished run (its summary.json exists) is reused; README ("How a run works") says what is
+skipped, how a failure is recorded and what a sweep prints. results/<scale>/sweeps/<EXP>.json
+records each experiment's outcome (what the Makefile waits for). `--only-repeat k` runs repeat k
+alone, no record: the Makefile spreads the noise repeats over `make all`; a run beside a busy core
+(run/node/busy.py) runs only in the whole sweep. Sweeps sharing a results folder take each run
+under a lock (run/sweep/lock.py): a run another sweep holds is waited for after this sweep's own
+runs, and run here if that sweep died. Bad input is one line `error: ...`, exit 2, before any run.
 """
 
 from __future__ import annotations
