@@ -222,7 +222,18 @@ def render(
     if not brief:
         out += ["", *_run_lines(rows)]
     out += ["", *_per_experiment(rows, exps, matrix), "", *_totals(rows, info)]
-    out.append(f"model: {_model(info)}; {_calibrated(calib or {})}")
+    model = (
+        "the paper's times (Tables 2 and 3 for vision, Table 5 for LLM, in reference/paper/*.csv) "
+        "and the assumptions in run/sweep/cost.py"
+        if cost.on_gpu(info)
+        else "a crude CPU model fitted to the smoke make all on 2 cores (run/sweep/cost.py)"
+    )
+    calibrated = "no local runs to calibrate on yet (factor 1.0)"
+    if calib:
+        local = ", ".join(f"{w} x{f:.2f} ({n} runs)" for w, (f, n) in sorted(calib.items()))
+        n = sum(k for _, k in calib.values())
+        calibrated = f"calibrated on {n} local run(s) of this scale: {local}"
+    out.append(f"model: {model}; {calibrated}")
     return "\n".join(out)
 
 
@@ -298,23 +309,6 @@ def _totals(rows: list[PlanRow], info: dict[str, Any]) -> list[str]:
     if skipped:
         out.append(f"{len(skipped)} run(s) skipped: the node cannot run them (reasons above)")
     return out
-
-
-def _calibrated(calib: dict[str, tuple[float, int]]) -> str:
-    if not calib:
-        return "no local runs to calibrate on yet (factor 1.0)"
-    local = ", ".join(f"{w} x{f:.2f} ({n} runs)" for w, (f, n) in sorted(calib.items()))
-    n = sum(k for _, k in calib.values())
-    return f"calibrated on {n} local run(s) of this scale: {local}"
-
-
-def _model(info: dict[str, Any]) -> str:
-    if cost.on_gpu(info):
-        return (
-            "the paper's times (Tables 2 and 3 for vision, Table 5 for LLM, in "
-            "reference/paper/*.csv) and the assumptions in run/sweep/cost.py"
-        )
-    return "a crude CPU model fitted to the smoke make all on 2 cores (run/sweep/cost.py)"
 
 
 @program()
