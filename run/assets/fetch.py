@@ -2,20 +2,8 @@
 
     python -m run.assets [--only mnist|model|datasets ...]
 
-- Real MNIST into MNIST_DIR (default data/mnist), with torchvision's own downloader.
-- Meta-Llama-3-8B-Instruct with torchtune's `tune download` into LLAMA3_DIR (default
-  data/llm/Meta-Llama-3-8B-Instruct), without original/consolidated.00.pth (as torchtune's llama3
-  configs do: the same 16 GB of weights a second time).
-- The four parent sets as LLM_DATASETS_DIR/<alpaca|grammar|samsum|slimorca>.jsonl (default
-  data/llm/datasets), the train split from the Hub repository's main branch when it holds JSON,
-  JSON Lines or Parquet, else from its Parquet export (refs/convert/parquet); grammar (C4-200M,
-  185M rows) stops at GRAMMAR_ROWS rows (README "Data").
-
-Through huggingface_hub (HF_ENDPOINT, HF_TOKEN). Resumable: an asset in place is skipped; MNIST
-and the model download into a `.partial` folder renamed in when complete (a failed model download
-keeps it: huggingface_hub resumes its `.incomplete` files); a data set's .jsonl is written
-atomically. Token and licence are checked before any download. Bad conditions: one line
-`error: ...` and exit status 2.
+What it fetches, from where, and how it resumes: README ("Data"). Token and licence are checked
+before any download; bad conditions are one line `error: ...`, exit status 2.
 """
 
 from __future__ import annotations

@@ -54,11 +54,7 @@ def ends(exp: str, **want: Any) -> tuple[dict[str, Any], dict[str, Any]]:
     return steps[min(steps)], steps[max(steps)]
 
 
-def ends_in(exp: str, scale: str) -> dict[str, Any]:
-    return mx.expand(exp, scale, n_repeats=1).specs[0]
-
-
-def vision_side(spec: dict[str, Any], device: torch.device, batches: int) -> dict[str, Any]:
+def vision_side(spec: dict[str, Any], device: torch.device) -> dict[str, Any]:
     prec = precision_setup(spec["precision"], device)
     train, _ = data_sets(spec, prec.input_dtype)
     workers = spec["num_workers"]
@@ -124,7 +120,7 @@ def main(argv: list[str]) -> int:
     if cuda:
         # the paper's DataLoader workers: with smoke's 0 the faithful side would resize 500 px
         # images in the main process, and the ratio would flatter the optimised side
-        over["num_workers"] = ends_in("O1", "paper")["num_workers"]
+        over["num_workers"] = mx.expand("O1", "paper", n_repeats=1).specs[0]["num_workers"]
     sides = {"faithful": {**faithful, **over}, "optimised": {**optimised, **over}}
     reasons = {k: vision_spec.unsupported_reason(s) for k, s in sides.items()}
     vision_launch.preflight(list(sides.values()))
@@ -133,7 +129,7 @@ def main(argv: list[str]) -> int:
           f"timed steps after {WARMUP} warm-up; best of {args.repeats} alternating repeats")  # fmt: skip
     for k, s in sides.items():
         print(f"  {k:<9} O1 step {mx.ladder_step('O1', s)[1]!r}: {mx.run_name(s)}")
-    built = {k: vision_side(s, device, args.steps) for k, s in sides.items() if not reasons[k]}
+    built = {k: vision_side(s, device) for k, s in sides.items() if not reasons[k]}
     rate = dict.fromkeys(sides, 0.0)
     for _ in range(args.repeats):  # alternating: a burst of load elsewhere slows one repeat
         for k, side in built.items():

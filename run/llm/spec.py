@@ -88,28 +88,13 @@ CHOICES: dict[str, tuple[Any, ...]] = {
     "fused_optimizer": (False, True),
     "optimizer": ("adamw", "paged_adamw8bit"),
 }
+POSITIVE = ("gpus", "batch_size", "epochs", "template_rows", "gradient_accumulation_steps")
+AT_LEAST_ZERO = ("max_steps", "warmup_steps", "seed", "max_seq_len")
+LEAST = {**dict.fromkeys(POSITIVE, 1), **dict.fromkeys(AT_LEAST_ZERO, 0)}
 
 
 def validate(spec: dict[str, Any]) -> None:
-    # `beside` (run/node/busy.py) is optional: absent, a plain run, whose spec and name stay
-    unknown = set(spec) - set(DEFAULTS) - {busy.BESIDE}
-    if unknown:
-        raise ValueError(f"unknown llm spec key(s): {', '.join(sorted(unknown))}")
-    busy.check(spec)
-    missing = set(DEFAULTS) - set(spec)
-    if missing:
-        raise ValueError(f"missing llm spec key(s): {', '.join(sorted(missing))}")
-    for key, allowed in CHOICES.items():
-        if spec[key] not in allowed:
-            raise ValueError(f"{key}={spec[key]!r} is not one of {', '.join(map(str, allowed))}")
-    for key in ("gpus", "batch_size", "epochs", "template_rows", "gradient_accumulation_steps"):
-        if not isinstance(spec[key], int) or isinstance(spec[key], bool) or spec[key] < 1:
-            raise ValueError(f"{key}={spec[key]!r} must be a positive integer")
-    for key in ("max_steps", "warmup_steps", "seed", "max_seq_len"):
-        if not isinstance(spec[key], int) or isinstance(spec[key], bool) or spec[key] < 0:
-            raise ValueError(f"{key}={spec[key]!r} must be an integer >= 0")
-    if not isinstance(spec["lr"], (int, float)) or isinstance(spec["lr"], bool) or spec["lr"] <= 0:
-        raise ValueError(f"lr={spec['lr']!r} must be a positive number")
+    busy.check_keys("llm", spec, DEFAULTS, CHOICES, LEAST, ("lr",))
     if spec["model"] == "tiny":
         if spec["weights"] not in ("auto", "tiny"):
             raise ValueError(f"weights={spec['weights']!r} does not apply to the tiny model")

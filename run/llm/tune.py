@@ -192,15 +192,12 @@ def summary_of(
         train_time = time.perf_counter() - t_train0
     # an epoch's steps are the recipe's batches over gradient accumulation; its time is the
     # measured one when the run covered a whole epoch, else projected from s/it and flagged
-    per_epoch = None
-    if stats.get("batches_per_epoch") is not None:
-        per_epoch = stats["batches_per_epoch"] // spec["gradient_accumulation_steps"]
+    batches = stats.get("batches_per_epoch")
+    per_epoch = None if batches is None else batches // spec["gradient_accumulation_steps"]
     full_epoch = bool(per_epoch) and numbers.get("steps") == per_epoch
-    epoch_time = None
-    if full_epoch:
-        epoch_time = train_time
-    elif numbers.get("s_per_it") and per_epoch:
-        epoch_time = numbers["s_per_it"] * per_epoch
+    s_per_it = numbers.get("s_per_it")
+    projected = s_per_it * per_epoch if s_per_it and per_epoch else None
+    epoch_time = train_time if full_epoch else projected
     summary: dict[str, Any] = {
         **head,
         "total_time_s": train_time,

@@ -10,11 +10,9 @@ from __future__ import annotations
 
 import io
 import json
-import os
 import re
 import shutil
 import tarfile
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -85,20 +83,12 @@ def tail(path: Path | None, lines: int = LOG_LINES) -> str:
 
 
 def write(path: Path, members: dict[str, str]) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        os.fchmod(fd, store.FILE_MODE)  # mkstemp makes 0o600: follow the umask as run files do
-        with os.fdopen(fd, "wb") as fh, tarfile.open(fileobj=fh, mode="w:gz") as tar:
-            for name, text in members.items():
-                data = text.encode()
-                entry = tarfile.TarInfo(name)
-                entry.size, entry.mtime, entry.mode = len(data), int(time.time()), 0o644
-                tar.addfile(entry, io.BytesIO(data))
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    with store.atomic_file(path, "wb") as fh, tarfile.open(fileobj=fh, mode="w:gz") as tar:
+        for name, text in members.items():
+            data = text.encode()
+            entry = tarfile.TarInfo(name)
+            entry.size, entry.mtime, entry.mode = len(data), int(time.time()), 0o644
+            tar.addfile(entry, io.BytesIO(data))
     return path
 
 

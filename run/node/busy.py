@@ -41,10 +41,30 @@ def burn_command() -> list[str]:
     return [sys.executable, "-c", BURN_CODE]
 
 
-def check(spec: dict[str, Any]) -> None:
-    value = spec.get(BESIDE, NOTHING)
-    if value not in CHOICES:
-        raise ValueError(f"{BESIDE}={value!r} is not one of {', '.join(CHOICES)}")
+def check_keys(kind: str, spec: dict[str, Any], defaults: dict[str, Any],
+               choices: dict[str, tuple[Any, ...]], least: dict[str, int],
+               numbers: tuple[str, ...]) -> None:  # fmt: skip
+    """A workload spec's shared checks (its keys, `beside`, choices, integers of at least
+    `least[key]`, positive numbers): ValueError naming the first key that fails."""
+    unknown = set(spec) - set(defaults) - {BESIDE}  # `beside` is optional: absent, a plain run
+    if unknown:
+        raise ValueError(f"unknown {kind} spec key(s): {', '.join(sorted(unknown))}")
+    if spec.get(BESIDE, NOTHING) not in CHOICES:
+        raise ValueError(f"{BESIDE}={spec[BESIDE]!r} is not one of {', '.join(CHOICES)}")
+    missing = set(defaults) - set(spec)
+    if missing:
+        raise ValueError(f"missing {kind} spec key(s): {', '.join(sorted(missing))}")
+    for key, allowed in choices.items():
+        if spec[key] not in allowed:
+            raise ValueError(f"{key}={spec[key]!r} is not one of {', '.join(map(str, allowed))}")
+    for key, low in least.items():
+        if not isinstance(spec[key], int) or isinstance(spec[key], bool) or spec[key] < low:
+            what = "a positive integer" if low == 1 else "an integer >= 0"
+            raise ValueError(f"{key}={spec[key]!r} must be {what}")
+    for key in numbers:
+        value = spec[key]
+        if not isinstance(value, (int, float)) or isinstance(value, bool) or value <= 0:
+            raise ValueError(f"{key}={value!r} must be a positive number")
 
 
 def is_busy(spec: dict[str, Any]) -> bool:

@@ -44,11 +44,11 @@ class CudaUnusable(UserError):
     """nvidia-smi lists GPUs but the installed torch cannot use them."""
 
 
-def _cmd(args: list[str], timeout: float = 10) -> str | None:
+def _cmd(args: list[str], cwd: Path | None = None) -> str | None:
     if shutil.which(args[0]) is None:
         return None
     try:
-        out = subprocess.run(args, capture_output=True, text=True, timeout=timeout, check=False)
+        out = subprocess.run(args, cwd=cwd, capture_output=True, text=True, timeout=10, check=False)
     except (OSError, subprocess.TimeoutExpired):
         return None
     return out.stdout.strip() if out.returncode == 0 else None

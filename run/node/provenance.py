@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import datetime as dt
-import subprocess
 from importlib import metadata
 from typing import Any
 
 from run import settings, store
+from run.node import probe
 
 REPO = store.REPO  # tests point it at a copy without .git
 PACKAGES = (
@@ -25,21 +25,12 @@ PACKAGES = (
 
 
 def git_state() -> dict[str, Any]:
-    def git(*args: str) -> str | None:
-        try:
-            out = subprocess.run(
-                ["git", *args], cwd=REPO, capture_output=True, text=True, timeout=10, check=False
-            )
-        except (OSError, subprocess.TimeoutExpired):
-            return None
-        return out.stdout.strip() if out.returncode == 0 else None
-
-    sha = git("rev-parse", "HEAD")
+    sha = probe._cmd(["git", "rev-parse", "HEAD"], REPO)
     image = settings.given_by_host(settings.IMAGE_SHA)
     if sha is None and image:
         # code copied out of the image (container/run-make.sh): no .git, the image's build SHA
         return {"sha": image, "dirty": None, "from": "container image"}
-    dirty = git("status", "--porcelain", "--untracked-files=no")
+    dirty = probe._cmd(["git", "status", "--porcelain", "--untracked-files=no"], REPO)
     return {"sha": sha, "dirty": bool(dirty) if dirty is not None else None}
 
 

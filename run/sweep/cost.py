@@ -187,10 +187,6 @@ def _cores(info: dict[str, Any]) -> int:
     return int(info.get("affinity_cpus") or info.get("cpu_count") or 1)
 
 
-def _precision(p: str) -> str:
-    return "fp16" if p == "bf16" else p  # bf16 autocast costed as FP16 mixed (assumption)
-
-
 def _t2(g: int, prec: str) -> float:
     """Table 2 seconds at g GPUs; beyond the table the largest count's efficiency is kept."""
     top = paper_node_gpus()
@@ -231,7 +227,8 @@ def _vision_width(spec: dict[str, Any]) -> float:
 
 
 def _vision_gpu_loop(spec: dict[str, Any]) -> float:
-    g, prec = spec["gpus"], _precision(spec["precision"])
+    g, prec = spec["gpus"], spec["precision"]
+    prec = "fp16" if prec == "bf16" else prec  # bf16 autocast costed as FP16 mixed (assumption)
     a = ANCHOR_VISION
     anchor_units = a["epochs"] * (
         math.ceil(a["train_images"] / g) + EVAL_COST_SHARE * math.ceil(a["test_images"] / g)
@@ -365,7 +362,7 @@ def estimate_s(
     """Predicted wall seconds of one launch (start-up included) on the machine `info` describes,
     before local calibration; 0 for an unsupported cell. `window`: the scale's profiling window
     (DEFAULT_WINDOW when not given)."""
-    if _unsupported(spec):
+    if WORKLOADS[spec["workload"]].unsupported_reason(spec):
         return 0.0
     loop, steps, start = _loop_and_steps(spec, info)
     loop, _ = _profiled(spec, loop, steps, window)
@@ -377,7 +374,7 @@ def post_s(
 ) -> float:
     """Seconds after the launch: nsys export or torch trace parsing into profile_metrics.csv."""
     prof = spec.get("profiler", "none")
-    if prof not in ("nsys", "torch") or _unsupported(spec):
+    if prof not in ("nsys", "torch") or WORKLOADS[spec["workload"]].unsupported_reason(spec):
         return 0.0
     loop, steps, _ = _loop_and_steps(spec, info)
     _, traced = _profiled(spec, loop, steps, window)
@@ -391,8 +388,3 @@ def post_s(
         else CPU_TORCH_TRACE_S_PER_STEP
     )
     return ranks * w["active_steps"] * per_step
-
-
-def _unsupported(spec: dict[str, Any]) -> str | None:
-    """Why the sweep records a cell as unsupported without launching it (None: it launches)."""
-    return WORKLOADS[spec["workload"]].unsupported_reason(spec)

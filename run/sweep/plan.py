@@ -2,21 +2,11 @@
 
     python -m run.sweep.plan --scale quick [--exp V3 --exp L1 ...] [--gpus N] [--brief]
 
-One line per unique run (runs shared by experiments appear once, with their experiments): its
-state (done, missing, failed, oom, unsupported, skipped; a run with an unreadable summary.json or
-spec.json is missing, as the sweep runs it again), estimated wall time, GPUs, planned steps and
-epochs (with REPEATS=n each cell n times, repeat k with seed + k); then per experiment what
-`make <target>` alone would still spend; then the totals: runs by state, GPU-hours still to spend
-(est x GPUs / 3600 over missing runs) and the wall time on this node (one run at a time).
-Without --exp it plans what `make all` runs: every experiment with an analysis module.
-
-Which node: this machine, unless `--gpus N` names a node of N GPUs, or the scale needs GPUs
-(`device: gpu`) and this machine has none: then the paper's node (4 x H100) and it says so. A run
-needing more ranks than the node has, or one this machine cannot run (numa_bind without
-numactl), is `skipped` by the sweep's own test (run/sweep/left.py, which the Makefile asks which
-sweeps to run, so `missing` is what make runs). Run names are the sweep's (PROFILER resolved).
-The estimates come from the cost model (run/sweep/cost.py, anchored on the paper's own times),
-calibrated on this machine's finished runs.
+The README's "What it will cost" says what it lists. Which node: this machine, unless `--gpus N`
+names a node of N GPUs, or the scale needs GPUs (`device: gpu`) and this machine has none: then
+the paper's node (4 x H100), and it says so. A run is `skipped` by the sweep's own test
+(run/sweep/left.py); run names are the sweep's (PROFILER resolved); estimates are the cost model's
+(run/sweep/cost.py), calibrated on this machine's finished runs.
 """
 
 from __future__ import annotations
@@ -42,10 +32,6 @@ ARTIFACTS_DIR = store.REPO / "analysis" / "artifacts"
 STATES = ("done", "missing", "failed", "oom", "unsupported", "skipped")
 # how a missing run's reason starts when its folder is there but unreadable (store.read_summary)
 UNREADABLE = "unreadable run files"
-
-
-class PlanError(UserError):
-    """A plan that cannot be made (bad scale, experiment or GPU count)."""
 
 
 @dataclass
@@ -82,7 +68,7 @@ def plan_node(
 ) -> tuple[dict[str, Any], str]:
     """The machine the plan is for, and a sentence saying which it is."""
     if target_gpus is not None and target_gpus < 1:
-        raise PlanError(f"--gpus {target_gpus}: a node has at least 1 GPU")
+        raise UserError(f"--gpus {target_gpus}: a node has at least 1 GPU")
     needs_gpu = mx.scale_device(scale, matrix) == "gpu"
     if target_gpus is None and not (needs_gpu and not cost.on_gpu(info)):
         if cost.on_gpu(info):
@@ -236,7 +222,18 @@ def render(
     if not brief:
         out += ["", *_run_lines(rows)]
     out += ["", *_per_experiment(rows, exps, matrix), "", *_totals(rows, info)]
-    out.append(f"model: {_model(info)}; {_calibrated(calib or {})}")
+    model = (
+        "the paper's times (Tables 2 and 3 for vision, Table 5 for LLM, in reference/paper/*.csv) "
+        "and the assumptions in run/sweep/cost.py"
+        if cost.on_gpu(info)
+        else "a crude CPU model fitted to the smoke make all on 2 cores (run/sweep/cost.py)"
+    )
+    calibrated = "no local runs to calibrate on yet (factor 1.0)"
+    if calib:
+        local = ", ".join(f"{w} x{f:.2f} ({n} runs)" for w, (f, n) in sorted(calib.items()))
+        n = sum(k for _, k in calib.values())
+        calibrated = f"calibrated on {n} local run(s) of this scale: {local}"
+    out.append(f"model: {model}; {calibrated}")
     return "\n".join(out)
 
 
@@ -312,23 +309,6 @@ def _totals(rows: list[PlanRow], info: dict[str, Any]) -> list[str]:
     if skipped:
         out.append(f"{len(skipped)} run(s) skipped: the node cannot run them (reasons above)")
     return out
-
-
-def _calibrated(calib: dict[str, tuple[float, int]]) -> str:
-    if not calib:
-        return "no local runs to calibrate on yet (factor 1.0)"
-    local = ", ".join(f"{w} x{f:.2f} ({n} runs)" for w, (f, n) in sorted(calib.items()))
-    n = sum(k for _, k in calib.values())
-    return f"calibrated on {n} local run(s) of this scale: {local}"
-
-
-def _model(info: dict[str, Any]) -> str:
-    if cost.on_gpu(info):
-        return (
-            "the paper's times (Tables 2 and 3 for vision, Table 5 for LLM, in "
-            "reference/paper/*.csv) and the assumptions in run/sweep/cost.py"
-        )
-    return "a crude CPU model fitted to the smoke make all on 2 cores (run/sweep/cost.py)"
 
 
 @program()

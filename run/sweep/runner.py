@@ -2,22 +2,13 @@
 
     python -m run.sweep --scale smoke --exp V3 [--exp V4 ...] [--retry-failed]
 
-A finished run (its summary.json exists) is skipped; one that needs more GPUs (on a CPU, more
-cores for gloo ranks) than this job may use is skipped and listed; every other is launched, its
-output in the run's log.txt. A run that fails or runs out of memory is stored with that status and
-its root cause (run/sweep/failure.py), and the sweep goes on. Then results/<scale>/sweeps/<EXP>.json
-records each experiment's outcome (what the Makefile waits for); a GPU sweep with failed runs also
-writes results/<scale>/bundles/<EXP>.tar.gz (run/node/bundle.py). With REPEATS=n every cell runs n
-times, seeds seed..seed+n-1, each repeat a run of its own. `--only-repeat k` runs repeat k alone,
-no record: the Makefile spreads the noise repeats over `make all`; a run beside a busy core
-(run/node/busy.py) runs only in the whole sweep. Sweeps sharing a results folder (SLURM job array,
-`make -j`) take each run under a lock (run/sweep/lock.py): a run another sweep holds is waited for
-after this sweep's own runs, and run here if that sweep died.
-
-Before anything runs, the scale's device (a `gpu` scale never trains on a CPU), GPUs the installed
-torch cannot use, the profiler choice and every data set are checked: bad input is one line
-`error: ...`, exit 2. Each launch prints `[k/N] run-name` with its estimate and the scale's ETA (N
-counts the scale's runs this machine can run), and a heartbeat line every HEARTBEAT_S seconds.
+A finished run (its summary.json exists) is reused; README ("How a run works") says what is
+skipped, how a failure is recorded and what a sweep prints. results/<scale>/sweeps/<EXP>.json
+records each experiment's outcome (what the Makefile waits for). `--only-repeat k` runs repeat k
+alone, no record: the Makefile spreads the noise repeats over `make all`; a run beside a busy core
+(run/node/busy.py) runs only in the whole sweep. Sweeps sharing a results folder take each run
+under a lock (run/sweep/lock.py): a run another sweep holds is waited for after this sweep's own
+runs, and run here if that sweep died. Bad input is one line `error: ...`, exit 2, before any run.
 """
 
 from __future__ import annotations
@@ -107,7 +98,7 @@ def execute(
     spec: dict[str, Any],
     scale: str,
     info: dict[str, Any],
-    matrix: dict[str, Any] | None = None,
+    matrix: dict[str, Any],
     progress: Progress | None = None,
 ) -> dict[str, Any]:
     """Run one spec into this attempt's own staging folder and publish it (the caller holds the
@@ -135,13 +126,13 @@ def _run_in(
     spec: dict[str, Any],
     scale: str,
     info: dict[str, Any],
-    matrix: dict[str, Any] | None,
+    matrix: dict[str, Any],
     progress: Progress | None,
 ) -> dict[str, Any]:
     name = mx.run_name(spec)
     store.write_json_atomic(stage / store.SPEC, spec)
     if spec.get("profiler", "none") != "none":
-        window = profiling.window_for(scale, spec["workload"], matrix or mx.load_matrix())
+        window = profiling.window_for(scale, spec["workload"], matrix)
         profiling.write_plan(stage, spec, window)
     reason = WORKLOADS[spec["workload"]].unsupported_reason(spec)
     cmd = [] if reason else WORKLOADS[spec["workload"]].launch_command(spec, stage, info)
@@ -215,23 +206,6 @@ def _wanted(summary: dict[str, Any] | None, retry_failed: bool) -> bool:
     if summary is None or store.is_unreadable(summary):
         return True
     return retry_failed and summary["status"] == "failed"
-
-
-def wait_for(
-    spec: dict[str, Any],
-    scale: str,
-    info: dict[str, Any],
-    matrix: dict[str, Any],
-    progress: Progress | None,
-    retry_failed: bool,
-) -> dict[str, Any]:
-    """A run another sweep had taken: its result once published, or run here if that sweep
-    died (its lock goes stale). A run retried by the other sweep is not retried again."""
-    while True:
-        got = attempt(spec, scale, info, matrix, progress, retry_failed=False)
-        if got is not None:
-            return got
-        time.sleep(settings.value("LOCK_POLL_S"))
 
 
 def check_device(scale: str, info: dict[str, Any], matrix: dict[str, Any]) -> None:
@@ -312,8 +286,12 @@ def sweep(
                 taken.append((exp.id, spec))
             else:
                 ran[exp.id].append(got)
+    # A run another sweep had taken: its result once published, or run here if that sweep died
+    # (its lock goes stale). A run retried by the other sweep is not retried again.
     for exp_id, spec in taken:
-        ran[exp_id].append(wait_for(spec, scale, info, matrix, progress, retry_failed))
+        while (got := attempt(spec, scale, info, matrix, progress, retry_failed=False)) is None:
+            time.sleep(settings.value("LOCK_POLL_S"))
+        ran[exp_id].append(got)
     if only_repeat is not None:  # a part: the whole sweep writes the record, reusing these runs
         done = sum(1 for e in expanded for r in ran[e.id] if not r["reused"])
         print(

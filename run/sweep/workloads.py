@@ -66,8 +66,11 @@ class Workload(Protocol):
 
 class FromModules:
     """A workload given as its spec and launch modules: `defaults` is spec.DEFAULTS, each member
-    calls the module function of its name, looked up at the call (a test that replaces one, say
+    the module function of its name, looked up at each use (a test that replaces one, say
     launch_command with a fake run, replaces it for the sweep too)."""
+
+    SPEC_MEMBERS = ("validate", "canonical", "run_name", "unsupported_reason")
+    LAUNCH_MEMBERS = ("preflight", "skip_reason", "launch_command")
 
     def __init__(self, name: str, spec_module: ModuleType, launch_module: ModuleType) -> None:
         self.name = name
@@ -75,29 +78,15 @@ class FromModules:
         self.launch_module = launch_module
         self.defaults: Mapping[str, Any] = spec_module.DEFAULTS
 
-    def validate(self, spec: Spec) -> None:
-        self.spec_module.validate(spec)
+    def __getattr__(self, member: str) -> Any:
+        if member in self.SPEC_MEMBERS:
+            return getattr(self.spec_module, member)
+        if member in self.LAUNCH_MEMBERS:
+            return getattr(self.launch_module, member)
+        raise AttributeError(member)
 
-    def canonical(self, spec: Spec) -> Spec:
-        return self.spec_module.canonical(spec)
-
-    def run_name(self, spec: Spec) -> str:
-        return self.spec_module.run_name(spec)
-
-    def planned_steps(self, spec: Spec) -> int:
+    def planned_steps(self, spec: Spec) -> int:  # rank 0's: vision's function takes a rank too
         return self.spec_module.planned_steps(spec)
-
-    def unsupported_reason(self, spec: Spec) -> str | None:
-        return self.spec_module.unsupported_reason(spec)
-
-    def preflight(self, specs: list[Spec]) -> None:
-        self.launch_module.preflight(specs)
-
-    def skip_reason(self, spec: Spec, info: dict[str, Any]) -> str:
-        return self.launch_module.skip_reason(spec, info)
-
-    def launch_command(self, spec: Spec, run_dir: Path, info: dict[str, Any]) -> list[str]:
-        return self.launch_module.launch_command(spec, run_dir, info)
 
 
 WORKLOADS: dict[str, Workload] = {

@@ -58,33 +58,12 @@ CHOICES: dict[str, tuple[Any, ...]] = {
     "compile": (False, True),
     "host_sync": ("step", "epoch"),
 }
-POSITIVE_INTS = ("train_images", "test_images", "epochs", "batch_size", "image_size", "gpus")
+POSITIVE = ("train_images", "test_images", "epochs", "batch_size", "image_size", "gpus")
+LEAST = {**dict.fromkeys(POSITIVE, 1), "seed": 0, "num_workers": 0}
 
 
 def validate(spec: dict[str, Any]) -> None:
-    """Raise ValueError naming the first key that is unknown, missing or out of range."""
-    unknown = set(spec) - set(DEFAULTS) - {busy.BESIDE}
-    if unknown:
-        raise ValueError(f"unknown vision spec key(s): {', '.join(sorted(unknown))}")
-    busy.check(spec)
-    missing = set(DEFAULTS) - set(spec)
-    if missing:
-        raise ValueError(f"missing vision spec key(s): {', '.join(sorted(missing))}")
-    for key, allowed in CHOICES.items():
-        if spec[key] not in allowed:
-            raise ValueError(f"{key}={spec[key]!r} is not one of {', '.join(map(str, allowed))}")
-    for key in POSITIVE_INTS:
-        if not isinstance(spec[key], int) or isinstance(spec[key], bool) or spec[key] < 1:
-            raise ValueError(f"{key}={spec[key]!r} must be a positive integer")
-    if not isinstance(spec["seed"], int) or isinstance(spec["seed"], bool) or spec["seed"] < 0:
-        raise ValueError(f"seed={spec['seed']!r} must be an integer >= 0")
-    if not isinstance(spec["num_workers"], int) or spec["num_workers"] < 0:
-        raise ValueError(f"num_workers={spec['num_workers']!r} must be an integer >= 0")
-    if not isinstance(spec["lr"], (int, float)) or spec["lr"] <= 0:
-        raise ValueError(f"lr={spec['lr']!r} must be a positive number")
-    width = spec["width_mult"]
-    if not isinstance(width, (int, float)) or isinstance(width, bool) or width <= 0:
-        raise ValueError(f"width_mult={width!r} must be a positive number")
+    busy.check_keys("vision", spec, DEFAULTS, CHOICES, LEAST, ("lr", "width_mult"))
     # Combinations that cannot run anywhere. fused Adam and torch.compile take fp64 too (torch
     # 2.13), and host_sync=epoch goes with everything, so they add no rule.
     if spec["upsample"] == "device" and spec["scenario"] != "A":

@@ -13,7 +13,6 @@ import itertools
 import json
 import os
 import re
-import tempfile
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import IO, Any
@@ -30,17 +29,9 @@ _JSON_WS = re.compile(r"[ \t\r\n]*")
 
 def write_jsonl(path: Path, rows: Iterable[dict[str, Any]]) -> None:
     """Write rows as JSON Lines, atomically, one row at a time (rows may be a generator)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        os.fchmod(fd, store.FILE_MODE)  # mkstemp makes 0o600: follow the umask as run files do
-        with os.fdopen(fd, "w") as fh:
-            for row in rows:
-                fh.write(json.dumps(row, sort_keys=True) + "\n")
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    with store.atomic_file(path) as fh:
+        for row in rows:
+            fh.write(json.dumps(row, sort_keys=True) + "\n")
 
 
 def _open(path: Path, mode: str = "rb") -> IO[Any]:
