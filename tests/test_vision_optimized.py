@@ -20,6 +20,7 @@ import torch
 import torch.distributed as dist
 
 from run import store
+from run.node import threads
 from run.vision import launch as vision_launch
 from run.vision import spec as vision_spec
 from run.vision import train as vision
@@ -47,6 +48,21 @@ def gloo_group(mp: pytest.MonkeyPatch) -> Iterator[None]:
         dist.destroy_process_group()
 
 
+@contextlib.contextmanager
+def cpu_share() -> Iterator[None]:
+    """The compute threads run.vision gives a CPU rank (run/node/threads.py), as torchrun's ranks
+    train, for runs made in this process; the process's own count is put back after. On a loaded
+    2-core machine torch's default (2 threads) cost more than twice the CPU seconds for the same
+    steps: a faithful cell run took 24 s of CPU on one thread, and over 54 s before the end of
+    its first epoch on two, side by side."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads.per_rank())
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
 @pytest.fixture
 def one_rank(sandbox, monkeypatch):
     """The sandbox, inside a one-rank gloo process group."""
@@ -68,7 +84,7 @@ def learning_cell(module_sandbox):
         keys = [json.dumps({**options, "seed": s}, sort_keys=True) for s in seeds]
         todo = [(k, s) for k, s in zip(keys, seeds, strict=True) if k not in made]
         if todo:
-            with gloo_group(mp):
+            with gloo_group(mp), cpu_share():
                 for key, seed in todo:
                     run_dir = root / f"cell{len(list(root.glob('cell*')))}"
                     train(run_dir, **SMOKE, **options, seed=seed)
