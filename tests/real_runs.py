@@ -11,7 +11,8 @@ one-rank vision checks (each one-rank run computes on one thread, CPU_THREADS_PE
 other core was idle); the two lanes make their own data sets (digits, the tiny llama3 and its
 rows), so neither waits on or races the other. The multi-rank checks then run one at a time, as
 `make gpu-check` runs them all. Every check still goes through `run_checks`, and the records and
-lines come back in the list's order.
+lines come back in the list's order. On a CPU vision-ddp-ds reads multi-vision-ddp-allreduce's
+run (cases.Check.cpu_spec: the same spec, torch-profiled; run_checks runs it once).
 """
 
 from __future__ import annotations
@@ -82,7 +83,7 @@ def one_rank(check: cases.Check, ranks: int) -> bool:
     if cases.skip_reason(check, False, ranks):
         return False
     try:
-        return cases.spec_of(check, ranks)["gpus"] == 1
+        return cases.spec_of(check, ranks, cuda=False)["gpus"] == 1
     except Exception:  # noqa: BLE001 - run_checks makes it that check's failure
         return False
 
@@ -115,7 +116,7 @@ def make(names: list[str] | None = None, scratch: Path | None = None) -> CheckRu
     for rec in out.records:
         if rec.get("run"):
             check = next(c for c in cases.CHECKS if c.name == rec["check"])
-            spec = cases.spec_of(check, ranks)
+            spec = cases.spec_of(check, ranks, cuda=False)
             run_dir = store.run_dir(gpu_check.SCALE, mx.run_name(spec)).resolve()
             out.runs[rec["check"]] = CheckRun(rec, spec, run_dir)
     return out

@@ -50,6 +50,13 @@ def test_every_check_names_a_valid_spec_and_what_it_needs():
     # every tiny-model LLM check trains two epochs and asks that the second one's loss fell
     assert all(cases.learns in c.expect for c in cases.CHECKS if c.workload == "llm"
                and c.needs != "cuda")  # fmt: skip
+    # on CUDA every check runs a spec of its own; on a CPU only vision-ddp-ds reads another
+    # check's run (multi-vision-ddp-allreduce's, the same spec torch-profiled)
+    cuda = [mx.run_name(cases.spec_of(c, ranks=2)) for c in cases.CHECKS]
+    assert len(set(cuda)) == len(cuda)
+    cpu = {c.name: mx.run_name(cases.spec_of(c, ranks=2, cuda=False)) for c in cases.CHECKS}
+    assert len(set(cpu.values())) == len(cpu) - 1
+    assert cpu["vision-ddp-ds"] == cpu["multi-vision-ddp-allreduce"]
     covered = {c.spec.get("precision") for c in cases.CHECKS}
     assert {"fp64", "fp16", "bf16"} <= covered
     assert {c.spec.get("method") for c in cases.CHECKS} >= {"lora", "qlora", "dpo", "qat"}
@@ -74,7 +81,9 @@ def test_the_check_list_passes_on_cpu(cpu_checks):
     assert not failed, failed
     rr = cpu_checks["vision-ddp-rr"].summary()
     if rr["world_size"] == 2:  # every batch reached rank 0, half of them were trained on
-        assert rr["rank0_batches_to_device"] == 8 and rr["rank0_batches_trained"] == 4
+        assert rr["rank0_batches_to_device"] == 4 and rr["rank0_batches_trained"] == 2
+        # one run, made once, judged by both checks' assertions (both passed above)
+        assert by_name["vision-ddp-ds"]["run"] == by_name["multi-vision-ddp-allreduce"]["run"]
 
 
 def test_a_side_lane_that_dies_leaves_each_of_its_checks_failed_with_its_log(sandbox):

@@ -21,7 +21,9 @@ from run.vision import spec as vision_spec
 VISION = {
     **vision_spec.DEFAULTS,
     "dataset": "digits",
-    "train_images": 256,
+    # 4 batches of 32: DDP, DDP-RR and DDP-DS still load and train different batch counts at 2
+    # ranks (4/4, 4/2, 2/2), and the torch.profiler window (3 active steps) still fits
+    "train_images": 128,
     "test_images": 64,
     "epochs": 1,
     "batch_size": 32,
@@ -86,6 +88,9 @@ class Check:
     expect: list[Assertion] = field(default_factory=list)
     status: str = "ok"  # the run status the check wants
     cpu_skip: str = ""  # why the check cannot run on a CPU (needs "cuda" only)
+    # On a CPU only: keys added to the spec so that the check reads another check's run there
+    # (run_checks runs identical specs once); on CUDA every check runs its own spec.
+    cpu_spec: dict[str, Any] = field(default_factory=dict)
 
 
 # --- assertions: each returns the problems it found ----------------------------------------------
@@ -233,8 +238,10 @@ CHECKS: list[Check] = [
     Check("vision-ddp-rr", "vision", {"strategy": "ddp_rr", "gpus": UP_TO_2},
           "DDP-RR under Join: every batch sent to every rank, every world-th trained",
           expect=[batches_of("ddp_rr")]),
+    # On a CPU, multi-vision-ddp-allreduce's run (the same spec, torch-profiled) serves it too
     Check("vision-ddp-ds", "vision", {"strategy": "ddp_ds", "gpus": UP_TO_2},
-          "DDP-DS: each rank loads its DistributedSampler shard", expect=[batches_of("ddp_ds")]),
+          "DDP-DS: each rank loads its DistributedSampler shard", expect=[batches_of("ddp_ds")],
+          cpu_spec={"profiler": "torch"}),
     Check("vision-oom", "vision", VISION_OOM, "a batch too large for the GPU is recorded as oom",
           needs="cuda", status="oom", expect=[oom_recorded],
           cpu_skip="no GPU memory to exhaust (on a CPU it would exhaust host memory)"),
@@ -277,9 +284,10 @@ CHECKS: list[Check] = [
 ]  # fmt: skip
 
 
-def spec_of(check: Check, ranks: int) -> dict[str, Any]:
+def spec_of(check: Check, ranks: int, cuda: bool = True) -> dict[str, Any]:
+    """The check's run spec on `ranks` ranks; on a CPU (cuda False) with its cpu_spec keys."""
     base = VISION if check.workload == "vision" else LLM
-    spec = {**base, **check.spec}
+    spec = {**base, **check.spec, **({} if cuda else check.cpu_spec)}
     if spec["gpus"] == UP_TO_2:
         spec["gpus"] = min(2, ranks)
     if check.workload == "llm":  # a vision check keeps its strategy at 1 rank: no canonical()

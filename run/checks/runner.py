@@ -58,11 +58,24 @@ REPORT = "gpu_check.json"
 CHECK_TIMEOUT_S = 1800
 
 
-def run_one(check: Check, spec: dict[str, Any], info: dict[str, Any], cuda: bool) -> dict:
-    WORKLOADS[check.workload].preflight([spec])
+def run_one(
+    check: Check,
+    spec: dict[str, Any],
+    info: dict[str, Any],
+    cuda: bool,
+    ran: dict[str, dict[str, Any]] | None = None,
+) -> dict:
+    """Run the check's spec and judge the run; a spec already run by an earlier check of the same
+    run_checks call (`ran`: run name -> summary; on a CPU only, cases.Check.cpu_spec) is read
+    instead of run again."""
     name = mx.run_name(spec)
-    shutil.rmtree(store.run_dir(SCALE, name), ignore_errors=True)  # a check runs anew
-    summary = sweep.execute(spec, SCALE, info, MATRIX)
+    ran = {} if ran is None else ran
+    if name in ran:
+        summary = ran[name]
+    else:
+        WORKLOADS[check.workload].preflight([spec])
+        shutil.rmtree(store.run_dir(SCALE, name), ignore_errors=True)  # a check runs anew
+        summary = ran[name] = sweep.execute(spec, SCALE, info, MATRIX)
     seen = Seen(summary, store.run_dir(SCALE, name), cuda, spec["gpus"])
     problems = []
     if summary.get("status") != check.status:
@@ -99,18 +112,19 @@ def run_checks(
         raise UserError(f"unknown check(s): {', '.join(sorted(unknown))} (see --list)")
     ranks = probe.max_ranks(info)
     records = [] if records is None else records
+    ran: dict[str, dict[str, Any]] = {}
     for check in chosen:
         t0 = time.monotonic()
         rec: dict[str, Any] = {"check": check.name, "what": check.what, "run": None}
         try:
-            spec = spec_of(check, ranks)  # validated even where the check is skipped
+            spec = spec_of(check, ranks, cuda)  # validated even where the check is skipped
             why = skip_reason(check, cuda, ranks)
             if why:
                 echo(f"SKIP {check.name}: {why}")
                 records.append({**rec, "result": "skip", "why": why})
                 continue
             rec["run"] = mx.run_name(spec)
-            rec.update(run_one(check, spec, info, cuda))
+            rec.update(run_one(check, spec, info, cuda, ran))
         except Exception:  # noqa: BLE001 - one broken check must not hide the others' results
             trace = traceback.format_exc()
             cause = root_cause(trace)
