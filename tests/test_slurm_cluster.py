@@ -6,8 +6,10 @@ The runs are the sandbox's (tests/conftest.py): experiment V3 (table-precision) 
 noise cells N1 of a tiny matrix, a few seconds each on CPU with gloo ranks; N2 (the LLM noise
 cells) asks for more ranks than any machine has, so its sweep skips them. The requeue and the
 cancel need only two runs of 4 epochs (N1 made of V3's very runs), so that the run they stop
-always has epochs left (a 1-epoch run caught at its only epoch is at its end). ARTIFACTS on make's
-command line limits every job to these two targets; no scale is added for the tests.
+always has epochs left (a 1-epoch run caught at its only epoch is at its end); they share one
+results folder and one sequence of jobs (stopped_twice): the cancelled job's resubmission is the
+job that is requeued. ARTIFACTS on make's command line limits every job to these two targets; no
+scale is added for the tests.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import re
 import subprocess
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
@@ -65,8 +68,7 @@ def _matrix(
     return sorted({mx.run_name(s) for s in specs})
 
 
-@pytest.fixture
-def tier(sandbox: Path, cluster: Cluster) -> Iterator[dict[str, str]]:
+def _tier_env(sandbox: Path, cluster: Cluster) -> dict[str, str]:
     """The environment `make slurm` is called with: the sandbox's matrix, results and data,
     this cluster's SLURM_CONF, no other setting of the caller's; SLURM logs in sandbox/logs."""
     (sandbox / "logs").mkdir()
@@ -74,7 +76,13 @@ def tier(sandbox: Path, cluster: Cluster) -> Iterator[dict[str, str]]:
     names = {s.name for s in settings.SETTINGS} - set(kept)
     env = {k: v for k, v in os.environ.items() if k not in names and not k.startswith("SLURM_")}
     opts = f"{SHARE} --output={sandbox / 'logs'}/slurm-%x-%j.out"
-    yield {**env, "SLURM_CONF": cluster.env["SLURM_CONF"], "SBATCH_OPTS": opts}
+    return {**env, "SLURM_CONF": cluster.env["SLURM_CONF"], "SBATCH_OPTS": opts}
+
+
+@pytest.fixture
+def tier(sandbox: Path, cluster: Cluster) -> Iterator[dict[str, str]]:
+    """_tier_env for one test."""
+    yield _tier_env(sandbox, cluster)
     cluster.cancel_all()  # a failed test's jobs must not run on into the next test
 
 
@@ -190,65 +198,108 @@ def test_an_array_of_two_shares_the_runs_then_the_report_job_builds_the_report(t
     _all_ok(tier, expected)
 
 
+@dataclass
+class Stopped:
+    """What the cancel-then-requeue sequence saw (stopped_twice): each test asserts its part."""
+
+    env: dict[str, str]
+    expected: list[str]
+    cancelled: str = ""  # the run in flight when job A was cancelled
+    after_cancel: tuple[list[str], list[int], list[str]] = ([], [], [])  # leftovers, pids, runs
+    job: str = ""  # job B, the resubmission, later requeued
+    requeued: str = ""  # the run in flight when job B got USR1
+    finished: dict[str, int] = field(default_factory=dict)  # published then: summary mtimes
+    held: dict[str, str] = field(default_factory=dict)  # job B requeued, pending
+    after_requeue: tuple[list[str], list[int], list[str]] = ([], [], [])
+    done: dict[str, str] = field(default_factory=dict)  # job B at its end
+
+
+def _left(env: dict[str, str]) -> tuple[list[str], list[int], list[str]]:
+    """(half-written leftovers, processes of the runs still alive, published runs)."""
+    return _leftovers(env), lifeline.members(f"{_runs(env).resolve()}/"), _published(env)
+
+
+@pytest.fixture(scope="module")
+def stopped_twice(module_sandbox, cluster: Cluster) -> Iterator[Stopped]:
+    """A cancel and a requeue in one results folder, run once for the two tests that read them:
+    job A is cancelled during its first run; job B, the resubmission, is stopped by the time-limit
+    signal once it has finished that run and trained an epoch of the second, requeued, released
+    and completed. Two runs of 4 epochs each (N1 made of V3's very runs), so that a stopped run
+    always has epochs left (a 1-epoch run caught at its only epoch is at its end)."""
+    sandbox, _ = module_sandbox
+    env = _tier_env(sandbox, cluster)
+    expected = _matrix(Path(env["MATRIX_FILE"]), ["fp32"], True, epochs=4, train_images=256)
+    got = Stopped(env, expected)
+    try:
+        # job A: cancelled after the first run's first epoch of 4
+        (job_a,) = _submit(env, nodes=1)
+        got.cancelled = _in_flight(env, after=0)
+        cluster.run("scancel", job_a)
+        cluster.wait(job_a, ("CANCELLED",), timeout=STOP_S)
+        # scancel sends SIGTERM to every process of the job: the sweep removes its staging folder
+        # and lock before SLURM's SIGKILL (KillWait later)
+        deadline = time.monotonic() + STOP_S
+        while any(_left(env)[:2]) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        got.after_cancel = _left(env)
+        # job B, the resubmission: the first run finished, the second stopped after its first epoch
+        (got.job,) = _submit(env, nodes=1)
+        got.requeued = _in_flight(env, after=1)
+        got.finished = {n: (_runs(env) / n / store.SUMMARY).stat().st_mtime_ns
+                        for n in _published(env)}  # fmt: skip
+        # what SLURM does 600 s before the time limit (--signal=B:USR1@600)
+        cluster.run("scancel", "--signal=USR1", "--batch", got.job)
+        got.held = cluster.wait(got.job, ("PENDING",), timeout=STOP_S)
+        got.after_requeue = _left(env)
+        # released at once, not after SLURM's own hold: once the node is done with the last
+        # attempt and the credential it revoked is older than one issued now
+        cluster.settled(got.job)
+        cluster.run("scontrol", "update", f"JobId={got.job}", "StartTime=now")
+        got.done = cluster.wait(got.job, ("COMPLETED", "FAILED", "CANCELLED"), timeout=JOB_S)
+        yield got
+    finally:
+        cluster.cancel_all()  # a failed sequence's jobs must not run on into the next test
+
+
 def test_a_requeue_stops_the_run_in_flight_and_the_restart_runs_only_the_missing_ones(
-    tier, cluster
+    stopped_twice, cluster
 ):
-    # Two runs, each long enough to be caught mid-run (4 epochs), short enough for CI: the
-    # first is finished, the second stopped after its first epoch with three to go.
-    expected = _matrix(Path(tier["MATRIX_FILE"]), ["fp32"], True, epochs=4, train_images=256)
-    assert len(expected) == 2
-    (job_id,) = _submit(tier, nodes=1)
-    stopped = _in_flight(tier, after=1)
-    finished = {n: (_runs(tier) / n / store.SUMMARY).stat().st_mtime_ns for n in _published(tier)}
-    # what SLURM does 600 s before the time limit (--signal=B:USR1@600)
-    cluster.run("scancel", "--signal=USR1", "--batch", job_id)
-    held = cluster.wait(job_id, ("PENDING",), timeout=STOP_S)
-    assert held["Restarts"] == "1"
-    first = _log(tier, held)
+    got, env, job_id = stopped_twice, stopped_twice.env, stopped_twice.job
+    assert len(got.expected) == 2 and got.requeued not in got.finished
+    assert got.held["Restarts"] == "1"
+    first = _log(env, got.held)
     assert f"requeueing job {job_id}" in first and "stopped by SIGTERM" in first
     # stopped, not finished: nothing of it is published, staged or locked, no process left
-    assert stopped not in _published(tier) and _leftovers(tier) == []
-    assert lifeline.members(f"{_runs(tier).resolve()}/") == []
-    # released at once, not after SLURM's own hold: once the node is done with the last attempt
-    # and the credential it revoked is older than one issued now
-    cluster.settled(job_id)
-    cluster.run("scontrol", "update", f"JobId={job_id}", "StartTime=now")
-    done = cluster.wait(job_id, ("COMPLETED", "FAILED", "CANCELLED"), timeout=JOB_S)
+    leftovers, pids, published = got.after_requeue
+    assert got.requeued not in published and leftovers == [] and pids == []
+    done = got.done
     assert (done["JobState"], done["ExitCode"]) == ("COMPLETED", "0:0"), (
-        f"{_log(tier, done)}\n{cluster.trail(job_id)}"
+        f"{_log(env, done)}\n{cluster.trail(job_id)}"
     )
-    log = _log(tier, done)
+    log = _log(env, done)
     restart = log.index(f"[slurm] job {job_id} on ")
     restart = log.index(f"[slurm] job {job_id} on ", restart + 1)
     assert log[restart:].splitlines()[0].endswith("restart 1")
     again = LAUNCH.findall(log[restart:])
-    assert stopped in again  # the interrupted run, from the start (its epochs: 1..4)
-    assert sorted(again) == sorted(set(expected) - set(finished))  # only the missing ones
-    for name, mtime in finished.items():  # finished ones are kept as they were
-        assert (_runs(tier) / name / store.SUMMARY).stat().st_mtime_ns == mtime
-    _all_ok(tier, expected)
+    assert got.requeued in again  # the interrupted run, from the start (its epochs: 1..4)
+    assert sorted(again) == sorted(set(got.expected) - set(got.finished))  # only the missing ones
+    for name, mtime in got.finished.items():  # finished ones are kept as they were
+        assert (_runs(env) / name / store.SUMMARY).stat().st_mtime_ns == mtime
+    _all_ok(env, got.expected)
 
 
-def test_a_cancelled_job_leaves_nothing_half_written_and_a_resubmission_completes(tier, cluster):
-    expected = _matrix(Path(tier["MATRIX_FILE"]), ["fp32"], True, epochs=4, train_images=256)
-    assert len(expected) == 2  # the first stopped after its first epoch of 4
-    (job_id,) = _submit(tier, nodes=1)
-    stopped = _in_flight(tier, after=0)
-    cluster.run("scancel", job_id)
-    cluster.wait(job_id, ("CANCELLED",), timeout=STOP_S)
-    # scancel sends SIGTERM to every process of the job: the sweep removes its staging folder
-    # and lock before SLURM's SIGKILL (KillWait later)
-    deadline = time.monotonic() + STOP_S
-    while (_leftovers(tier) or lifeline.members(f"{_runs(tier).resolve()}/")) and (
-        time.monotonic() < deadline
-    ):
-        time.sleep(0.2)
-    assert _leftovers(tier) == [] and lifeline.members(f"{_runs(tier).resolve()}/") == []
-    assert stopped not in _published(tier)
-    (again,) = _submit(tier, nodes=1)
-    done = cluster.wait(again, ("COMPLETED", "FAILED", "CANCELLED"), timeout=JOB_S)
+def test_a_cancelled_job_leaves_nothing_half_written_and_a_resubmission_completes(
+    stopped_twice, cluster
+):
+    got, env = stopped_twice, stopped_twice.env
+    assert len(got.expected) == 2 and got.cancelled  # the first stopped after its first epoch of 4
+    leftovers, pids, published = got.after_cancel
+    assert leftovers == [] and pids == [] and got.cancelled not in published
+    done = got.done  # the resubmission, through its requeue (the other test's part)
     assert (done["JobState"], done["ExitCode"]) == ("COMPLETED", "0:0"), (
-        f"{_log(tier, done)}\n{cluster.trail(again)}"
+        f"{_log(env, done)}\n{cluster.trail(got.job)}"
     )
-    assert stopped in LAUNCH.findall(_log(tier, done))
-    _all_ok(tier, expected)
+    # its first attempt ran the cancelled run again, from the start
+    first = _log(env, done).split(f"[slurm] job {got.job} on ")[1]
+    assert got.cancelled in LAUNCH.findall(first)
+    _all_ok(env, got.expected)

@@ -313,6 +313,7 @@ def test_two_independent_sweeps_agree_on_every_decided_verdict(sandbox, monkeypa
     assert set(a) == set(b) == {"V1a", "V1b"}
     assert check_verdicts.compare(a, b)[1] == []
     for root, judged in zip(roots, (a, b), strict=True):
+        own_sweep_and_floor(root, judged)
         # three finished seeds of each noise cell and its run beside a busy core (issue 38), and
         # every timing verdict names its floor
         t = pd.read_csv(root / "test" / "tables" / "table-noise.csv")
@@ -330,3 +331,18 @@ def test_two_independent_sweeps_agree_on_every_decided_verdict(sandbox, monkeypa
             assert summary["cpu_threads_per_rank"] == 1 and summary["cpu_loader_workers"] == 0
             prov = json.loads((s.parent / "provenance.json").read_text())
             assert prov["cpu_threads_per_rank"] == 1
+
+
+def own_sweep_and_floor(root, judged) -> None:
+    """Independent, each sweep of the two: it launched all 10 of its runs itself (its records say
+    none came from elsewhere but N1's two runs of V1's), and its verdicts' margins are twice the
+    largest spread of its own noise table (not of the other folder's)."""
+    new = [r["run"] for e in ("V1", "N1") for r in
+           json.loads((root / "test" / "sweeps" / f"{e}.json").read_text())["runs"]
+           if not r["reused"]]  # fmt: skip
+    assert len(new) == len(set(new)) == 10, new
+    t = pd.read_csv(root / "test" / "tables" / "table-noise.csv")
+    for cid, c in judged.items():
+        scope = c["margin_of"]
+        mine = t[t["measure"].isin(scope["measures"]) & t["gpus"].isin(scope["gpus"])]
+        assert len(mine) and c["margin_pct"] == pytest.approx(2 * mine["spread_pct"].max()), cid
