@@ -2,10 +2,12 @@
 full disk, read-only results or a bad setting loses nothing, leaves no process, says one line,
 and a rerun completes.
 
-Each case runs a real sweep (`python -m run.sweep`) of experiment F1: one vision cell at 1 and 2
-gloo ranks under real torchrun, a few seconds each, in a results folder of its own. One finished
-F1 sweep is made once (`swept`); the cases that start from a finished sweep, or from one that died
-after publishing its 1-rank run, start from a copy of it.
+Each case runs a real sweep (`python -m run.sweep`) under real torchrun, in a results folder of
+its own: F1, one vision cell at 1 and 2 gloo ranks, long enough to be stopped in flight; F2, the
+same cell on one epoch of 32 images; F3, F2's 1-rank run alone. One finished sweep of F1 and F2 is
+made once (`swept`); the cases that start from a finished sweep, or from one that died after
+publishing F1's 1-rank run, start from a copy of it. The cases that only need some run to finish
+(corrupt summaries, a full disk, read-only results, a left process) run F2's and F3's.
 """
 
 from __future__ import annotations
@@ -29,7 +31,9 @@ pytestmark = [pytest.mark.faults, pytest.mark.integration]
 REPO = Path(__file__).resolve().parent.parent
 SCALE = "test"
 EXP = "F1"  # one cell at 1 and 2 ranks: a run is killed while the other is published
-ONE = "F2"  # F1's 1-rank run alone (shared): the cases that need one run
+SMALL = "F2"  # 32 images at 1 and 2 ranks: cases that need runs to finish, not to be stopped
+ONE = "F3"  # F2's 1-rank run alone (shared): the cases that need one run
+BIG = "-e4-n256"  # what F1's run names end with (F2's: -e1-n32)
 
 
 def _matrix(m: dict) -> dict:
@@ -38,8 +42,9 @@ def _matrix(m: dict) -> dict:
     # Long enough to be killed mid-run (a few epochs of 2 gloo ranks), short enough for CI.
     f1["fixed"] = {"strategy": "ddp_ds", "pin_memory": False, "epochs": 4, "train_images": 256}
     f1["vary"] = {"precision": ["fp32"], "gpus": "from-scale"}
-    f2 = {**f1, "vary": {"precision": ["fp32"], "gpus": [1]}}
-    m["experiments"] = {EXP: f1, ONE: f2}
+    f2 = {**f1, "fixed": {**f1["fixed"], "epochs": 1, "train_images": 32}}  # 2 steps of 16
+    f3 = {**f2, "vary": {"precision": ["fp32"], "gpus": [1]}}
+    m["experiments"] = {EXP: f1, SMALL: f2, ONE: f3}
     return m
 
 
@@ -59,8 +64,10 @@ def tier(sandbox: Path) -> dict[str, str]:
     return _tier_env(sandbox)
 
 
-def _sweep(env: dict[str, str], exp: str = EXP, **kw) -> subprocess.Popen:
-    cmd = [sys.executable, "-m", "run.sweep", "--scale", SCALE, "--exp", exp]
+def _sweep(env: dict[str, str], *exps: str, **kw) -> subprocess.Popen:
+    cmd = [sys.executable, "-m", "run.sweep", "--scale", SCALE]
+    for exp in exps or (EXP,):
+        cmd += ["--exp", exp]
     return subprocess.Popen(
         cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kw
     )
@@ -72,8 +79,8 @@ SWEEP_S = 900
 STOP_S = 120
 
 
-def _finish(env: dict[str, str], exp: str = EXP) -> subprocess.CompletedProcess:
-    proc = _sweep(env, exp)
+def _finish(env: dict[str, str], *exps: str) -> subprocess.CompletedProcess:
+    proc = _sweep(env, *exps)
     out, err = proc.communicate(timeout=SWEEP_S)
     return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
 
@@ -83,10 +90,10 @@ def _runs(env: dict[str, str]) -> Path:
 
 
 def _in_flight(env: dict[str, str], timeout: float = SWEEP_S) -> Path:
-    """Wait until a 2-rank run has trained an epoch in staging: its ranks are alive then."""
+    """Wait until F1's 2-rank run has trained an epoch in staging: its ranks are alive then."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        for stage in (_runs(env) / store.STAGING).glob("*2gpu*@*"):
+        for stage in (_runs(env) / store.STAGING).glob(f"*2gpu*{BIG}@*"):
             if store.read_jsonl(stage / store.EPOCHS):
                 return stage
         time.sleep(0.2)
@@ -134,30 +141,30 @@ def _one_line(err: str) -> str:
 
 @pytest.fixture(scope="module")
 def swept(tmp_path_factory: pytest.TempPathFactory, make_sandbox) -> Path:
-    """The results of one finished F1 sweep (F2's run is its 1-rank one), made once for the cases
-    that start from a finished sweep, or from one that died after its 1-rank run: each copies
-    it, none changes it."""
+    """The results of one finished sweep of F1 and F2 (F3's run is F2's 1-rank one), made once for
+    the cases that start from a finished sweep, or from one that died after F1's 1-rank run: each
+    copies it, none changes it."""
     tmp = tmp_path_factory.mktemp("swept")
     with pytest.MonkeyPatch.context() as mp:
         make_sandbox(tmp, mp)
         env = _tier_env(tmp)
-    done = _finish(env)
+    done = _finish(env, EXP, SMALL)
     assert done.returncode == 0, done.stderr
-    assert _consistent(env) == 2
+    assert _consistent(env) == 4
     _clean(env)
     return Path(env["RESULTS_DIR"])
 
 
 def _died_after_one_run(env: dict[str, str], swept: Path) -> None:
     """The results of an F1 sweep that died after publishing its 1-rank run, before its record:
-    a copy of `swept` without the 2-rank run and the records. The next sweep reuses the 1-rank
+    a copy of `swept` without F1's 2-rank run and the records. The next F1 sweep reuses the 1-rank
     run and launches the 2-rank one at once: the run a signal case stops in flight."""
     root = Path(env["RESULTS_DIR"])
     shutil.copytree(swept, root, symlinks=True)
-    (two,) = _runs(env).glob("*2gpu*")
+    (two,) = _runs(env).glob(f"*2gpu*{BIG}")
     shutil.rmtree(two)
     shutil.rmtree(store.sweeps_dir(SCALE, root))
-    assert len([r for r in _runs(env).iterdir() if not r.name.startswith(".")]) == 1
+    assert len([r for r in _runs(env).iterdir() if not r.name.startswith(".")]) == 3  # F2's too
 
 
 def test_a_sweep_killed_outright_leaves_no_process_and_a_rerun_completes(tier, swept):
@@ -174,7 +181,7 @@ def test_a_sweep_killed_outright_leaves_no_process_and_a_rerun_completes(tier, s
     done = _finish(tier)
     assert done.returncode == 0, done.stderr
     assert f"[sweep] {EXP}: 2 runs (1 new, 1 reused)" in done.stdout  # the published run kept
-    assert _consistent(tier) == 2
+    assert _consistent(tier) == 4
     _clean(tier)
 
 
@@ -205,19 +212,21 @@ def test_an_interrupted_sweep_says_one_line_and_leaves_nothing(tier, swept, sig,
     done = _finish(tier)
     assert done.returncode == 0, done.stderr
     assert f"[sweep] {EXP}: 2 runs (1 new, 1 reused)" in done.stdout
-    assert _consistent(tier) == 2
+    assert _consistent(tier) == 4
 
 
 def test_corrupt_summaries_are_failed_runs_that_the_next_sweep_redoes(tier, swept):
     shutil.copytree(swept, tier["RESULTS_DIR"], symlinks=True)
     runs = sorted(r for r in _runs(tier).iterdir() if not r.name.startswith("."))
+    runs = [r for r in runs if not r.name.endswith(BIG)]  # F2's runs, at 1 and 2 ranks
     for run, content in zip(runs, ["{", "[]"], strict=True):  # truncated; not an object
         (run / store.SUMMARY).write_text(content)
-    done = _finish(tier)
+    done = _finish(tier, SMALL)
     assert done.returncode == 0, done.stderr
     for run in runs:
         assert f"unreadable run {run.name} (summary.json" in done.stdout
-    assert _consistent(tier) == 2
+    assert f"[sweep] {SMALL}: 2 runs (2 new, 0 reused)" in done.stdout
+    assert _consistent(tier) == 4
 
 
 @pytest.mark.parametrize("content", ["", "{", "[]", '{"status": "ok"', '{"status": "done"}'])
@@ -297,21 +306,21 @@ def test_every_bad_setting_stops_the_sweep_before_any_work(tier, swept):
         checked += 1
     assert checked >= 10
     # The same environment without a bad value passes every check and ends the sweep: on a copy
-    # of `swept`, whose 1-rank run is F2's, reused (a fresh F2 run in this environment is what
+    # of `swept`, whose F2 1-rank run is F3's, reused (a fresh F3 run in this environment is what
     # the process-left, full-disk and read-only cases make).
     shutil.copytree(swept, tier["RESULTS_DIR"], symlinks=True)
     done = _finish(tier, ONE)
     assert done.returncode == 0, done.stderr
     assert f"[sweep] {ONE}: 1 runs (0 new, 1 reused)" in done.stdout
-    assert _consistent(tier) == 2
+    assert _consistent(tier) == 4
 
 
 def test_a_timed_out_run_is_failed_and_leaves_no_process(tier):
-    # A run that lasts far longer than the limit on any machine (400 epochs), so that it is the
-    # limit, not the machine's speed, that ends it.
+    # A run that lasts far longer than the limit on any machine (400 epochs of F1's 256 images),
+    # so that it is the limit, not the machine's speed, that ends it.
     matrix = Path(tier["MATRIX_FILE"])
     m = yaml.safe_load(matrix.read_text())
-    m["experiments"][ONE]["fixed"] = {**m["experiments"][ONE]["fixed"], "epochs": 400}
+    m["experiments"][ONE]["fixed"] = {**m["experiments"][EXP]["fixed"], "epochs": 400}
     matrix.write_text(yaml.safe_dump(m))
     done = subprocess.run(
         [sys.executable, "-m", "run.sweep", "--scale", SCALE, "--exp", ONE],
@@ -329,7 +338,7 @@ def test_a_timed_out_run_is_failed_and_leaves_no_process(tier):
 
 
 def test_a_process_an_earlier_attempt_left_is_stopped_and_named(tier):
-    run = _runs(tier) / "mnv2-fp32-ddp_ds-1gpu-32px-nopin-e4-n256"
+    run = _runs(tier) / "mnv2-fp32-ddp_ds-1gpu-32px-nopin-e1-n32"  # F3's
     tag = f"{run.resolve()}#elsewhere-1-1"
     left = subprocess.Popen(["sleep", "120"], env={**tier, lifeline.ATTEMPT_ENV: tag})
     try:

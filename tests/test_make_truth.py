@@ -6,8 +6,8 @@ deleted, the sweep record deleted, the table deleted, a summary.json corrupted, 
 renames the runs changed and changed back.
 
 The target is table-llm-pinmem (L2) with the noise cells every table reads (N1, N2), on a copy of
-the matrix (MATRIX_FILE) that keeps them at one rank and one repeat: 3 tiny runs to start with (N2's
-run is L2's unpinned one), then 0 or 1 run per case, and 3 for REPEATS=2.
+the matrix (MATRIX_FILE) that keeps them at one rank, one repeat and a couple of steps: 3 tiny runs
+to start with (N2's run is L2's unpinned one), then 0 or 1 run per case, and 3 for REPEATS=2.
 """
 
 from __future__ import annotations
@@ -40,11 +40,17 @@ PLAN_ROW = re.compile(
 def walk(tmp_path_factory: pytest.TempPathFactory) -> dict:
     tmp = tmp_path_factory.mktemp("truth")
     matrix = yaml.safe_load((REPO / "experiments" / "matrix.yaml").read_text())
-    matrix["scales"]["smoke"]["gpus"] = [1]  # L2's from-scale GPU counts
+    smoke, exps = matrix["scales"]["smoke"], matrix["experiments"]
+    smoke["gpus"] = [1]  # L2's from-scale GPU counts
     for e in ("N1", "N2"):
-        matrix["experiments"][e]["repeats"] = 1
-        matrix["experiments"][e]["busy_repeats"] = 0  # no run beside a busy core here
-        matrix["experiments"][e]["vary"]["gpus"]["smoke"] = [1]
+        exps[e]["repeats"] = 1
+        exps[e]["busy_repeats"] = 0  # no run beside a busy core here
+        exps[e]["vary"]["gpus"]["smoke"] = [1]
+    # The walk reads run names and states, never their numbers: the smallest runs that finish
+    # (N1 trains 2 steps, not 2 epochs of 16; L2 and N2 tune 2 steps, not 8, still one shared run)
+    smoke["vision"]["test_images"] = 32
+    exps["N1"]["fixed"]["train_images"]["smoke"], exps["N1"]["fixed"]["epochs"]["smoke"] = 32, 1
+    exps["L2"]["fixed"]["max_steps"]["smoke"] = exps["N2"]["fixed"]["max_steps"] = 2
     (tmp / "matrix.yaml").write_text(yaml.safe_dump(matrix, sort_keys=False))
     drop = ("PROFILER", "REPEATS", "PROFILE", "MAKEFLAGS", "MFLAGS", "MAKELEVEL", "LLAMA3_DIR",
             "LLAMA3_TOKENIZER", "LLM_DATASETS_DIR")  # fmt: skip
