@@ -346,7 +346,7 @@ format: | $(VENV_STAMP) ## ruff format the code
 TEST_WORKERS ?= 2
 test: lint | $(VENV_STAMP) ## run every test tier this machine can run (GPU tests skip without GPUs; TEST_WORKERS=2)
 	$(PY) -m run.sweep.matrix --check
-	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadgroup
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile
 
 test-unit: | $(VENV_STAMP) ## only the fast CPU unit tests
 	$(PY) -m pytest -q -m "not integration and not gpu"

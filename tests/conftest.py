@@ -171,28 +171,47 @@ def fake_report(fake_report_made):
         yield built
 
 
-# ---- make test runs on pytest-xdist workers (-n 2 --dist loadgroup) ----
-# Fixtures made once per session, each read by tests in several modules.
-SHARED_FIXTURES = ("cpu_checks", "fake_report_made")
-# Tiers whose modules hold the long tests: their groups go to the workers first, so the short
-# unit modules fill the gaps at the end instead of a long module starting last.
+# ---- make test runs on pytest-xdist workers (-n 2 --dist loadfile) ----
+# Modules whose tests read one session fixture: one worker takes them all, so the fixture is made
+# once (the check list's runs: ~190 s; pytest_collection_modifyitems below stops a run that
+# adds a reader without adding its module here).
+SHARED = {
+    "cpu_checks": ("test_gpu_check", "test_llm_integration", "test_llm_optimized",
+                   "test_profiling", "test_vision_integration"),
+    "fake_report_made": ("test_report", "test_report_text"),
+}  # fmt: skip
+GROUP_OF = {f"tests/{m}.py": fixture for fixture, mods in SHARED.items() for m in mods}
+# Tiers whose modules hold the long tests: they go to the workers first, so the short unit
+# modules fill the gaps at the end instead of a long module starting last.
 LONG_TIERS = ("integration", "faults", "slurm")
 
 
+def pytest_xdist_make_scheduler(config: pytest.Config, log):  # noqa: ANN001, ANN201
+    """--dist loadfile, with the modules of one shared session fixture as one file. (xdist
+    3.8's loadgroup marks do not reach pytest 9's node ids, so groups are made here.)"""
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ByModule(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            module = nodeid.split("::", 1)[0]
+            return GROUP_OF.get(module, module)
+
+    return ByModule(config, log)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Under xdist, one group per module, so a module-scoped fixture is made on one worker only;
-    modules that read the same session fixture share one group, so it too is made once. Serial
-    runs (no -n) keep the collected order."""
-    if not getattr(config.option, "numprocesses", None):
+    """On an xdist worker (the workers collect), the long tiers' modules first; a module that
+    reads a shared session fixture must be in SHARED, or the fixture would be made twice."""
+    if not hasattr(config, "workerinput"):
         return
-    group = {item.module.__name__: item.module.__name__ for item in items}
     for item in items:
-        shared = [f for f in SHARED_FIXTURES if f in item.fixturenames]
-        if shared:
-            group[item.module.__name__] = shared[0]
+        for fixture in SHARED:
+            if fixture in item.fixturenames and item.nodeid.split("::")[0] not in GROUP_OF:
+                raise pytest.UsageError(f"{item.nodeid} reads {fixture}: add its module to SHARED")
     long = {
-        group[i.module.__name__] for i in items if any(i.get_closest_marker(m) for m in LONG_TIERS)
+        i.nodeid.split("::")[0] for i in items if any(i.get_closest_marker(m) for m in LONG_TIERS)
     }
-    for item in items:
-        item.add_marker(pytest.mark.xdist_group(group[item.module.__name__]))
-    items.sort(key=lambda i: group[i.module.__name__] not in long)  # stable: collected order kept
+    long |= {m for m, g in GROUP_OF.items() if any(GROUP_OF.get(x) == g for x in long)}
+    items.sort(key=lambda i: i.nodeid.split("::")[0] not in long)  # stable: collected order kept
