@@ -210,8 +210,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         for fixture in SHARED:
             if fixture in item.fixturenames and item.nodeid.split("::")[0] not in GROUP_OF:
                 raise pytest.UsageError(f"{item.nodeid} reads {fixture}: add its module to SHARED")
-    long = {
-        i.nodeid.split("::")[0] for i in items if any(i.get_closest_marker(m) for m in LONG_TIERS)
-    }
-    long |= {m for m, g in GROUP_OF.items() if any(GROUP_OF.get(x) == g for x in long)}
-    items.sort(key=lambda i: i.nodeid.split("::")[0] not in long)  # stable: collected order kept
+    # a module's scope is its group: a long module's partners go first with it
+    scope = {i: GROUP_OF.get(m, m) for i in items for m in [i.nodeid.split("::")[0]]}
+    long = {scope[i] for i in items if any(i.get_closest_marker(m) for m in LONG_TIERS)}
+    items.sort(key=lambda i: scope[i] not in long)  # stable: collected order kept
