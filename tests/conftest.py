@@ -186,6 +186,7 @@ GROUP_OF = {f"tests/{m}.py": fixture for fixture, mods in SHARED.items() for m i
 LONG_TIERS = ("integration", "faults", "slurm")
 
 
+@pytest.hookimpl(optionalhook=True)  # `pytest -p no:xdist` runs the suite in one process
 def pytest_xdist_make_scheduler(config: pytest.Config, log):  # noqa: ANN001, ANN201
     """--dist loadfile, with the modules of one shared session fixture as one file. (xdist
     3.8's loadgroup marks do not reach pytest 9's node ids, so groups are made here.)"""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 
 import numpy as np
@@ -269,8 +270,9 @@ def test_fused_and_compiled_fp64_and_epoch_sync_everywhere_are_valid():
     assert p.dtype == torch.float64 and float(p[0]) < 1
 
 
-def test_unsupported_reasons(monkeypatch):
+def test_unsupported_reasons(sandbox, monkeypatch):
     spec = {**vision_spec.DEFAULTS, **OPTIMISED, "precision": "bf16"}
+    (sandbox / "results").mkdir()  # where a CPU keeps the compiler's answer (run/node/toolchain)
     assert vision_spec.unsupported_reason(vision_spec.DEFAULTS) is None
     assert vision_spec.unsupported_reason(spec) is None  # this machine has g++ and Python.h
     import torch._inductor.cpp_builder as cpp_builder
@@ -278,14 +280,32 @@ def test_unsupported_reasons(monkeypatch):
     def no_compiler() -> str:
         raise RuntimeError("no g++")
 
+    real = cpp_builder.get_cpp_compiler
     monkeypatch.setattr(cpp_builder, "get_cpp_compiler", no_compiler)
-    toolchain.compile_blocker.cache_clear()
+    toolchain.compile_blocker.cache_clear()  # as a new process would start
     try:
+        # a new process keeps the answer its results folder holds while nothing it depends on
+        # changed: the compiler is not asked again
+        assert vision_spec.unsupported_reason(spec) is None
+        # a new PATH folder: asked again
+        bin_dir = sandbox / "bin"
+        bin_dir.mkdir()
+        monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+        toolchain.compile_blocker.cache_clear()
         reason = vision_spec.unsupported_reason(spec)
         assert "torch.compile needs a working C++ compiler" in reason
         assert vision_spec.unsupported_reason({**spec, "compile": False}) is None
+        # a compiler installed into a PATH folder (its modification time moves on): asked again
+        monkeypatch.setattr(cpp_builder, "get_cpp_compiler", real)
+        toolchain.compile_blocker.cache_clear()
+        assert "C++ compiler" in vision_spec.unsupported_reason(spec)  # still the kept answer
+        later = bin_dir.stat().st_mtime_ns + 10**9
+        os.utime(bin_dir, ns=(later, later))
+        toolchain.compile_blocker.cache_clear()
+        assert vision_spec.unsupported_reason(spec) is None
     finally:
         toolchain.compile_blocker.cache_clear()
+    monkeypatch.setattr(toolchain, "gpu_nodes", lambda: True)
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     # a V100 emulates bf16: torch's default (including_emulation=True) would say it has it
     monkeypatch.setattr(

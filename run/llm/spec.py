@@ -275,6 +275,8 @@ def unsupported_reason(spec: dict[str, Any]) -> str | None:
 
 
 def cuda_visible() -> bool:
+    if not toolchain.gpu_nodes():
+        return False
     import torch
 
     return torch.cuda.is_available()

@@ -75,8 +75,8 @@ def validate(spec: dict[str, Any]) -> None:
 
 def unsupported_reason(spec: dict[str, Any]) -> str | None:
     """What this machine cannot run: status "unsupported" with this reason, never launched."""
-    if spec.get("precision") == "bf16":
-        import torch  # only here: `make plan` and a sweep's checks of fp32 specs import no torch
+    if spec.get("precision") == "bf16" and toolchain.gpu_nodes():
+        import torch  # only here: a CPU's plan and sweep import no torch
 
         # on a CPU bf16 autocast always runs (emulated if need be); including_emulation=False:
         # timing emulated bf16 (T4, V100) would not be the ladder's bf16 step (docs/gpu-review.md
