@@ -1,15 +1,15 @@
 """Whether this machine can build kernels for torch.compile (inductor): both workloads ask it.
 
-Every sweep and plan process asks it (a missing compiled run's state), and the answer costs the
-import of torch._inductor: 4.4 CPU-s of a sweep's 5.3 with nothing to launch, measured on this
-2-core CPU. A CPU node's answer is therefore kept in the results folder, keyed by all it depends
-on: the interpreter, torch's version, CXX/CC/PATH and the modification times of PATH's folders
-(installing a compiler changes its folder's). A GPU node asks afresh: there the answer also
-depends on the driver and Triton, and the runs dwarf the import.
+Every sweep and plan asks it (a missing compiled run's state), and asking torch costs the import
+of torch._inductor: 5.1 of a V1 sweep's 5.7 CPU-s with nothing to launch, on this 2-core CPU. So a
+CPU node keeps the answer in the results root, keyed by what it depends on: the interpreter,
+torch's version, CXX, CC, PATH and its folders' modification times (installing a compiler moves
+its folder's). A GPU node asks afresh: the answer depends on the driver too, and runs dwarf it.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import glob
 import hashlib
@@ -18,7 +18,6 @@ import json
 import os
 import sys
 import sysconfig
-from collections.abc import Callable
 from pathlib import Path
 
 from run import store
@@ -45,7 +44,7 @@ def compile_blocker() -> str | None:
     """Why torch.compile (inductor) cannot build kernels here, or None: C++ against Python.h on a
     CPU; Triton kernels on a GPU, whose launcher needs the C compiler too."""
     gpu = gpu_nodes()
-    blocker = _compiler() if gpu else _kept(_compiler)
+    blocker = _compiler(keep=not gpu)
     if blocker:
         return blocker
     include = Path(sysconfig.get_path("include"))
@@ -60,30 +59,19 @@ def compile_blocker() -> str | None:
     return None
 
 
-def _kept(ask: Callable[[], str | None]) -> str | None:
-    """ask()'s answer, kept in the results root under _key() while that root exists."""
-    root = store.results_root()
-    key = _key()
-    try:
-        kept = store.read_json(root / CACHE)
-        if kept["key"] == key:
-            return kept["answer"]
-    except (OSError, ValueError, KeyError, TypeError):
-        pass
-    answer = ask()
-    if root.is_dir():
-        try:
-            store.write_json_atomic(root / CACHE, {"key": key, "answer": answer})
-        except OSError:
-            pass  # a read-only results folder asks again next time
-    return answer
-
-
-def _compiler() -> str | None:
+def _compiler(keep: bool) -> str | None:
+    kept, key = store.results_root() / CACHE, _key()
+    if keep:
+        with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
+            return store.read_json(kept)[key]
     try:
         from torch._inductor.cpp_builder import get_cpp_compiler
 
         get_cpp_compiler()
+        blocker = None
     except Exception as exc:  # noqa: BLE001 - any failure to find one means the same
-        return f"torch.compile needs a working C++ compiler, none found ({type(exc).__name__})"
-    return None
+        blocker = f"torch.compile needs a working C++ compiler, none found ({type(exc).__name__})"
+    if keep and kept.parent.is_dir():
+        with contextlib.suppress(OSError):  # read-only results: asked again next time
+            store.write_json_atomic(kept, {key: blocker})
+    return blocker
