@@ -112,13 +112,5 @@ def figure(df: pd.DataFrame, meta: dict) -> plt.Figure:
     return fig
 
 
-ARTIFACT = Artifact(
-    table=table,
-    compact=compact,
-    keys=KEYS,
-    paper=paper,
-    paper_csv=PAPER_CSV,
-    notes=notes,
-    gates=gates,
-    figure=figure,
-)
+ARTIFACT = Artifact(table=table, compact=compact, keys=KEYS, paper=paper, paper_csv=PAPER_CSV,
+                    notes=notes, gates=gates, figure=figure)  # fmt: skip

@@ -253,13 +253,5 @@ def figure(df: pd.DataFrame, meta: dict) -> plt.Figure:
     return fig
 
 
-ARTIFACT = Artifact(
-    table=table,
-    compact=compact,
-    keys=KEYS,
-    paper_csv=PAPER_CSV,
-    notes=notes,
-    gates=gates,
-    extra=extra,
-    figure=figure,
-)
+ARTIFACT = Artifact(table=table, compact=compact, keys=KEYS, paper_csv=PAPER_CSV, notes=notes,
+                    gates=gates, extra=extra, figure=figure)  # fmt: skip
