@@ -114,6 +114,5 @@ def figure(df: pd.DataFrame, meta: dict) -> plt.Figure:
     return fig
 
 
-ARTIFACT = Artifact(
-    table=table, compact=compact, keys=KEYS, gates=gates, title=title, figure=figure
-)
+ARTIFACT = Artifact(table=table, compact=compact, keys=KEYS, gates=gates, title=title,
+                    figure=figure)  # fmt: skip
