@@ -79,7 +79,9 @@ def _measure(fn, *args) -> tuple[object, float, int, int]:
 
 def _child(kind: str, path: str) -> None:
     """Read one file as the CLI does and print the timings as JSON (runs in its own process)."""
-    from analysis.profiles import read_nsys_sqlite, read_profile_breakdown, read_torch_trace
+    from analysis.profiles import read_profile_breakdown
+    from analysis.profiles.nsys_sqlite import read_nsys_sqlite
+    from analysis.profiles.torch_trace import read_torch_trace
 
     reader = read_nsys_sqlite if kind == "nsys" else read_torch_trace
     prof, read_s, base, peak = _measure(reader, path)

@@ -189,7 +189,7 @@ def test_nsys_capture_range_closes_on_time_limit(monkeypatch) -> None:
 def test_torch_profiler_records_exactly_the_window(tmp_path: Path) -> None:
     import torch
 
-    from analysis.profiles import read_torch_trace
+    from analysis.profiles.torch_trace import read_torch_trace
 
     plan(tmp_path, "torch")
     prof = profilers.profiler_for(vision(profiler="torch"), tmp_path, 3, steps=6)

@@ -59,9 +59,6 @@ def title(runs: pd.DataFrame, t: pd.DataFrame) -> str:
     return "Training loss by precision and pin_memory"
 
 
-gates = c.learning_gates
-
-
 SAME = "pin off = on"  # the label's suffix of a pair drawn once
 
 
@@ -114,6 +111,5 @@ def figure(df: pd.DataFrame, meta: dict) -> plt.Figure:
     return fig
 
 
-ARTIFACT = Artifact(
-    table=table, compact=compact, keys=KEYS, gates=gates, title=title, figure=figure
-)
+ARTIFACT = Artifact(table=table, compact=compact, keys=KEYS, gates=c.learning_gates, title=title,
+                    figure=figure)  # fmt: skip

@@ -75,6 +75,5 @@ figure = draw.time_bars_figure(
 )
 
 
-ARTIFACT = Artifact(
-    table=table, compact=compact, keys=KEYS, notes=notes, gates=gates, figure=figure
-)
+ARTIFACT = Artifact(table=table, compact=compact, keys=KEYS, notes=notes, gates=gates,
+                    figure=figure)  # fmt: skip

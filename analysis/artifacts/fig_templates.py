@@ -202,9 +202,6 @@ def extra(runs: pd.DataFrame, t: pd.DataFrame) -> dict[str, pd.DataFrame]:
     return {TOKENS: token_table(runs).drop(columns="note")}
 
 
-gates = c.real_data_gate
-
-
 def _on_cpu(meta: dict) -> bool:
     return bool((meta.get("gates") or {}).get("gpu"))
 
@@ -253,13 +250,5 @@ def figure(df: pd.DataFrame, meta: dict) -> plt.Figure:
     return fig
 
 
-ARTIFACT = Artifact(
-    table=table,
-    compact=compact,
-    keys=KEYS,
-    paper_csv=PAPER_CSV,
-    notes=notes,
-    gates=gates,
-    extra=extra,
-    figure=figure,
-)
+ARTIFACT = Artifact(table=table, compact=compact, keys=KEYS, paper_csv=PAPER_CSV, notes=notes,
+                    gates=c.real_data_gate, extra=extra, figure=figure)  # fmt: skip

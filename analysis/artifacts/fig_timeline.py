@@ -214,6 +214,5 @@ def figure(df: pd.DataFrame, meta: dict) -> plt.Figure:
     return fig
 
 
-ARTIFACT = Artifact(
-    table=table, compact=compact, keys=KEYS, notes=notes, extra=extra, title=title, figure=figure
-)
+ARTIFACT = Artifact(table=table, compact=compact, keys=KEYS, notes=notes, extra=extra, title=title,
+                    figure=figure)  # fmt: skip

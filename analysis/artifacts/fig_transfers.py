@@ -18,8 +18,10 @@ from analysis.profiles.metrics import MEMCPY_METRICS
 from run.llm.spec import METHODS, TEMPLATE_DATASETS
 
 KEYS = ["method", "template"]
-DIRECTIONS = ["memcpy_htod", "memcpy_dtod", "memcpy_dtoh"]  # the paper's order
-NAMES = {"memcpy_htod": "HtoD [MB]", "memcpy_dtod": "DtoD [MB]", "memcpy_dtoh": "DtoH [MB]"}
+# the paper's order
+DIRECTION_NAMES = {"memcpy_htod": "HtoD", "memcpy_dtod": "DtoD", "memcpy_dtoh": "DtoH"}
+DIRECTIONS = list(DIRECTION_NAMES)
+NAMES = {m: f"{n} [MB]" for m, n in DIRECTION_NAMES.items()}
 MB = 1e6
 
 
@@ -43,13 +45,6 @@ def title(runs: pd.DataFrame, t: pd.DataFrame) -> str:
 
 
 CONDITIONS = ["method", "dataset"]
-
-DIRECTION_NAMES = {
-    "memcpy_htod": "HtoD",
-    "memcpy_dtod": "DtoD",
-    "memcpy_dtoh": "DtoH",
-}  # paper's order
-
 HOST_COPY = "aten::copy_ (host copies)"
 
 
@@ -57,7 +52,7 @@ def _rows(df: pd.DataFrame) -> tuple[pd.DataFrame, bool]:
     """(rows drawn with `series` and `value`, whether they are bytes of CUDA copies)."""
     ok = df[df["status"] == "ok"]
     measured = ok["measured"].astype(str) == "True"
-    paper = ok[(ok["kind"] == "paper metric") & measured & ok["metric"].isin(list(DIRECTION_NAMES))]
+    paper = ok[(ok["kind"] == "paper metric") & measured & ok["metric"].isin(DIRECTIONS)]
     if len(paper):
         mb = pd.to_numeric(paper["bytes"], errors="coerce") / MB
         return paper.assign(series=paper["metric"].map(DIRECTION_NAMES), value=mb), True
@@ -104,6 +99,5 @@ def figure(df: pd.DataFrame, meta: dict) -> plt.Figure:
     return fig
 
 
-ARTIFACT = draw_profile.artifact(
-    build_table, compact=compact, keys=KEYS, title=title, figure=figure
-)
+ARTIFACT = draw_profile.artifact(build_table, compact=compact, keys=KEYS, title=title,
+                                 figure=figure)  # fmt: skip

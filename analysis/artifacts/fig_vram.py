@@ -41,13 +41,10 @@ def table(runs: pd.DataFrame, scale: str) -> pd.DataFrame:
         return pd.DataFrame(columns=COLUMNS)
     cols = ("peak_memory_bytes", "peak_memory_max_bytes", "memory_kind", "error")
     df = ft.llm_cells(runs, cols, METHODS)
-    for src, dst in (
-        ("peak_memory_bytes", "peak_memory_gib"),
-        ("peak_memory_max_bytes", "peak_memory_max_gib"),
-    ):
-        df[dst] = [
+    for peak in ("peak_memory", "peak_memory_max"):
+        df[f"{peak}_gib"] = [
             b / GIB if s == "ok" and pd.notna(b) else None
-            for b, s in zip(df[src], df["status"], strict=True)
+            for b, s in zip(df[f"{peak}_bytes"], df["status"], strict=True)
         ]
     df["peak_memory_all_gpus_gib"] = pd.to_numeric(df["peak_memory_gib"]) * df["gpus"]
     df["reason"] = c.reasons(df)
@@ -87,9 +84,6 @@ def notes(runs: pd.DataFrame, t: pd.DataFrame) -> list[str]:
     return out
 
 
-SHORT = {"Instruct": "Instruct", "Summary": "Summary", "Error Correction": "Error\nCorrection"}
-
-
 def figure(df: pd.DataFrame, meta: dict) -> plt.Figure:
     # from the table's memory_kind: VRAM only where the peaks were read from the GPU allocator
     host = not df["memory_kind"].dropna().isin(store.GPU_MEMORY).any()
@@ -98,7 +92,7 @@ def figure(df: pd.DataFrame, meta: dict) -> plt.Figure:
     fig, axes = draw.panel_bars(df, "method_label", ft.METHOD_NAMES, "template", ft.TEMPLATES,
                                 "gpus", gpus, "peak_memory_gib", "max", draw.gpus_label)  # fmt: skip
     for ax, m in zip(axes, ft.METHOD_NAMES, strict=True):
-        ax.set_xticks(ax.get_xticks(), [SHORT[t] for t in ft.TEMPLATES], fontsize=8)
+        ax.set_xticks(ax.get_xticks(), [t.replace(" ", "\n") for t in ft.TEMPLATES], fontsize=8)
         ax.set_title(m, fontsize=9)
     axes[0].set_ylabel(ylabel)
     draw.legend(axes[0], title="GPUs (ranks)", fig=fig)
@@ -108,6 +102,5 @@ def figure(df: pd.DataFrame, meta: dict) -> plt.Figure:
     return fig
 
 
-ARTIFACT = Artifact(
-    table=table, compact=compact, keys=KEYS, notes=notes, gates=gates, title=title, figure=figure
-)
+ARTIFACT = Artifact(table=table, compact=compact, keys=KEYS, notes=notes, gates=gates, title=title,
+                    figure=figure)  # fmt: skip

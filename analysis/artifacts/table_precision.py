@@ -68,15 +68,5 @@ notes = c.cpu_note(
 )
 
 
-gates = c.learning_gates
-
-
-ARTIFACT = Artifact(
-    table=table,
-    compact=compact,
-    keys=KEYS,
-    paper=paper,
-    paper_csv=PAPER_CSV,
-    notes=notes,
-    gates=gates,
-)
+ARTIFACT = Artifact(table=table, compact=compact, keys=KEYS, paper=paper, paper_csv=PAPER_CSV,
+                    notes=notes, gates=c.learning_gates)  # fmt: skip

@@ -13,19 +13,9 @@ from . import steps
 from .breakdown import Breakdown, for_wall, read_nsys, read_torch
 from .metrics import SQLITE_MAGIC, ProfileError, RankProfile, reading
 from .torch_trace import GZIP_MAGIC
-from .torch_trace import read_torch_trace as read_torch_trace  # re-exported
 
 _RANK = re.compile(r"(?<![a-z])rank[_-]?(\d+)", re.IGNORECASE)
 _NSYS_REPORT_SUFFIXES = (".nsys-rep", ".qdrep")
-
-
-def __getattr__(name: str) -> object:
-    """read_nsys_sqlite, imported when first asked for, so a Kineto trace reads without sqlite3."""
-    if name == "read_nsys_sqlite":
-        from .nsys_sqlite import read_nsys_sqlite
-
-        return read_nsys_sqlite
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def detect_source(path: str | os.PathLike[str]) -> str:

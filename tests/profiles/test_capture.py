@@ -12,9 +12,14 @@ from pathlib import Path
 import pytest
 from profile_builders import cli_fails, make_nsys, read_metrics_csv
 
-from analysis.profiles import collect, read_nsys_sqlite
+from analysis.profiles import collect
 from analysis.profiles.metrics import RankProfile
-from analysis.profiles.nsys_sqlite import SPAN_ACTIVITY, SPAN_SESSION, with_capture
+from analysis.profiles.nsys_sqlite import (
+    SPAN_ACTIVITY,
+    SPAN_SESSION,
+    read_nsys_sqlite,
+    with_capture,
+)
 from run import store
 from run.llm import launch as llm_launch
 from run.llm import spec as llm_spec

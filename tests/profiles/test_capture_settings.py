@@ -26,8 +26,13 @@ from profile_builders import (
 )
 from test_capture import RT, SESSION, nsys_run
 
-from analysis.profiles import collect, read_nsys_sqlite
-from analysis.profiles.nsys_sqlite import NSYS_DEFAULT, SPAN_ACTIVITY, SPAN_SESSION
+from analysis.profiles import collect
+from analysis.profiles.nsys_sqlite import (
+    NSYS_DEFAULT,
+    SPAN_ACTIVITY,
+    SPAN_SESSION,
+    read_nsys_sqlite,
+)
 from run.node import profiling
 
 WHOLE_S, ACTIVITY_S = 0.010, 0.002

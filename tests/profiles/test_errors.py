@@ -10,12 +10,8 @@ from pathlib import Path
 import pytest
 from profile_builders import cli_fails, make_nsys, write_trace
 
-from analysis.profiles import (
-    ProfileError,
-    load,
-    read_nsys_sqlite,
-    read_profile_breakdown,
-)
+from analysis.profiles import ProfileError, load, read_profile_breakdown
+from analysis.profiles.nsys_sqlite import read_nsys_sqlite
 
 
 def _one_line_error(path: Path, needle: str) -> ProfileError:

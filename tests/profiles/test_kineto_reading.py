@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from analysis.profiles import ProfileError, read_profile_breakdown, read_torch_trace
+from analysis.profiles import ProfileError, read_profile_breakdown
 from analysis.profiles.kineto_gzip import GzipText
+from analysis.profiles.torch_trace import read_torch_trace
 
 TEXT = '{"traceEvents": [' + ", ".join(['{"name": "é漢\U0001f600 x"}'] * 400) + "]}"
 

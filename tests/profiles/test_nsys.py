@@ -10,9 +10,8 @@ import pandas as pd
 import pytest
 from profile_builders import assert_independent, cli_table, make_nsys, totals
 
-from analysis.profiles import read_nsys_sqlite
 from analysis.profiles.metrics import metric_totals, profile_rows
-from analysis.profiles.nsys_sqlite import with_capture
+from analysis.profiles.nsys_sqlite import read_nsys_sqlite, with_capture
 from run.node.profiling import CAPTURE_API
 
 RUNTIME = [

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from profile_builders import assert_independent, cli_table, make_nsys, totals
 
-from analysis.profiles import read_nsys_sqlite
+from analysis.profiles.nsys_sqlite import read_nsys_sqlite
 from analysis.profiles.synth import MEMCPY_OPER, NSYS_VERSIONS, write_nsys_sqlite
 
 RUNTIME = [

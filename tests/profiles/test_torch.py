@@ -10,8 +10,8 @@ import pandas as pd
 import pytest
 from profile_builders import assert_independent, cli_table, kineto_event, totals, write_trace
 
-from analysis.profiles import read_torch_trace
 from analysis.profiles import torch_trace as tt
+from analysis.profiles.torch_trace import read_torch_trace
 
 
 def test_gpu_trace_plain_and_gzip_as_the_independent_reading(
