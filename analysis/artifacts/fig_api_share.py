@@ -57,5 +57,13 @@ def title(runs: pd.DataFrame, t: pd.DataFrame) -> str:
 
 # {what}: what the profile recorded (CUDA API calls, or CPU ops on a CPU run)
 FIGURE_TITLE = "Share of time in {what}, by template and method"
-ARTIFACT = draw_profile.artifact(build_table, FIGURE_TITLE, ["method", "dataset"], compact=compact,
-                                 keys=KEYS, notes=notes, extra=extra, title=title)  # fmt: skip
+ARTIFACT = draw_profile.artifact(
+    build_table,
+    FIGURE_TITLE,
+    ["method", "dataset"],
+    compact=compact,
+    keys=KEYS,
+    notes=notes,
+    extra=extra,
+    title=title,
+)

@@ -109,5 +109,13 @@ def figure(df: pd.DataFrame, meta: dict) -> plt.Figure:
     return fig
 
 
-ARTIFACT = Artifact(table=table, compact=compact, keys=KEYS, paper=paper, paper_csv=PAPER_CSV,
-                    notes=notes, gates=c.real_data_gate, figure=figure)  # fmt: skip
+ARTIFACT = Artifact(
+    table=table,
+    compact=compact,
+    keys=KEYS,
+    paper=paper,
+    paper_csv=PAPER_CSV,
+    notes=notes,
+    gates=c.real_data_gate,
+    figure=figure,
+)

@@ -111,5 +111,6 @@ def figure(df: pd.DataFrame, meta: dict) -> plt.Figure:
     return fig
 
 
-ARTIFACT = Artifact(table=table, compact=compact, keys=KEYS, gates=c.learning_gates, title=title,
-                    figure=figure)  # fmt: skip
+ARTIFACT = Artifact(
+    table=table, compact=compact, keys=KEYS, gates=c.learning_gates, title=title, figure=figure
+)

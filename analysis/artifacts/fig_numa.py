@@ -75,5 +75,6 @@ figure = draw.time_bars_figure(
 )
 
 
-ARTIFACT = Artifact(table=table, compact=compact, keys=KEYS, notes=notes, gates=gates,
-                    figure=figure)  # fmt: skip
+ARTIFACT = Artifact(
+    table=table, compact=compact, keys=KEYS, notes=notes, gates=gates, figure=figure
+)

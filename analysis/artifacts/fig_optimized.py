@@ -319,5 +319,13 @@ def notes(runs: pd.DataFrame, t: pd.DataFrame) -> list[str]:
     return out + profile_diff(t, runs.attrs.get("scale"))[1]
 
 
-ARTIFACT = Artifact(table=table, compact=compact, keys=KEYS, notes=notes, gates=gates, extra=extra,
-                    title=TITLE, figure=draw_optimized.figure)  # fmt: skip
+ARTIFACT = Artifact(
+    table=table,
+    compact=compact,
+    keys=KEYS,
+    notes=notes,
+    gates=gates,
+    extra=extra,
+    title=TITLE,
+    figure=draw_optimized.figure,
+)

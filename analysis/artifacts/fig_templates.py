@@ -250,5 +250,13 @@ def figure(df: pd.DataFrame, meta: dict) -> plt.Figure:
     return fig
 
 
-ARTIFACT = Artifact(table=table, compact=compact, keys=KEYS, paper_csv=PAPER_CSV, notes=notes,
-                    gates=c.real_data_gate, extra=extra, figure=figure)  # fmt: skip
+ARTIFACT = Artifact(
+    table=table,
+    compact=compact,
+    keys=KEYS,
+    paper_csv=PAPER_CSV,
+    notes=notes,
+    gates=c.real_data_gate,
+    extra=extra,
+    figure=figure,
+)

@@ -214,5 +214,6 @@ def figure(df: pd.DataFrame, meta: dict) -> plt.Figure:
     return fig
 
 
-ARTIFACT = Artifact(table=table, compact=compact, keys=KEYS, notes=notes, extra=extra, title=title,
-                    figure=figure)  # fmt: skip
+ARTIFACT = Artifact(
+    table=table, compact=compact, keys=KEYS, notes=notes, extra=extra, title=title, figure=figure
+)

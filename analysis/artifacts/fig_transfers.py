@@ -99,5 +99,6 @@ def figure(df: pd.DataFrame, meta: dict) -> plt.Figure:
     return fig
 
 
-ARTIFACT = draw_profile.artifact(build_table, compact=compact, keys=KEYS, title=title,
-                                 figure=figure)  # fmt: skip
+ARTIFACT = draw_profile.artifact(
+    build_table, compact=compact, keys=KEYS, title=title, figure=figure
+)

@@ -90,5 +90,6 @@ def compact(t: pd.DataFrame) -> pd.DataFrame:
 
 # {what}: what the profile recorded (CUDA API calls, or CPU ops on a CPU run)
 TITLE = "Time in {what}, by image size, GPUs and pin_memory"
-ARTIFACT = draw_profile.artifact(build_table, TITLE, compact=compact, keys=KEYS, paper=paper,
-                                 paper_csv=PAPER_CSV)  # fmt: skip
+ARTIFACT = draw_profile.artifact(
+    build_table, TITLE, compact=compact, keys=KEYS, paper=paper, paper_csv=PAPER_CSV
+)

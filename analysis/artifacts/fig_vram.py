@@ -102,5 +102,6 @@ def figure(df: pd.DataFrame, meta: dict) -> plt.Figure:
     return fig
 
 
-ARTIFACT = Artifact(table=table, compact=compact, keys=KEYS, notes=notes, gates=gates, title=title,
-                    figure=figure)  # fmt: skip
+ARTIFACT = Artifact(
+    table=table, compact=compact, keys=KEYS, notes=notes, gates=gates, title=title, figure=figure
+)

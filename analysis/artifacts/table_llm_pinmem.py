@@ -112,5 +112,12 @@ def notes(runs: pd.DataFrame, t: pd.DataFrame) -> list[str]:
 gates = c.gpu_gate(NO_PINNING)
 
 
-ARTIFACT = Artifact(table=table, compact=compact, keys=KEYS, paper=paper, paper_csv=PAPER_CSV,
-                    notes=notes, gates=gates)  # fmt: skip
+ARTIFACT = Artifact(
+    table=table,
+    compact=compact,
+    keys=KEYS,
+    paper=paper,
+    paper_csv=PAPER_CSV,
+    notes=notes,
+    gates=gates,
+)

@@ -50,5 +50,12 @@ notes = c.cpu_note(
 gates = c.gpu_gate(NO_PIN_ON_CPU)
 
 
-ARTIFACT = Artifact(table=table, compact=compact, keys=KEYS, paper=paper, paper_csv=PAPER_CSV,
-                    notes=notes, gates=gates)  # fmt: skip
+ARTIFACT = Artifact(
+    table=table,
+    compact=compact,
+    keys=KEYS,
+    paper=paper,
+    paper_csv=PAPER_CSV,
+    notes=notes,
+    gates=gates,
+)

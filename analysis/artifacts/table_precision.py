@@ -68,5 +68,12 @@ notes = c.cpu_note(
 )
 
 
-ARTIFACT = Artifact(table=table, compact=compact, keys=KEYS, paper=paper, paper_csv=PAPER_CSV,
-                    notes=notes, gates=c.learning_gates)  # fmt: skip
+ARTIFACT = Artifact(
+    table=table,
+    compact=compact,
+    keys=KEYS,
+    paper=paper,
+    paper_csv=PAPER_CSV,
+    notes=notes,
+    gates=c.learning_gates,
+)

@@ -79,5 +79,12 @@ def gates(runs: pd.DataFrame, t: pd.DataFrame) -> dict[str, str]:
     return {"gpu": pa.gpu_gate(runs), **pa.recorded_gates(t, METRICS)}
 
 
-ARTIFACT = draw_profile.artifact(build_table, compact=compact, keys=KEYS, paper=paper,
-                                 paper_csv=PAPER_CSV, notes=notes, gates=gates)  # fmt: skip
+ARTIFACT = draw_profile.artifact(
+    build_table,
+    compact=compact,
+    keys=KEYS,
+    paper=paper,
+    paper_csv=PAPER_CSV,
+    notes=notes,
+    gates=gates,
+)
