@@ -37,7 +37,7 @@ The optimisations of issue 20 (O1-O4), the CPU machines' crude model (gloo ranks
 scale) and a workload this model does not know are priced by the constants below, each with its
 source. A cell this machine cannot run (its workload's unsupported_reason) costs nothing.
 
-Local calibration: once runs exist, `calibration()` takes per workload the median over this
+Local calibration: once runs exist, `plan.calibration()` takes per workload the median over this
 scale's finished ok runs made on the same kind of machine of `launch_wall_s / estimate_s(spec)`,
 and every estimate of that workload is multiplied by it (1.0 where no run exists).
 """
