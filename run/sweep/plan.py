@@ -60,10 +60,6 @@ def implemented(exp_id: str, matrix: dict[str, Any]) -> bool:
     return (ARTIFACTS_DIR / f"{target.replace('-', '_')}.py").is_file()
 
 
-def default_experiments(matrix: dict[str, Any]) -> list[str]:
-    return [e for e in matrix["experiments"] if implemented(e, matrix)]
-
-
 def plan_node(
     scale: str, info: dict[str, Any], matrix: dict[str, Any], target_gpus: int | None = None
 ) -> tuple[dict[str, Any], str]:
@@ -130,7 +126,9 @@ def build(
         node = {**node, "nsys": "nsys (assumed on the node)"}
     windows = {w: profiling.window_for(scale, w, matrix) for w in WORKLOADS}
     rows: dict[str, PlanRow] = {}
-    for exp_id in exp_ids if exp_ids is not None else default_experiments(matrix):
+    if exp_ids is None:
+        exp_ids = [e for e in matrix["experiments"] if implemented(e, matrix)]
+    for exp_id in exp_ids:
         exp = mx.expand(exp_id, scale, matrix)
         for raw in exp.specs:
             spec = mx.resolve_profiler(raw, override, node)
