@@ -200,10 +200,6 @@ def _capped(table: dict[tuple[int, Any], float], g: int, key: Any) -> float:
     return table[(min(g, max(k for k, _ in table)), key)]
 
 
-def _pin_ratio(g: int, pin: bool) -> float:
-    return _capped(table3(), g, True) / _capped(table3(), g, False) if pin else 1.0
-
-
 def _vision_units(spec: dict[str, Any]) -> tuple[float, int]:
     """(training images per rank plus evaluation's share over the run, eval batches per epoch);
     evaluation is sharded for every strategy."""
@@ -238,7 +234,8 @@ def _vision_gpu_loop(spec: dict[str, Any]) -> float:
     pixels = (spec["image_size"] / a["image_size"]) ** 2 * _vision_width(spec)
     # device upsampling makes the copy cheaper as pinning does; both at once count once
     cheap_copy = spec["pin_memory"] or spec.get("upsample") == "device"
-    compute = units * unit * pixels * _pin_ratio(g, cheap_copy) * _vision_opt_factor(spec)
+    pin = _capped(table3(), g, True) / _capped(table3(), g, False) if cheap_copy else 1.0
+    compute = units * unit * pixels * pin * _vision_opt_factor(spec)
     ineff = g * _t2(g, "fp32") / _t2(1, "fp32")
     steps = vision_spec.planned_steps(spec) + spec["epochs"] * EVAL_COST_SHARE * eval_batches
     floor = VISION_STEP_FLOOR_S * (COMPILE_FLOOR_FACTOR if spec.get("compile") else 1.0)
