@@ -5,33 +5,11 @@ other factor is a named constant below with where it comes from. Estimates are f
 (start-up included, what the sweep records as `launch_wall_s`), plus the trace export/parse after
 a profiled run (`post_s`, outside the launch).
 
-Vision on GPUs (MobileNetV2, anchor: Table 2 and Table 3, at the artifact's assumed 500 px,
-batch 64, 60k/10k MNIST, 20 epochs: matrix V3 `paper`, ANCHOR_VISION):
-
-    unit(g, prec)  = T2(g, prec) / (E_a * (ceil(N_a/g) + EVAL_COST_SHARE * ceil(M_a/g)))
-                     seconds per training image per rank at g GPUs, evaluation and the paper's own
-                     multi-GPU efficiency included (g > 4: the 4-GPU efficiency is kept)
-    images/rank    = ddp_ds: ceil(N/g); ddp: N (every rank does all the work);
-                     ddp_rr: N * (VISION_LOAD_SHARE + (1 - VISION_LOAD_SHARE) / g)
-                     (every rank loads and copies every batch, trains on 1/g of them)
-    compute        = E * (images/rank + EVAL_COST_SHARE * ceil(M/g)) * unit(g, prec)
-                     * (px / 500)^2 * pin(g)      pin(g) = T3(g, on) / T3(g, off); bf16 as fp16
-    floor          = (training steps + EVAL_COST_SHARE * eval batches) * VISION_STEP_FLOOR_S
-                     * (g * T2(g, fp32) / T2(1, fp32))   (the per-step floor of a launch-bound step,
-                     grown by the paper's efficiency loss)
-    launch         = VISION_STARTUP_S + max(compute, floor) * profiler slowdown over its window
-
-LLM on GPUs (Llama3-8B, anchor: Table 5, LoRA fp32 batch 2 on alpaca-cleaned, s/it by GPUs):
-
-    s/it           = S5(g, pin) * METHOD_FACTOR[method] * tokens(dataset, tokenizer)
-    tokens         = (1 - LLM_TOKEN_SHARE) + LLM_TOKEN_SHARE * tok_row / tok_row(alpaca)
-                     tok_row: tokens per row of the data set's template (template_subsets.csv;
-                     a parent set takes its template from table4_llm_datasets.csv), x
-                     BYTES_PER_TOKEN with the byte tokenizer, capped at max_seq_len
-    launch         = LLM_STARTUP_S + LLM_MODEL_LOAD_S (one device) or LLM_DIST_STARTUP_S +
-                     LLM_MODEL_LOAD_DIST_S (torchrun, FSDP) (+ QLORA_QUANTIZE_S)
-                     + planned steps * s/it * profiler slowdown over its window
-    QAT below QAT_FITS_GPUS GPUs: start-up, load and one step (the paper's runs ran out of memory)
+Vision on GPUs is anchored on Tables 2 and 3 (ANCHOR_VISION: matrix V3 `paper`): seconds per
+image per rank at g GPUs, scaled by pixels, width, pinning and the options, never faster than a
+launch-bound step floor (`_vision_gpu_loop`). LLM on GPUs is anchored on Table 5's LoRA s/it,
+scaled by method and tokens per row (`llm_s_per_it`); start-up and model load per launch
+(`_loop_and_steps`).
 
 The optimisations of issue 20 (O1-O4), the CPU machines' crude model (gloo ranks, the smoke
 scale) and a workload this model does not know are priced by the constants below, each with its
@@ -236,7 +214,7 @@ def _vision_gpu_loop(spec: dict[str, Any]) -> float:
     cheap_copy = spec["pin_memory"] or spec.get("upsample") == "device"
     pin = _capped(table3(), g, True) / _capped(table3(), g, False) if cheap_copy else 1.0
     compute = units * unit * pixels * pin * _vision_opt_factor(spec)
-    ineff = g * _t2(g, "fp32") / _t2(1, "fp32")
+    ineff = g * _t2(g, "fp32") / _t2(1, "fp32")  # the floor grows by the paper's efficiency loss
     steps = vision_spec.planned_steps(spec) + spec["epochs"] * EVAL_COST_SHARE * eval_batches
     floor = VISION_STEP_FLOOR_S * (COMPILE_FLOOR_FACTOR if spec.get("compile") else 1.0)
     floor *= HOST_SYNC_FLOOR_FACTOR if spec.get("host_sync") == "epoch" else 1.0
@@ -263,7 +241,8 @@ def _vision_cpu_loop(spec: dict[str, Any], info: dict[str, Any]) -> float:
 
 
 def _token_factor(spec: dict[str, Any], relative_tokenizer: bool) -> float:
-    """s/it relative to the anchor's alpaca rows (see the module docstring)."""
+    """s/it relative to the anchor's alpaca rows: (1 - LLM_TOKEN_SHARE) + LLM_TOKEN_SHARE * tokens
+    per row / alpaca's (a parent set takes its template's tokens per row)."""
     tpr = tokens_per_row()
     tok = tpr[spec["dataset"]]
     anchor = tpr["alpaca"]
