@@ -22,14 +22,62 @@ and every estimate of that workload is multiplied by it (1.0 where no run exists
 
 from __future__ import annotations
 
+import csv
+import functools
 import math
 from typing import Any
 
+from run import store
 from run.llm import spec as llm_spec
 from run.node import busy, profiling
-from run.sweep.paper import paper_node_gpus, table2, table3, table5, tokens_per_row
 from run.sweep.workloads import WORKLOADS
 from run.vision import spec as vision_spec
+
+# --- the paper's published times, read from reference/paper/*.csv (never retyped) --------------
+PAPER_GPU = "H100"  # the paper's node: 4 x NVIDIA H100-94 SXM5 (EXPERIMENTS.md)
+# Table 4 names a template per parent set; template_subsets.csv spells two of them differently.
+TEMPLATE_ALIASES = {"Summarize": "Summary", "Grammar Error Correction": "Error Correction"}
+# (file, key, column) of the anchors: Table 2 total seconds by (gpus, precision), Table 3 total
+# seconds and Table 5 LoRA s/it by (gpus, pin_memory)
+TABLE2 = ("table2_precision.csv", "precision", "total_time_s")
+TABLE3 = ("table3_pin_memory_vision.csv", "pin_memory", "total_time_s")
+TABLE5 = ("table5_pin_memory_llm.csv", "pin_memory", "iteration_time_s_per_it")
+
+
+def _read_csv(name: str) -> list[dict[str, str]]:
+    with open(store.REFERENCE_DIR / name) as fh:
+        return list(csv.DictReader(fh))
+
+
+@functools.cache
+def paper_table(name: str, key: str, column: str) -> dict[tuple[int, Any], float]:
+    """A paper table by (gpus, key): precision lower-case, pin_memory as a bool."""
+    cast = str.lower if key == "precision" else (lambda v: v == "true")
+    return {(int(r["gpus"]), cast(r[key])): float(r[column]) for r in _read_csv(name)}
+
+
+def paper_node_gpus() -> int:
+    """The paper's node, which a plan for a GPU scale assumes on a machine without GPUs: the
+    largest GPU count of Table 2 (4)."""
+    return max(g for g, _ in paper_table(*TABLE2))
+
+
+@functools.cache
+def tokens_per_row() -> dict[str, float]:
+    """Llama3 tokens per row for every data set of llm_spec.DATASETS, from the paper's CSVs."""
+    per_template = {
+        r["template"]: float(r["tokens"]) / float(r["rows"])
+        for r in _read_csv("template_subsets.csv")
+    }
+    from run.llm.catalog import TEMPLATE_LABELS
+
+    out = {d: per_template[t] for d, t in TEMPLATE_LABELS.items()}
+    by_name = {r["dataset"]: r["template"] for r in _read_csv("table4_llm_datasets.csv")}
+    for ours, theirs in llm_spec.PAPER_DATASET_NAMES.items():
+        template = by_name[theirs]
+        out[ours] = per_template[TEMPLATE_ALIASES.get(template, template)]
+    return out
+
 
 # --- vision on GPUs: the setup of the Table 2/3 anchor runs ---------------------------------------
 # EXPERIMENTS.md: 60k/10k MNIST, 20 epochs, DDP-DS, pin_memory off; the image size (500 px) and
@@ -169,8 +217,8 @@ def _t2(g: int, prec: str) -> float:
     """Table 2 seconds at g GPUs; beyond the table the largest count's efficiency is kept."""
     top = paper_node_gpus()
     if g <= top:
-        return table2()[(g, prec)]
-    return table2()[(top, prec)] * top / g
+        return paper_table(*TABLE2)[(g, prec)]
+    return paper_table(*TABLE2)[(top, prec)] * top / g
 
 
 def _capped(table: dict[tuple[int, Any], float], g: int, key: Any) -> float:
@@ -212,7 +260,11 @@ def _vision_gpu_loop(spec: dict[str, Any]) -> float:
     pixels = (spec["image_size"] / a["image_size"]) ** 2 * _vision_width(spec)
     # device upsampling makes the copy cheaper as pinning does; both at once count once
     cheap_copy = spec["pin_memory"] or spec.get("upsample") == "device"
-    pin = _capped(table3(), g, True) / _capped(table3(), g, False) if cheap_copy else 1.0
+    pin = (
+        _capped(paper_table(*TABLE3), g, True) / _capped(paper_table(*TABLE3), g, False)
+        if cheap_copy
+        else 1.0
+    )
     compute = units * unit * pixels * pin * _vision_opt_factor(spec)
     ineff = g * _t2(g, "fp32") / _t2(1, "fp32")  # the floor grows by the paper's efficiency loss
     steps = vision_spec.planned_steps(spec) + spec["epochs"] * EVAL_COST_SHARE * eval_batches
@@ -264,7 +316,7 @@ def llm_s_per_it(spec: dict[str, Any], info: dict[str, Any]) -> float:
         if spec["model"] == "tiny":
             return TINY_GPU_S_PER_IT * method
         compiled = LLM_COMPILE_FACTOR if spec.get("compile") else 1.0
-        s5 = _capped(table5(), g, spec["pin_memory"])
+        s5 = _capped(paper_table(*TABLE5), g, spec["pin_memory"])
         return s5 * method * _token_factor(spec, relative_tokenizer=False) * compiled
     cores = _cores(info)
     base = CPU_LLM_S_PER_IT if spec["model"] == "tiny" else CPU_8B_S_PER_IT

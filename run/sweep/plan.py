@@ -23,7 +23,7 @@ from run.errors import UserError
 from run.node import probe as hw
 from run.node import profiling
 from run.program import program
-from run.sweep import cost, left, paper
+from run.sweep import cost, left
 from run.sweep import matrix as mx
 from run.sweep.workloads import WORKLOADS
 
@@ -72,17 +72,17 @@ def plan_node(
             return info, f"estimated for this machine: {info['gpu_count']} x {info['gpu_model']}"
         cores = hw.max_ranks(info)
         return info, f"estimated for this machine: no GPU, {cores} CPU core(s) for gloo ranks"
-    n = target_gpus if target_gpus is not None else paper.paper_node_gpus()
+    n = target_gpus if target_gpus is not None else cost.paper_node_gpus()
     model = info.get("gpu_model") if cost.on_gpu(info) else None
     node = {
         **info,
         "gpu_count": n,
-        "gpu_model": model or f"{paper.PAPER_GPU} (assumed: the paper's GPU)",
+        "gpu_model": model or f"{cost.PAPER_GPU} (assumed: the paper's GPU)",
         "gpus": [],
         "assumed_node": model is None,
     }
     here = f"{info['gpu_count']} x {info['gpu_model']}" if cost.on_gpu(info) else "no GPU"
-    return node, f"estimated for a {n} x {model or paper.PAPER_GPU} node; this machine has {here}"
+    return node, f"estimated for a {n} x {model or cost.PAPER_GPU} node; this machine has {here}"
 
 
 def _state(
@@ -168,7 +168,7 @@ def _same_kind(hardware: dict[str, Any] | None, info: dict[str, Any]) -> bool:
         return False
     model = str(hardware.get("gpu_model") or "")
     if info.get("assumed_node"):
-        return paper.PAPER_GPU in model
+        return cost.PAPER_GPU in model
     return model == str(info.get("gpu_model") or "")
 
 
