@@ -259,15 +259,6 @@ def path(name: str) -> Path | None:
     return Path(raw).expanduser() if s.kind == "file" else Path(raw)
 
 
-# A value each kind refuses (None: the kind takes any text), for the fault tier's tests.
-BAD = {"whole": "abc", "number": "-1", "choice": "maybe", "scale": "bogus",
-       "file": "/nonexistent/matrix.yaml", "url": "huggingface.co", "index": "cu126"}  # fmt: skip
-
-
-def bad_values() -> dict[str, str | None]:
-    return {s.name: BAD.get(s.kind) for s in SETTINGS}
-
-
 def given(name: str) -> bool:
     """Whether a setting is set (not empty): where its default means something else."""
     return bool(os.environ.get(BY_NAME[name].name, "").strip())

@@ -25,6 +25,7 @@ from run import settings, store
 
 sys.path.insert(0, str(Path(__file__).parent))
 from made_runs import fabricate  # noqa: E402
+from test_settings import BAD  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 TARGET = "fig-vram"  # one experiment (L8), beside the noise cells every table reads (N1, N2)
@@ -243,7 +244,7 @@ def refused(done: subprocess.CompletedProcess, name: str) -> bool:
 def test_every_bad_setting_is_refused_by_make_on_a_done_target_writing_nothing(done):
     tmp = done["tmp"]
     before = listing(tmp)
-    bad = {n: v for n, v in settings.bad_values().items() if v is not None}
+    bad = {s.name: BAD[s.kind][0] for s in settings.SETTINGS if BAD[s.kind]}
     assert {"RUN_TIMEOUT_S", "HEARTBEAT_S", "LOCK_STALE_S", "PROFILE"} <= set(bad)
     for name, value in [*bad.items(), ("RUN_TIMEOUT_S", "-1")]:
         out = make(tmp, TARGET, "PROFILE=smoke", f"{name}={value}")

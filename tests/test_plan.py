@@ -10,7 +10,6 @@ import pytest
 from run import store
 from run.llm import spec as llm_spec
 from run.node import busy, profiling
-from run.sweep import calibration as calib
 from run.sweep import cost, plan
 from run.sweep import matrix as mx
 from run.vision import launch as vision_launch
@@ -208,14 +207,13 @@ def test_the_smoke_plan_adds_up_to_the_measured_smoke_make_all(real):
 def test_calibration_is_the_median_ratio_of_finished_runs(sandbox):
     matrix = mx.load_matrix()
     rows = plan.build("test", ["V3"], CPU2, matrix)
-    assert calib.calibration("test", CPU2, matrix) == {"vision": 1.0, "llm": 1.0}
+    assert plan.calibration("test", CPU2, matrix) == {}
     for row, ratio in zip(rows[:3], (1.0, 2.0, 5.0), strict=True):
         finish("test", row, wall=ratio * cost.estimate_s(row.spec, CPU2))
     finish("test", rows[3], "failed", wall=100 * cost.estimate_s(rows[3].spec, CPU2))
     gpu_made = {**H100X4, "gpu_model": "NVIDIA A100"}
     finish("test", rows[4], wall=50 * cost.estimate_s(rows[4].spec, CPU2), hw=gpu_made)
-    assert calib.calibration("test", CPU2, matrix) == {"vision": pytest.approx(2.0), "llm": 1.0}
-    assert calib.calibration_detail("test", CPU2, matrix) == {"vision": (pytest.approx(2.0), 3)}
+    assert plan.calibration("test", CPU2, matrix) == {"vision": (pytest.approx(2.0), 3)}
     after = {r.name: r for r in plan.build("test", ["V3"], CPU2, matrix)}
     last = after[rows[5].name]
     assert last.state == "missing"
@@ -224,7 +222,7 @@ def test_calibration_is_the_median_ratio_of_finished_runs(sandbox):
         list(after.values()),
         CPU2,
         "test",
-        calib=calib.calibration_detail("test", CPU2, matrix),
+        calib=plan.calibration("test", CPU2, matrix),
     )
     assert "calibrated on 3 local run(s) of this scale: vision x2.00 (3 runs)" in text
 

@@ -14,7 +14,6 @@ import pytest
 from analysis import driver
 from report import settings
 from run import store
-from run.sweep import calibration as calib
 from run.sweep import matrix as mx
 from run.sweep import plan
 
@@ -79,7 +78,7 @@ def test_the_plan_counts_unreadable_runs_as_missing(tree):
     text = plan.render(list(rows.values()), CPU2, SCALE)
     assert "--retry-failed" not in text and "3 missing run(s) have unreadable files" in text
     # calibration learns from the readable ok runs only
-    assert calib.calibration_detail(SCALE, CPU2, mx.load_matrix())["vision"][1] == 5
+    assert plan.calibration(SCALE, CPU2, mx.load_matrix())["vision"][1] == 5
 
 
 def test_the_analysis_leaves_unreadable_runs_out(tree, capsys):

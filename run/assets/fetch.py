@@ -181,16 +181,6 @@ def hf_token() -> str:
     return token
 
 
-def check_model_access(token: str) -> None:
-    from huggingface_hub import HfApi
-
-    try:
-        # a new HfApi reads the endpoint now (the module-level auth_check kept the one at import)
-        HfApi().auth_check(MODEL_REPO, token=token)
-    except Exception as exc:  # noqa: BLE001 - explain() names every kind
-        raise explain(exc, MODEL_REPO) from exc
-
-
 def fetch_model(folder: Path, token: str) -> Got:
     staging = folder.with_name(folder.name + ".partial")
     tune = Path(sys.executable).parent / "tune"
@@ -313,7 +303,14 @@ def fetch(only: list[str]) -> list[Got]:
                 "move it away (or set LLAMA3_DIR elsewhere) and run again"
             )
         token = hf_token()
-        check_model_access(token)  # before anything is written
+        from huggingface_hub import HfApi
+
+        # before anything is written; a new HfApi reads the endpoint now (the module-level
+        # auth_check kept the one at import)
+        try:
+            HfApi().auth_check(MODEL_REPO, token=token)
+        except Exception as exc:  # noqa: BLE001 - explain() names every kind
+            raise explain(exc, MODEL_REPO) from exc
     if "mnist" in only:
         got.append(fetch_mnist(digits.data_root("mnist")))
     if "model" in only:

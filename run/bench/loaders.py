@@ -17,12 +17,11 @@ import sys
 import torch
 from torch.utils.data import DataLoader
 
-from run.bench.vision import WARMUP, timed_loop
+from run.bench.vision import WARMUP, model_and_batch, timed_loop
 from run.errors import UserError
 from run.program import program
 from run.vision import launch as vision_launch
 from run.vision import scenario_b
-from run.vision.tvcompat import import_torchvision
 
 
 def endless(make):  # noqa: ANN001, ANN201
@@ -57,11 +56,7 @@ def main(argv: list[str]) -> int:
                         num_workers=workers, pin_memory=cuda)  # fmt: skip
     dali = scenario_b.DaliLoader(path, "train", args.batch_size, 0, 1,
                                  0 if cuda else None, False, True, 0)  # fmt: skip
-    x = torch.randn(args.batch_size, 3, size, size, device=device)
-    y = torch.randint(0, 10, (args.batch_size,), device=device)
-    torch.manual_seed(0)
-    model = import_torchvision().models.mobilenet_v2(num_classes=10).to(device)
-    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+    model, opt, x, y = model_and_batch(device, args.batch_size, size)
     # one endless stream per loader, continued across repeats (DALI's epochs are never cut)
     feeds = {
         "DataLoader": endless(lambda: iter(loader)),

@@ -28,23 +28,17 @@ from pathlib import Path
 
 import torch
 
+from run.bench.vision import WARMUP, model_and_batch
 from run.node import profilers, profiling
 from run.program import program
 from run.vision.loop import precision_setup, train_step
-from run.vision.tvcompat import import_torchvision
-
-WARMUP = 3
 
 
 def step_times(kind: str, size: int, batch: int, steps: int, workdir: Path) -> tuple[float, float]:
     """(median seconds per timed step, trace export seconds) of one variant in this process."""
     cuda = torch.cuda.is_available()
     device = torch.device("cuda" if cuda else "cpu")
-    torch.manual_seed(0)
-    model = import_torchvision().models.mobilenet_v2(num_classes=10).to(device)
-    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
-    x = torch.randn(batch, 3, size, size, device=device)
-    y = torch.randint(0, 10, (batch,), device=device)
+    model, opt, x, y = model_and_batch(device, batch, size)
     fp32 = precision_setup("fp32", device)
     window = {"wait_steps": WARMUP, "warmup_steps": 0, "active_steps": steps, "max_seconds": 0}
     if kind == "torch":

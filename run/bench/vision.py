@@ -35,6 +35,15 @@ def _sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
+def model_and_batch(device: torch.device, batch: int, size: int) -> tuple[Any, ...]:
+    """(MobileNetV2 fp32 seeded, its Adam, a random batch x, y), all on the device."""
+    torch.manual_seed(0)
+    model = import_torchvision().models.mobilenet_v2(num_classes=10).to(device)
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+    x = torch.randn(batch, 3, size, size, device=device)
+    return model, opt, x, torch.randint(0, 10, (batch,), device=device)
+
+
 def timed_loop(model, opt, batches, device: torch.device, steps: int, prec: Any = None,  # noqa: ANN001
                spec: dict[str, Any] | None = None) -> float:  # fmt: skip
     """Images per second over `steps` steps after WARMUP untimed ones (fp32 unless `prec`); with
@@ -85,9 +94,7 @@ def main(argv: list[str]) -> int:
     )
     print(f"{'size':>6} {'real img/s':>12} {'synthetic img/s':>16} {'real/synthetic':>15}")
     for size in sizes:
-        torch.manual_seed(0)
-        model = tv.models.mobilenet_v2(num_classes=10).to(device)
-        opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+        model, opt, x, y = model_and_batch(device, args.batch_size, size)
         ds = Subset(
             tv.datasets.MNIST(root, train=True, transform=scenario_a_transform(size)),
             range(n_images),
@@ -100,8 +107,6 @@ def main(argv: list[str]) -> int:
             pin_memory=cuda,
             drop_last=True,
         )
-        x = torch.randn(args.batch_size, 3, size, size, device=device)
-        y = torch.randint(0, 10, (args.batch_size,), device=device)
         # alternating, best of each: a burst of load elsewhere slows one repeat, not one side
         real = synthetic = 0.0
         for _ in range(args.repeats):

@@ -65,13 +65,6 @@ def versions(info: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def log_of(scale: str, name: str) -> Path | None:
-    for folder in (store.run_dir(scale, name), *store.stagings(scale, name)):
-        if (folder / store.LOG).is_file():
-            return folder / store.LOG
-    return None
-
-
 def tail(path: Path | None, lines: int = LOG_LINES) -> str:
     if path is None:
         return ""
@@ -112,7 +105,11 @@ def build(
     }
     listed = []
     for r in runs:
-        log = log_of(r["scale"], r["run"]) if r.get("run") else None
+        name = r.get("run")
+        folders = (
+            [store.run_dir(r["scale"], name), *store.stagings(r["scale"], name)] if name else []
+        )
+        log = next((f / store.LOG for f in folders if (f / store.LOG).is_file()), None)
         text = tail(log)
         if r.get("traceback"):
             text += ("\n" if text else "") + "--- traceback ---\n" + r["traceback"]

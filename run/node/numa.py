@@ -96,7 +96,6 @@ def wrap(cmd: list[str], p: dict[str, Any]) -> list[str]:
 
 @program()
 def main(argv: list[str]) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
     if len(argv) < 3 or argv[0] != "exec" or not argv[1].startswith("--nodes=") or "--" not in argv:
         print(
             "usage: python -m run.node.numa exec --nodes=N0,N1,... -- program args", file=sys.stderr

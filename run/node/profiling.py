@@ -99,15 +99,9 @@ def fit_window(
 
 
 def record_fit(
-    run_dir: Path | None,
-    requested: dict[str, Any],
-    fitted: dict[str, Any],
-    why: list[str],
-    steps: int,
+    run_dir: Path, requested: dict[str, Any], fitted: dict[str, Any], why: list[str], steps: int
 ) -> None:
     """Add the window a run really used to its RUN/profiling.json (rank 0 calls this)."""
-    if run_dir is None:
-        return
     path = run_dir / PROFILING_PLAN
     plan = store.read_json(path) if path.is_file() else {**requested}
     plan["effective"] = {k: fitted[k] for k in DEFAULT_WINDOW}
@@ -125,15 +119,6 @@ def window_for(scale: str, workload: str, matrix: dict[str, Any]) -> dict[str, A
 
 def write_plan(run_dir: Path, spec: dict[str, Any], window: dict[str, Any]) -> None:
     store.write_json_atomic(run_dir / PROFILING_PLAN, {"profiler": spec["profiler"], **window})
-
-
-def record_capture(run_dir: Path, window: dict[str, Any], capture_api: bool) -> str:
-    """Write the nsys capture mode into RUN/profiling.json (when the sweep wrote one); returns it."""
-    mode = capture_mode(window, capture_api)
-    path = run_dir / PROFILING_PLAN
-    if path.is_file():
-        store.write_json_atomic(path, {**store.read_json(path), NSYS_CAPTURE_KEY: mode})
-    return mode
 
 
 def capture_mode(window: dict[str, Any], capture_api: bool) -> str:
@@ -195,7 +180,10 @@ def nsys_command(
 def with_nsys(cmd: list[str], run_dir: Path, capture_api: bool) -> list[str]:
     """`nsys_command` for a finished launch command (torchrun's options stay the launcher)."""
     window = read_window(run_dir)
-    record_capture(run_dir, window, capture_api)
+    plan = run_dir / PROFILING_PLAN  # the capture mode, where the sweep wrote a plan
+    if plan.is_file():
+        mode = capture_mode(window, capture_api)
+        store.write_json_atomic(plan, {**store.read_json(plan), NSYS_CAPTURE_KEY: mode})
     for i, arg in enumerate(cmd):
         if arg.startswith("--nproc_per_node"):
             cut = i + 1 if "=" in arg else i + 2

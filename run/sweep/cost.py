@@ -5,53 +5,79 @@ other factor is a named constant below with where it comes from. Estimates are f
 (start-up included, what the sweep records as `launch_wall_s`), plus the trace export/parse after
 a profiled run (`post_s`, outside the launch).
 
-Vision on GPUs (MobileNetV2, anchor: Table 2 and Table 3, at the artifact's assumed 500 px,
-batch 64, 60k/10k MNIST, 20 epochs: matrix V3 `paper`, ANCHOR_VISION):
-
-    unit(g, prec)  = T2(g, prec) / (E_a * (ceil(N_a/g) + EVAL_COST_SHARE * ceil(M_a/g)))
-                     seconds per training image per rank at g GPUs, evaluation and the paper's own
-                     multi-GPU efficiency included (g > 4: the 4-GPU efficiency is kept)
-    images/rank    = ddp_ds: ceil(N/g); ddp: N (every rank does all the work);
-                     ddp_rr: N * (VISION_LOAD_SHARE + (1 - VISION_LOAD_SHARE) / g)
-                     (every rank loads and copies every batch, trains on 1/g of them)
-    compute        = E * (images/rank + EVAL_COST_SHARE * ceil(M/g)) * unit(g, prec)
-                     * (px / 500)^2 * pin(g)      pin(g) = T3(g, on) / T3(g, off); bf16 as fp16
-    floor          = (training steps + EVAL_COST_SHARE * eval batches) * VISION_STEP_FLOOR_S
-                     * (g * T2(g, fp32) / T2(1, fp32))   (the per-step floor of a launch-bound step,
-                     grown by the paper's efficiency loss)
-    launch         = VISION_STARTUP_S + max(compute, floor) * profiler slowdown over its window
-
-LLM on GPUs (Llama3-8B, anchor: Table 5, LoRA fp32 batch 2 on alpaca-cleaned, s/it by GPUs):
-
-    s/it           = S5(g, pin) * METHOD_FACTOR[method] * tokens(dataset, tokenizer)
-    tokens         = (1 - LLM_TOKEN_SHARE) + LLM_TOKEN_SHARE * tok_row / tok_row(alpaca)
-                     tok_row: tokens per row of the data set's template (template_subsets.csv;
-                     a parent set takes its template from table4_llm_datasets.csv), x
-                     BYTES_PER_TOKEN with the byte tokenizer, capped at max_seq_len
-    launch         = LLM_STARTUP_S + LLM_MODEL_LOAD_S (one device) or LLM_DIST_STARTUP_S +
-                     LLM_MODEL_LOAD_DIST_S (torchrun, FSDP) (+ QLORA_QUANTIZE_S)
-                     + planned steps * s/it * profiler slowdown over its window
-    QAT below QAT_FITS_GPUS GPUs: start-up, load and one step (the paper's runs ran out of memory)
+Vision on GPUs is anchored on Tables 2 and 3 (ANCHOR_VISION: matrix V3 `paper`): seconds per
+image per rank at g GPUs, scaled by pixels, width, pinning and the options, never faster than a
+launch-bound step floor (`_vision_gpu_loop`). LLM on GPUs is anchored on Table 5's LoRA s/it,
+scaled by method and tokens per row (`llm_s_per_it`); start-up and model load per launch
+(`_loop_and_steps`).
 
 The optimisations of issue 20 (O1-O4), the CPU machines' crude model (gloo ranks, the smoke
 scale) and a workload this model does not know are priced by the constants below, each with its
 source. A cell this machine cannot run (its workload's unsupported_reason) costs nothing.
 
-Local calibration: once runs exist, `calibration()` takes per workload the median over this
+Local calibration: once runs exist, `plan.calibration()` takes per workload the median over this
 scale's finished ok runs made on the same kind of machine of `launch_wall_s / estimate_s(spec)`,
 and every estimate of that workload is multiplied by it (1.0 where no run exists).
 """
 
 from __future__ import annotations
 
+import csv
+import functools
 import math
 from typing import Any
 
+from run import store
 from run.llm import spec as llm_spec
 from run.node import busy, profiling
-from run.sweep.paper import paper_node_gpus, table2, table3, table5, tokens_per_row
 from run.sweep.workloads import WORKLOADS
 from run.vision import spec as vision_spec
+
+# --- the paper's published times, read from reference/paper/*.csv (never retyped) --------------
+PAPER_GPU = "H100"  # the paper's node: 4 x NVIDIA H100-94 SXM5 (EXPERIMENTS.md)
+# Table 4 names a template per parent set; template_subsets.csv spells two of them differently.
+TEMPLATE_ALIASES = {"Summarize": "Summary", "Grammar Error Correction": "Error Correction"}
+# (file, key, column) of the anchors: Table 2 total seconds by (gpus, precision), Table 3 total
+# seconds and Table 5 LoRA s/it by (gpus, pin_memory)
+TABLE2 = ("table2_precision.csv", "precision", "total_time_s")
+TABLE3 = ("table3_pin_memory_vision.csv", "pin_memory", "total_time_s")
+TABLE5 = ("table5_pin_memory_llm.csv", "pin_memory", "iteration_time_s_per_it")
+
+
+def _read_csv(name: str) -> list[dict[str, str]]:
+    with open(store.REFERENCE_DIR / name) as fh:
+        return list(csv.DictReader(fh))
+
+
+@functools.cache
+def paper_table(name: str, key: str, column: str) -> dict[tuple[int, Any], float]:
+    """A paper table by (gpus, key): precision lower-case, pin_memory as a bool."""
+    cast = str.lower if key == "precision" else (lambda v: v == "true")
+    return {(int(r["gpus"]), cast(r[key])): float(r[column]) for r in _read_csv(name)}
+
+
+def paper_node_gpus() -> int:
+    """The paper's node, which a plan for a GPU scale assumes on a machine without GPUs: the
+    largest GPU count of Table 2 (4)."""
+    return max(g for g, _ in paper_table(*TABLE2))
+
+
+@functools.cache
+def tokens_per_row() -> dict[str, float]:
+    """Llama3 tokens per row for every data set of llm_spec.DATASETS, from the paper's CSVs."""
+    per_template = {
+        r["template"]: float(r["tokens"]) / float(r["rows"])
+        for r in _read_csv("template_subsets.csv")
+    }
+    from run.llm.catalog import TEMPLATE_LABELS
+
+    out = {d: per_template[t] for d, t in TEMPLATE_LABELS.items()}
+    by_name = {r["dataset"]: r["template"] for r in _read_csv("table4_llm_datasets.csv")}
+    for ours, theirs in llm_spec.PAPER_DATASET_NAMES.items():
+        template = by_name[theirs]
+        out[ours] = per_template[TEMPLATE_ALIASES.get(template, template)]
+    return out
+
 
 # --- vision on GPUs: the setup of the Table 2/3 anchor runs ---------------------------------------
 # EXPERIMENTS.md: 60k/10k MNIST, 20 epochs, DDP-DS, pin_memory off; the image size (500 px) and
@@ -191,17 +217,13 @@ def _t2(g: int, prec: str) -> float:
     """Table 2 seconds at g GPUs; beyond the table the largest count's efficiency is kept."""
     top = paper_node_gpus()
     if g <= top:
-        return table2()[(g, prec)]
-    return table2()[(top, prec)] * top / g
+        return paper_table(*TABLE2)[(g, prec)]
+    return paper_table(*TABLE2)[(top, prec)] * top / g
 
 
 def _capped(table: dict[tuple[int, Any], float], g: int, key: Any) -> float:
     """A Table 3 or 5 value; beyond the table the largest GPU count's."""
     return table[(min(g, max(k for k, _ in table)), key)]
-
-
-def _pin_ratio(g: int, pin: bool) -> float:
-    return _capped(table3(), g, True) / _capped(table3(), g, False) if pin else 1.0
 
 
 def _vision_units(spec: dict[str, Any]) -> tuple[float, int]:
@@ -238,8 +260,13 @@ def _vision_gpu_loop(spec: dict[str, Any]) -> float:
     pixels = (spec["image_size"] / a["image_size"]) ** 2 * _vision_width(spec)
     # device upsampling makes the copy cheaper as pinning does; both at once count once
     cheap_copy = spec["pin_memory"] or spec.get("upsample") == "device"
-    compute = units * unit * pixels * _pin_ratio(g, cheap_copy) * _vision_opt_factor(spec)
-    ineff = g * _t2(g, "fp32") / _t2(1, "fp32")
+    pin = (
+        _capped(paper_table(*TABLE3), g, True) / _capped(paper_table(*TABLE3), g, False)
+        if cheap_copy
+        else 1.0
+    )
+    compute = units * unit * pixels * pin * _vision_opt_factor(spec)
+    ineff = g * _t2(g, "fp32") / _t2(1, "fp32")  # the floor grows by the paper's efficiency loss
     steps = vision_spec.planned_steps(spec) + spec["epochs"] * EVAL_COST_SHARE * eval_batches
     floor = VISION_STEP_FLOOR_S * (COMPILE_FLOOR_FACTOR if spec.get("compile") else 1.0)
     floor *= HOST_SYNC_FLOOR_FACTOR if spec.get("host_sync") == "epoch" else 1.0
@@ -266,7 +293,8 @@ def _vision_cpu_loop(spec: dict[str, Any], info: dict[str, Any]) -> float:
 
 
 def _token_factor(spec: dict[str, Any], relative_tokenizer: bool) -> float:
-    """s/it relative to the anchor's alpaca rows (see the module docstring)."""
+    """s/it relative to the anchor's alpaca rows: (1 - LLM_TOKEN_SHARE) + LLM_TOKEN_SHARE * tokens
+    per row / alpaca's (a parent set takes its template's tokens per row)."""
     tpr = tokens_per_row()
     tok = tpr[spec["dataset"]]
     anchor = tpr["alpaca"]
@@ -288,7 +316,7 @@ def llm_s_per_it(spec: dict[str, Any], info: dict[str, Any]) -> float:
         if spec["model"] == "tiny":
             return TINY_GPU_S_PER_IT * method
         compiled = LLM_COMPILE_FACTOR if spec.get("compile") else 1.0
-        s5 = _capped(table5(), g, spec["pin_memory"])
+        s5 = _capped(paper_table(*TABLE5), g, spec["pin_memory"])
         return s5 * method * _token_factor(spec, relative_tokenizer=False) * compiled
     cores = _cores(info)
     base = CPU_LLM_S_PER_IT if spec["model"] == "tiny" else CPU_8B_S_PER_IT

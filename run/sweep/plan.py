@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import sys
 from dataclasses import dataclass, field
 from typing import Any
@@ -22,7 +23,7 @@ from run.errors import UserError
 from run.node import probe as hw
 from run.node import profiling
 from run.program import program
-from run.sweep import calibration, cost, left, paper
+from run.sweep import cost, left
 from run.sweep import matrix as mx
 from run.sweep.workloads import WORKLOADS
 
@@ -59,10 +60,6 @@ def implemented(exp_id: str, matrix: dict[str, Any]) -> bool:
     return (ARTIFACTS_DIR / f"{target.replace('-', '_')}.py").is_file()
 
 
-def default_experiments(matrix: dict[str, Any]) -> list[str]:
-    return [e for e in matrix["experiments"] if implemented(e, matrix)]
-
-
 def plan_node(
     scale: str, info: dict[str, Any], matrix: dict[str, Any], target_gpus: int | None = None
 ) -> tuple[dict[str, Any], str]:
@@ -75,17 +72,17 @@ def plan_node(
             return info, f"estimated for this machine: {info['gpu_count']} x {info['gpu_model']}"
         cores = hw.max_ranks(info)
         return info, f"estimated for this machine: no GPU, {cores} CPU core(s) for gloo ranks"
-    n = target_gpus if target_gpus is not None else paper.paper_node_gpus()
+    n = target_gpus if target_gpus is not None else cost.paper_node_gpus()
     model = info.get("gpu_model") if cost.on_gpu(info) else None
     node = {
         **info,
         "gpu_count": n,
-        "gpu_model": model or f"{paper.PAPER_GPU} (assumed: the paper's GPU)",
+        "gpu_model": model or f"{cost.PAPER_GPU} (assumed: the paper's GPU)",
         "gpus": [],
         "assumed_node": model is None,
     }
     here = f"{info['gpu_count']} x {info['gpu_model']}" if cost.on_gpu(info) else "no GPU"
-    return node, f"estimated for a {n} x {model or paper.PAPER_GPU} node; this machine has {here}"
+    return node, f"estimated for a {n} x {model or cost.PAPER_GPU} node; this machine has {here}"
 
 
 def _state(
@@ -123,13 +120,15 @@ def build(
     matrix = matrix or mx.load_matrix()
     node, _ = plan_node(scale, info, matrix, target_gpus)
     here = target_gpus is None and not node.get("assumed_node")  # not another node
-    factors = calibration.calibration(scale, node, matrix)
+    factors = calibration(scale, node, matrix)
     override = mx.profiler_override()
     if override == "nsys" and node.get("assumed_node") and not node.get("nsys"):
         node = {**node, "nsys": "nsys (assumed on the node)"}
     windows = {w: profiling.window_for(scale, w, matrix) for w in WORKLOADS}
     rows: dict[str, PlanRow] = {}
-    for exp_id in exp_ids if exp_ids is not None else default_experiments(matrix):
+    if exp_ids is None:
+        exp_ids = [e for e in matrix["experiments"] if implemented(e, matrix)]
+    for exp_id in exp_ids:
         exp = mx.expand(exp_id, scale, matrix)
         for raw in exp.specs:
             spec = mx.resolve_profiler(raw, override, node)
@@ -148,12 +147,69 @@ def build(
             est = 0.0
             if state in ("missing", "failed", "oom"):
                 w = windows[workload]
-                est = factors[workload] * cost.estimate_s(spec, node, w) + cost.post_s(
+                est = factors.get(workload, (1.0, 0))[0] * cost.estimate_s(
                     spec, node, w
-                )
+                ) + cost.post_s(spec, node, w)
             row = (name, workload, state, spec["gpus"], est, steps, epochs, [exp_id], reason, spec)
             rows[name] = PlanRow(*row)
     return list(rows.values())
+
+
+# --- local calibration: the cost model's estimates against this machine's finished runs ---------
+
+
+def _same_kind(hardware: dict[str, Any] | None, info: dict[str, Any]) -> bool:
+    """Whether a run's recorded hardware is the kind of machine `info` describes."""
+    if not hardware:
+        return True
+    if not cost.on_gpu(info):
+        return not hardware.get("gpu_count")
+    if not hardware.get("gpu_count"):
+        return False
+    model = str(hardware.get("gpu_model") or "")
+    if info.get("assumed_node"):
+        return cost.PAPER_GPU in model
+    return model == str(info.get("gpu_model") or "")
+
+
+def calibration(
+    scale: str, info: dict[str, Any], matrix: dict[str, Any]
+) -> dict[str, tuple[float, int]]:
+    """Per workload with such runs: (the calibration factor, number of runs); a workload without
+    runs keeps the model's estimate (factor 1.0)."""
+    ratios: dict[str, list[float]] = {}
+    base = store.runs_dir(scale)
+    if not base.is_dir():
+        return {}
+    for d in sorted(base.iterdir()):
+        if d.name.startswith(".") or not d.is_dir():
+            continue
+        summary = store.read_summary(d) or {}  # an unreadable run reads as failed: left out
+        wall = summary.get("launch_wall_s")
+        if summary.get("status") != "ok" or not isinstance(wall, (int, float)) or wall <= 0:
+            continue
+        try:
+            spec = store.read_json(d / store.SPEC)  # read_summary found it an object
+        except (OSError, ValueError):
+            continue
+        prov = d / store.PROVENANCE
+        if prov.is_file():
+            try:
+                hardware = store.read_json(prov).get("hardware")
+            except (OSError, ValueError, AttributeError):  # AttributeError: not an object
+                hardware = None
+            if not _same_kind(hardware, info):
+                continue
+        workload = spec.get("workload")
+        if workload not in WORKLOADS:
+            continue
+        try:
+            est = cost.estimate_s(spec, info, profiling.window_for(scale, workload, matrix))
+        except (KeyError, TypeError, ValueError):
+            continue  # a spec of an older layout: not worth failing the plan for
+        if est > 0:
+            ratios.setdefault(workload, []).append(wall / est)
+    return {w: (statistics.median(r), len(r)) for w, r in ratios.items()}
 
 
 # --- totals and output ---------------------------------------------------------------------------
@@ -327,7 +383,7 @@ def main(argv: list[str]) -> int:
     matrix = mx.load_matrix()
     node, note = plan_node(scale, info, matrix, args.gpus)
     rows = build(scale, args.exp, info, matrix, args.gpus)
-    calib = calibration.calibration_detail(scale, node, matrix)
+    calib = calibration(scale, node, matrix)
     if args.json:  # what the report's "next on a GPU node" reads (report/nextgpu.py)
         where = (f"{node['gpu_count']} x {node['gpu_model']}".removesuffix(
             " (assumed: the paper's GPU)") if cost.on_gpu(node) else
