@@ -21,7 +21,7 @@ import torch
 from run import store
 from run.llm import spec as llm_spec
 from run.node import probe as hw
-from run.node import profilers, profiling
+from run.node import profilers, profiling, toolchain
 from run.sweep import failure
 from run.sweep import matrix as mx
 from run.sweep import runner as sweep
@@ -536,6 +536,7 @@ class _Stop(Exception):
 def _fake_cuda(monkeypatch, calls: list) -> None:
     import torch.distributed as dist
 
+    monkeypatch.setattr(toolchain, "gpu_nodes", lambda: True)  # a CUDA machine has device nodes
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
     monkeypatch.setattr(torch.cuda, "set_device", lambda d: calls.append(("set_device", str(d))))
