@@ -340,11 +340,13 @@ format: | $(VENV_STAMP) ## ruff format the code
 	$(VENV)/bin/ruff format .
 	$(VENV)/bin/ruff check --fix .
 
-# Two pytest-xdist workers: on 2 cores a one-rank run, a make call or a SLURM wait leaves a core
-# idle that the other worker's tests use (tests/conftest.py keeps a module, and the modules that
-# share a session's runs, on one worker). TEST_WORKERS=0: one process, in the collected order.
-TEST_WORKERS ?= 2
-test: lint | $(VENV_STAMP) ## run every test tier this machine can run (GPU tests skip without GPUs; TEST_WORKERS=2)
+# Three pytest-xdist workers on our 2 cores: a one-rank run, a make call or a SLURM wait leaves a
+# core idle that another worker's tests use (a fresh clone's make test alone: 2 workers at a46bee9
+# 18:27, 75 % of the cores busy; 3 workers at fed3d01 16:44, 97 % in vmstat). tests/conftest.py
+# keeps a module, and the modules that share a session's runs, on one worker. TEST_WORKERS=0: one
+# process, in the collected order.
+TEST_WORKERS ?= 3
+test: lint | $(VENV_STAMP) ## run every test tier this machine can run (GPU tests skip without GPUs; TEST_WORKERS=3)
 	$(PY) -m run.sweep.matrix --check
 	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile
 

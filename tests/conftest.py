@@ -171,7 +171,7 @@ def fake_report(fake_report_made):
         yield built
 
 
-# ---- make test runs on pytest-xdist workers (-n 2 --dist loadfile) ----
+# ---- make test runs on pytest-xdist workers (-n 3 --dist loadfile) ----
 # Modules whose tests read one session fixture: one worker takes them all, so the fixture is made
 # once (the check list's runs: ~190 s; pytest_collection_modifyitems below stops a run that
 # adds a reader without adding its module here).
