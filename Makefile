@@ -342,7 +342,7 @@ format: | $(VENV_STAMP) ## ruff format the code
 
 # Three pytest-xdist workers on our 2 cores: a one-rank run, a make call or a SLURM wait leaves a
 # core idle that another worker's tests use (a fresh clone's make test alone: 2 workers at a46bee9
-# 18:27, 75 % of the cores busy; 3 workers at fed3d01 16:44, 97 % in vmstat). tests/conftest.py
+# 18:27, 75 % of the cores busy; 3 workers at fed3d01 16:44, 86 % in vmstat). tests/conftest.py
 # keeps a module, and the modules that share a session's runs, on one worker. TEST_WORKERS=0: one
 # process, in the collected order.
 TEST_WORKERS ?= 3
