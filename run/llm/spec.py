@@ -275,8 +275,4 @@ def unsupported_reason(spec: dict[str, Any]) -> str | None:
 
 
 def cuda_visible() -> bool:
-    if not toolchain.gpu_nodes():
-        return False
-    import torch
-
-    return torch.cuda.is_available()
+    return toolchain.cuda_available()

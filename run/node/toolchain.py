@@ -39,6 +39,15 @@ def gpu_nodes() -> bool:
     return bool(glob.glob("/dev/nvidia[0-9]*") or glob.glob("/dev/dxg"))
 
 
+def cuda_available() -> bool:
+    """torch.cuda.is_available(), torch imported only where device nodes exist."""
+    if not gpu_nodes():
+        return False
+    import torch
+
+    return torch.cuda.is_available()
+
+
 @functools.lru_cache(maxsize=1)
 def compile_blocker() -> str | None:
     """Why torch.compile (inductor) cannot build kernels here, or None: C++ against Python.h on a
@@ -50,11 +59,10 @@ def compile_blocker() -> str | None:
     include = Path(sysconfig.get_path("include"))
     if not (include / "Python.h").is_file():
         return f"torch.compile needs Python's headers: no Python.h in {include} (python3-dev)"
-    if gpu:
-        import torch
+    if gpu and cuda_available():
         from torch.utils._triton import has_triton
 
-        if torch.cuda.is_available() and not has_triton():
+        if not has_triton():
             return "torch.compile on a GPU needs Triton, which is not installed"
     return None
 

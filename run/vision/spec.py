@@ -75,14 +75,12 @@ def validate(spec: dict[str, Any]) -> None:
 
 def unsupported_reason(spec: dict[str, Any]) -> str | None:
     """What this machine cannot run: status "unsupported" with this reason, never launched."""
-    if spec.get("precision") == "bf16" and toolchain.gpu_nodes():
-        import torch  # only here: a CPU's plan and sweep import no torch
+    # on a CPU bf16 autocast always runs (emulated if need be); including_emulation=False: timing
+    # emulated bf16 (T4, V100) would not be the ladder's bf16 step (docs/gpu-review.md row 20)
+    if spec.get("precision") == "bf16" and toolchain.cuda_available():
+        import torch
 
-        # on a CPU bf16 autocast always runs (emulated if need be); including_emulation=False:
-        # timing emulated bf16 (T4, V100) would not be the ladder's bf16 step (docs/gpu-review.md
-        # row 20)
-        cuda = torch.cuda.is_available()
-        if cuda and not torch.cuda.is_bf16_supported(including_emulation=False):
+        if not torch.cuda.is_bf16_supported(including_emulation=False):
             return f"bf16 autocast is not supported on {torch.cuda.get_device_name()}"
     if spec.get("compile"):
         return toolchain.compile_blocker()
