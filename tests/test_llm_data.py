@@ -208,6 +208,33 @@ def test_a_real_datasets_dataset_gives_the_same_rows(tmp_path, monkeypatch):
     assert lines_of(path) == [rows[i] for i in llm_subsets.subset_indices(1500, 50)]
 
 
+def test_a_set_not_in_the_cache_is_one_error_without_the_network(tmp_path, monkeypatch):
+    """The hub's offline switch is read when datasets and huggingface_hub are imported; in a rank,
+    torchtune imports them before any set is loaded, without HF_HUB_OFFLINE. load_hf must not
+    reach the network all the same (before: 5 HEAD requests to huggingface.co, with retries)."""
+    import socket
+
+    import datasets.config
+    import huggingface_hub.constants as hub
+
+    monkeypatch.setattr(datasets.config, "HF_HUB_OFFLINE", False)  # as imported without the switch
+    monkeypatch.setattr(hub, "HF_HUB_OFFLINE", False)
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
+    monkeypatch.setattr(datasets.config, "HF_DATASETS_CACHE", tmp_path / "hf" / "datasets")
+    tries = []
+
+    def no_network(host, *args, **kw):  # noqa: ANN001, ANN002, ANN003, ANN202
+        tries.append(host)
+        raise OSError("no network in this test")
+
+    monkeypatch.setattr(socket, "getaddrinfo", no_network)
+    monkeypatch.setattr(socket, "create_connection", no_network)
+    with pytest.raises(AssetError, match="not in the local Hugging Face cache"):
+        readers.load_hf(catalog.DATASETS["alpaca"])
+    assert tries == []
+    assert datasets.config.HF_HUB_OFFLINE is False and hub.HF_HUB_OFFLINE is False  # put back
+
+
 # ---------------------------------------------------------------- DPO pairs of a whole set
 def test_whole_set_pairs_stream(tmp_path, monkeypatch):
     n = 8_000

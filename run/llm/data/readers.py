@@ -215,11 +215,17 @@ def local_file(name: str) -> Path | None:
 
 
 def load_hf(ds: DataSet) -> Any:
-    """The parent as a Hugging Face Dataset: Arrow, memory-mapped from the cache, not in memory."""
+    """The parent as a Hugging Face Dataset: Arrow, memory-mapped from the cache, not in memory.
+    Never from the network: both libraries read their offline switch once, at import, and
+    torchtune's import may have come first, so the switch is also set on them for this call."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+    import datasets.config
+    import huggingface_hub.constants as hub
     from datasets import load_dataset
 
+    before = datasets.config.HF_HUB_OFFLINE, hub.HF_HUB_OFFLINE
+    datasets.config.HF_HUB_OFFLINE = hub.HF_HUB_OFFLINE = True
     try:
         return load_dataset(ds.hf_id, split="train")
     except Exception as exc:  # noqa: BLE001 - datasets raises many types for "not cached"
@@ -229,6 +235,8 @@ def load_hf(ds: DataSet) -> Any:
             f"(`datasets.load_dataset('{ds.hf_id}')`) or put the file there "
             f"({type(exc).__name__})"
         ) from exc
+    finally:
+        datasets.config.HF_HUB_OFFLINE, hub.HF_HUB_OFFLINE = before
 
 
 def check_hf_columns(ds: DataSet, data: Any) -> None:
