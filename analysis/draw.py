@@ -173,8 +173,10 @@ def panel_bars(
                                               aggfunc=agg)  # fmt: skip
         st = df[df[panel] == p].pivot_table(index=index, columns=columns, values="status",
                                             aggfunc=status)  # fmt: skip
+        # object: a panel whose cells are all missing pivots to float NaN, which pandas 4 fills
+        # with a string no longer
         marks = st.where(st != "ok", "").replace("unsupported", "n/a")
-        bars(ax, cells(wide), palette=palette, marks=cells(marks).fillna("no run"))
+        bars(ax, cells(wide), palette=palette, marks=cells(marks).astype(object).fillna("no run"))
     return fig, list(axes[0])
 
 
