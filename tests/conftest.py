@@ -181,6 +181,10 @@ SHARED = {
     "fake_report_made": ("test_report", "test_report_text"),
 }  # fmt: skip
 GROUP_OF = {f"tests/{m}.py": fixture for fixture, mods in SHARED.items() for m in mods}
+# The longest chain in one process (six trainings, the first compiling): a fresh clone's make test
+# at e432ceb, -n 3, empty inductor cache, started it at 444 s and ended at 785 s, the last 135 s
+# on one core (vmstat 50 % busy); the other workers had ended at 653 and 638 s.
+FIRST = "tests/test_vision_optimized.py"
 
 
 @pytest.hookimpl(optionalhook=True)  # `pytest -p no:xdist` runs the suite in one process
@@ -191,13 +195,20 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log):  # noqa: ANN001, AN
         return None
     # xdist hands out scopes by test count, most first (--loadscope-reorder, its default): that
     # mixes long and short modules. Putting the heaviest first was slower (fresh clone, -n 3:
-    # 1065 s against 1004 s; three CPU-heavy modules at once cost 13 % more CPU seconds).
+    # 1065 s against 1004 s; three CPU-heavy modules at once cost 13 % more CPU seconds). One
+    # module goes first all the same: FIRST's chain of trainings in one process, with inductor's
+    # cold compile (as in CI: an empty cache), was the last thing running, on one core.
     from xdist.scheduler import LoadScopeScheduling
 
     class ByModule(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
             module = nodeid.split("::", 1)[0]
             return GROUP_OF.get(module, module)
+
+        def _assign_work_unit(self, node) -> None:  # noqa: ANN001
+            if FIRST in self.workqueue:
+                self.workqueue.move_to_end(FIRST, last=False)
+            super()._assign_work_unit(node)
 
     return ByModule(config, log)
 
