@@ -6,6 +6,7 @@ And the template subsets' token counts set against the paper's (L5's token table
 from __future__ import annotations
 
 import json
+import os
 import tracemalloc
 from collections.abc import Callable
 from pathlib import Path
@@ -229,10 +230,14 @@ def test_a_set_not_in_the_cache_is_one_error_without_the_network(tmp_path, monke
 
     monkeypatch.setattr(socket, "getaddrinfo", no_network)
     monkeypatch.setattr(socket, "create_connection", no_network)
+    environ = dict(os.environ)
     with pytest.raises(AssetError, match="not in the local Hugging Face cache"):
         readers.load_hf(catalog.DATASETS["alpaca"])
     assert tries == []
     assert datasets.config.HF_HUB_OFFLINE is False and hub.HF_HUB_OFFLINE is False  # put back
+    # nor left in the environment: a later download in this process (make assets' tune
+    # download, in the same test worker) failed "outgoing traffic has been disabled"
+    assert environ == dict(os.environ)
 
 
 # ---------------------------------------------------------------- DPO pairs of a whole set

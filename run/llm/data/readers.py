@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import itertools
 import json
-import os
 import re
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
@@ -216,10 +215,9 @@ def local_file(name: str) -> Path | None:
 
 def load_hf(ds: DataSet) -> Any:
     """The parent as a Hugging Face Dataset: Arrow, memory-mapped from the cache, not in memory.
-    Never from the network: both libraries read their offline switch once, at import, and
-    torchtune's import may have come first, so the switch is also set on them for this call."""
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+    Never from the network: both libraries read their offline switch (HF_HUB_OFFLINE) once, at
+    import, and torchtune's import may have come first, so it is set on them for this call only
+    (not in the environment, which the process's later work would inherit)."""
     import datasets.config
     import huggingface_hub.constants as hub
     from datasets import load_dataset
