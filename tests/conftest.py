@@ -183,7 +183,9 @@ SHARED = {
 GROUP_OF = {f"tests/{m}.py": fixture for fixture, mods in SHARED.items() for m in mods}
 # The longest chain in one process (six trainings, the first compiling): a fresh clone's make test
 # at e432ceb, -n 3, empty inductor cache, started it at 444 s and ended at 785 s, the last 135 s
-# on one core (vmstat 50 % busy); the other workers had ended at 653 and 638 s.
+# on one core (vmstat 50 % busy); the other workers had ended at 653 and 638 s. Handed out
+# first (fresh clones at 049d8a3 and 2d7d2b6, same cold cache): 794.87 and 748.73 s against
+# 803.36 s, the workers ending within 42 and 51 s of each other; one run each, so a small gain.
 FIRST = "tests/test_vision_optimized.py"
 
 
