@@ -392,7 +392,7 @@ def test_paged_optimizer_is_unsupported_only_under_fsdp2(monkeypatch):
     # packed: torchtune compiles flex attention itself, but only on a GPU
     packed = {**OPT_BASE, "packed": True}
     assert llm_spec.unsupported_reason(packed) is None
-    monkeypatch.setattr(llm_spec, "cuda_visible", lambda: True)
+    monkeypatch.setattr(llm_spec.toolchain, "cuda_available", lambda: True)
     assert "flex attention" in llm_spec.unsupported_reason(packed)
     monkeypatch.setattr(toolchain, "compile_blocker", lambda: None)
     assert llm_spec.unsupported_reason(packed) is None

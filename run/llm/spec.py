@@ -265,14 +265,10 @@ def unsupported_reason(spec: dict[str, Any]) -> str | None:
     if spec.get("compile"):
         # the same inductor needs as a vision run's (C++ compiler, Python.h, Triton on a GPU)
         return toolchain.compile_blocker()
-    if spec.get("packed") and cuda_visible():
+    if spec.get("packed") and toolchain.cuda_available():
         # on a GPU torchtune 0.6.1 masks packed samples with flex attention, which it wraps in
         # torch.compile itself (modules/attention_utils.py), also with compile: False
         why = toolchain.compile_blocker()
         if why:
             return f"packed data on a GPU: torchtune compiles flex attention, and {why}"
     return None
-
-
-def cuda_visible() -> bool:
-    return toolchain.cuda_available()
