@@ -38,7 +38,8 @@ SWEEPS := $(RES)/sweeps
 REPORT_OUT := $(if $(filter $(CURDIR)/results,$(abspath $(RESULTS_DIR))),report/out/$(PROFILE),$(RES)/report)
 FIGS := $(REPORT_OUT)/figures
 REPORT_MD := $(REPORT_OUT)/report.md
-export PYTHONPATH := $(CURDIR)
+# a PYTHONPATH given (carried wheels on an offline GPU node: README) is kept, after the repo
+export PYTHONPATH := $(CURDIR)$(if $(PYTHONPATH),:$(PYTHONPATH))
 export PYTHONUNBUFFERED := 1
 # How ranks are bound to NUMA nodes (run/node/numa.py): auto = bind when numactl is installed and the
 # machine has more than one node; bind; off.

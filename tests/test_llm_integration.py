@@ -68,3 +68,10 @@ def test_method_runs_and_learns(cpu_checks, method, gpus):
         traces = Path(run.run_dir) / TORCH_TRACE_DIR
         assert list(traces.glob("iteration_*/*.pt.trace.json.gz")), "no torch trace written"
         assert list(traces.glob("iteration_*/rank0_key_averages.txt"))
+        # the export's time is the profiler's, not a training step's
+        steps = store.read_jsonl(run.run_dir / store.STEPS)
+        assert any(r["profiler_s"] > 0 for r in steps) and summary["profiler_s_excluded"] > 0
+        timed = steps[summary["warmup_steps_excluded"] :]
+        assert summary["s_per_it"] == pytest.approx(
+            sum(r["time_s"] - r["profiler_s"] for r in timed) / len(timed)
+        )

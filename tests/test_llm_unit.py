@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import json
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -169,6 +170,39 @@ def test_summary_leaves_out_warmup_and_flags_bad_losses():
     assert s["losses_finite"] and s["first_loss"] == 3.0
     recs[3]["loss"] = "nan"
     assert summarize(recs, 0, 1)["losses_finite"] is False
+
+
+def test_summary_leaves_the_profilers_step_out_of_the_step_time():
+    # the Llama3-8B check on an H200: 0.58 s steps, and 14.7 s in the step after the window's
+    # trace export; s/it read 1.19 with the export counted as training
+    recs = [{"time_s": 0.58, "loss": 2.0, "tokens_per_second_per_gpu": 1000.0} for _ in range(8)]
+    recs[5] = {**recs[5], "time_s": 14.73, "profiler_s": 14.15}
+    s = summarize(recs, warmup_steps=0, world_size=1)
+    assert s["s_per_it"] == pytest.approx(0.58)
+    assert s["profiler_s_excluded"] == pytest.approx(14.15)
+    # tokens: each step's rate x its whole time, over the training time alone
+    assert s["tokens_per_s"] == pytest.approx((7 * 580 + 14730) / (8 * 0.58))
+
+
+def test_the_metric_logger_records_the_profilers_step_in_the_next_step():
+    import time
+
+    from run.llm.metrics import RunMetricLogger
+    from run.llm.recipes import time_profiler_steps
+
+    class Prof:
+        def step(self):
+            time.sleep(0.05)
+
+    prof, log = Prof(), RunMetricLogger(tempfile.mkdtemp())
+    time_profiler_steps(prof, log.profiler_time)
+    log.start()
+    log.log_dict({"loss": 1.0}, step=1)
+    prof.step()
+    log.log_dict({"loss": 1.0}, step=2)
+    first, second = log.records
+    assert first["profiler_s"] == 0.0 and second["profiler_s"] >= 0.05
+    assert second["time_s"] >= second["profiler_s"]
 
 
 # ---------------------------------------------------------------- bad inputs at launch

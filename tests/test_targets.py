@@ -3,8 +3,10 @@ experiments/targets.awk, which must agree with run/sweep/matrix.py's own parse."
 
 from __future__ import annotations
 
+import os
 import subprocess
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
@@ -50,3 +52,15 @@ def test_make_help_lists_every_target_from_the_matrix():
     for t in driver.targets():
         assert f"  {t} " in out
     assert "One target per artifact (experiments/matrix.yaml):" in out  # none left unbuilt
+
+
+def test_make_keeps_a_pythonpath_it_is_given(tmp_path):
+    # `make gpu-check PY=python3` on the H200 with wheels carried on PYTHONPATH: the Makefile's
+    # own PYTHONPATH replaced it, and every LLM check failed "No module named 'torchtune'"
+    show = ["make", "-s", "--eval", "show-pythonpath: ; @echo $$PYTHONPATH", "show-pythonpath"]
+    env = {**os.environ, "PYTHONPATH": str(tmp_path)}
+    got = subprocess.run(show, check=True, capture_output=True, text=True, env=env).stdout
+    assert got.split() == [f"{Path.cwd()}:{tmp_path}"]
+    env.pop("PYTHONPATH")
+    got = subprocess.run(show, check=True, capture_output=True, text=True, env=env).stdout
+    assert got.split() == [str(Path.cwd())]

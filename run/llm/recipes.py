@@ -18,6 +18,8 @@ finds them by path too. `extended(name)` subclasses a file's recipe class with P
 from __future__ import annotations
 
 import importlib.util
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -152,6 +154,9 @@ class ProjectRecipeMixin:
         own = getattr(self, "_own_profiler", None)
         if own is not None:
             own.start()
+        profiler = own or getattr(self, "_profiler", None)
+        if logger is not None and hasattr(logger, "profiler_time") and profiler is not None:
+            time_profiler_steps(profiler, logger.profiler_time)
         try:
             super().train()  # type: ignore[misc]
         finally:
@@ -159,6 +164,21 @@ class ProjectRecipeMixin:
                 own.stop()
             if logger is not None and hasattr(logger, "stop"):
                 logger.stop()
+
+
+def time_profiler_steps(profiler: Any, add: Callable[[float], None]) -> None:
+    """Give `add` the seconds of each profiler.step(): the step that closes a window exports the
+    trace inside it (torchtune's recipes step it after logging, so the next step's record holds it)."""
+    step = profiler.step
+
+    def timed_step(*args: Any, **kwargs: Any) -> Any:
+        t0 = time.perf_counter()
+        try:
+            return step(*args, **kwargs)
+        finally:
+            add(time.perf_counter() - t0)
+
+    profiler.step = timed_step
 
 
 def extended(name: str) -> type:
