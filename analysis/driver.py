@@ -100,9 +100,13 @@ def paper_gpus(exps: list[str]) -> list[int]:
 
 
 def runs_of(exps: list[str], scale: str) -> tuple[pd.DataFrame, list[dict[str, Any]]]:
-    """The experiments' runs, each once; attrs["left_out"] names the unreadable ones."""
+    """The experiments' runs, each once; attrs["left_out"] names the unreadable ones and
+    attrs["not_run"] the experiments of a several-experiment target that have no sweep record
+    where another has one (a reference folder from a GPU lent for minutes: O1 without O2-O4)."""
+    recorded = [e for e in exps if (store.sweeps_dir(scale) / f"{e}.json").exists()]
+    not_run = [e for e in exps if recorded and e not in recorded]
     frames, skipped, bad = [], [], []
-    for e in exps:
+    for e in (e for e in exps if e not in not_run):
         df, sk = c.experiment_runs(e, scale)
         frames.append(df)
         skipped.extend(sk)
@@ -111,6 +115,7 @@ def runs_of(exps: list[str], scale: str) -> tuple[pd.DataFrame, list[dict[str, A
     runs = runs.drop_duplicates("run") if "run" in runs else runs
     runs.attrs["scale"] = scale  # for hooks that read run files beside the summaries
     runs.attrs["left_out"] = bad
+    runs.attrs["not_run"] = not_run
     return runs, skipped
 
 
@@ -166,6 +171,9 @@ def build(target: str, scale: str) -> Path:
     if bad:
         notes.append(f"{len(bad)} run(s) left out, their files unreadable: {', '.join(bad)}; "
                      "the next sweep runs them again")  # fmt: skip
+    if runs.attrs["not_run"]:
+        notes.append(f"not run in these results (no sweep record): {', '.join(runs.attrs['not_run'])}"
+                     f"; their claims are not measured here")  # fmt: skip
     meta = {
         "target": target,
         "scale": scale,

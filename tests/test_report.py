@@ -123,6 +123,17 @@ def test_missing_sweep_is_one_clear_error(sandbox):
         driver.build("table-precision", "test")
 
 
+def test_a_target_with_some_of_its_experiments_unrecorded_reads_those_it_has(sandbox):
+    # results/reference/h200: O1 swept on a GPU lent for minutes, O2-O4 not; fig-optimized is
+    # built from O1 and names the others, while a target with no record at all stays an error
+    store.write_json_atomic(store.sweeps_dir("test") / "V3.json", {"runs": []})
+    runs, _ = driver.runs_of(["V3", "V4"], "test")
+    assert runs.empty and runs.attrs["not_run"] == ["V4"]
+    assert driver.runs_of(["V3"], "test")[0].attrs["not_run"] == []
+    with pytest.raises(common.AnalysisError, match="make table-pinmem PROFILE=test"):
+        driver.runs_of(["V4"], "test")
+
+
 # --- V1, V2, V4 on the artifact contract: hand-made GPU-like runs judged through the engine ---
 def judge_module(target: str, runs: pd.DataFrame) -> dict[str, dict]:
     """Every claim of `target` on the module's table of `runs`, with the driver's gates."""
