@@ -36,11 +36,13 @@ def step_times(run: str, scale: str, workload: str) -> list[float]:
     """The run's per-step wall times in order: an LLM run's steps.jsonl (each step from the end of
     the previous one, data loading included), a vision run's per-batch times on rank 0, read from
     its timeline (store.TIMELINE): each batch from the end of the previous trained batch (or the
-    epoch's start) to the end of its own step, so loading and the copy count. [] if not recorded."""
+    epoch's start) to the end of its own step, so loading and the copy count. Either without the
+    seconds torch.profiler spent writing its trace in that step (`profiler_s`). [] if not recorded."""
     d = store.run_dir(scale, run)
     try:
         if workload == "llm":
-            return [float(r["time_s"]) for r in store.read_jsonl(d / store.STEPS)]
+            return [float(r["time_s"]) - float(r.get("profiler_s") or 0.0)
+                    for r in store.read_jsonl(d / store.STEPS)]  # fmt: skip
         rows = store.read_jsonl(store.timeline_file(d, 0))
     except (OSError, ValueError, KeyError, TypeError):
         return []
@@ -49,7 +51,7 @@ def step_times(run: str, scale: str, workload: str) -> list[float]:
         t = float(e["t0"])
         steps = [r for r in rows if r.get("phase") == "train_step" and r.get("epoch") == e["epoch"]]
         for s in sorted(steps, key=lambda r: r["t1"]):
-            out.append(float(s["t1"]) - t)
+            out.append(float(s["t1"]) - t - float(s.get("profiler_s") or 0.0))
             t = float(s["t1"])
     return out
 

@@ -204,6 +204,10 @@ def test_the_metric_logger_records_the_profilers_step_in_the_next_step():
     first, second = log.records
     assert first["profiler_s"] == 0.0 and second["profiler_s"] >= 0.05
     assert second["time_s"] >= second["profiler_s"]
+    prof.step()  # after the last record: still the profiler's, not training
+    log.stop()
+    assert log.summary()["profiler_s"] >= 0.1
+    assert log.train_time_s == pytest.approx(second["elapsed_s"] - second["profiler_s"], abs=0.02)
 
 
 # ---------------------------------------------------------------- bad inputs at launch

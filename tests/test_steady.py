@@ -63,6 +63,12 @@ def test_step_times_read_the_llm_steps_and_the_vision_batches(tmp_path, monkeypa
     store.timeline_file(vis, 0).write_text("".join(json.dumps(r) + "\n" for r in rows))
     assert st.step_times("v", "t", "vision") == pytest.approx([0.5, 0.25, 0.2, 0.2])
     assert st.step_times("none", "t", "vision") == []
+    # a step that wrote the profiler's trace counts without it, in both
+    rows[4]["profiler_s"] = 0.05
+    store.timeline_file(vis, 0).write_text("".join(json.dumps(r) + "\n" for r in rows))
+    assert st.step_times("v", "t", "vision") == pytest.approx([0.5, 0.25, 0.15, 0.2])
+    (llm / store.STEPS).write_text(json.dumps({"step": 0, "time_s": 2.2, "profiler_s": 2.0}))
+    assert st.step_times("l", "t", "llm") == pytest.approx([0.2])
 
 
 def _l6(share: float) -> pd.DataFrame:

@@ -107,18 +107,20 @@ class RunMetricLogger:
         self._t_last: float | None = None
         self.train_time_s: float | None = None
         self._t_return: float | None = None
-        self._profiler_s = 0.0
+        self._profiler_s = 0.0  # since the last step's record
+        self.profiler_total_s = 0.0
 
     # called by our recipe extension around train(), and around each profiler step
     def profiler_time(self, seconds: float) -> None:
         self._profiler_s += seconds
+        self.profiler_total_s += seconds
 
     def start(self) -> None:
         self._t_start = self._t_last = self._t_return = time.perf_counter()
 
     def stop(self) -> None:
-        if self._t_start is not None:
-            self.train_time_s = time.perf_counter() - self._t_start
+        if self._t_start is not None:  # the profiler's trace writing is not training
+            self.train_time_s = time.perf_counter() - self._t_start - self.profiler_total_s
 
     # MetricLoggerInterface
     def log(self, name: str, data: Any, step: int) -> None:
@@ -156,4 +158,5 @@ class RunMetricLogger:
         """Nothing buffered: every step is on disk when log_dict returns."""
 
     def summary(self) -> dict[str, Any]:
-        return summarize(self.records, self.warmup_steps, self.world_size)
+        return {**summarize(self.records, self.warmup_steps, self.world_size),
+                "profiler_s": self.profiler_total_s}  # fmt: skip

@@ -194,12 +194,13 @@ def run_epoch(
         inputs.set_epoch(data.sampler, epoch, spec["seed"])
     if cuda:
         torch.cuda.synchronize()
-    t0, t0_wall = time.monotonic(), time.time()
+    t0, t0_wall, p0 = time.monotonic(), time.time(), prof.seconds
     loss_sum, images, durations, compiled = epoch_steps(s, data.train, prof, epoch, totals)
     totals.images_trained += images
     if cuda:
         torch.cuda.synchronize()
-    train_s = time.monotonic() - t0
+    profiler_s = prof.seconds - p0  # torch.profiler writing its trace (run/node/profilers.py)
+    train_s = time.monotonic() - t0 - profiler_s
     compile_s = compile_seconds(durations, compiled)
     totals.timeline.append(interval("epoch", epoch + 1, None, t0_wall))
     t1, t1_wall = time.monotonic(), time.time()
@@ -214,7 +215,7 @@ def run_epoch(
         return None
     return {
         "epoch": epoch + 1,
-        "train_time_s": round(slowest_train_s, 4),
+        "train_time_s": round(slowest_train_s, 4),  # without torch.profiler's trace writing
         "compile_s": round(slowest_compile_s, 4),  # within train_time_s
         # the slowest rank's own train - compile: the two maxima above may come
         # from different ranks, so their difference is not a rank's time
@@ -262,10 +263,13 @@ def epoch_steps(
             loss = train_step(step_model, opt, prec, x, y)
             loss_sum += loss.detach().double() * y.numel()
             images += y.numel()
+            p0 = prof.seconds
             prof.step()
             # Host times, no sync: where the host does not wait (pinned, host_sync=epoch) they
             # are the times to issue the step; the device's time shows in the epoch's total.
             timeline.append(interval("train_step", epoch + 1, i, t_step))
-            durations.append(timeline[-1]["t1"] - t_step)
+            if prof.seconds > p0:  # this step wrote the trace: analysis/steady.py leaves it out
+                timeline[-1]["profiler_s"] = prof.seconds - p0
+            durations.append(timeline[-1]["t1"] - t_step - (prof.seconds - p0))
             compiled.append(spec["compile"] and compiled_frames() > frames)
     return loss_sum, images, durations, compiled
