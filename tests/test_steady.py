@@ -139,11 +139,13 @@ def test_only_repeat_picks_one_repeat_of_each_cell():
     assert runner.repeat_index(specs) == [0, 0, 1, 1, 2]
 
 
-def test_the_makefile_spreads_the_noise_cells_over_the_sweep():
+def test_the_makefile_spreads_the_noise_cells_over_the_sweep(tmp_path):
     import subprocess
 
-    out = subprocess.run(["make", "-n", "all", "PROFILE=smoke"], capture_output=True, text=True,
-                         check=True, cwd=store.REPO).stdout  # fmt: skip
+    # an empty results folder: after the README's `make all`, the checkout's own has no run left
+    # for `make -n` to print
+    out = subprocess.run(["make", "-n", "all", "PROFILE=smoke", f"RESULTS_DIR={tmp_path}"],
+                         capture_output=True, text=True, check=True, cwd=store.REPO).stdout  # fmt: skip
     sweeps = [ln.split("run.sweep ", 1)[1] for ln in out.splitlines() if "-m run.sweep " in ln]
     first_llm = next(i for i, s in enumerate(sweeps) if s.endswith("--exp L1"))
     last_vision = max(i for i, s in enumerate(sweeps) if "--exp V" in s)
