@@ -26,7 +26,7 @@ class AnalysisError(UserError):
 
 def sweep_record(exp_id: str, scale: str) -> dict[str, Any]:
     """The sweep's record of one experiment; a missing or unreadable one is an AnalysisError."""
-    path = store.sweeps_dir(scale) / f"{exp_id}.json"
+    path = store.sweep_file(scale, exp_id)
     record, why = read_sweep_record(path) if path.is_file() else (None, "")
     if record is not None:
         return record

@@ -103,7 +103,7 @@ def runs_of(exps: list[str], scale: str) -> tuple[pd.DataFrame, list[dict[str, A
     """The experiments' runs, each once; attrs["left_out"] names the unreadable ones and
     attrs["not_run"] the experiments of a several-experiment target that have no sweep record
     where another has one (a reference folder from a GPU lent for minutes: O1 without O2-O4)."""
-    recorded = [e for e in exps if (store.sweeps_dir(scale) / f"{e}.json").exists()]
+    recorded = [e for e in exps if store.sweep_file(scale, e).exists()]
     not_run = [e for e in exps if recorded and e not in recorded]
     frames, skipped, bad = [], [], []
     for e in (e for e in exps if e not in not_run):
@@ -171,9 +171,10 @@ def build(target: str, scale: str) -> Path:
     if bad:
         notes.append(f"{len(bad)} run(s) left out, their files unreadable: {', '.join(bad)}; "
                      "the next sweep runs them again")  # fmt: skip
-    if runs.attrs.get("not_run"):  # a test may hand in its own frame
-        notes.append(f"not run in these results (no sweep record): {', '.join(runs.attrs['not_run'])}"
-                     f"; their claims are not measured here")  # fmt: skip
+    not_run = runs.attrs.get("not_run")  # absent from a frame a test hands in
+    if not_run:
+        notes.append(f"not run in these results (no sweep record): {', '.join(not_run)}; their "
+                     "claims are not measured here")  # fmt: skip
     meta = {
         "target": target,
         "scale": scale,

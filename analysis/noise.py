@@ -80,7 +80,7 @@ def all_runs(scale: str, matrix: dict[str, Any]) -> pd.DataFrame:
     spec fields, summary fields and the experiments that list it (`experiments`)."""
     frames, where = [], {}
     for eid in matrix["experiments"]:
-        if not (store.sweeps_dir(scale) / f"{eid}.json").is_file():
+        if not store.sweep_file(scale, eid).is_file():
             continue
         try:
             df, _ = c.experiment_runs(eid, scale)

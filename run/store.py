@@ -97,6 +97,11 @@ def sweeps_dir(scale: str, root: Path | None = None) -> Path:
     return scale_dir(scale, root) / "sweeps"
 
 
+def sweep_file(scale: str, exp_id: str) -> Path:
+    """The sweep's record of one experiment (sweeps/<EXP>.json)."""
+    return sweeps_dir(scale) / f"{exp_id}.json"
+
+
 def is_finished(scale: str, name: str, root: Path | None = None) -> bool:
     return (run_dir(scale, name, root) / SUMMARY).is_file()
 

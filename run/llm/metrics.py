@@ -108,12 +108,15 @@ class RunMetricLogger:
         self.train_time_s: float | None = None
         self._t_return: float | None = None
         self._profiler_s = 0.0  # since the last step's record
-        self.profiler_total_s = 0.0
 
     # called by our recipe extension around train(), and around each profiler step
     def profiler_time(self, seconds: float) -> None:
         self._profiler_s += seconds
-        self.profiler_total_s += seconds
+
+    @property
+    def profiler_total_s(self) -> float:
+        """Every profiler step so far: the records' and those after the last record."""
+        return sum(r["profiler_s"] for r in self.records) + self._profiler_s
 
     def start(self) -> None:
         self._t_start = self._t_last = self._t_return = time.perf_counter()

@@ -57,7 +57,7 @@ def cells(
 def is_stale(exp_id: str, scale: str, info: dict[str, Any], matrix: dict[str, Any]) -> bool:
     runs, skipped = cells(exp_id, scale, info, matrix)
     try:
-        record = store.read_json(store.sweeps_dir(scale) / f"{exp_id}.json")
+        record = store.read_json(store.sweep_file(scale, exp_id))
         recorded = {e["run"] for e in record["runs"]}
         recorded_skips = {e["run"] for e in record.get("skipped") or []}
     except (OSError, ValueError, TypeError, KeyError):

@@ -308,7 +308,7 @@ def sweep(
             "skipped": skipped[exp.id],
             "hardware": {k: info[k] for k in ("gpu_count", "gpu_model", "cpu_count", "nsys")},
         }
-        store.write_json_atomic(store.sweeps_dir(scale) / f"{exp.id}.json", record)
+        store.write_json_atomic(store.sweep_file(scale, exp.id), record)
         done = sum(1 for r in ran[exp.id] if not r["reused"])
         print(
             f"[sweep] {exp.id}: {len(ran[exp.id])} runs ({done} new, "

@@ -268,8 +268,9 @@ def epoch_steps(
             # Host times, no sync: where the host does not wait (pinned, host_sync=epoch) they
             # are the times to issue the step; the device's time shows in the epoch's total.
             timeline.append(interval("train_step", epoch + 1, i, t_step))
-            if prof.seconds > p0:  # this step wrote the trace: analysis/steady.py leaves it out
-                timeline[-1]["profiler_s"] = prof.seconds - p0
-            durations.append(timeline[-1]["t1"] - t_step - (prof.seconds - p0))
+            wrote = prof.seconds - p0
+            if wrote:  # this step wrote the trace: analysis/steady.py leaves it out
+                timeline[-1]["profiler_s"] = wrote
+            durations.append(timeline[-1]["t1"] - t_step - wrote)
             compiled.append(spec["compile"] and compiled_frames() > frames)
     return loss_sum, images, durations, compiled
