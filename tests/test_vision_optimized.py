@@ -163,6 +163,27 @@ def test_a_spec_this_machine_cannot_run_is_recorded_unsupported(sandbox, monkeyp
     assert sorted(p.name for p in run_dir.iterdir()) == ["spec.json", "summary.json"]
 
 
+def test_a_run_by_hand_into_a_folder_not_made_yet_trains(sandbox, monkeypatch, capsys):
+    """A kept run's spec run again by hand into a new folder (README, on log.txt):
+    the folder is made and the run trains (it used to train, then fail writing its first
+    epoch, with a traceback); a --run-dir that cannot be a folder is one line before any work."""
+    spec_file = sandbox / "spec.json"
+    spec_file.write_text(json.dumps(vision_spec.canonical({**vision_spec.DEFAULTS, **TINY})))
+    for var, value in {"RANK": "0", "LOCAL_RANK": "0", "WORLD_SIZE": "1"}.items():
+        monkeypatch.setenv(var, value)
+    monkeypatch.setenv("MASTER_ADDR", "127.0.0.1")
+    monkeypatch.setenv("MASTER_PORT", str(29500 + (time.monotonic_ns() // 1000) % 20000))
+    run_dir = sandbox / "runs" / ".staging" / "gone@host-1"
+    with cpu_share():
+        assert vision.main(["--spec", str(spec_file), "--run-dir", str(run_dir)]) == 0
+    assert store.read_json(run_dir / store.SUMMARY)["status"] == "ok"
+    assert len(store.read_jsonl(run_dir / store.EPOCHS)) == 1
+    capsys.readouterr()
+    assert vision.main(["--spec", str(spec_file), "--run-dir", str(spec_file / "x")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(f"error: --run-dir {spec_file / 'x'}"), err
+
+
 @pytest.mark.integration
 def test_compiled_steps_are_timed_apart_and_out_of_images_per_s(learning_cell):
     """The first optimised run of the learning cell (the first to compile in this process): the
