@@ -16,9 +16,8 @@ from typing import Any
 
 from analysis.common import read_sweep_record, unreadable_why, warn_once
 from run import store
+from run.llm.catalog import TEMPLATES
 from run.sweep import matrix as mx
-
-TEMPLATES = ("instruct", "summary", "error-correction")  # J's template subsets (run/llm/catalog)
 
 
 def _n(v: Any) -> str:

@@ -8,10 +8,11 @@ import pandas as pd
 from analysis import common as c
 from analysis import draw
 from analysis.driver import Artifact
+from run.vision.spec import PAPER_PRECISIONS
 
 KEYS = ["precision", "pin_memory", "epoch"]
 VALUES = ["train_loss", "test_accuracy_pct"]
-ORDER = ["fp64", "fp32", "fp16"]
+ORDER = list(PAPER_PRECISIONS)
 
 
 def table(runs: pd.DataFrame, scale: str) -> pd.DataFrame:

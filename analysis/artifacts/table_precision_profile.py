@@ -13,10 +13,11 @@ from analysis import common as c
 from analysis import draw_profile
 from analysis.profiles import artifact as pa
 from analysis.profiles.metrics import LABELS
+from run.vision.spec import PAPER_PRECISIONS
 
 PAPER_CSV = "profiler_quotes.csv"
 KEYS = ["precision"]
-ORDER = ["fp64", "fp32", "fp16"]
+ORDER = list(PAPER_PRECISIONS)
 METRICS = ["memcpy_htod", "cudaMemcpyAsync", "nccl_broadcast", "cudaEventDestroy"]
 # metric -> its name in reference/paper/profiler_quotes.csv
 QUOTE_NAMES = {
