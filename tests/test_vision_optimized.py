@@ -182,6 +182,9 @@ def test_a_run_by_hand_into_a_folder_not_made_yet_trains(sandbox, monkeypatch, c
     assert vision.main(["--spec", str(spec_file), "--run-dir", str(spec_file / "x")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith(f"error: --run-dir {spec_file / 'x'}"), err
+    # a spec file that is not there is named as such, whatever the run folder
+    assert vision.main(["--spec", str(sandbox / "none.json"), "--run-dir", str(run_dir)]) == 2
+    assert capsys.readouterr().err.strip() == f"error: no spec file at {sandbox / 'none.json'}"
 
 
 @pytest.mark.integration

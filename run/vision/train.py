@@ -78,11 +78,10 @@ def main(argv: list[str]) -> int:
     lifeline.tie_to_parent()
     try:  # bad input: no process group, nothing written into the run folder
         spec = check_inputs(args.spec)
-        # made where missing (a kept run's spec run again into a new folder): else rank 0
-        # trained, then failed writing its first epoch
-        args.run_dir.mkdir(parents=True, exist_ok=True)
     except ValueError as exc:
         raise UserError(str(exc)) from exc
+    try:  # made where missing (a kept run's spec run again into a new folder)
+        args.run_dir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise UserError(f"--run-dir {args.run_dir}: {exc.strerror or exc}") from exc
     cuda = torch.cuda.is_available()
