@@ -228,7 +228,7 @@ def compact(
     t: pd.DataFrame,
     keys: list[str],
     values: list[str],
-    order: dict[str, list[Any]] | None = None,
+    order: dict[str, Sequence[Any]] | None = None,
 ) -> pd.DataFrame:
     """The report's table: one row per `keys` group of finished runs, each value the median over
     repeats (analysis.repeats.collapse), with `<value>_min`/`<value>_max` and `repeats` when a

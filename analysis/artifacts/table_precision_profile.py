@@ -13,11 +13,10 @@ from analysis import common as c
 from analysis import draw_profile
 from analysis.profiles import artifact as pa
 from analysis.profiles.metrics import LABELS
-from run.vision.spec import PAPER_PRECISIONS
+from run.vision.spec import PAPER_PRECISIONS as ORDER  # the papers' three, in order
 
 PAPER_CSV = "profiler_quotes.csv"
 KEYS = ["precision"]
-ORDER = list(PAPER_PRECISIONS)
 METRICS = ["memcpy_htod", "cudaMemcpyAsync", "nccl_broadcast", "cudaEventDestroy"]
 # metric -> its name in reference/paper/profiler_quotes.csv
 QUOTE_NAMES = {
