@@ -8,7 +8,7 @@ import pandas as pd
 from analysis import common as c
 from analysis import draw
 from analysis.driver import Artifact
-from run.vision.spec import PAPER_PRECISIONS as ORDER  # the papers' three, in order
+from run.vision.spec import PAPER_PRECISIONS
 
 KEYS = ["precision", "pin_memory", "epoch"]
 VALUES = ["train_loss", "test_accuracy_pct"]
@@ -35,7 +35,7 @@ def table(runs: pd.DataFrame, scale: str) -> pd.DataFrame:
 
 
 def compact(t: pd.DataFrame) -> pd.DataFrame:
-    return c.compact(t, KEYS, VALUES, order={"precision": ORDER})
+    return c.compact(t, KEYS, VALUES, order={"precision": PAPER_PRECISIONS})
 
 
 def identical(t: pd.DataFrame) -> set[str]:
@@ -77,7 +77,9 @@ def _labels(df: pd.DataFrame) -> pd.Series:
 def _series(df: pd.DataFrame) -> list[str]:
     """FP64 first (the paper's baseline), pin off before on."""
     keys = df[["precision", "pin_memory"]].astype(str)
-    rank = keys["precision"].map(lambda p: ORDER.index(p) if p in ORDER else len(ORDER))
+    rank = keys["precision"].map(
+        lambda p: PAPER_PRECISIONS.index(p) if p in PAPER_PRECISIONS else len(PAPER_PRECISIONS)
+    )
     order = keys.assign(r=rank).sort_values(["r", "precision", "pin_memory"]).index
     return list(dict.fromkeys(_labels(df).loc[order]))
 

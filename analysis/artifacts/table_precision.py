@@ -7,7 +7,7 @@ import pandas as pd
 from analysis import common as c
 from analysis import steady as st
 from analysis.driver import Artifact
-from run.vision.spec import PAPER_PRECISIONS as ORDER  # the papers' three, in order
+from run.vision.spec import PAPER_PRECISIONS
 
 PAPER_CSV = "table2_precision.csv"
 KEYS = ["gpus", "precision"]
@@ -25,7 +25,7 @@ def table(runs: pd.DataFrame, scale: str) -> pd.DataFrame:
     for end in ("lo", "hi"):
         df[f"efficiency_vs_1gpu_pct_steady_{end}"] = 100.0 * pd.to_numeric(
             df[f"speedup_vs_1gpu_steady_{end}"])  # fmt: skip
-    df = df.assign(_o=df["precision"].map(ORDER.index)).sort_values(["gpus", "_o"])
+    df = df.assign(_o=df["precision"].map(PAPER_PRECISIONS.index)).sort_values(["gpus", "_o"])
     df = df.rename(columns={"final_test_accuracy_pct": "inference_accuracy_pct"})
     steady = st.steady_cols(df, "total_time_s", "efficiency_vs_1gpu_pct", "efficiency_vs_fp64_pct")
     return df[[*KEYS, "precision_effective", *VALUES, *steady, "status", "run"]]
@@ -59,7 +59,7 @@ def paper() -> pd.DataFrame:
 
 
 def compact(t: pd.DataFrame) -> pd.DataFrame:
-    return c.compact(t, KEYS, VALUES, order={"precision": ORDER})
+    return c.compact(t, KEYS, VALUES, order={"precision": PAPER_PRECISIONS})
 
 
 notes = c.cpu_note(

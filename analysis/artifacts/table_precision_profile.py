@@ -13,7 +13,7 @@ from analysis import common as c
 from analysis import draw_profile
 from analysis.profiles import artifact as pa
 from analysis.profiles.metrics import LABELS
-from run.vision.spec import PAPER_PRECISIONS as ORDER  # the papers' three, in order
+from run.vision.spec import PAPER_PRECISIONS
 
 PAPER_CSV = "profiler_quotes.csv"
 KEYS = ["precision"]
@@ -41,7 +41,7 @@ def build_table(runs: pd.DataFrame, tidy: pd.DataFrame) -> pd.DataFrame:
     t = pa.table(runs, tidy, ["precision", "gpus"], METRICS)
     quotes = {(r["metric"], r["precision"]): r["value_s"] for _, r in _quotes().iterrows()}
     t["paper_s"] = [quotes.get((m, p)) for m, p in zip(t["metric"], t["precision"], strict=True)]
-    t["precision_order"] = t["precision"].map(ORDER.index)
+    t["precision_order"] = t["precision"].map(PAPER_PRECISIONS.index)
     t = t.sort_values(
         ["kind", "metric", "precision_order"], ascending=[False, True, True], kind="mergesort"
     )
@@ -63,7 +63,9 @@ def paper() -> pd.DataFrame:
 
 def compact(t: pd.DataFrame) -> pd.DataFrame:
     """Precision as rows, the paper's four metrics in seconds (medians over repeats)."""
-    return c.compact(pa.per_run(t, KEYS, COMPACT), KEYS, list(COMPACT), order={"precision": ORDER})
+    return c.compact(
+        pa.per_run(t, KEYS, COMPACT), KEYS, list(COMPACT), order={"precision": PAPER_PRECISIONS}
+    )
 
 
 def notes(runs: pd.DataFrame, t: pd.DataFrame) -> list[str]:
